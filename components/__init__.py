@@ -1,0 +1,22 @@
+"""KFP v2 components (lightweight, thin wrappers over ``trainers.jobs``).
+
+``make_components(base_image)`` turns the plain functions of ``components.steps`` into components that
+run in ``base_image`` (the trainer image built from ``containers/Dockerfile``, which has this package
+and kfp installed, hence ``install_kfp_package=False``).
+"""
+from __future__ import annotations
+
+import types
+
+from kfp import dsl
+
+from components import steps
+
+STEP_FUNCTIONS = (steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model)
+
+
+def make_components(base_image: str) -> types.SimpleNamespace:
+    return types.SimpleNamespace(**{
+        fn.__name__: dsl.component(fn, base_image=base_image, install_kfp_package=False)
+        for fn in STEP_FUNCTIONS
+    })

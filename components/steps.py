@@ -1,0 +1,103 @@
+"""Lightweight KFP components: thin wrappers over ``trainers.jobs`` (all logic lives in the library).
+
+Each function body imports what it needs, because KFP ships only the function's source to the task.
+The task's image must have this repository installed (``containers/Dockerfile``); locally, kfp.local's
+SubprocessRunner runs them in this Python environment.
+"""
+from typing import NamedTuple
+
+from kfp.dsl import Dataset, Metrics, Model, Output
+
+
+def validate_config(config_json: str) -> NamedTuple("ValidatedJob", [
+    ("config_json", str), ("display_name", str), ("worker_pool_specs", list), ("base_output_directory", str),
+    ("scheduling_strategy", str), ("restart_job_on_worker_restart", bool), ("timeout", str), ("model_dir", str),
+    ("warnings", str),
+]):
+    """Check every rule before anything is spent; emit the normalised config and the Vertex job spec."""
+    from collections import namedtuple
+
+    from trainers import config as config_lib
+    from trainers import jobs, validate
+
+    cfg = config_lib.load_json(config_json)
+    report = validate.validate_or_raise(cfg)
+    for w in report.warnings:
+        print(f"warning: {w}")
+    spec = jobs.vertex_job(cfg)
+    out = namedtuple("ValidatedJob", ["config_json", "display_name", "worker_pool_specs", "base_output_directory",
+                                      "scheduling_strategy", "restart_job_on_worker_restart", "timeout", "model_dir",
+                                      "warnings"])
+    return out(cfg.to_json(), spec["display_name"], spec["worker_pool_specs"], spec["base_output_directory"],
+               spec["scheduling_strategy"], spec["restart_job_on_worker_restart"], spec["timeout"],
+               jobs.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings))
+
+
+def prepare_data(config_json: str, dataset: Output[Dataset]) -> str:
+    """Image folder (or generated images) -> sharded TFRecords + class map + per-class counts."""
+    import json
+
+    from trainers import config as config_lib
+    from trainers import jobs
+
+    cfg = config_lib.load_json(config_json)
+    data_dir, manifest = jobs.prepare(cfg)
+    with open(dataset.path, "w") as f:
+        json.dump(manifest, f, indent=1)
+    dataset.metadata.update({"data_dir": data_dir, "classes": manifest["classes"],
+                             "num_examples": manifest["num_examples"], "image_size": manifest["image_size"]})
+    print(f"prepared {manifest['num_examples']} examples of {len(manifest['classes'])} classes in {data_dir}")
+    return data_dir
+
+
+def train_local(config_json: str, data_dir: str, metrics: Output[Metrics]) -> NamedTuple("TrainOutputs", [
+    ("model_dir", str), ("checkpoint_dir", str), ("tensorboard_dir", str),
+]):
+    """Run every worker pool as a real process on this machine with the environment Vertex gives."""
+    from collections import namedtuple
+
+    from trainers import config as config_lib
+    from trainers import jobs
+
+    cfg = config_lib.load_json(config_json)
+    result = jobs.run_local(cfg)
+    for r in result.restarts:
+        print(f"restart {r.attempt}: {r.failure.replica} exited with {r.failure.exit_status}; resumed from step {r.resumed_step}")
+    trained = jobs.read_metrics(cfg)
+    for key in ("train_loss", "train_accuracy", "steps", "examples_per_second"):
+        if isinstance(trained.get(key), (int, float)):
+            metrics.log_metric(key, float(trained[key]))
+    metrics.log_metric("restarts", float(len(result.restarts)))
+    dirs = jobs.output_dirs(cfg)
+    return namedtuple("TrainOutputs", ["model_dir", "checkpoint_dir", "tensorboard_dir"])(
+        dirs["model"], dirs["checkpoints"], dirs["logs"])
+
+
+def verify_model(model_dir: str, data_dir: str, model: Output[Model], metrics: Output[Metrics]):
+    """Load the SavedModel in a fresh process, run its serving signature on held-out examples, log
+    accuracy/loss, and output it as a Model artifact with its signature, classes and framework version."""
+    import shutil
+
+    import tensorflow as tf
+
+    from trainers import jobs
+
+    result = jobs.verify(model_dir, data_dir)
+    metrics.log_metric("accuracy", float(result["accuracy"]))
+    metrics.log_metric("loss", float(result["loss"]))
+    metrics.log_metric("examples", float(result["examples"]))
+    meta = result["metadata"]
+    if model_dir.startswith("gs://"):
+        for root, _, files in tf.io.gfile.walk(model_dir):
+            for name in files:
+                dst = model.path + root[len(model_dir.rstrip("/")):] + "/" + name
+                tf.io.gfile.makedirs(dst.rsplit("/", 1)[0])
+                tf.io.gfile.copy(f"{root}/{name}", dst, overwrite=True)
+    else:
+        shutil.copytree(model_dir, model.path, dirs_exist_ok=True)
+    model.metadata.update({"framework": meta["framework"], "framework_version": meta["framework_version"],
+                           "classes": meta["classes"], "image_size": meta["image_size"],
+                           "signatures": meta["signatures"], "source_model_dir": model_dir,
+                           "accuracy": result["accuracy"], "split": result["split"]})
+    print(f"verified {model_dir}: accuracy={result['accuracy']:.3f} loss={result['loss']:.3f} "
+          f"on {result['examples']} {result['split']} examples; sample: {result['sample'][:3]}")

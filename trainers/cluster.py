@@ -1,0 +1,150 @@
+"""Where am I running? The only code that reads CLUSTER_SPEC, TF_CONFIG, TPU_CONFIG and AIP_*.
+
+Vertex AI custom training (and ``trainers.launcher`` locally, which reproduces it) gives each replica:
+
+* ``CLUSTER_SPEC``  ``{"cluster": {"workerpool0": [...], "workerpool1": [...]}, "environment": "cloud",
+  "task": {"type": "workerpool1", "index": 0}}``; a single-replica job has only ``workerpool0``.
+* ``TF_CONFIG``     the same cluster in TensorFlow's names (chief / worker / ps; evaluator only as a task).
+* ``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR``, ``AIP_TENSORBOARD_LOG_DIR`` when the job has a
+  ``base_output_directory``.
+* AI Platform's TPU workers get ``TPU_CONFIG`` (``{"tpu_node_name": ..., "zone": ..., "project": ...}``).
+
+No environment at all means a plain local process: one replica, the chief.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Mapping
+
+from trainers.errors import ConfigError, problem
+
+#: Vertex worker pool index -> TensorFlow task type.
+POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    task_type: str  # chief | worker | ps | evaluator
+    task_index: int
+    #: TensorFlow-style cluster: {"chief": [...], "worker": [...], "ps": [...]} (evaluator excluded)
+    cluster: Mapping[str, tuple[str, ...]]
+    tf_config: str | None  # the TF_CONFIG the strategy should see (None: not multi-worker)
+    model_dir: str | None
+    checkpoint_dir: str | None
+    tensorboard_dir: str | None
+    tpu_config: Mapping[str, str] | None = None
+    source: str = "none"  # CLUSTER_SPEC | TF_CONFIG | none
+
+    @property
+    def num_workers(self) -> int:
+        """Machines that train together (chief + workers)."""
+        return len(self.cluster.get("chief", ())) + len(self.cluster.get("worker", ()))
+
+    @property
+    def is_chief(self) -> bool:
+        """The one replica that writes real checkpoints, summaries and the exported model.
+
+        Without a chief in the cluster (a TF_CONFIG with workers only), worker 0 is the chief.
+        """
+        if self.task_type == "chief":
+            return True
+        return self.task_type == "worker" and self.task_index == 0 and not self.cluster.get("chief")
+
+    @property
+    def replica_id(self) -> str:
+        return f"{self.task_type}-{self.task_index}"
+
+
+def _parse_json(name: str, text: str) -> dict:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([problem(name, f"environment variable is not valid JSON ({exc})")]) from None
+    if not isinstance(doc, dict):
+        raise ConfigError([problem(name, "environment variable must hold a JSON object")])
+    return doc
+
+
+def _from_cluster_spec(doc: dict) -> tuple[str, int, dict[str, tuple[str, ...]]]:
+    pools = doc.get("cluster") or {}
+    task = doc.get("task") or {}
+    pool = task.get("type", "workerpool0")
+    if pool not in POOL_ROLES:
+        raise ConfigError([problem("CLUSTER_SPEC.task.type", f"unknown worker pool {pool!r}", list(POOL_ROLES))])
+    cluster = {
+        POOL_ROLES[name]: tuple(addrs)
+        for name, addrs in pools.items()
+        if name in POOL_ROLES and addrs and POOL_ROLES[name] != "evaluator"
+    }
+    return POOL_ROLES[pool], int(task.get("index", 0)), cluster
+
+
+def _from_tf_config(doc: dict) -> tuple[str, int, dict[str, tuple[str, ...]]]:
+    task = doc.get("task") or {}
+    cluster = {k: tuple(v) for k, v in (doc.get("cluster") or {}).items() if v and k != "evaluator"}
+    task_type = task.get("type") or ("chief" if "chief" in cluster else "worker")
+    if task_type == "master":  # AI Platform's legacy name for the chief
+        task_type = "chief"
+    cluster = {("chief" if k == "master" else k): v for k, v in cluster.items()}
+    return task_type, int(task.get("index", 0)), cluster
+
+
+def read_cluster(env: Mapping[str, str] | None = None) -> ClusterInfo:
+    """Read the replica's place in the job from the environment Vertex (or the local launcher) set."""
+    env = os.environ if env is None else env
+    spec, tf_config = env.get("CLUSTER_SPEC"), env.get("TF_CONFIG")
+    if tf_config:  # TF's own view wins when present: it is what the strategy reads
+        task_type, index, cluster = _from_tf_config(_parse_json("TF_CONFIG", tf_config))
+        source = "TF_CONFIG"
+    elif spec:
+        task_type, index, cluster = _from_cluster_spec(_parse_json("CLUSTER_SPEC", spec))
+        source = "CLUSTER_SPEC"
+    else:
+        task_type, index, cluster, source = "chief", 0, {}, "none"
+
+    workers = len(cluster.get("chief", ())) + len(cluster.get("worker", ()))
+    strategy_tf_config = None
+    if workers > 1 or cluster.get("ps"):
+        strategy_tf_config = json.dumps(
+            {"cluster": {k: list(v) for k, v in cluster.items()}, "task": {"type": task_type, "index": index}}
+        )
+    tpu = env.get("TPU_CONFIG")
+    return ClusterInfo(
+        task_type=task_type,
+        task_index=index,
+        cluster=cluster,
+        tf_config=strategy_tf_config,
+        model_dir=env.get("AIP_MODEL_DIR") or None,
+        checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
+        tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None,
+        tpu_config=_parse_json("TPU_CONFIG", tpu) if tpu else None,
+        source=source,
+    )
+
+
+def output_dirs(info: ClusterInfo, base_output_dir: str) -> dict[str, str]:
+    """model / checkpoints / logs directories: Vertex's AIP_* when set, else under ``base_output_dir``
+    laid out exactly as Vertex lays them out (``<base>/model``, ``<base>/checkpoints``, ``<base>/logs``)."""
+
+    def pick(value: str | None, leaf: str) -> str:
+        if value:
+            return value.rstrip("/")
+        base = base_output_dir.rstrip("/")
+        return f"{base}/{leaf}" if base.startswith("gs://") else os.path.join(base, leaf)
+
+    return {
+        "model": pick(info.model_dir, "model"),
+        "checkpoints": pick(info.checkpoint_dir, "checkpoints"),
+        "logs": pick(info.tensorboard_dir, "logs"),
+    }
+
+
+def replica_dir(info: ClusterInfo, directory: str) -> str:
+    """The chief writes ``directory``; every other replica a throwaway ``directory/workertemp_<id>``
+    (the lab seed's pattern: saving can involve collectives, so all replicas must save somewhere)."""
+    if info.is_chief:
+        return directory
+    sep = "/" if directory.startswith("gs://") else os.sep
+    return f"{directory.rstrip('/')}{sep}workertemp_{info.task_type}_{info.task_index}"

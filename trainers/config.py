@@ -1,0 +1,341 @@
+"""The job config: one typed schema, loaded from YAML presets/files plus ``--set key=value`` overrides.
+
+A job config describes everything needed to run one training job, locally or on Vertex AI:
+
+* ``data``       where the images or TFRecord shards are (local path, ``gs://`` or ``/gcs/``);
+* ``model``      which architecture (the seed lab's small CNN, or a ``keras.applications`` network);
+* ``training``   steps/epochs, per-replica batch (global batch = per-replica x replicas), optimizer;
+* ``checkpoint`` how often to save and how many to keep;
+* ``topology``   the strategy and the four Vertex worker pools (chief, worker, parameter_server,
+  evaluator) with machine type, accelerator type/count and replica count;
+* ``container``  the image and the worker command (any command: the user's own trainer works too);
+* ``output``     the base output directory (Vertex derives AIP_MODEL_DIR etc. from it);
+* ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
+
+Loading checks the *shape* (unknown fields, wrong types) and reports every problem at once as
+``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
+(hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
+This module never imports TensorFlow.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from trainers.errors import ConfigError, Problem, problem
+
+PRESET_DIR = Path(__file__).resolve().parent / "configs"
+
+Strategy = Literal["one_device", "mirrored", "multi_worker", "tpu"]
+
+
+@dataclasses.dataclass
+class Data:
+    source: Literal["synthetic", "images", "tfrecord"] = "synthetic"
+    #: images: ``<path>/<class>/*.jpg``; tfrecord: a folder written by ``python -m trainers.prepare``;
+    #: synthetic: where a small generated image folder is written (empty = under output.base_dir).
+    path: str = ""
+    #: where prepared TFRecords go for ``images``/``synthetic`` (empty = ``<output.base_dir>/data``).
+    prepared_dir: str = ""
+    image_size: int = 64
+    validation_fraction: float = 0.2
+    num_shards: int = 4
+    synthetic_classes: int = 3
+    synthetic_images_per_class: int = 40
+    shuffle_buffer: int = 1024
+
+
+@dataclasses.dataclass
+class Model:
+    name: Literal["small_cnn", "mobilenet_v2", "resnet50"] = "small_cnn"
+
+
+@dataclasses.dataclass
+class Training:
+    epochs: int = 2
+    #: total optimizer steps; 0 = epochs x steps per epoch.
+    steps: int = 0
+    per_replica_batch_size: int = 8
+    #: 0 = per_replica_batch_size x replicas; if set it must divide evenly by the replicas.
+    global_batch_size: int = 0
+    optimizer: Literal["adam", "sgd"] = "adam"
+    learning_rate: float = 0.001
+    seed: int = 42
+    #: seeded, op-deterministic: a resumed run ends bitwise equal to an uninterrupted one.
+    deterministic: bool = True
+    mixed_precision: bool = False
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    log_every_steps: int = 10
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    every_steps: int = 20
+    every_seconds: float = 0.0
+    keep: int = 3
+
+
+@dataclasses.dataclass
+class Pool:
+    replica_count: int = 0
+    machine_type: str = ""
+    accelerator_type: str = ""
+    accelerator_count: int = 0
+    tpu_topology: str = ""
+
+
+def _chief() -> Pool:
+    return Pool(replica_count=1, machine_type="n1-standard-4")
+
+
+@dataclasses.dataclass
+class Topology:
+    strategy: Strategy = "multi_worker"
+    region: str = "us-central1"
+    #: legacy AI Platform TPU runtime version (e.g. "2.11" or "pytorch-1.11").
+    tpu_tf_version: str = ""
+    chief: Pool = dataclasses.field(default_factory=_chief)
+    worker: Pool = dataclasses.field(default_factory=Pool)
+    parameter_server: Pool = dataclasses.field(default_factory=Pool)
+    evaluator: Pool = dataclasses.field(default_factory=Pool)
+
+    def pools(self) -> list[Pool]:
+        """Worker pools in Vertex order: 0 chief, 1 worker, 2 parameter server, 3 evaluator."""
+        return [self.chief, self.worker, self.parameter_server, self.evaluator]
+
+    def replica_counts(self) -> list[int]:
+        return [p.replica_count for p in self.pools()]
+
+
+@dataclasses.dataclass
+class Container:
+    image_uri: str = ""
+    command: list[str] = dataclasses.field(default_factory=lambda: ["python", "-m", "trainers.task"])
+    args: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Output:
+    base_dir: str = "./runs/local"
+
+
+@dataclasses.dataclass
+class Scheduling:
+    strategy: Literal["STANDARD", "SPOT", "FLEX_START"] = "STANDARD"
+    restart_job_on_worker_restart: bool = False
+    timeout: str = "86400s"
+    #: local launcher: how many times the whole job is restarted after a replica dies.
+    max_restarts: int = 0
+
+
+@dataclasses.dataclass
+class JobConfig:
+    name: str = "tf-train"
+    data: Data = dataclasses.field(default_factory=Data)
+    model: Model = dataclasses.field(default_factory=Model)
+    training: Training = dataclasses.field(default_factory=Training)
+    checkpoint: Checkpoint = dataclasses.field(default_factory=Checkpoint)
+    topology: Topology = dataclasses.field(default_factory=Topology)
+    container: Container = dataclasses.field(default_factory=Container)
+    output: Output = dataclasses.field(default_factory=Output)
+    scheduling: Scheduling = dataclasses.field(default_factory=Scheduling)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Building a typed config from plain data, with field-path errors.
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return "a list of " + _type_name(typing.get_args(tp)[0])
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value in choices:
+            return value
+        near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        problems.append(problem(path, f"{value!r} is not allowed{hint}", choices))
+        return None
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if isinstance(value, str) and item_tp is str:
+            value = value.split()  # "--set container.args='--a 1'" convenience
+        if not isinstance(value, list):
+            problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}"))
+            return None
+        return [_coerce(v, item_tp, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path, problems)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():  # compiled KFP parameters turn ints to 2.0
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        if value is None:
+            return ""
+    problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}"))
+    return None
+
+
+def _build(cls: type, data: Any, path: str, problems: list[Problem]) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.append(problem(path or "config", f"expected a mapping, got {type(data).__name__} {data!r}"))
+        return cls()
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        field_path = f"{path}.{key}" if path else str(key)
+        if key not in names:
+            near = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            problems.append(problem(field_path, f"unknown field; {hint}fields of {path or 'the config'} are", names))
+            continue
+        coerced = _coerce(value, hints[key], field_path, problems)
+        if coerced is not None:
+            kwargs[key] = coerced
+    return cls(**kwargs)
+
+
+def from_dict(data: dict[str, Any]) -> JobConfig:
+    """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
+    problems: list[Problem] = []
+    cfg = _build(JobConfig, data, "", problems)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------
+# Files, presets and overrides.
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _read_yaml(source: str) -> dict[str, Any]:
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        if source not in presets():
+            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
+        path = PRESET_DIR / f"{source}.yaml"
+    if not path.is_file():
+        raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([problem("--config", f"{path} is not valid YAML: {exc}".replace("\n", " "))]) from None
+    if not isinstance(doc, dict):
+        raise ConfigError([problem("--config", f"{path} must hold a mapping at the top level")])
+    return doc
+
+
+def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = doc
+    for key in keys[:-1]:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[keys[-1]] = value
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides; values are parsed as YAML (``8``, ``true``, ``[a, b]``)."""
+    problems = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(problem("--set", f"{item!r} is not key=value (e.g. training.steps=50)"))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        _set_path(doc, key.strip(), value)
+    if problems:
+        raise ConfigError(problems)
+    return doc
+
+
+def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:
+    """Load a preset name or YAML file, apply overrides, return the typed config (shape-checked)."""
+    doc = _read_yaml(source or "local")
+    doc.pop("description", None)
+    apply_overrides(doc, list(overrides or []))
+    return from_dict(doc)
+
+
+def load_json(text: str) -> JobConfig:
+    """The config as passed between pipeline steps and to Vertex replicas (``JobConfig.to_json``)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([problem("config_json", f"not valid JSON: {exc}")]) from None
+    return from_dict(doc)
+
+
+def resolved_base_dir(cfg: JobConfig) -> str:
+    base = cfg.output.base_dir
+    if base.startswith("gs://"):
+        return base.rstrip("/")
+    return os.path.abspath(base)
+
+
+def prepared_data_dir(cfg: JobConfig) -> str:
+    """Where the TFRecord shards the trainer reads are."""
+    if cfg.data.source == "tfrecord":
+        return cfg.data.path
+    return cfg.data.prepared_dir or _join(resolved_base_dir(cfg), "data")
+
+
+def image_dir(cfg: JobConfig) -> str:
+    if cfg.data.source == "images":
+        return cfg.data.path
+    return cfg.data.path or _join(resolved_base_dir(cfg), "images")
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts]) if base.startswith("gs://") else os.path.join(base, *parts)
+
+
+def apply_overrides_to(cfg: JobConfig, overrides: list[str]) -> JobConfig:
+    """``--set`` overrides on top of an already typed config."""
+    if not overrides:
+        return cfg
+    return from_dict(apply_overrides(cfg.to_dict(), overrides))

@@ -1,0 +1,112 @@
+"""The pipeline's steps as plain library calls (the KFP components are thin wrappers over these).
+
+``prepare`` -> ``run_local`` (or a Vertex CustomJob built from ``vertex_job``) -> ``verify``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from trainers import config as config_lib
+
+DEFAULT_COMMAND = ["python", "-m", "trainers.task"]
+
+
+def worker_command(cfg: config_lib.JobConfig) -> list[str]:
+    """The command every replica runs. With the built-in trainer and no explicit args, the whole config
+    travels as ``--config-json`` so Vertex replicas need no file; a user's own trainer gets its args."""
+    args = list(cfg.container.args)
+    if not args and list(cfg.container.command) == DEFAULT_COMMAND:
+        args = ["--config-json", cfg.to_json()]
+    return list(cfg.container.command) + args
+
+
+def output_dirs(cfg: config_lib.JobConfig) -> dict[str, str]:
+    """Where Vertex (AIP_*) and the local launcher put the model, checkpoints and TensorBoard logs."""
+    from trainers.cluster import output_dirs as dirs_for, read_cluster
+
+    return dirs_for(read_cluster({}), config_lib.resolved_base_dir(cfg))
+
+
+def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
+    """Make the TFRecord shards the trainer reads; returns (data_dir, manifest)."""
+    from trainers import data as data_lib
+    from trainers import prepare as prepare_lib
+
+    d = cfg.data
+    data_dir = config_lib.prepared_data_dir(cfg)
+    if d.source == "tfrecord":
+        return data_dir, data_lib.load_manifest(data_dir)
+    images = config_lib.image_dir(cfg)
+    if d.source == "synthetic":
+        prepare_lib.synthesize_image_folder(images, num_classes=d.synthetic_classes,
+                                            images_per_class=d.synthetic_images_per_class,
+                                            image_size=max(d.image_size, 32), seed=cfg.training.seed)
+    manifest = prepare_lib.prepare_tfrecords(images, data_dir, image_size=d.image_size, num_shards=d.num_shards,
+                                             validation_fraction=d.validation_fraction, seed=cfg.training.seed)
+    return data_dir, manifest
+
+
+def run_local(cfg: config_lib.JobConfig, log=print, timeout_s: float | None = None):
+    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them."""
+    import sys
+
+    from trainers import launcher
+
+    command = worker_command(cfg)
+    if command[0] in ("python", "python3"):  # the container's python is this interpreter here
+        command[0] = sys.executable
+    timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
+    return launcher.launch(
+        command, cfg.topology.replica_counts(), config_lib.resolved_base_dir(cfg),
+        job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
+        env={"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")},
+    )
+
+
+def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
+    path = os.path.join(config_lib.resolved_base_dir(cfg), name)
+    if cfg.output.base_dir.startswith("gs://") or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What the chief wrote at the end of training (``<base>/metrics.json``)."""
+    return _read_json(cfg, "metrics.json")
+
+
+def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What :func:`verify` found (``<base>/verification.json``)."""
+    return _read_json(cfg, "verification.json")
+
+
+def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What a Vertex CustomJob needs, derived from the same config (pool 0 chief, 1 workers, ...)."""
+    from trainers.hardware.pools import worker_pool_specs
+
+    command = worker_command(cfg)
+    return {
+        "display_name": cfg.name,
+        "worker_pool_specs": worker_pool_specs(cfg.to_dict(), cfg.container.image_uri, command[:1], command[1:]),
+        "base_output_directory": cfg.output.base_dir,
+        "scheduling_strategy": cfg.scheduling.strategy,
+        "restart_job_on_worker_restart": cfg.scheduling.restart_job_on_worker_restart,
+        "timeout": cfg.scheduling.timeout,
+    }
+
+
+def verify(model_dir: str, data_dir: str, max_examples: int = 0) -> dict[str, Any]:
+    """Load the exported SavedModel in a fresh process and run its signature on held-out examples."""
+    import tensorflow as tf
+
+    from trainers.export import verify_in_fresh_process
+
+    result = verify_in_fresh_process(model_dir, data_dir, max_examples)
+    base = model_dir.rstrip("/").rsplit("/", 1)[0]
+    with tf.io.gfile.GFile(f"{base}/verification.json.tmp", "w") as f:
+        json.dump({k: v for k, v in result.items() if k != "metadata"}, f, indent=1)
+    tf.io.gfile.rename(f"{base}/verification.json.tmp", f"{base}/verification.json", overwrite=True)
+    return result

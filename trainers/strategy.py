@@ -1,0 +1,163 @@
+"""The one strategy switch: config strategy + cluster environment -> ``tf.distribute.Strategy``.
+
+* ``one_device``    ``OneDeviceStrategy`` on the first GPU, else the CPU.
+* ``mirrored``      ``MirroredStrategy`` over the machine's GPUs (NCCL). Without GPUs (a laptop, CI) it
+  runs over ``cpu_replicas`` logical CPU devices with ``ReductionToOneDevice`` (NCCL has no CPU kernel),
+  so multi-replica code is exercised before it reaches the cloud.
+* ``multi_worker``  ``MultiWorkerMirroredStrategy`` from the cluster in CLUSTER_SPEC/TF_CONFIG. Its
+  constructor blocks forever when a peer never starts, so it runs under a watchdog that ends the process
+  with :data:`EXIT_STARTUP_TIMEOUT` and a clear message.
+* ``tpu``           ``TPUStrategy`` through ``TPUClusterResolver``: with AI Platform's ``TPU_CONFIG`` the
+  resolver is retried while the TPU is provisioned (TPU seed); otherwise built with no arguments so the
+  service's environment supplies the connection. Connecting is bounded by the same watchdog, because
+  connecting to an unreachable TPU hangs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from trainers.cluster import ClusterInfo
+from trainers.errors import ConfigError, problem
+
+log = logging.getLogger(__name__)
+
+EXIT_STARTUP_TIMEOUT = 75
+
+
+class Watchdog:
+    """Ends the process if a blocking step (cluster start-up, TPU connect) outlives ``seconds``.
+
+    TensorFlow blocks in C++ there and ignores SIGTERM, so a thread calling ``os._exit`` is the only
+    reliable bound."""
+
+    def __init__(self, seconds: float, what: str, exit_code: int = EXIT_STARTUP_TIMEOUT):
+        self.seconds, self.what, self.exit_code = seconds, what, exit_code
+        self._timer: threading.Timer | None = None
+
+    def _fire(self) -> None:
+        sys.stderr.write(f"ERROR: {self.what} did not finish within {self.seconds:.0f} s; giving up "
+                         f"(exit {self.exit_code}). Check that every replica started and can reach the others.\n")
+        sys.stderr.flush()
+        os._exit(self.exit_code)
+
+    def __enter__(self) -> "Watchdog":
+        if self.seconds and self.seconds > 0:
+            self._timer = threading.Timer(self.seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._timer:
+            self._timer.cancel()
+
+
+def setup_cpu_replicas(count: int) -> None:
+    """Split the CPU into ``count`` logical devices (must run before TensorFlow initialises devices)."""
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    if count > 1 and not tf.config.list_physical_devices("GPU"):
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+
+
+def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startup_timeout_s: float = 180,
+                  tpu_name: str = "", tpu_retries: int = 40, tpu_wait_s: float = 10) -> Any:
+    """Return the ``tf.distribute.Strategy`` for config ``topology.strategy`` in this environment."""
+    import tensorflow as tf
+
+    if name == "one_device":
+        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        if tf.config.list_physical_devices("GPU"):
+            return tf.distribute.MirroredStrategy()
+        setup_cpu_replicas(cpu_replicas)
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")][: max(1, cpu_replicas)]
+        return tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+    if name == "multi_worker":
+        if info.num_workers < 2:
+            raise ConfigError([problem(
+                "topology.strategy",
+                f"multi_worker needs a cluster of at least 2 machines, but this replica sees "
+                f"{info.num_workers} (source: {info.source}); run it through the launcher "
+                "(python -m trainers.launcher / pipelines/run.py) or on Vertex",
+                ["one_device", "mirrored"],
+            )])
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({k: list(v) for k, v in info.cluster.items()}),
+            task_type=info.task_type, task_id=info.task_index, rpc_layer="grpc",
+        )
+        implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL
+                          if tf.config.list_physical_devices("GPU")
+                          else tf.distribute.experimental.CommunicationImplementation.RING)
+        with Watchdog(startup_timeout_s, "multi-worker cluster start-up"):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=resolver,
+                communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation),
+            )
+        return strategy
+    if name == "tpu":
+        resolver = resolve_tpu(info, tpu_name=tpu_name, retries=tpu_retries, wait_s=tpu_wait_s)
+        with Watchdog(startup_timeout_s, "connecting to the TPU"):
+            try:
+                tf.config.experimental_connect_to_cluster(resolver)
+                tf.tpu.experimental.initialize_tpu_system(resolver)
+                return tf.distribute.TPUStrategy(resolver)
+            except (tf.errors.OpError, IndexError, ValueError) as exc:
+                raise TPUUnavailable(f"could not initialise the TPU: {type(exc).__name__}: {exc}") from None
+    raise ConfigError([problem("topology.strategy", f"unknown strategy {name!r}",
+                               ["one_device", "mirrored", "multi_worker", "tpu"])])
+
+
+class TPUUnavailable(RuntimeError):
+    """No TPU could be reached; the message says what was tried."""
+
+
+def resolve_tpu(info: ClusterInfo, *, tpu_name: str = "", retries: int = 40, wait_s: float = 10,
+                factory: Callable[..., Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> Any:
+    """A ``TPUClusterResolver`` for this job.
+
+    * ``TPU_CONFIG`` set (AI Platform custom containers): wait for the TPU to be provisioned, retrying
+      ``retries`` times ``wait_s`` apart until the resolver's cluster spec has a ``worker`` job (TPU seed).
+    * otherwise: ``TPUClusterResolver(tpu=tpu_name or None)``; with no name the service's environment
+      supplies the connection details. Off Google Cloud that fails: the error says so plainly.
+    """
+    if factory is None:
+        import tensorflow as tf
+
+        factory = tf.distribute.cluster_resolver.TPUClusterResolver
+    if info.tpu_config:
+        node = info.tpu_config
+        last: Exception | None = None
+        for attempt in range(1, retries + 1):
+            try:
+                resolver = factory(tpu=[node["tpu_node_name"]], zone=node.get("zone"),
+                                   project=node.get("project"), job_name="worker")
+                if "worker" in resolver.cluster_spec().as_dict():
+                    log.info("found TPU worker after %d attempt(s)", attempt)
+                    return resolver
+                last = RuntimeError("the TPU has no worker job yet")
+            except KeyError:
+                raise TPUUnavailable("TPU_CONFIG has no 'tpu_node_name'") from None
+            except Exception as exc:  # the resolver raises many kinds while the TPU VM is provisioned
+                last = exc
+            if attempt < retries:
+                log.info("still waiting for the TPU to be provisioned (%d/%d)", attempt, retries)
+                sleep(wait_s)
+        raise TPUUnavailable(f"TPU {node.get('tpu_node_name')!r} was not ready after {retries} attempts "
+                             f"{wait_s:.0f} s apart: {last}")
+    try:
+        return factory(tpu=tpu_name or None)
+    except (ValueError, RuntimeError) as exc:
+        raise TPUUnavailable(
+            f"no TPU found ({exc}). TPUStrategy runs on Vertex AI / AI Platform TPU workers or a TPU VM; "
+            "to run this job here, use topology.strategy=one_device, mirrored or multi_worker"
+        ) from None

@@ -1,0 +1,60 @@
+"""Worker entry point: ``python -m trainers.task --config local [--set key=value ...]``.
+
+The same command runs on every replica, locally under ``trainers.launcher`` and on Vertex AI (it is the
+container's command). The replica's role comes from the environment (see ``trainers.cluster``).
+``--config-json`` takes the whole config as JSON (how the pipeline passes it to Vertex replicas).
+``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.
+
+Exit codes: 0 done; 2 bad config/data (one line per problem); 42 preempted after saving a checkpoint
+(``trainers.checkpoint.EXIT_PREEMPTED``); 75 cluster start-up timed out; 3 TPU unavailable.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from trainers import config as config_lib
+from trainers.errors import ConfigError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m trainers.task", description=__doc__.split("\n")[0])
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--config", default="local", help="preset name or YAML file (default: local)")
+    src.add_argument("--config-json", help="the whole job config as JSON")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--job-dir", help="AI Platform's job dir: sets output.base_dir")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        overrides = list(args.overrides) + ([f"output.base_dir={args.job_dir}"] if args.job_dir else [])
+        if args.config_json:
+            cfg = config_lib.apply_overrides_to(config_lib.load_json(args.config_json), overrides)
+        else:
+            cfg = config_lib.load(args.config, overrides)
+        from trainers.train import train_and_evaluate
+
+        train_and_evaluate(cfg)
+    except ConfigError as exc:
+        for p in exc.problems:
+            print(f"error: {p}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # TPU missing and similar: one clear line, not a traceback
+        from trainers.strategy import TPUUnavailable
+
+        if isinstance(exc, TPUUnavailable):
+            print(f"error: topology.strategy: {exc}", file=sys.stderr)
+            return 3
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""``train_and_evaluate(cfg)``: one training run, the same code for every strategy and every place.
+
+Why a custom loop and not ``model.fit``: Keras 3 ``fit`` fails under MultiWorkerMirroredStrategy at the
+first step (keras-team/keras#20585, tensorflow#72388: ``Attempt to convert a value (PerReplica...)``,
+then ``Invalid reduction dimension`` for scalar metrics), inside private trainer code we cannot patch.
+A loop of ``strategy.run(train_step)`` over ``distribute_datasets_from_function`` works for
+OneDevice, Mirrored, MultiWorkerMirrored and TPU strategies alike, and gives us exact control of what
+resume needs: the step is ``optimizer.iterations``, the data position is ``ds.skip(step)``, and model +
+optimizer live in a ``tf.train.Checkpoint``. Seeded with op determinism, a run killed at any step and
+resumed ends bitwise equal to an uninterrupted one.
+
+Per step, every replica shares two flags with one tiny all-reduce (SUM > 0): "a checkpoint is due" (the
+time-based schedule runs on each replica's own clock, so the decision must be shared) and "SIGTERM
+received" (Vertex sends it before maintenance events and Spot preemption). All replicas therefore save at
+the same step, and on SIGTERM all save and exit with ``EXIT_PREEMPTED``.
+
+Log contract (read by ``trainers.launcher``): ``resumed from step N`` when a checkpoint was restored.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from trainers import cluster as cluster_lib
+from trainers import config as config_lib
+from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
+
+log = logging.getLogger("trainers.train")
+
+
+class Preempted(SystemExit):
+    def __init__(self) -> None:
+        super().__init__(EXIT_PREEMPTED)
+
+
+def _num_replicas_hint(cfg: config_lib.JobConfig) -> int:
+    return max(1, cfg.topology.chief.accelerator_count) if cfg.topology.strategy == "mirrored" else 1
+
+
+def _make_optimizer(cfg: config_lib.JobConfig):
+    import keras
+
+    if cfg.training.optimizer == "sgd":
+        opt = keras.optimizers.SGD(learning_rate=cfg.training.learning_rate, momentum=0.9)
+    else:
+        opt = keras.optimizers.Adam(learning_rate=cfg.training.learning_rate)
+    if cfg.training.mixed_precision and keras.mixed_precision.global_policy().name == "mixed_float16":
+        opt = keras.mixed_precision.LossScaleOptimizer(opt)
+    return opt
+
+
+def _summary_writer(info: cluster_lib.ClusterInfo, logs_dir: str):
+    import tensorflow as tf
+
+    if info.is_chief:
+        return tf.summary.create_file_writer(logs_dir)
+    return tf.summary.create_noop_writer()
+
+
+def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Train ``cfg`` in this process as the replica the environment describes; returns final metrics.
+
+    The chief writes checkpoints, TensorBoard summaries, the exported model and ``metrics.json``."""
+    from trainers import data as data_lib
+
+    info = cluster_lib.read_cluster(env)
+    base = config_lib.resolved_base_dir(cfg)
+    dirs = cluster_lib.output_dirs(info, base)
+    data_lib.configure_threads(cfg.training.intra_op_threads, cfg.training.inter_op_threads)
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from trainers import strategy as strategy_lib
+    from trainers.export import export_model
+    from trainers.models import build_model
+
+    if cfg.training.deterministic:
+        keras.utils.set_random_seed(cfg.training.seed)
+        tf.config.experimental.enable_op_determinism()
+    if cfg.training.mixed_precision:
+        on_gpu = bool(tf.config.list_physical_devices("GPU"))
+        keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.topology.strategy == "tpu"
+                                                else "mixed_float16" if on_gpu else "float32")
+
+    strategy = strategy_lib.make_strategy(cfg.topology.strategy, info, cpu_replicas=_num_replicas_hint(cfg))
+    replicas = strategy.num_replicas_in_sync
+    per_replica = cfg.training.per_replica_batch_size
+    if cfg.training.global_batch_size:
+        per_replica = cfg.training.global_batch_size // replicas
+    global_batch = per_replica * replicas  # the seeds' rule: scale the batch with the replicas
+
+    data_dir = config_lib.prepared_data_dir(cfg)
+    manifest = data_lib.load_manifest(data_dir)
+    classes = list(manifest["classes"])
+    image_size = int(manifest["image_size"])
+    steps_per_epoch = data_lib.steps_per_epoch(manifest, global_batch)
+    total_steps = cfg.training.steps or cfg.training.epochs * steps_per_epoch
+
+    with strategy.scope():
+        model = build_model(cfg.model.name, image_size, len(classes))
+        optimizer = _make_optimizer(cfg)
+        optimizer.build(model.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    fingerprint = {"model": cfg.model.name, "classes": classes, "image_size": image_size,
+                   "optimizer": cfg.training.optimizer}
+    checkpointer = Checkpointer(ckpt, dirs["checkpoints"], cluster_lib.replica_dir(info, dirs["checkpoints"]),
+                                cfg.checkpoint.keep, fingerprint, info.is_chief)
+    restored = checkpointer.restore()
+    start_step = int(optimizer.iterations.numpy())
+    if restored:
+        print(f"resumed from step {start_step} ({restored})", flush=True)
+
+    dataset_fn = data_lib.train_dataset_fn(data_dir, manifest, per_replica, seed=cfg.training.seed,
+                                           start_step=start_step, shuffle_buffer=cfg.data.shuffle_buffer)
+    dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
+
+    def step_fn(images, labels, flags):
+        with tf.GradientTape() as tape:
+            probs = model(images, training=True)
+            per_example = keras.losses.sparse_categorical_crossentropy(labels, probs)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.cast(tf.equal(tf.argmax(probs, -1, output_type=tf.int32), tf.cast(labels, tf.int32)), tf.float32)
+        sums = tf.stack([tf.reduce_sum(per_example), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)])
+        return sums, tf.identity(flags)
+
+    @tf.function
+    def train_step(iterator, flags):
+        """One optimizer step on every replica; returns [loss_sum, correct, examples] and the flags,
+        each summed over all replicas (a flag is set when any replica set it)."""
+        images, labels = next(iterator)
+        sums, shared = strategy.run(step_fn, args=(images, labels, flags))
+        return (strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None),
+                strategy.reduce(tf.distribute.ReduceOp.SUM, shared, axis=None))
+
+    preempt = PreemptionFlag().install()
+    schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
+    writer = _summary_writer(info, dirs["logs"])
+    iterator = iter(dist_ds)
+    step = start_step
+    t0, seen0 = time.monotonic(), start_step
+    last_saved = start_step if restored else -1
+    final: dict[str, float] = {}
+    print(f"strategy={type(strategy).__name__} replicas={replicas} "
+          f"global_batch={global_batch} steps={total_steps} (from {start_step}) classes={len(classes)}", flush=True)
+    window = np.zeros(3)
+    with writer.as_default():
+        while step < total_steps:
+            local = [float(schedule.due(step + 1) or step + 1 == total_steps), float(preempt.signalled)]
+            sums, flags = train_step(iterator, tf.constant(local))
+            step += 1
+            window += sums.numpy()
+            want_save, stop = bool(flags[0] > 0), bool(flags[1] > 0)
+            if step % cfg.training.log_every_steps == 0 or step == total_steps or stop:
+                loss, acc = float(window[0] / max(window[2], 1)), float(window[1] / max(window[2], 1))
+                tf.summary.scalar("train/loss", loss, step=step)
+                tf.summary.scalar("train/accuracy", acc, step=step)
+                tf.summary.scalar("train/examples_per_second",
+                                  (step - seen0) * global_batch / max(1e-9, time.monotonic() - t0), step=step)
+                print(f"step {step}/{total_steps} loss={loss:.4f} accuracy={acc:.4f}", flush=True)
+                final = {"loss": loss, "accuracy": acc}
+                window[:] = 0
+            if want_save or stop:
+                path = checkpointer.save(step)
+                schedule.saved()
+                last_saved = step
+                if stop:
+                    print(f"preempted: checkpoint {path} at step {step}; exiting {EXIT_PREEMPTED}",
+                          flush=True)
+                    writer.flush()
+                    sys.stdout.flush()
+                    os._exit(EXIT_PREEMPTED)  # TF's own threads must not keep a preempted replica alive
+    writer.flush()
+    if last_saved != step:
+        checkpointer.save(step)
+    elapsed = time.monotonic() - t0
+    checkpointer.cleanup_throwaway()
+
+    weights_digest = float(np.sum([np.sum(np.asarray(w, dtype=np.float64)) for w in model.get_weights()]))
+    result = {
+        "train_loss": final.get("loss"), "train_accuracy": final.get("accuracy"),
+        "steps": step, "resumed_from_step": start_step if restored else None, "global_batch_size": global_batch,
+        "replicas": replicas, "strategy": type(strategy).__name__, "classes": classes,
+        "examples_per_second": (step - seen0) * global_batch / elapsed if elapsed > 0 and step > seen0 else None,
+        "weights_sum": weights_digest, "model_dir": dirs["model"], "checkpoint_dir": dirs["checkpoints"],
+        "tensorboard_dir": dirs["logs"],
+    }
+    if info.is_chief:
+        # Rebuild outside the strategy from the trained weights: one export path for every strategy.
+        plain = build_model(cfg.model.name, image_size, len(classes))
+        plain.set_weights(model.get_weights())
+        export_model(plain, dirs["model"], classes, image_size,
+                     metadata={"model": cfg.model.name, "steps": step, "job": cfg.name})
+        tf.io.gfile.makedirs(base)
+        with tf.io.gfile.GFile(f"{base.rstrip('/')}/metrics.json.tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        tf.io.gfile.rename(f"{base.rstrip('/')}/metrics.json.tmp", f"{base.rstrip('/')}/metrics.json", overwrite=True)
+        print(f"exported model to {dirs['model']}", flush=True)
+    return result

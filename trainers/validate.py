@@ -1,0 +1,124 @@
+"""Everything that can be checked before a job spends anything, in one call.
+
+``validate(cfg)`` returns a Report with every error and warning at once: value ranges, the job name,
+the data folder (exists, has class folders, none empty), and the hardware rules of the catalog
+(``trainers.hardware.rules.check_job``: machine x accelerator counts, vCPU/memory, regions, zones, TPU
+rules, strategy vs topology, batch divisibility). It runs at the start of every ``run.py`` command and
+as the pipeline's first component. No TensorFlow import: it takes well under a second.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from trainers import config as config_lib
+from trainers.errors import ConfigError, Problem, problem
+from trainers.hardware.rules import Report, check_job
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
+TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")
+IMAGE_EXT = {".jpg", ".jpeg", ".png"}
+
+
+def _positive(problems: list[Problem], field: str, value: float, minimum: float = 1, hint: str = "") -> None:
+    if value < minimum:
+        problems.append(problem(field, f"must be at least {minimum:g}, got {value!r}{hint}"))
+
+
+def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
+    p: list[Problem] = []
+    if not NAME_RE.match(cfg.name):
+        fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:128] or "tf-train"
+        p.append(problem("name", f"{cfg.name!r} is not a valid Vertex pipeline/job name (lower-case letters, "
+                                 "digits and '-', starting with a letter or digit)", [fixed]))
+    t = cfg.training
+    if t.steps == 0 and t.epochs <= 0:
+        p.append(problem("training.steps", "set training.steps or training.epochs to a positive number"))
+    if t.steps < 0:
+        p.append(problem("training.steps", f"must be 0 (use epochs) or positive, got {t.steps}"))
+    _positive(p, "training.per_replica_batch_size", t.per_replica_batch_size)
+    if t.global_batch_size < 0:
+        p.append(problem("training.global_batch_size", f"must be 0 (derived) or positive, got {t.global_batch_size}"))
+    if not t.learning_rate > 0:
+        p.append(problem("training.learning_rate", f"must be positive, got {t.learning_rate}"))
+    _positive(p, "training.log_every_steps", t.log_every_steps)
+    c = cfg.checkpoint
+    if c.every_steps < 0 or c.every_seconds < 0:
+        p.append(problem("checkpoint.every_steps", "intervals cannot be negative (0 disables that trigger)"))
+    _positive(p, "checkpoint.keep", c.keep)
+    d = cfg.data
+    _positive(p, "data.image_size", d.image_size, 8)
+    if cfg.model.name in ("mobilenet_v2", "resnet50") and d.image_size < 32:
+        p.append(problem("data.image_size", f"{cfg.model.name} needs images of at least 32x32, got {d.image_size}",
+                         [32, 64, 96, 128, 160, 180, 224]))
+    _positive(p, "data.num_shards", d.num_shards)
+    if not 0 <= d.validation_fraction <= 0.9:
+        p.append(problem("data.validation_fraction", f"must be between 0 and 0.9, got {d.validation_fraction}"))
+    if d.source == "synthetic":
+        _positive(p, "data.synthetic_classes", d.synthetic_classes, 2)
+        _positive(p, "data.synthetic_images_per_class", d.synthetic_images_per_class, 2)
+    elif not d.path:
+        p.append(problem("data.path", f"data.source={d.source} needs a path (local folder, gs://bucket/dir or /gcs/bucket/dir)"))
+    if not TIMEOUT_RE.match(cfg.scheduling.timeout):
+        p.append(problem("scheduling.timeout", f"{cfg.scheduling.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
+    if cfg.scheduling.max_restarts < 0:
+        p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
+    if not cfg.container.command:
+        p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
+    return p
+
+
+def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The input folder, checked where it can be seen from here (``gs://`` is checked by the job)."""
+    d = cfg.data
+    if d.source == "synthetic" or not d.path or d.path.startswith("gs://"):
+        return []
+    root = Path(d.path)
+    if not root.exists():
+        layout = "<path>/<class>/*.jpg" if d.source == "images" else "a folder written by python -m trainers.prepare"
+        return [problem("data.path", f"{d.path} does not exist; expected {layout}")]
+    if not root.is_dir():
+        return [problem("data.path", f"{d.path} is not a folder")]
+    if d.source == "tfrecord":
+        if not (root / "manifest.json").exists():
+            return [problem("data.path", f"{d.path} has no manifest.json; prepare it with "
+                                         "python -m trainers.prepare --images IMAGES --out DIR, or use data.source=images")]
+        return []
+    classes = sorted(c for c in root.iterdir() if c.is_dir() and not c.name.startswith("."))
+    if len(classes) < 2:
+        return [problem("data.path", f"{d.path} must hold one sub-folder per class (<path>/<class>/*.jpg) and at least "
+                                     f"2 classes; found {len(classes)}")]
+    out = []
+    for c in classes:
+        if not any(f.suffix.lower() in IMAGE_EXT for f in c.iterdir() if f.is_file()):
+            out.append(problem("data.path", f"class folder {c} has no .jpg/.jpeg/.png images; add images or remove the folder"))
+    return out
+
+
+def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    report = check_job(cfg.to_dict())
+    errors = _value_checks(cfg) + list(report.errors)
+    if check_data:
+        errors += data_problems(cfg)
+    return Report(errors=errors, warnings=list(report.warnings))
+
+
+def validate_or_raise(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    report = validate(cfg, check_data)
+    if report.errors:
+        raise ConfigError(report.errors)
+    return report
+
+
+def format_report(report: Report) -> str:
+    lines = [f"error: {p}" for p in report.errors] + [f"warning: {p}" for p in report.warnings]
+    return "\n".join(lines)
+
+
+def running_locally_note(cfg: config_lib.JobConfig) -> str | None:
+    """What a local run does differently from Vertex for this topology (said, not hidden)."""
+    acc = cfg.topology.chief.accelerator_count
+    if cfg.topology.strategy == "mirrored" and acc > 1 and not os.environ.get("NVIDIA_VISIBLE_DEVICES"):
+        return f"no GPUs here: MirroredStrategy runs over {acc} logical CPU devices instead of {acc} GPUs"
+    return None

@@ -134,6 +134,8 @@ class Scheduling:
     timeout: str = "86400s"
     #: local launcher: how many times the whole job is restarted after a replica dies.
     max_restarts: int = 0
+    #: a replica gives up (exit 75) when the cluster (MWMS peers, TPU) is not up within this time.
+    startup_timeout_s: float = 300.0
 
 
 @dataclasses.dataclass
@@ -200,6 +202,11 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
             return value

@@ -5,8 +5,9 @@
   runs over ``cpu_replicas`` logical CPU devices with ``ReductionToOneDevice`` (NCCL has no CPU kernel),
   so multi-replica code is exercised before it reaches the cloud.
 * ``multi_worker``  ``MultiWorkerMirroredStrategy`` from the cluster in CLUSTER_SPEC/TF_CONFIG. Its
-  constructor blocks forever when a peer never starts, so it runs under a watchdog that ends the process
-  with :data:`EXIT_STARTUP_TIMEOUT` and a clear message.
+  constructor or its first collective blocks forever when a peer never starts, so the trainer runs
+  start-up under a :class:`Watchdog` (from strategy creation to the first completed step) that ends the
+  process (SIGKILL) after printing one clear line.
 * ``tpu``           ``TPUStrategy`` through ``TPUClusterResolver``: with AI Platform's ``TPU_CONFIG`` the
   resolver is retried while the TPU is provisioned (TPU seed); otherwise built with no arguments so the
   service's environment supplies the connection. Connecting is bounded by the same watchdog, because
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
+import subprocess
 import time
 from typing import Any, Callable
 
@@ -26,35 +27,48 @@ from trainers.errors import ConfigError, problem
 
 log = logging.getLogger(__name__)
 
-EXIT_STARTUP_TIMEOUT = 75
+_WATCHDOG_CODE = """
+import os, select, signal, sys
+pid, seconds, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+ready, _, _ = select.select([sys.stdin], [], [], seconds)
+if not ready:  # no word from the replica (cancel or exit closes our stdin): it is stuck
+    sys.stderr.write(message)
+    sys.stderr.flush()
+    os.kill(pid, signal.SIGKILL)
+"""
 
 
 class Watchdog:
-    """Ends the process if a blocking step (cluster start-up, TPU connect) outlives ``seconds``.
+    """Kills this process (SIGKILL, after one clear line on stderr) if a blocking step outlives ``seconds``.
 
-    TensorFlow blocks in C++ there and ignores SIGTERM, so a thread calling ``os._exit`` is the only
-    reliable bound."""
+    TensorFlow blocks there in C++ *holding the GIL* (``context.ensure_initialized`` inside the
+    MultiWorkerMirroredStrategy constructor) and ignores SIGTERM, so neither a Python thread nor a
+    signal handler can run: the watchdog is a tiny separate process, cancelled by closing its stdin
+    (which also happens when this process dies)."""
 
-    def __init__(self, seconds: float, what: str, exit_code: int = EXIT_STARTUP_TIMEOUT):
-        self.seconds, self.what, self.exit_code = seconds, what, exit_code
-        self._timer: threading.Timer | None = None
+    def __init__(self, seconds: float, what: str):
+        self.seconds, self.what = seconds, what
+        self._proc: subprocess.Popen | None = None
 
-    def _fire(self) -> None:
-        sys.stderr.write(f"ERROR: {self.what} did not finish within {self.seconds:.0f} s; giving up "
-                         f"(exit {self.exit_code}). Check that every replica started and can reach the others.\n")
-        sys.stderr.flush()
-        os._exit(self.exit_code)
-
-    def __enter__(self) -> "Watchdog":
-        if self.seconds and self.seconds > 0:
-            self._timer = threading.Timer(self.seconds, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+    def start(self) -> "Watchdog":
+        if self.seconds and self.seconds > 0 and self._proc is None:
+            message = (f"ERROR: {self.what} did not finish within {self.seconds:g} s; stopping this replica "
+                       "(SIGKILL). Check that every replica started and that they can reach each other.\n")
+            self._proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG_CODE, str(os.getpid()), str(self.seconds),
+                                           message], stdin=subprocess.PIPE)
         return self
 
+    def cancel(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self) -> "Watchdog":
+        return self.start()
+
     def __exit__(self, *exc: Any) -> None:
-        if self._timer:
-            self._timer.cancel()
+        self.cancel()
 
 
 def setup_cpu_replicas(count: int) -> None:
@@ -98,12 +112,10 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
         implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL
                           if tf.config.list_physical_devices("GPU")
                           else tf.distribute.experimental.CommunicationImplementation.RING)
-        with Watchdog(startup_timeout_s, "multi-worker cluster start-up"):
-            strategy = tf.distribute.MultiWorkerMirroredStrategy(
-                cluster_resolver=resolver,
-                communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation),
-            )
-        return strategy
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver,
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation),
+        )
     if name == "tpu":
         resolver = resolve_tpu(info, tpu_name=tpu_name, retries=tpu_retries, wait_s=tpu_wait_s)
         with Watchdog(startup_timeout_s, "connecting to the TPU"):

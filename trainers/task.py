@@ -6,7 +6,8 @@ container's command). The replica's role comes from the environment (see ``train
 ``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.
 
 Exit codes: 0 done; 2 bad config/data (one line per problem); 42 preempted after saving a checkpoint
-(``trainers.checkpoint.EXIT_PREEMPTED``); 75 cluster start-up timed out; 3 TPU unavailable.
+(``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; killed by SIGKILL after one
+``ERROR: ... did not finish within N s`` line when the cluster never came up (``scheduling.startup_timeout_s``).
 """
 from __future__ import annotations
 

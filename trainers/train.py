@@ -88,7 +88,10 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
         keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.topology.strategy == "tpu"
                                                 else "mixed_float16" if on_gpu else "float32")
 
-    strategy = strategy_lib.make_strategy(cfg.topology.strategy, info, cpu_replicas=_num_replicas_hint(cfg))
+    # Until the first step has run on every replica, a missing peer blocks forever: bound it.
+    startup = strategy_lib.Watchdog(cfg.scheduling.startup_timeout_s, "multi-worker cluster start-up").start()
+    strategy = strategy_lib.make_strategy(cfg.topology.strategy, info, cpu_replicas=_num_replicas_hint(cfg),
+                                         startup_timeout_s=cfg.scheduling.startup_timeout_s)
     replicas = strategy.num_replicas_in_sync
     per_replica = cfg.training.per_replica_batch_size
     if cfg.training.global_batch_size:
@@ -158,6 +161,7 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
             sums, flags = train_step(iterator, tf.constant(local))
             step += 1
             window += sums.numpy()
+            startup.cancel()
             want_save, stop = bool(flags[0] > 0), bool(flags[1] > 0)
             if step % cfg.training.log_every_steps == 0 or step == total_steps or stop:
                 loss, acc = float(window[0] / max(window[2], 1)), float(window[1] / max(window[2], 1))

@@ -1,0 +1,264 @@
+"""Training / evaluation input pipelines over the TFRecords written by :mod:`trainers.prepare`.
+
+Training pipeline, per input pipeline (= per worker), in the order the tf.data guide recommends::
+
+    sorted shard files -> shard (FILE or DATA policy) -> TFRecordDataset(num_parallel_reads)
+      -> cache() -> shuffle(buffer, seed, reshuffle_each_iteration) -> batch(per_replica, drop_remainder)
+      -> map(decode_batch)  [vectorized: one parse_example + decode_raw per batch]
+      -> repeat() -> skip(start_step * replicas_per_pipeline) -> prefetch(AUTOTUNE)
+
+* Caching the *serialized* records before ``shuffle`` keeps the shuffle order fresh each epoch while
+  reading the files once; ``batch`` before ``map`` lets one op parse a whole batch.
+* The dataset is infinite, so a fixed number of steps never hangs a multi-worker job whose workers
+  hold unequal numbers of examples.  Batches never straddle an epoch (``drop_remainder`` per epoch).
+* Determinism: ``options.deterministic = True``, a sorted file list, a seeded shuffle.  The same
+  ``seed`` gives the same sequence in every process (the order also depends on TF's global seed when
+  one is set with ``tf.random.set_seed``/``keras.utils.set_random_seed``, so set that the same way too).
+* Resume: ``start_step`` is the *global* step already done; every global step consumes
+  ``num_replicas_in_sync / num_input_pipelines`` elements of each pipeline, so that many are skipped
+  per step and element ``k`` of a resumed run equals element ``k + skipped`` of an uninterrupted run.
+* tf.data auto-sharding is switched OFF: we shard explicitly (FILE when every worker can get whole
+  shard files holding at least one batch, else DATA) and log which policy was used and why.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+from trainers.errors import ConfigError, problem
+
+log = logging.getLogger(__name__)
+
+F_PATH = "data.path"
+F_BATCH = "training.per_replica_batch_size"
+F_SHUFFLE = "data.shuffle_buffer"
+F_VAL = "data.validation_fraction"
+MANIFEST = "manifest.json"
+SUPPORTED_FORMAT_VERSIONS = (1,)
+MAX_PARALLEL_READS = 4
+READ_BUFFER_BYTES = 4 << 20  # per file being read; large reads suit GCS
+
+
+def _join(a: str, b: str) -> str:
+    return a.rstrip("/") + "/" + b
+
+
+def load_manifest(tfrecord_dir: str) -> dict:
+    """Read ``<tfrecord_dir>/manifest.json``; ConfigError (field ``data.path``) if it is not usable."""
+    import tensorflow as tf
+
+    hint = ("run the prepare step first: python -m trainers.prepare --images <image folder> "
+            f"--out {tfrecord_dir or '<folder>'}")
+    if not tfrecord_dir:
+        raise ConfigError(problem(F_PATH, f"is empty; give the folder of prepared TFRecords ({hint})"))
+    gfile = tf.io.gfile
+    if not gfile.exists(tfrecord_dir):
+        raise ConfigError(problem(F_PATH, f"TFRecord folder {tfrecord_dir!r} does not exist; {hint}"))
+    if not gfile.isdir(tfrecord_dir):
+        raise ConfigError(problem(F_PATH, f"{tfrecord_dir!r} is not a directory; {hint}"))
+    path = _join(tfrecord_dir, MANIFEST)
+    if not gfile.exists(path):
+        raise ConfigError(problem(
+            F_PATH, f"{tfrecord_dir!r} has no {MANIFEST}: it is not a prepared dataset or its preparation "
+                    f"did not finish; {hint}"))
+    try:
+        with gfile.GFile(path, "rb") as f:
+            manifest = json.loads(f.read().decode("utf-8"))
+        version = manifest["format_version"]
+        files = manifest["files"]
+        _ = manifest["classes"], manifest["image_size"], manifest["shards"], manifest["num_examples"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(problem(F_PATH, f"{path!r} is not a valid manifest ({exc}); {hint}")) from None
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise ConfigError(problem(
+            F_PATH, f"{path!r} has format_version {version!r}, this trainer reads "
+                    f"{list(SUPPORTED_FORMAT_VERSIONS)}; prepare the data again with this version",
+            SUPPORTED_FORMAT_VERSIONS))
+    missing = [n for split in ("train", "validation") for n in files.get(split, [])
+               if not gfile.exists(_join(tfrecord_dir, n))]
+    if missing:
+        raise ConfigError(problem(
+            F_PATH, f"{tfrecord_dir!r} lacks shard file(s) listed in its manifest: {', '.join(missing)}; "
+                    f"{hint}"))
+    return manifest
+
+
+def decode_batch(serialized, image_size: int):
+    """Vectorized decode of a batch of serialized records -> (float32 [B,H,W,3] in 0..255, int32 [B])."""
+    import tensorflow as tf
+
+    parsed = tf.io.parse_example(serialized, {
+        "image/raw": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    })
+    pixels = tf.io.decode_raw(parsed["image/raw"], tf.uint8)  # [B, H*W*3]
+    batch = pixels.shape[0] if pixels.shape.rank and pixels.shape[0] is not None else -1  # keep static B
+    images = tf.cast(tf.reshape(pixels, [batch, image_size, image_size, 3]), tf.float32)
+    return images, tf.cast(parsed["label"], tf.int32)
+
+
+def _options():
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.deterministic = True
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return options
+
+
+def _reader(files: list[str]):
+    import tensorflow as tf
+
+    reads = min(len(files), MAX_PARALLEL_READS)
+    return tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER_BYTES,
+                                   num_parallel_reads=reads if reads > 1 else None)
+
+
+def choose_sharding(shards: list[dict], num_pipelines: int, pipeline_id: int,
+                    per_replica_batch_size: int) -> tuple[str, list[int], int, str]:
+    """Decide how pipeline ``pipeline_id`` of ``num_pipelines`` gets its part of the train shards.
+
+    ``shards`` is ``manifest["shards"]["train"]`` (sorted by file name).  Returns
+    ``(policy, file indices, examples per epoch, reason)``.  The decision only depends on the manifest
+    and ``num_pipelines``, so every worker reaches the same one.
+
+    FILE: worker ``i`` reads files ``i, i+n, ...`` -- chosen when there are at least ``n`` files and
+    every worker's files hold at least one per-replica batch.  Otherwise DATA: every worker reads all
+    files and keeps records ``i, i+n, ...``.
+    """
+    n, i = num_pipelines, pipeline_id
+    counts = [int(s["num_examples"]) for s in shards]
+    total = sum(counts)
+    if n == 1:
+        return "NONE", list(range(len(shards))), total, "a single input pipeline reads every file"
+    per_worker = [sum(counts[w::n]) for w in range(n)]
+    if len(shards) >= n and min(per_worker) >= per_replica_batch_size:
+        reason = (f"{len(shards)} train files >= {n} input pipelines and each pipeline's files hold "
+                  f"{min(per_worker)}..{max(per_worker)} examples (>= batch {per_replica_batch_size})")
+        return "FILE", list(range(i, len(shards), n)), per_worker[i], reason
+    if len(shards) < n:
+        why = f"only {len(shards)} train file(s) for {n} input pipelines"
+    else:
+        why = (f"splitting {len(shards)} files over {n} pipelines leaves one with {min(per_worker)} "
+               f"examples (< batch {per_replica_batch_size})")
+    examples = len(range(i, total, n))
+    return "DATA", list(range(len(shards))), examples, why + "; every pipeline reads all files and keeps every " \
+                                                              f"{n}th record"
+
+
+def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: int, seed: int,
+                     start_step: int = 0, shuffle_buffer: int = 1024,
+                     cache: bool = True) -> Callable[[Any], Any]:
+    """Return ``dataset_fn(input_context)`` for ``strategy.distribute_datasets_from_function``.
+
+    Each element is one per-replica batch ``(images float32 [b,H,W,3], labels int32 [b])``; the
+    dataset is infinite.  ``input_context=None`` means one pipeline, one replica.  ``shuffle_buffer``
+    <= 1 disables shuffling.  ``start_step`` = global steps already trained (see module doc).
+    """
+    problems = []
+    if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
+            or per_replica_batch_size < 1:
+        problems.append(problem(F_BATCH, f"must be an integer >= 1, got {per_replica_batch_size!r}"))
+    if not isinstance(start_step, int) or start_step < 0:
+        problems.append(problem("start_step", f"must be an integer >= 0, got {start_step!r}"))
+    if not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
+        problems.append(problem(F_SHUFFLE, f"must be an integer >= 0, got {shuffle_buffer!r}"))
+    shards = list(manifest["shards"]["train"])
+    total = sum(int(s["num_examples"]) for s in shards)
+    if not problems and per_replica_batch_size > total:
+        problems.append(problem(
+            F_BATCH, f"{per_replica_batch_size} is larger than the {total} training examples in "
+                     f"{manifest_dir!r}; use a smaller batch or more data"))
+    if problems:
+        raise ConfigError(problems)
+    image_size = int(manifest["image_size"])
+    files = [_join(manifest_dir, s["file"]) for s in shards]
+
+    def dataset_fn(input_context=None):
+        import tensorflow as tf
+
+        if input_context is None:
+            n, i, replicas = 1, 0, 1
+        else:
+            n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
+            replicas = input_context.num_replicas_in_sync
+        per_pipeline_replicas = max(1, replicas // n)
+        policy, idx, examples, reason = choose_sharding(shards, n, i, per_replica_batch_size)
+        if examples < per_replica_batch_size:
+            raise ConfigError(problem(
+                F_BATCH, f"input pipeline {i} of {n} gets {examples} training examples per epoch, fewer "
+                         f"than one batch of {per_replica_batch_size}; use a smaller per-replica batch, "
+                         "fewer workers or more data"))
+        log.info("input pipeline %d/%d: %s sharding (%s); %d examples, %d batches of %d per epoch",
+                 i, n, policy, reason, examples, examples // per_replica_batch_size, per_replica_batch_size)
+        ds = _reader([files[k] for k in idx])
+        if policy == "DATA":
+            ds = ds.shard(n, i)
+        if cache:
+            ds = ds.cache()
+        if shuffle_buffer > 1:
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.batch(per_replica_batch_size, drop_remainder=True)
+        ds = ds.map(lambda s: decode_batch(s, image_size), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=True)
+        ds = ds.repeat()
+        if start_step:
+            ds = ds.skip(start_step * per_pipeline_replicas)
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+        return ds.with_options(_options())
+
+    return dataset_fn
+
+
+def eval_dataset(manifest_dir: str, manifest: dict, batch_size: int):
+    """Finite, unshuffled, unsharded validation dataset of ``(images, labels)`` batches (last may be short)."""
+    import tensorflow as tf
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(problem(F_BATCH, f"evaluation batch must be an integer >= 1, got {batch_size!r}"))
+    names = list(manifest["files"].get("validation", []))
+    if not names or not manifest["num_examples"].get("validation"):
+        raise ConfigError(problem(
+            F_VAL, f"{manifest_dir!r} has no validation examples; prepare the data again with "
+                   "validation_fraction > 0"))
+    image_size = int(manifest["image_size"])
+    ds = _reader([_join(manifest_dir, n) for n in sorted(names)])
+    ds = ds.batch(batch_size)
+    ds = ds.map(lambda s: decode_batch(s, image_size), num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+
+
+def steps_per_epoch(manifest: dict, global_batch_size: int) -> int:
+    """Whole global batches in one pass over the training split (at least 1)."""
+    if global_batch_size < 1:
+        raise ConfigError(problem(F_BATCH, f"global batch must be >= 1, got {global_batch_size!r}"))
+    return max(1, int(manifest["num_examples"]["train"]) // global_batch_size)
+
+
+def configure_threads(intra_op: int, inter_op: int) -> None:
+    """Apply ``tf.config.threading`` pool sizes where > 0 (0 = TensorFlow's default).
+
+    Must run BEFORE the TensorFlow runtime initializes -- before the first op, dataset or strategy is
+    created -- because TF fixes its thread pools then.  Called later with a different value, it raises
+    RuntimeError saying so (the same values as already in effect are accepted).
+    """
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    for value, getter, setter, name in (
+            (intra_op, threading.get_intra_op_parallelism_threads,
+             threading.set_intra_op_parallelism_threads, "intra_op"),
+            (inter_op, threading.get_inter_op_parallelism_threads,
+             threading.set_inter_op_parallelism_threads, "inter_op")):
+        if not value or value <= 0 or getter() == value:
+            continue
+        try:
+            setter(int(value))
+        except RuntimeError as exc:
+            raise RuntimeError(
+                f"cannot set {name} threads to {value}: TensorFlow is already initialized ({exc}); "
+                "call trainers.data.configure_threads() at process start, before any TF op") from None
+    log.info("TF threads: intra_op=%s inter_op=%s", threading.get_intra_op_parallelism_threads(),
+             threading.get_inter_op_parallelism_threads())

@@ -1,0 +1,549 @@
+"""Local launcher: run a job's Vertex AI worker pools as real processes on 127.0.0.1.
+
+Any command is the worker command (``python -m trainer.task --user_arg value`` runs unchanged);
+every replica gets the environment Vertex AI custom training would give it, so the same trainer
+runs locally and on Vertex.
+
+    python -m trainers.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
+    result = launch([sys.executable, "-m", "trainer.task"], [1, 1], "runs/x", max_restarts=2)
+
+Environment contract (see :func:`vertex_environment`)
+    Each replica gets the launcher's environment minus every inherited ``CLUSTER_SPEC``,
+    ``TF_CONFIG``, ``AIP_*`` and ``CLOUD_ML_*`` variable, plus ``env=``, plus (these win):
+
+    * ``CLUSTER_SPEC`` = ``{"cluster": {"workerpool0": ["127.0.0.1:P"], "workerpool1": [...], ...},
+      "environment": "cloud", "task": {"type": "workerpool<p>", "index": i}}``; only non-empty pools.
+    * ``TF_CONFIG`` = ``{"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type":
+      "chief"|"worker"|"ps"|"evaluator", "index": i}, "environment": "cloud"}``; empty roles left
+      out; the evaluator (pool 3) is never in ``cluster``, as TensorFlow requires.  A single-replica
+      job also gets a chief-only TF_CONFIG (Vertex sets none there); that is harmless:
+      MultiWorkerMirroredStrategy runs as one worker, MirroredStrategy ignores it.
+    * ``AIP_MODEL_DIR=<base>/model/``, ``AIP_CHECKPOINT_DIR=<base>/checkpoints/``,
+      ``AIP_TENSORBOARD_LOG_DIR=<base>/logs/`` (``<base>`` absolute, same for every replica; the
+      three dirs are created, as GCS needs no mkdir), ``CLOUD_ML_JOB_ID=<job_id>``,
+      ``PYTHONUNBUFFERED=1``.  No ``AIP_JOB_ID`` (not a documented Vertex variable).
+    * A fresh free port per replica on 127.0.0.1 for every attempt.
+
+    The launcher never modifies its own ``os.environ`` (a CLUSTER_SPEC leaking into a KFP task
+    process breaks the kfp executor).
+
+Log contract
+    stdout and stderr of a replica are merged; every line goes to ``log`` as ``[<role>-<i>] line``
+    (``[chief-0]``, ``[worker-1]``, ``[ps-0]``, ``[evaluator-0]``) and, raw, to
+    ``<base>/logs/replicas/attempt-<k>/<role>-<i>.log`` (k = 1, 2, ...).  The launcher's own lines
+    are ``[launcher] ...``.  The last 20 lines of each replica are kept for failure reports.
+
+Restart contract (Vertex's ``restart_job_on_worker_restart``)
+    The job succeeds when every chief, worker and evaluator replica has exited 0 (parameter servers
+    never exit on their own: they are then stopped).  A chief exiting 0 while workers run is fine.
+    When any replica exits non-zero or dies of a signal, all others are stopped (SIGTERM to each
+    process group, ``grace_s``, then SIGKILL: MWMS workers ignore SIGTERM) and, while restarts are
+    left, the WHOLE job starts again on new ports (``[launcher] restart 1/2: worker-0 exited with
+    status -9 (SIGKILL); restarting all replicas``).  A trainer that resumes from a checkpoint
+    should print ``resumed from step <N>`` (any case, anywhere in a line): the first such line of
+    the new attempt becomes ``RestartRecord.resumed_step``.  ``timeout_s`` bounds the whole job,
+    restarts included.  No process is left behind: every process group started is killed and
+    reaped on return, on exceptions and on KeyboardInterrupt; the CLI also turns SIGTERM/SIGHUP
+    into the same clean-up.  Replicas run in their own sessions, so a terminal's Ctrl-C reaches
+    only the launcher, which then stops them (SIGTERM, grace, SIGKILL).
+
+Exit codes (``JobResult.returncode`` and the CLI's status)
+    0 success; the failing replica's status when it exited non-zero; 128+N when it died of
+    signal N; 124 on timeout; CLI only: 2 usage error, 127 command cannot start, 130 interrupted,
+    128+N when the launcher got signal N.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import os
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable, Mapping, Sequence
+
+from trainers.vertex_env import (POOL_NAMES, ROLES, output_dirs, replica_environment,
+                                 validate_replica_counts, vertex_environment)
+
+__all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_environment",
+           "launch", "main", "RESUMED_RE", "TAIL_LINES"]
+
+RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
+TAIL_LINES = 20
+_POLL_S = 0.05
+
+
+def status_text(status: int) -> str:
+    """``3``, ``-9 (SIGKILL)``, ``137 (128+SIGKILL)``."""
+    def name(n: int) -> str | None:
+        try:
+            return signal.Signals(n).name
+        except ValueError:
+            return None
+    if status < 0 and name(-status):
+        return f"{status} ({name(-status)})"
+    if 128 < status < 160 and name(status - 128):
+        return f"{status} (128+{name(status - 128)})"
+    return str(status)
+
+
+@dataclasses.dataclass
+class ReplicaFailure:
+    """What went wrong: the replica that failed (or, on timeout, the first one still running)."""
+
+    replica: str               # "workerpool1-0"
+    role: str                  # chief | worker | ps | evaluator
+    exit_status: int           # returncode; negative = killed by that signal; 124 on timeout
+    last_lines: list[str]      # last ~20 log lines of that replica
+    attempt: int = 1
+    log_file: str | None = None
+    timed_out_after: float | None = None   # set when the job hit timeout_s
+    still_running: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.replica.rsplit('-', 1)[-1]}"
+
+    def describe(self) -> str:
+        if self.timed_out_after is not None:
+            head = (f"job timed out after {self.timed_out_after:g} s (attempt {self.attempt}); "
+                    f"still running: {', '.join(self.still_running) or 'none'}.")
+        else:
+            head = (f"{self.name} ({self.replica}, attempt {self.attempt}) exited with status "
+                    f"{status_text(self.exit_status)}.")
+        where = f" ({self.log_file})" if self.log_file else ""
+        if not self.last_lines:
+            return f"{head} {self.name} printed nothing{where}."
+        body = "\n".join(f"  | {line}" for line in self.last_lines)
+        return f"{head} Last {len(self.last_lines)} lines of {self.name}{where}:\n{body}"
+
+
+@dataclasses.dataclass
+class RestartRecord:
+    attempt: int                # the attempt this restart started (2 for the first restart)
+    failure: ReplicaFailure     # what ended the previous attempt
+    resumed_step: int | None    # from the first "resumed from step N" line of this attempt
+
+
+@dataclasses.dataclass
+class JobResult:
+    returncode: int
+    failure: ReplicaFailure | None
+    restarts: list[RestartRecord]
+    attempts: int
+    log_dir: str                # <base>/logs/replicas
+    elapsed_s: float = 0.0
+
+    @property
+    def message(self) -> str:
+        if self.failure is None:
+            return f"job succeeded after {self.attempts} attempt(s) in {self.elapsed_s:.1f} s"
+        return self.failure.describe()
+
+
+class JobFailed(RuntimeError):
+    """Raised by ``launch(check=True)``; ``.result`` is the :class:`JobResult`."""
+
+    def __init__(self, result: JobResult):
+        super().__init__(result.message)
+        self.result = result
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):  # all held open together, so the ports are distinct
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class _Replica:
+    def __init__(self, pool: int, index: int, log_path: str):
+        self.pool, self.index, self.role = pool, index, ROLES[pool]
+        self.name = f"{self.role}-{index}"
+        self.replica = f"{POOL_NAMES[pool]}-{index}"
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.returncode: int | None = None
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.buf = b""
+        self.fd: int | None = None
+        self.logfile = None
+
+
+class _Attempt:
+    """One run of every replica; ``close()`` always leaves no process behind."""
+
+    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line):
+        self.number, self.log, self.on_line = number, log, on_line
+        self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.replicas = [_Replica(p, i, os.path.join(self.dir, f"{ROLES[p]}-{i}.log"))
+                         for p in range(len(counts)) for i in range(counts[p])]
+        ports = iter(_free_ports(len(self.replicas)))
+        addresses = {POOL_NAMES[p]: [f"127.0.0.1:{next(ports)}" for _ in range(counts[p])]
+                     for p in range(len(counts)) if counts[p]}
+        self.sel = selectors.DefaultSelector()
+        try:
+            for r in self.replicas:
+                child_env = replica_environment(
+                    os.environ, env,
+                    vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
+                r.logfile = open(r.log_path, "ab")
+                r.proc = subprocess.Popen(
+                    list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                    bufsize=0)
+                r.fd = r.proc.stdout.fileno()
+                os.set_blocking(r.fd, False)
+                self.sel.register(r.fd, selectors.EVENT_READ, r)
+            self.log(f"[launcher] attempt {number}: started "
+                     + ", ".join(f"{r.name} (pid {r.proc.pid})" for r in self.replicas))
+        except BaseException:
+            self.close(0)
+            raise
+
+    # -- output -----------------------------------------------------------------------------
+    def _emit(self, r: _Replica, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        r.tail.append(text)
+        self.log(f"[{r.name}] {text}")
+        self.on_line(r, text)
+
+    def _read(self, r: _Replica) -> bool:
+        """Read what is available; False at EOF (fd closed)."""
+        while r.fd is not None:
+            try:
+                data = os.read(r.fd, 65536)
+            except BlockingIOError:
+                return True
+            except OSError:
+                data = b""
+            if not data:
+                self._close_fd(r)
+                return False
+            r.logfile.write(data)
+            r.logfile.flush()
+            r.buf += data
+            *lines, r.buf = r.buf.split(b"\n")
+            for line in lines:
+                self._emit(r, line)
+            if len(r.buf) > 65536:
+                self._emit(r, r.buf)
+                r.buf = b""
+        return False
+
+    def _close_fd(self, r: _Replica) -> None:
+        if r.fd is None:
+            return
+        if r.buf:
+            self._emit(r, r.buf)
+            r.buf = b""
+        try:
+            self.sel.unregister(r.fd)
+        except (KeyError, ValueError):
+            pass
+        r.proc.stdout.close()
+        r.fd = None
+
+    def pump(self, timeout: float) -> None:
+        if not self.sel.get_map():
+            time.sleep(max(timeout, 0))
+            return
+        for key, _ in self.sel.select(max(timeout, 0)):
+            self._read(key.data)
+
+    def reap(self) -> list[_Replica]:
+        """Replicas whose process exited since the last call (output drained)."""
+        done = []
+        for r in self.replicas:
+            if r.proc is not None and r.returncode is None and r.proc.poll() is not None:
+                r.returncode = r.proc.returncode
+                self._read(r)  # the pipe holds everything it wrote before dying
+                done.append(r)
+        return done
+
+    def running(self) -> list[_Replica]:
+        return [r for r in self.replicas if r.proc is not None and r.returncode is None]
+
+    # -- stopping -----------------------------------------------------------------------------
+    def _signal_groups(self, sig: int) -> None:
+        for r in self.replicas:
+            if r.proc is not None:
+                try:
+                    os.killpg(r.proc.pid, sig)  # start_new_session: pgid == pid
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self, grace_s: float) -> None:
+        """SIGTERM every group, wait up to grace_s, SIGKILL every group, reap, close files."""
+        try:
+            alive = self.running()
+            if alive and grace_s > 0:
+                self.log("[launcher] stopping " + ", ".join(r.name for r in alive)
+                         + f" (SIGTERM, then SIGKILL after {grace_s:g} s)")
+                self._signal_groups(signal.SIGTERM)
+                end = time.monotonic() + grace_s
+                while self.running() and time.monotonic() < end:
+                    self.pump(min(_POLL_S, end - time.monotonic()))
+                    self.reap()
+                stubborn = self.running()
+                if stubborn:
+                    self.log("[launcher] " + ", ".join(r.name for r in stubborn)
+                             + f" ignored SIGTERM for {grace_s:g} s; sending SIGKILL")
+        finally:
+            self._kill_and_reap()
+
+    def _kill_and_reap(self) -> None:
+        blocked = False
+        try:  # a second Ctrl-C / SIGTERM must not interrupt the kill itself
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            blocked = True
+        except (ValueError, OSError, AttributeError):
+            pass
+        try:
+            self._signal_groups(signal.SIGKILL)  # also catches grandchildren of exited leaders
+            stuck = []
+            for r in self.replicas:  # reap first: nothing below may leave a zombie behind
+                if r.proc is None:
+                    continue
+                try:
+                    r.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    stuck.append(f"{r.name} (pid {r.proc.pid})")
+                if r.returncode is None:
+                    r.returncode = r.proc.returncode
+            for r in self.replicas:  # last output; a failing log callback must not stop this
+                try:
+                    if r.fd is not None:
+                        self._read(r)
+                        self._close_fd(r)
+                except Exception:
+                    pass
+                finally:
+                    if r.proc is not None and r.proc.stdout is not None:
+                        r.proc.stdout.close()
+                    r.fd = None
+                    if r.logfile is not None:
+                        r.logfile.close()
+            self.sel.close()
+            if stuck:
+                self.log("[launcher] survived SIGKILL for 30 s: " + ", ".join(stuck))
+        finally:
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    # -- waiting --------------------------------------------------------------------------------
+    def wait(self, deadline: float | None):
+        """Returns ("ok", None), ("failed", replica) or ("timeout", [running replicas])."""
+        must_finish = [r for r in self.replicas if r.role != "ps"]
+        while True:
+            now = time.monotonic()
+            self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
+            done = self.reap()
+            for r in done:
+                if r.returncode == 0:
+                    self.log(f"[launcher] {r.name} exited with status 0")
+            failed = [r for r in done if r.returncode != 0]
+            if failed:
+                return "failed", failed[0]
+            if all(r.returncode == 0 for r in must_finish):
+                return "ok", None
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout", self.running()
+
+    def failure(self, r: _Replica, **extra) -> ReplicaFailure:
+        status = r.returncode if r.returncode is not None else 0
+        return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
+                              last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
+                              **extra)
+
+
+def _job_returncode(status: int) -> int:
+    return 128 - status if status < 0 else status
+
+
+def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_dir: str, *,
+           env: Mapping[str, str] | None = None, job_id: str = "local", max_restarts: int = 0,
+           timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
+           log: Callable[[str], None] = print, check: bool = True) -> JobResult:
+    """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
+
+    Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
+    :class:`JobFailed` instead.  See the module docstring for the contracts.
+    """
+    counts = validate_replica_counts(replica_counts)
+    if isinstance(command, (str, bytes)) or not list(command):
+        raise ValueError("command must be a non-empty list of arguments, e.g. "
+                         "['python', '-m', 'trainer.task', '--user_arg', 'value']")
+    if "://" in str(base_output_dir):
+        raise ValueError(f"base_output_dir must be a local directory for the local launcher, "
+                         f"got {base_output_dir!r}")
+    if cwd is not None and not os.path.isdir(cwd):
+        raise ValueError(f"cwd {cwd!r} is not a directory")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be an integer >= 0, got {max_restarts!r}")
+    if timeout_s is not None and timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
+    if grace_s < 0:
+        raise ValueError(f"grace_s must be >= 0, got {grace_s!r}")
+
+    base = os.path.abspath(str(base_output_dir))
+    for d in output_dirs(base).values():
+        os.makedirs(d, exist_ok=True)
+    log_dir = os.path.join(base, "logs", "replicas")
+    start = time.monotonic()
+    deadline = None if timeout_s is None else start + timeout_s
+    restarts: list[RestartRecord] = []
+    number = 0
+
+    def on_line(_r: _Replica, text: str) -> None:
+        if restarts and restarts[-1].attempt == number and restarts[-1].resumed_step is None:
+            m = RESUMED_RE.search(text)
+            if m:
+                restarts[-1].resumed_step = int(m.group(1))
+
+    def result(rc: int, failure: ReplicaFailure | None) -> JobResult:
+        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start)
+        if failure is not None:
+            log(f"[launcher] job failed: {failure.describe().splitlines()[0]}")
+            if check:
+                raise JobFailed(res)
+        else:
+            log(f"[launcher] {res.message}")
+        return res
+
+    while True:
+        number += 1
+        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line)
+        try:
+            outcome, what = attempt.wait(deadline)
+            if outcome == "failed":
+                failure = attempt.failure(what)
+                log(f"[launcher] {what.name} exited with status {status_text(what.returncode)}; "
+                    "stopping all replicas")
+            elif outcome == "timeout":
+                first = next((r for r in what if r.role != "ps"), what[0])
+                failure = attempt.failure(first, timed_out_after=timeout_s,
+                                          still_running=[r.name for r in what])
+                log(f"[launcher] timed out after {timeout_s:g} s; still running: "
+                    + ", ".join(r.name for r in what))
+        finally:
+            attempt.close(grace_s)  # stops ps after success; everything otherwise
+
+        if outcome == "ok":
+            return result(0, None)
+        if outcome == "timeout":
+            failure.exit_status = 124
+            return result(124, failure)
+        over_time = deadline is not None and time.monotonic() >= deadline
+        if number > max_restarts or over_time:
+            if over_time and number <= max_restarts:
+                log("[launcher] not restarting: timeout reached")
+            return result(_job_returncode(failure.exit_status), failure)
+        log(f"[launcher] restart {number}/{max_restarts}: {failure.name} exited with status "
+            f"{status_text(failure.exit_status)}; restarting all replicas")
+        restarts.append(RestartRecord(attempt=number + 1, failure=failure, resumed_step=None))
+
+
+# -- command line ---------------------------------------------------------------------------------
+class _Terminated(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _parse(argv: Sequence[str]):
+    argv = list(argv)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(
+        prog="python -m trainers.launcher",
+        description="Run a command as every replica of Vertex AI worker pools on 127.0.0.1.",
+        epilog="Example: python -m trainers.launcher --replicas 1,1,0,0 --base-output-dir runs/x "
+               "-- python -m trainer.task --user_arg value")
+    p.add_argument("--replicas", help="replica counts of worker pools 0..3, e.g. 1,1,0,0")
+    for pool in range(4):
+        p.add_argument(f"--workerpool{pool}", type=int, metavar="N",
+                       help=f"replicas of worker pool {pool} ({ROLES[pool]})")
+    p.add_argument("--base-output-dir", required=True)
+    p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=None, metavar="S")
+    p.add_argument("--grace", type=float, default=5.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping replicas")
+    p.add_argument("--job-id", default="local")
+    p.add_argument("--cwd", default=None)
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    args = p.parse_args(own)
+    if not command:
+        p.error("missing the worker command after '--'")
+    pools = [getattr(args, f"workerpool{i}") for i in range(4)]
+    if args.replicas is not None:
+        if any(v is not None for v in pools):
+            p.error("use either --replicas or --workerpoolN, not both")
+        try:
+            counts = [int(x) for x in args.replicas.split(",")]
+        except ValueError:
+            p.error(f"--replicas must be comma-separated integers, got {args.replicas!r}")
+    else:
+        counts = [1 if pools[0] is None else pools[0]] + [v or 0 for v in pools[1:]]
+    env = {}
+    for item in args.env:
+        if "=" not in item:
+            p.error(f"--env expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        env[key] = value
+    return args, counts, command, env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (see the module docstring)."""
+    try:
+        args, counts, command, env = _parse(sys.argv[1:] if argv is None else argv)
+    except SystemExit as e:  # argparse: --help or a usage error (already printed)
+        return e.code if isinstance(e.code, int) else 2
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        res = launch(command, counts, args.base_output_dir, env=env, job_id=args.job_id,
+                     max_restarts=args.max_restarts, timeout_s=args.timeout,
+                     grace_s=args.grace, cwd=args.cwd, log=out, check=False)
+    except ValueError as e:
+        print(f"launcher: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except OSError as e:
+        print(f"launcher: error: cannot start {command[0]!r}: {e}", file=sys.stderr, flush=True)
+        return 127
+    except KeyboardInterrupt:
+        print("launcher: interrupted; all replicas stopped", file=sys.stderr, flush=True)
+        return 130
+    except _Terminated as e:
+        name = signal.Signals(e.signum).name
+        print(f"launcher: got {name}; all replicas stopped", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    if res.failure is not None:
+        print(f"launcher: job failed (exit {res.returncode}): {res.failure.describe()}",
+              file=sys.stderr, flush=True)
+    return res.returncode
+
+
+def _raise_terminated(signum, _frame):
+    raise _Terminated(signum)
+
+
+if __name__ == "__main__":
+    for _sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_sig, _raise_terminated)
+    sys.exit(main())

@@ -1,0 +1,734 @@
+"""Data preparation: an image folder in, sharded TFRecords plus a manifest out.
+
+Input layout (the flowers lab's)::
+
+    <image_root>/<class>/<anything>.jpg|.jpeg|.png     (extensions case-insensitive)
+
+Output (``out_dir``)::
+
+    train-00000-of-00004.tfrecord ... validation-00000-of-00001.tfrecord
+    manifest.json   classes.json   counts.json
+
+Each record (see :data:`FEATURES`):
+
+===============  ======  ==============================================================
+``image/raw``    bytes   uint8 ``image_size x image_size x 3`` (PIL decode, RGB, bilinear)
+``image/height`` int64   ``image_size``
+``image/width``  int64   ``image_size``
+``label``        int64   index into the sorted class names (``manifest["classes"]``)
+``image/path``   bytes   ``<class>/<file name>`` relative to the image root
+===============  ======  ==============================================================
+
+Guarantees:
+
+* **Validation first**: every problem (missing folder, no classes, an empty class, a corrupt image,
+  bad parameters) is collected and raised as one :class:`~trainers.errors.ConfigError`.
+* **Deterministic**: the split and the shard of an image depend only on ``sha256(seed, <class>/<file>)``,
+  so running twice gives identical files and adding an image moves no other image.
+* **Atomic**: locally everything is written into a temporary sibling directory which is renamed into
+  place; on object stores (``gs://``) the shards are written under temporary names and
+  ``manifest.json`` is written LAST -- a reader treats "manifest present" as "dataset complete".
+* **Idempotent**: an ``out_dir`` whose manifest has the same source fingerprint and parameters is
+  returned as is.
+
+All file IO goes through ``tf.io.gfile`` so ``gs://`` works; ``/gcs/<bucket>/...`` (Vertex's GCS FUSE
+mount) is a plain local path.  TensorFlow is imported lazily (importing this module is cheap).
+
+CLI::
+
+    python -m trainers.prepare --images DIR --out DIR [--image-size 64] [--shards 4]
+                               [--validation-fraction 0.2] [--seed 0]
+    python -m trainers.prepare --synthesize DIR [--classes 3 --per-class 40] [--image-size 64]
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import io
+import json
+import logging
+import os
+import posixpath
+import sys
+import uuid
+from typing import Any, Callable, Iterable, Sequence
+
+from trainers.errors import ConfigError, Problem, problem
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+SYNTHETIC_VERSION = 1
+MANIFEST = "manifest.json"
+CLASSES_FILE = "classes.json"
+COUNTS_FILE = "counts.json"
+SYNTHETIC_MARKER = ".synthetic.json"
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+SPLITS = ("train", "validation")
+FLOWER_NAMES = ("daisy", "dandelion", "roses", "sunflowers", "tulips")
+
+# Config fields named in errors (see trainers/config.py).
+F_PATH = "data.path"
+F_OUT = "data.prepared_dir"
+F_SIZE = "data.image_size"
+F_SHARDS = "data.num_shards"
+F_VAL = "data.validation_fraction"
+F_SEED = "training.seed"
+F_SYN_CLASSES = "data.synthetic_classes"
+F_SYN_PER_CLASS = "data.synthetic_images_per_class"
+
+#: Human-readable description of a record, stored in the manifest.
+FEATURES = {
+    "image/raw": "bytes: uint8 [image_size, image_size, 3], row-major RGB",
+    "image/height": "int64",
+    "image/width": "int64",
+    "label": "int64: index into classes",
+    "image/path": "bytes: <class>/<file name> relative to the source folder",
+}
+
+_TFRECORD_SUFFIX = ".tfrecord"
+
+
+# ---------------------------------------------------------------------------------------------
+# Small file helpers (tf.io.gfile, so gs:// works; local paths stay plain paths).
+# ---------------------------------------------------------------------------------------------
+
+def _gfile():
+    import tensorflow as tf  # lazy: importing trainers.prepare must stay cheap
+
+    return tf.io.gfile
+
+
+def _is_local(path: str) -> bool:
+    """True where renaming a directory is atomic: a plain local path.
+
+    Object stores (``gs://``, ``ram://``...) and Vertex's GCS FUSE mount (``/gcs/...``, where gcsfuse
+    renames a directory object by object, if at all) use the "temp names, manifest last" protocol.
+    """
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return "://" not in path and not (path == "/gcs" or path.startswith("/gcs/"))
+
+
+def _join(*parts: str) -> str:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.rstrip("/") + "/" + p.lstrip("/")
+    return out
+
+
+def _split_parent(path: str) -> tuple[str, str]:
+    path = path.rstrip("/")
+    parent, base = posixpath.split(path)
+    return parent or ".", base
+
+
+def _listdir(path: str) -> list[str]:
+    # GCS lists sub-directories as "name/".
+    return sorted({name.rstrip("/") for name in _gfile().listdir(path) if name.rstrip("/")})
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with _gfile().GFile(path, "wb") as f:
+        f.write(data)
+
+
+def _read_bytes(path: str) -> bytes:
+    with _gfile().GFile(path, "rb") as f:
+        return f.read()
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _read_json(path: str) -> Any | None:
+    gfile = _gfile()
+    try:
+        if not gfile.exists(path):
+            return None
+        return json.loads(_read_bytes(path).decode("utf-8"))
+    except (ValueError, OSError):
+        return None
+    except Exception as exc:  # tf.errors.OpError and friends
+        log.warning("could not read %s: %s", path, exc)
+        return None
+
+
+def _rmtree_quiet(path: str) -> None:
+    gfile = _gfile()
+    try:
+        if gfile.exists(path):
+            gfile.rmtree(path)
+    except Exception as exc:  # pragma: no cover - best effort cleanup
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def _remove_quiet(path: str) -> None:
+    gfile = _gfile()
+    try:
+        if gfile.exists(path):
+            gfile.remove(path)
+    except Exception as exc:  # pragma: no cover - best effort cleanup
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def _install_dir(tmp_dir: str, final_dir: str, may_replace: Callable[[str], bool], field: str) -> None:
+    """Rename a fully written ``tmp_dir`` to ``final_dir`` (local paths only).
+
+    An existing ``final_dir`` is moved aside first (only if ``may_replace`` says it is ours), then the
+    new one is renamed in and the old one removed: a reader sees the old dataset or the new one.
+    """
+    gfile = _gfile()
+    if gfile.exists(final_dir):
+        if not gfile.isdir(final_dir) or not may_replace(final_dir):
+            raise ConfigError(problem(
+                field, f"{final_dir!r} already exists and holds files this step did not write; "
+                       "choose a new or empty folder, or delete it"))
+        parent, base = _split_parent(final_dir)
+        old = _join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
+        gfile.rename(final_dir, old)
+        try:
+            gfile.rename(tmp_dir, final_dir)
+        except Exception:
+            gfile.rename(old, final_dir)  # put the previous version back
+            raise
+        _rmtree_quiet(old)
+    else:
+        gfile.rename(tmp_dir, final_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic flower-like images.
+# ---------------------------------------------------------------------------------------------
+
+def synthetic_class_names(num_classes: int) -> list[str]:
+    return [FLOWER_NAMES[i] if i < len(FLOWER_NAMES) else f"class_{i}" for i in range(num_classes)]
+
+
+# (petal count, petal width / length, petal RGB, centre RGB, centre radius / flower radius)
+_FLOWER_STYLES = {
+    "daisy": (13, 0.30, (245, 245, 238), (240, 195, 35), 0.25),
+    "dandelion": (30, 0.14, (250, 215, 30), (225, 170, 20), 0.22),
+    "roses": (7, 0.75, (200, 25, 45), (110, 10, 25), 0.30),
+    "sunflowers": (17, 0.34, (250, 160, 15), (75, 45, 20), 0.45),
+    "tulips": (5, 0.70, (215, 55, 160), (245, 225, 90), 0.14),
+}
+
+
+def _style(index: int, name: str):
+    if name in _FLOWER_STYLES:
+        return _FLOWER_STYLES[name]
+    import colorsys
+
+    hue = (index * 0.61803398875) % 1.0
+    petal = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.85, 0.95))
+    centre = tuple(int(255 * c) for c in colorsys.hsv_to_rgb((hue + 0.5) % 1.0, 0.8, 0.6))
+    return (5 + (index * 3) % 17, 0.2 + 0.1 * (index % 5), petal, centre, 0.15 + 0.05 * (index % 4))
+
+
+def _draw_flower(draw, rng, cx, cy, radius, style, jitter) -> None:
+    import numpy as np
+
+    n_petals, width, petal_rgb, centre_rgb, centre_frac = style
+    petal = tuple(int(np.clip(c + j, 0, 255)) for c, j in zip(petal_rgb, jitter))
+    rotation = rng.uniform(0, 2 * np.pi)
+    t = np.linspace(0, 2 * np.pi, 18, endpoint=False)
+    half_len, half_wid = radius * 0.5, radius * 0.5 * width
+    for k in range(n_petals):
+        a = rotation + 2 * np.pi * k / n_petals + rng.normal(0, 0.05)
+        scale = rng.uniform(0.85, 1.1)
+        px = cx + np.cos(a) * half_len * scale
+        py = cy + np.sin(a) * half_len * scale
+        ex, ey = half_len * scale * np.cos(t), half_wid * np.sin(t)
+        xs = px + ex * np.cos(a) - ey * np.sin(a)
+        ys = py + ex * np.sin(a) + ey * np.cos(a)
+        shade = rng.uniform(0.88, 1.0)
+        fill = tuple(int(c * shade) for c in petal)
+        draw.polygon([(float(x), float(y)) for x, y in zip(xs, ys)], fill=fill)
+    r = radius * centre_frac
+    draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=tuple(centre_rgb))
+
+
+def _synthetic_image(class_index: int, name: str, image_index: int, image_size: int, seed: int) -> bytes:
+    """One deterministic JPEG: petals of a class colour around a centre on a noisy green/brown field."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng([seed, class_index, image_index])
+    big = image_size * 2  # draw at 2x, downsample: smooth edges
+    # Background: blurry green/brown blotches plus pixel noise.
+    greens = np.array([[70, 125, 45], [95, 150, 60], [60, 100, 40]], dtype=np.float64)
+    browns = np.array([[115, 85, 50], [95, 70, 45], [135, 105, 65]], dtype=np.float64)
+    palette = np.concatenate([greens, browns])
+    grid = palette[rng.integers(0, len(palette), size=(6, 6))] + rng.normal(0, 12, size=(6, 6, 3))
+    bg = Image.fromarray(np.clip(grid, 0, 255).astype(np.uint8)).resize((big, big), Image.BILINEAR)
+    arr = np.asarray(bg).astype(np.float64) + rng.normal(0, 10, size=(big, big, 3))
+    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(img)
+    style = _style(class_index, name)
+    jitter = rng.normal(0, 12, size=3)
+    radius = rng.uniform(0.22, 0.40) * big
+    cx, cy = rng.uniform(0.3, 0.7, size=2) * big
+    # a stem
+    draw.line([(cx, cy), (cx + rng.uniform(-0.1, 0.1) * big, big)], fill=(40, 110, 35),
+              width=max(1, big // 40))
+    if rng.uniform() < 0.3:  # sometimes a second, smaller flower of the same kind
+        r2 = radius * rng.uniform(0.4, 0.6)
+        x2, y2 = rng.uniform(0.15, 0.85, size=2) * big
+        _draw_flower(draw, rng, x2, y2, r2, style, jitter)
+    _draw_flower(draw, rng, cx, cy, radius, style, jitter)
+    img = img.resize((image_size, image_size), Image.BILINEAR)
+    brightness = rng.uniform(0.75, 1.2)
+    arr = np.clip(np.asarray(img).astype(np.float64) * brightness, 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=92)
+    return buf.getvalue()
+
+
+def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: int = 40,
+                            image_size: int = 64, seed: int = 0) -> list[str]:
+    """Write a small, learnable, deterministic flower-like JPEG dataset; return the image paths.
+
+    Layout ``<root>/<class>/<class>_0001.jpg`` with classes daisy, dandelion, roses, sunflowers,
+    tulips, class_5, ...  Same parameters -> same bytes.  If ``root`` already holds exactly this
+    content (``.synthetic.json`` marker + files) nothing is written.  Built in a temporary sibling
+    directory and renamed into place (object stores: files first, the marker last).  An existing
+    non-empty ``root`` that was not synthesized here is never overwritten.
+    """
+    problems: list[Problem] = []
+    if not isinstance(num_classes, int) or num_classes < 2:
+        problems.append(problem(F_SYN_CLASSES, f"must be an integer >= 2, got {num_classes!r}"))
+    if not isinstance(images_per_class, int) or images_per_class < 1:
+        problems.append(problem(F_SYN_PER_CLASS, f"must be an integer >= 1, got {images_per_class!r}"))
+    if not isinstance(image_size, int) or image_size < 8:
+        problems.append(problem(F_SIZE, f"must be an integer >= 8 for synthetic images, got {image_size!r}"))
+    if not root:
+        problems.append(problem(F_PATH, "is empty; give a folder to write the synthetic images to"))
+    if problems:
+        raise ConfigError(problems)
+
+    gfile = _gfile()
+    root = root.rstrip("/")
+    names = synthetic_class_names(num_classes)
+    rel_files = [f"{c}/{c}_{i + 1:04d}.jpg" for c in names for i in range(images_per_class)]
+    marker = {"generator": "trainers.prepare.synthesize_image_folder", "version": SYNTHETIC_VERSION,
+              "num_classes": num_classes, "images_per_class": images_per_class,
+              "image_size": image_size, "seed": seed, "num_files": len(rel_files)}
+    paths = [_join(root, r) for r in rel_files]
+
+    existing = _read_json(_join(root, SYNTHETIC_MARKER))
+    if existing == marker and all(gfile.exists(p) for p in paths):
+        log.info("synthetic dataset already present at %s", root)
+        return paths
+
+    def ours(path: str) -> bool:
+        return _read_json(_join(path, SYNTHETIC_MARKER)) is not None or not _listdir(path)
+
+    if gfile.exists(root) and not (gfile.isdir(root) and ours(root)):
+        raise ConfigError(problem(
+            F_PATH, f"{root!r} already exists and is not a synthetic dataset written by this step; "
+                    "choose a new or empty folder for the synthetic images"))
+
+    local = _is_local(root)
+    if local:
+        parent, base = _split_parent(root)
+        gfile.makedirs(parent)
+        target = _join(parent, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
+    else:
+        target = root
+        _remove_quiet(_join(root, SYNTHETIC_MARKER))  # incomplete until the marker is back
+    try:
+        for ci, name in enumerate(names):
+            gfile.makedirs(_join(target, name))
+            for i in range(images_per_class):
+                data = _synthetic_image(ci, name, i, image_size, seed)
+                _write_bytes(_join(target, f"{name}/{name}_{i + 1:04d}.jpg"), data)
+        _write_bytes(_join(target, SYNTHETIC_MARKER), _json_bytes(marker))
+        if local:
+            _install_dir(target, root, ours, F_PATH)
+    except BaseException:
+        if local:
+            _rmtree_quiet(target)
+        raise
+    log.info("wrote %d synthetic images in %d classes to %s", len(paths), num_classes, root)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Scanning and validation.
+# ---------------------------------------------------------------------------------------------
+
+def _hash_unit(seed: int, rel: str) -> tuple[float, int]:
+    """(uniform in [0, 1) deciding the split, integer deciding the shard) for one file."""
+    digest = hashlib.sha256(f"{seed}\0{rel}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64, int.from_bytes(digest[8:16], "big")
+
+
+def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tuple[str, str, int]]]:
+    """Return (classes, [(class, file name, size)]) and append structural problems."""
+    gfile = _gfile()
+    layout = "expected <folder>/<class name>/<image>.jpg (one sub-folder per class, at least 2)"
+    if not image_root:
+        problems.append(problem(F_PATH, f"is empty; give the image folder ({layout})"))
+        return [], []
+    if not gfile.exists(image_root):
+        problems.append(problem(F_PATH, f"{image_root!r} does not exist; {layout}"))
+        return [], []
+    if not gfile.isdir(image_root):
+        problems.append(problem(F_PATH, f"{image_root!r} is not a directory; {layout}"))
+        return [], []
+    classes: list[str] = []
+    files: list[tuple[str, str, int]] = []
+    for name in _listdir(image_root):
+        if name.startswith("."):
+            continue
+        cdir = _join(image_root, name)
+        if not gfile.isdir(cdir):
+            continue  # e.g. LICENSE.txt beside the class folders
+        classes.append(name)
+        images = [f for f in _listdir(cdir)
+                  if not f.startswith(".") and f.lower().endswith(IMAGE_EXTENSIONS)]
+        if not images:
+            problems.append(problem(
+                F_PATH, f"class folder {name!r} in {image_root!r} holds no images "
+                        f"({'/'.join(IMAGE_EXTENSIONS)}); add images or remove the folder"))
+        files.extend((name, f, -1) for f in images)
+    if files:  # sizes for the fingerprint; one request per file on object stores, so in threads
+        with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
+            sizes = list(pool.map(lambda f: gfile.stat(_join(image_root, f"{f[0]}/{f[1]}")).length, files))
+        files = [(c, f, size) for (c, f, _), size in zip(files, sizes)]
+    if not classes:
+        problems.append(problem(F_PATH, f"{image_root!r} has no class sub-folders; {layout}"))
+    elif len(classes) < 2:
+        problems.append(problem(
+            F_PATH, f"{image_root!r} has only 1 class folder ({classes[0]!r}); a classifier needs at "
+                    f"least 2; {layout}"))
+    return classes, files
+
+
+def _fingerprint(files: Iterable[tuple[str, str, int]]) -> str:
+    h = hashlib.sha256()
+    for cls, name, size in sorted(files):
+        h.update(f"{cls}/{name}\0{size}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def _load_image(path: str, image_size: int) -> bytes:
+    """Decode with PIL, convert to RGB, resize bilinear -> raw uint8 HxWx3 bytes."""
+    from PIL import Image
+
+    data = _read_bytes(path)
+    with Image.open(io.BytesIO(data)) as img:
+        img.load()
+        rgb = img.convert("RGB")
+    if rgb.size != (image_size, image_size):
+        rgb = rgb.resize((image_size, image_size), Image.BILINEAR)
+    raw = rgb.tobytes()
+    assert len(raw) == image_size * image_size * 3
+    return raw
+
+
+def _try_load(path: str, image_size: int) -> tuple[bytes | None, str | None]:
+    try:
+        return _load_image(path, image_size), None
+    except Exception as exc:  # PIL raises many types for bad files
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _corrupt_problem(image_root: str, rel: str, err: str) -> Problem:
+    return problem(F_PATH, f"image {_join(image_root, rel)!r} cannot be read as an image ({err}); "
+                           "delete or replace the file")
+
+
+def _threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# prepare_tfrecords
+# ---------------------------------------------------------------------------------------------
+
+def shard_name(split: str, index: int, count: int) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}{_TFRECORD_SUFFIX}"
+
+
+def _is_dataset_file(name: str) -> bool:
+    return (name in (MANIFEST, CLASSES_FILE, COUNTS_FILE)
+            or (name.endswith(_TFRECORD_SUFFIX) and name.split("-", 1)[0] in SPLITS)
+            or ".tmp-" in name)
+
+
+def _matches(manifest: dict | None, params: dict, fingerprint: str) -> bool:
+    if not isinstance(manifest, dict) or manifest.get("fingerprint") != fingerprint:
+        return False
+    return all(manifest.get(k) == v for k, v in params.items())
+
+
+def _complete(out_dir: str, manifest: dict) -> bool:
+    gfile = _gfile()
+    try:
+        return all(gfile.exists(_join(out_dir, f)) for split in SPLITS
+                   for f in manifest["files"].get(split, []))
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards: int = 4,
+                      validation_fraction: float = 0.2, seed: int = 0) -> dict:
+    """Convert ``<image_root>/<class>/*.{jpg,jpeg,png}`` to sharded TFRecords; return the manifest.
+
+    Raises :class:`ConfigError` listing every problem found (layout, empty classes, corrupt images,
+    parameters) before anything is left in ``out_dir``.
+    """
+    problems: list[Problem] = []
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+        problems.append(problem(F_SIZE, f"must be a positive integer (pixels per side), got {image_size!r}"))
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+        problems.append(problem(F_SHARDS, f"must be an integer >= 1, got {num_shards!r}"))
+    try:
+        vf_ok = 0.0 <= float(validation_fraction) <= 0.9
+    except (TypeError, ValueError):
+        vf_ok = False
+    if not vf_ok:
+        problems.append(problem(
+            F_VAL, f"must be a number in [0, 0.9] (share of images held out), got {validation_fraction!r}"))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        problems.append(problem(F_SEED, f"must be an integer, got {seed!r}"))
+    if not out_dir:
+        problems.append(problem(F_OUT, "is empty; give a folder for the TFRecord shards"))
+    image_root = (image_root or "").rstrip("/")
+    out_dir = (out_dir or "").rstrip("/")
+    if image_root and out_dir and (out_dir == image_root or out_dir.startswith(image_root + "/")):
+        problems.append(problem(
+            F_OUT, f"{out_dir!r} is inside the image folder {image_root!r}; it would be read as a class "
+                   "folder next time; choose a folder outside it"))
+
+    classes, files = _scan(image_root, problems)
+    if problems:
+        # Still name every corrupt image among the files found, so one run lists everything.
+        if files and not any(p.field == F_SIZE for p in problems):
+            size = image_size
+            with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
+                results = pool.map(lambda f: _try_load(_join(image_root, f"{f[0]}/{f[1]}"), size), files)
+                for (cls, name, _), (_, err) in zip(files, results):
+                    if err:
+                        problems.append(_corrupt_problem(image_root, f"{cls}/{name}", err))
+        raise ConfigError(problems)
+
+    validation_fraction = float(validation_fraction)
+    fingerprint = _fingerprint(files)
+    params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
+              "validation_fraction": validation_fraction, "seed": seed}
+    gfile = _gfile()
+    existing = _read_json(_join(out_dir, MANIFEST))
+    if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
+        log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
+        return existing
+
+    # --- split and shard assignment: a pure function of (seed, <class>/<file>) ---
+    label_of = {c: i for i, c in enumerate(classes)}
+    items = []  # (rel, class, u, h)
+    for cls, name, _ in sorted(files):
+        rel = f"{cls}/{name}"
+        u, h = _hash_unit(seed, rel)
+        items.append((rel, cls, u, h))
+    split_of = {rel: ("validation" if u < validation_fraction else "train") for rel, _, u, _ in items}
+    if validation_fraction > 0 and len(items) >= 2:
+        # Tiny datasets: keep both splits non-empty, moving the file nearest the threshold.
+        if not any(s == "validation" for s in split_of.values()):
+            split_of[min(items, key=lambda it: it[2])[0]] = "validation"
+        if not any(s == "train" for s in split_of.values()):
+            split_of[max(items, key=lambda it: it[2])[0]] = "train"
+    by_split: dict[str, list] = {s: [it for it in items if split_of[it[0]] == s] for s in SPLITS}
+    shard_lists: dict[str, list[list]] = {}
+    for split in SPLITS:
+        n = len(by_split[split])
+        k = min(num_shards, n)
+        shards: list[list] = [[] for _ in range(k)]
+        for it in by_split[split]:
+            shards[it[3] % k].append(it)
+        shard_lists[split] = shards
+
+    manifest: dict[str, Any] = {
+        **params,
+        "channels": 3,
+        "classes": classes,
+        "num_classes": len(classes),
+        "source": image_root,
+        "fingerprint": fingerprint,
+        "num_source_files": len(files),
+        "features": FEATURES,
+        "num_examples": {s: len(by_split[s]) for s in SPLITS},
+        "counts": {s: {c: sum(1 for it in by_split[s] if it[1] == c) for c in classes} for s in SPLITS},
+        "files": {s: [shard_name(s, i, len(shard_lists[s])) for i in range(len(shard_lists[s]))]
+                  for s in SPLITS},
+        "shards": {s: [{"file": shard_name(s, i, len(shard_lists[s])), "num_examples": len(sh)}
+                       for i, sh in enumerate(shard_lists[s])] for s in SPLITS},
+    }
+
+    def ours(path: str) -> bool:
+        return all(_is_dataset_file(n) for n in _listdir(path))
+
+    local = _is_local(out_dir)
+    token = uuid.uuid4().hex[:8]
+    if gfile.exists(out_dir) and not (gfile.isdir(out_dir) and ours(out_dir)):
+        raise ConfigError(problem(
+            F_OUT, f"{out_dir!r} already exists and holds files that are not a prepared dataset; "
+                   "choose a new or empty folder, or delete it"))
+    if local:
+        # Everything goes into a temporary sibling directory, renamed into place at the end.
+        parent, base = _split_parent(out_dir)
+        gfile.makedirs(parent)
+        work = _join(parent, f".{base}.tmp-{token}")
+        gfile.makedirs(work)
+        temp_name = lambda name: _join(work, name)  # noqa: E731
+    else:
+        # Object store: every file under a temporary name first; the previous dataset stays valid
+        # until all of them are written, then renames, and manifest.json LAST.
+        gfile.makedirs(out_dir)
+        work = out_dir
+        temp_name = lambda name: _join(out_dir, f"{name}.tmp-{token}")  # noqa: E731
+    pending: list[tuple[str, str]] = []  # (temporary path, final name)
+
+    def put(name: str, writer: Callable[[str], None]) -> None:
+        tmp = temp_name(name)
+        pending.append((tmp, name))
+        writer(tmp)
+
+    try:
+        corrupt = _write_shards(image_root, image_size, label_of, shard_lists, put)
+        if corrupt:
+            raise ConfigError([_corrupt_problem(image_root, rel, err) for rel, err in corrupt])
+        put(CLASSES_FILE, lambda p: _write_bytes(p, _json_bytes(classes)))
+        put(COUNTS_FILE, lambda p: _write_bytes(p, _json_bytes(
+            {"counts": manifest["counts"], "num_examples": manifest["num_examples"]})))
+        put(MANIFEST, lambda p: _write_bytes(p, _json_bytes(manifest)))
+        if local:
+            _install_dir(work, out_dir, ours, F_OUT)
+        else:
+            _commit_in_place(out_dir, pending, keep={n for s in SPLITS for n in manifest["files"][s]})
+    except BaseException:
+        if local:
+            _rmtree_quiet(work)
+        else:
+            for tmp, _ in pending:
+                _remove_quiet(tmp)
+        raise
+    log.info("wrote %d train + %d validation examples to %s", manifest["num_examples"]["train"],
+             manifest["num_examples"]["validation"], out_dir)
+    return manifest
+
+
+def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str]) -> None:
+    """Object-store commit: drop the old manifest, move files into place, manifest.json LAST."""
+    gfile = _gfile()
+    _remove_quiet(_join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
+    manifest_tmp = None
+    for tmp, name in pending:
+        if name == MANIFEST:
+            manifest_tmp = tmp
+            continue
+        gfile.rename(tmp, _join(out_dir, name), overwrite=True)
+    for name in _listdir(out_dir):  # shards of an older layout
+        if name.endswith(_TFRECORD_SUFFIX) and name not in keep:
+            _remove_quiet(_join(out_dir, name))
+    assert manifest_tmp is not None
+    gfile.rename(manifest_tmp, _join(out_dir, MANIFEST), overwrite=True)
+
+
+def _example(raw: bytes, label: int, image_size: int, rel: str) -> bytes:
+    import tensorflow as tf
+
+    feature = {
+        "image/raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[raw])),
+        "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[image_size])),
+        "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[image_size])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+        "image/path": tf.train.Feature(bytes_list=tf.train.BytesList(value=[rel.encode("utf-8")])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def _write_shards(image_root, image_size, label_of, shard_lists, put) -> list[tuple[str, str]]:
+    """Decode (in threads, in order) and write every shard; return [(rel, error)] of bad images."""
+    import tensorflow as tf
+
+    corrupt: list[tuple[str, str]] = []
+    with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
+        for split in SPLITS:
+            count = len(shard_lists[split])
+            for index, shard in enumerate(shard_lists[split]):
+                def write(path: str, shard=shard) -> None:
+                    results = pool.map(lambda it: _try_load(_join(image_root, it[0]), image_size), shard)
+                    with tf.io.TFRecordWriter(path) as writer:
+                        for (rel, cls, _, _), (raw, err) in zip(shard, results):
+                            if err:
+                                corrupt.append((rel, err))
+                            elif not corrupt:
+                                writer.write(_example(raw, label_of[cls], image_size, rel))
+                put(shard_name(split, index, count), write)
+    return sorted(corrupt)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+def _summary(manifest: dict, out_dir: str) -> str:
+    lines = [f"prepared {out_dir} (image_size {manifest['image_size']}, "
+             f"fingerprint {manifest['fingerprint'][:12]})"]
+    width = max(len(c) for c in manifest["classes"])
+    lines.append(f"  {'class':<{width}}  {'train':>7}  {'validation':>10}")
+    for c in manifest["classes"]:
+        lines.append(f"  {c:<{width}}  {manifest['counts']['train'][c]:>7}  "
+                     f"{manifest['counts']['validation'][c]:>10}")
+    lines.append(f"  {'total':<{width}}  {manifest['num_examples']['train']:>7}  "
+                 f"{manifest['num_examples']['validation']:>10}")
+    for split in SPLITS:
+        for s in manifest["shards"][split]:
+            lines.append(f"  {s['file']}  {s['num_examples']} examples")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainers.prepare",
+        description="Convert <images>/<class>/*.jpg to sharded TFRecords + manifest.json, "
+                    "or write a small synthetic flower-like image folder.")
+    parser.add_argument("--images", help="image folder: <images>/<class>/*.jpg|jpeg|png")
+    parser.add_argument("--out", help="output folder for the TFRecord shards and manifest.json")
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--validation-fraction", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--synthesize", metavar="DIR",
+                        help="write a synthetic image folder to DIR (then prepare it if --out is given)")
+    parser.add_argument("--classes", type=int, default=3, help="synthetic classes")
+    parser.add_argument("--per-class", type=int, default=40, help="synthetic images per class")
+    args = parser.parse_args(argv)
+    if not args.synthesize and not (args.images and args.out):
+        parser.error("give --images DIR --out DIR, or --synthesize DIR")
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's C++ start-up noise off stderr
+    try:
+        images = args.images
+        if args.synthesize:
+            paths = synthesize_image_folder(args.synthesize, args.classes, args.per_class,
+                                            args.image_size, args.seed)
+            print(f"synthetic images: {len(paths)} in {args.classes} classes under {args.synthesize}")
+            images = images or args.synthesize
+        if args.out:
+            manifest = prepare_tfrecords(images, args.out, args.image_size, args.shards,
+                                         args.validation_fraction, args.seed)
+            print(_summary(manifest, args.out))
+    except ConfigError as err:
+        for p in err.problems:
+            print(f"error: {p}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

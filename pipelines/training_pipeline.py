@@ -4,7 +4,6 @@ Wiring only: every step is a component from ``components``; every decision lives
 One definition serves both targets; ``target`` picks the branch at run time, and the untaken branch is
 never executed (so kfp.local runs the local branch without touching Google Cloud).
 """
-from __future__ import annotations
 
 from kfp import compiler, dsl
 
@@ -12,7 +11,7 @@ from components import make_components
 from trainers import config as config_lib
 
 
-def build_pipeline(cfg: config_lib.JobConfig, base_image: str | None = None):
+def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
     """The pipeline function for ``cfg`` (its config is the default of the ``config_json`` parameter)."""
     from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
 
@@ -45,6 +44,6 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: str | None = None):
     return training_pipeline
 
 
-def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, base_image: str | None = None) -> str:
+def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, base_image: "str | None" = None) -> str:
     compiler.Compiler().compile(build_pipeline(cfg, base_image), package_path=package_path)
     return package_path

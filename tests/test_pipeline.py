@@ -1,0 +1,171 @@
+"""The pipeline: compiled YAML per preset against expected files, pool derivation, kfp.local end to end,
+and run.py's command line (bad input = one clear line per problem, exit 2)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, job_config
+from trainers import config as config_lib
+from trainers import jobs
+
+EXPECTED = Path(__file__).parent / "expected"
+PRESETS = ["local", "gpu-1x4", "multiworker", "tpu"]
+
+
+def structure(compiled: dict) -> dict:
+    """What must not drift in a compiled pipeline: parameters, tasks, wiring, branch conditions, images."""
+    def dag(spec):
+        out = {}
+        for name, task in sorted(spec.get("dag", {}).get("tasks", {}).items()):
+            out[name] = {
+                "component": task["componentRef"]["name"],
+                "after": sorted(task.get("dependentTasks", [])),
+                "condition": task.get("triggerPolicy", {}).get("condition"),
+                "inputs": sorted(task.get("inputs", {}).get("parameters", {})) + sorted(task.get("inputs", {}).get("artifacts", {})),
+            }
+        return out
+
+    comps = compiled["components"]
+    executors = compiled["deploymentSpec"]["executors"]
+    root_params = compiled["root"]["inputDefinitions"]["parameters"]
+    return {
+        "name": compiled["pipelineInfo"]["name"],
+        "parameters": {k: v["parameterType"] for k, v in sorted(root_params.items())},
+        "defaults": {k: v.get("defaultValue") for k, v in sorted(root_params.items()) if k != "config_json"},
+        "root": dag(compiled["root"]),
+        "branches": {name: dag(spec) for name, spec in sorted(comps.items()) if name.startswith("comp-condition")},
+        "executors": {name: {"image": e["container"]["image"], "command": e["container"].get("command", [])[:3]}
+                      for name, e in sorted(executors.items())},
+    }
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_compiled_pipeline_matches_expected_file(tmp_path, preset):
+    from pipelines.training_pipeline import compile_pipeline
+
+    cfg = config_lib.load(preset)
+    out = compile_pipeline(cfg, str(tmp_path / f"{preset}.yaml"))
+    compiled = yaml.safe_load(Path(out).read_text())
+    got = structure(compiled)
+    expected_file = EXPECTED / f"pipeline-{preset}.json"
+    if os.environ.get("UPDATE_EXPECTED"):
+        expected_file.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert got == json.loads(expected_file.read_text())
+    # The config travels as the default of config_json, unchanged.
+    default = compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"]
+    assert config_lib.load_json(default) == cfg
+    assert got["name"] == cfg.name
+    # Both branches exist; the Vertex one holds the GCPC custom job.
+    branch_components = {t["component"] for b in got["branches"].values() for t in b.values()}
+    assert "comp-custom-training-job" in branch_components and "comp-train-local" in branch_components
+
+
+def test_vertex_branch_is_gated_on_target(tmp_path):
+    from pipelines.training_pipeline import compile_pipeline
+
+    compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / "p.yaml"))).read_text())
+    dags = [compiled["root"], *compiled["components"].values()]
+    conditions = [t.get("triggerPolicy", {}).get("condition") for d in dags for t in d.get("dag", {}).get("tasks", {}).values()]
+    assert "inputs.parameter_values['pipelinechannel--target'] == 'local'" in conditions
+    assert "!(inputs.parameter_values['pipelinechannel--target'] == 'local')" in conditions
+
+
+def _machine_specs(cfg):
+    return [s and (s["replica_count"], s["machine_spec"]) for s in jobs.vertex_job(cfg)["worker_pool_specs"]]
+
+
+def test_worker_pools_per_preset():
+    assert _machine_specs(config_lib.load("local")) == [
+        (1, {"machine_type": "n1-standard-4"}), (1, {"machine_type": "n1-standard-4"}), {}, {}]
+    assert _machine_specs(config_lib.load("gpu-1x4")) == [
+        (1, {"machine_type": "n1-standard-16", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 4}), {}, {}, {}]
+    t4x2 = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 2}
+    assert _machine_specs(config_lib.load("multiworker")) == [(1, t4x2), (3, t4x2), {}, {}]
+    assert _machine_specs(config_lib.load("tpu")) == [
+        (1, {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8}), {}, {}, {}]
+
+
+def test_every_replica_runs_the_same_container_command_with_the_config():
+    cfg = config_lib.load("multiworker")
+    job = jobs.vertex_job(cfg)
+    for spec in job["worker_pool_specs"][:2]:
+        c = spec["container_spec"]
+        assert c["image_uri"] == cfg.container.image_uri
+        command = c["command"] + c["args"]
+        assert command[:3] == ["python", "-m", "trainers.task"] and command[3] == "--config-json"
+        assert config_lib.load_json(command[4]) == cfg
+    assert (job["scheduling_strategy"], job["restart_job_on_worker_restart"]) == ("SPOT", True)
+    assert job["base_output_directory"] == "gs://my-bucket/runs/multiworker"
+
+
+def test_a_users_own_trainer_gets_its_own_args():
+    cfg = config_lib.load("local", ["container.command=[python, -m, trainer.task]",
+                                    "container.args=[--user_arg_1, value_1]"])
+    assert jobs.worker_command(cfg) == ["python", "-m", "trainer.task", "--user_arg_1", "value_1"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(400)
+def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
+    from kfp import local
+
+    from pipelines.training_pipeline import build_pipeline
+
+    cfg = job_config(tmp_path / "run", prepared_data, "training.steps=10", "checkpoint.every_steps=5")
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
+    build_pipeline(cfg)(config_json=cfg.to_json(), target="local")
+    base = Path(cfg.output.base_dir)
+    verification = json.loads((base / "verification.json").read_text())
+    assert verification["examples"] > 0 and 0 <= verification["accuracy"] <= 1
+    assert jobs.read_metrics(cfg)["replicas"] == 2
+    models = list((tmp_path / "root").glob("*/verify-model/model/saved_model.pb"))
+    assert len(models) == 1, "the Model artifact holds the SavedModel"
+    metrics = list((tmp_path / "root").glob("*/verify-model/executor_output.json"))
+    artifacts = json.loads(metrics[0].read_text())["artifacts"]
+    assert set(artifacts) == {"model", "metrics"}
+    model_meta = artifacts["model"]["artifacts"][0]["metadata"]
+    assert model_meta["framework"] == "tensorflow" and model_meta["classes"] == ["daisy", "dandelion", "roses"]
+    assert set(model_meta["signatures"]) == {"serving_default", "serving_pixels", "outputs"}
+
+
+def run_py(*args, timeout=120):
+    return subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_run_py_project_is_not_available_yet():
+    proc = run_py("--project", "my-project")
+    assert proc.returncode == 2
+    assert "not available yet" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_py_compile_only(tmp_path):
+    proc = run_py("--config", "tpu", "--compile-only", str(tmp_path / "tpu.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load((tmp_path / "tpu.yaml").read_text())["pipelineInfo"]["name"] == "flowers-tpu"
+
+
+def test_run_py_bad_input_is_one_line_per_problem_before_anything_runs(tmp_path):
+    empty = tmp_path / "flowers"
+    (empty / "roses").mkdir(parents=True)
+    (empty / "tulips").mkdir()
+    (empty / "tulips" / "a.jpg").write_bytes(b"x")
+    cases = {
+        ("--set", "training.stepz=3"): "training.stepz: unknown field; did you mean 'steps'?",
+        ("--set", "training.steps=many"): "training.steps: expected an integer, got str 'many'",
+        ("--set", "data.source=images", "--set", f"data.path={tmp_path / 'nope'}"): "data.path:",
+        ("--set", "data.source=images", "--set", f"data.path={empty}"): "has no .jpg/.jpeg/.png images",
+        ("--set", "topology.strategy=mirrored"): "topology",
+    }
+    for args, expected in cases.items():
+        proc = run_py(*args, "--set", f"output.base_dir={tmp_path / 'out'}")
+        assert proc.returncode == 2, (args, proc.stdout[-500:], proc.stderr[-1000:])
+        assert expected in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert all(line.startswith(("error: ", "warning: ")) for line in proc.stderr.strip().splitlines())
+    assert not (tmp_path / "out").exists(), "nothing may be spent on an invalid job"

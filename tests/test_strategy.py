@@ -1,0 +1,125 @@
+"""The one strategy switch, and the TPU paths tested through their logic (no TPU exists here)."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trainers.cluster import read_cluster
+from trainers.errors import ConfigError
+from trainers.strategy import TPUUnavailable, Watchdog, make_strategy, resolve_tpu
+
+
+def test_one_device_on_cpu():
+    import tensorflow as tf
+
+    strategy = make_strategy("one_device", read_cluster({}))
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy) and strategy.num_replicas_in_sync == 1
+
+
+def test_mirrored_without_gpus_mirrors_over_logical_cpus():
+    # Logical devices must be configured before TF initialises: use a fresh interpreter.
+    code = ("from trainers.strategy import make_strategy; from trainers.cluster import read_cluster\n"
+            "s = make_strategy('mirrored', read_cluster({}), cpu_replicas=3)\n"
+            "print(type(s).__name__, s.num_replicas_in_sync, type(s.extended._cross_device_ops).__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["MirroredStrategy", "3", "ReductionToOneDevice"]
+
+
+def test_multi_worker_without_a_cluster_says_how_to_run_it():
+    with pytest.raises(ConfigError) as e:
+        make_strategy("multi_worker", read_cluster({}))
+    msg = str(e.value)
+    assert msg.startswith("topology.strategy: multi_worker needs a cluster of at least 2 machines")
+    assert "launcher" in msg and "one_device" in msg
+
+
+def test_unknown_strategy():
+    with pytest.raises(ConfigError, match="topology.strategy: unknown strategy 'horovod'"):
+        make_strategy("horovod", read_cluster({}))
+
+
+def test_tpu_off_google_cloud_is_one_clear_error():
+    with pytest.raises(TPUUnavailable, match="no TPU found .* use topology.strategy=one_device, mirrored or multi_worker"):
+        make_strategy("tpu", read_cluster({}), startup_timeout_s=60)
+
+
+class FakeResolver:
+    def __init__(self, jobs):
+        self.jobs = jobs
+
+    def cluster_spec(self):
+        class Spec:
+            def __init__(self, jobs):
+                self._jobs = jobs
+
+            def as_dict(self):
+                return self._jobs
+
+        return Spec(self.jobs)
+
+
+def tpu_env():
+    return read_cluster({"TPU_CONFIG": json.dumps({"tpu_node_name": "node-1", "zone": "us-central1-b", "project": "p"})})
+
+
+def test_tpu_resolver_waits_for_provisioning_then_succeeds():
+    calls, sleeps = [], []
+
+    def factory(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise RuntimeError("TPU VM is still being provisioned")
+        return FakeResolver({} if len(calls) == 2 else {"worker": ["10.1.1.1:8470"]})
+
+    resolver = resolve_tpu(tpu_env(), retries=5, wait_s=10, factory=factory, sleep=sleeps.append)
+    assert resolver.cluster_spec().as_dict() == {"worker": ["10.1.1.1:8470"]}
+    assert len(calls) == 3 and sleeps == [10, 10]
+    assert calls[0] == {"tpu": ["node-1"], "zone": "us-central1-b", "project": "p", "job_name": "worker"}
+
+
+def test_tpu_resolver_gives_up_after_the_retries_with_the_last_error():
+    def factory(**kwargs):
+        raise RuntimeError("quota exceeded for TPU_V3")
+
+    sleeps = []
+    with pytest.raises(TPUUnavailable, match=r"TPU 'node-1' was not ready after 4 attempts 2 s apart: quota exceeded"):
+        resolve_tpu(tpu_env(), retries=4, wait_s=2, factory=factory, sleep=sleeps.append)
+    assert sleeps == [2, 2, 2]
+
+
+def test_tpu_config_without_a_node_name():
+    info = read_cluster({"TPU_CONFIG": json.dumps({"zone": "us-central1-b"})})
+    with pytest.raises(TPUUnavailable, match="TPU_CONFIG has no 'tpu_node_name'"):
+        resolve_tpu(info, factory=lambda **k: FakeResolver({}), sleep=lambda s: None)
+
+
+def test_tpu_name_is_passed_through_without_tpu_config():
+    seen = {}
+
+    def factory(**kwargs):
+        seen.update(kwargs)
+        return FakeResolver({"worker": ["x"]})
+
+    resolve_tpu(read_cluster({}), tpu_name="my-tpu", factory=factory)
+    assert seen == {"tpu": "my-tpu"}
+
+
+def test_watchdog_kills_a_process_stuck_while_holding_the_gil():
+    """A busy C-level wait cannot be interrupted by Python threads; the watchdog process still ends it."""
+    code = ("import time\nfrom trainers.strategy import Watchdog\n"
+            "Watchdog(1.5, 'joining the cluster').start()\n"
+            "time.sleep(60)\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == -9
+    assert "ERROR: joining the cluster did not finish within 1.5 s" in proc.stderr
+    assert time.monotonic() - t0 < 20
+
+
+def test_watchdog_cancelled_in_time_does_nothing():
+    with Watchdog(30, "quick step") as dog:
+        time.sleep(0.1)
+    assert dog._proc is None

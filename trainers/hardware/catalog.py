@@ -1,0 +1,216 @@
+"""The hardware catalog (``catalog.yaml``) loaded once into lookup tables.
+
+Everything the rules know about machines, GPUs, TPUs, regions and zones comes from ``catalog.yaml``;
+this module only indexes it.  No TensorFlow, no kfp: loading takes a few milliseconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+CLOUD_TPU = "cloud-tpu"  # Vertex machine type of a TPU v2/v3 (pods too); the TPU sits in the chief pool.
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    name: str
+    vcpus: float | None
+    memory_gb: float | None
+    source: str
+    current: bool = False  # a type of today's Vertex, absent from the seeds
+    tpu: str = ""  # "" (CPU/GPU machine), "legacy" (cloud-tpu) or "vm" (TPU VM such as ct5lp-hightpu-4t)
+    tpu_type: str = ""
+    chips: int = 0
+    cores_per_chip: int = 0
+    topologies: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Gpu:
+    name: str
+    label: str
+    counts: tuple[int, ...]
+    per_gpu_vcpus: float
+    per_gpu_memory_gb: float
+    status: str
+    source: str
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class LegacyMachine:
+    name: str
+    machine_type: str
+    accelerator_type: str = ""
+    accelerator_count: int = 0
+    tpu: bool = False
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Catalog:
+    raw: Mapping[str, Any]
+    machines: Mapping[str, Machine]
+    gpus: Mapping[str, Gpu]
+    # machine type -> GPU type -> valid counts (only machine types of the seed/vertex tables)
+    gpu_table: Mapping[str, Mapping[str, tuple[int, ...]]]
+    gpu_required_prefixes: tuple[str, ...]
+    special_limits: tuple[Mapping[str, Any], ...]
+    gpu_regions: tuple[str, ...]
+    tpu_regions: tuple[str, ...]
+    tpu_vm_regions: tuple[str, ...]
+    zones: Mapping[str, Mapping[str, frozenset[str]]]  # region -> zone -> GPU types
+    tpu_cores: Mapping[str, tuple[int, ...]]  # TPU_V2 -> (8,), TPU_V2_POD -> (32, ...)
+    runtime_versions: tuple[str, ...]
+    pytorch_images: Mapping[str, str]  # image URI (no tag) -> tpuTfVersion
+    legacy_master_tpu_types: tuple[str, ...]
+    legacy_machines: Mapping[str, LegacyMachine]
+    scale_tiers: Mapping[str, Mapping[str, Any]]
+    strategies: tuple[str, ...]
+    tensor_core_gpus: frozenset[str]
+
+    # ---- lookups -------------------------------------------------------------------------------
+    def is_gpu(self, accelerator_type: str) -> bool:
+        return accelerator_type in self.gpus
+
+    def is_tpu(self, accelerator_type: str) -> bool:
+        return accelerator_type in self.tpu_cores or accelerator_type in self.tpu_vm_types
+
+    @functools.cached_property
+    def tpu_vm_types(self) -> frozenset[str]:
+        return frozenset(m.tpu_type for m in self.machines.values() if m.tpu == "vm")
+
+    @functools.cached_property
+    def accelerator_types(self) -> tuple[str, ...]:
+        return tuple(self.gpus) + tuple(self.tpu_cores) + tuple(sorted(self.tpu_vm_types))
+
+    def gpu_required(self, machine_type: str) -> bool:
+        return machine_type.startswith(self.gpu_required_prefixes) and machine_type in self.gpu_table
+
+    def table_counts(self, machine_type: str, gpu: str) -> tuple[int, ...] | None:
+        """Valid counts from the tables, () for an empty cell, None when the table has no row."""
+        row = self.gpu_table.get(machine_type)
+        if row is None:
+            return None
+        return row.get(gpu, ())
+
+    def gpus_for(self, machine_type: str) -> dict[str, tuple[int, ...]]:
+        """GPU types (with counts) a machine type can take: table row, or the n1 rule."""
+        row = self.gpu_table.get(machine_type)
+        if row is not None:
+            return {g: c for g, c in row.items() if c}
+        if machine_type.startswith("n1-") and machine_type in self.machines:
+            return {g: gpu.counts for g, gpu in self.gpus.items() if g in self.n1_gpus}
+        return {}
+
+    @functools.cached_property
+    def n1_gpus(self) -> frozenset[str]:
+        return frozenset(g for row_name, row in self.gpu_table.items() if row_name.startswith("n1-")
+                         for g, counts in row.items() if counts)
+
+    def regions_offering(self, gpu: str) -> list[str]:
+        return [r for r in self.gpu_regions if any(gpu in z for z in self.zones.get(r, {}).values())]
+
+    def suggest(self, name: object, choices: Iterable[str], n: int = 3) -> list[str]:
+        choices = list(choices)
+        text = str(name)
+        exact = [c for c in choices if c.lower() == text.lower().replace("-", "_")
+                 or c.lower() == text.lower()]
+        if exact:
+            return exact[:n]
+        found = difflib.get_close_matches(text, choices, n=n, cutoff=0.6)
+        return found or difflib.get_close_matches(text, choices, n=n, cutoff=0.3)
+
+
+def _tuple_ints(values: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+@functools.cache
+def load_catalog(path: str | None = None) -> Catalog:
+    """Load and index ``catalog.yaml`` (cached)."""
+    text = Path(path or CATALOG_PATH).read_text(encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+
+    machines: dict[str, Machine] = {}
+    for name, e in raw["machine_types"].items():
+        machines[name] = Machine(
+            name=name, vcpus=e.get("vcpus"), memory_gb=e.get("memory_gb"), source=str(e["source"]),
+            current=bool(e.get("current", False)), tpu=str(e.get("tpu", "") or ""),
+            tpu_type=str(e.get("tpu_type", "") or ""), chips=int(e.get("chips", 0) or 0),
+            cores_per_chip=int(e.get("cores_per_chip", 0) or 0),
+            topologies=tuple(str(t) for t in e.get("topologies", ())))
+
+    gpus = {name: Gpu(name=name, label=e["label"], counts=_tuple_ints(e["counts"]),
+                      per_gpu_vcpus=float(e["per_gpu"]["vcpus"]),
+                      per_gpu_memory_gb=float(e["per_gpu"]["memory_gb"]),
+                      status=e["status"], source=str(e["source"]), note=str(e.get("note", "")))
+            for name, e in raw["gpu_types"].items()}
+
+    table: dict[str, dict[str, tuple[int, ...]]] = {}
+    for block in raw["gpu_tables"]:
+        columns = block["columns"]
+        for machine, cells in block["rows"].items():
+            if len(cells) != len(columns):
+                raise ValueError(f"catalog.yaml: row {machine} has {len(cells)} cells, not {len(columns)}")
+            if machine not in machines:
+                raise ValueError(f"catalog.yaml: table row {machine} is not a machine type")
+            row = table.setdefault(machine, {})
+            for gpu, counts in zip(columns, cells):
+                if gpu not in gpus:
+                    raise ValueError(f"catalog.yaml: table column {gpu} is not a GPU type")
+                row[gpu] = _tuple_ints(counts)
+    for row in table.values():  # every GPU type has a cell in every row (missing = empty)
+        for gpu in gpus:
+            row.setdefault(gpu, ())
+
+    zones = {region: {zone: frozenset(types) for zone, types in zs.items()}
+             for region, zs in raw["zones"]["regions"].items()}
+    for region, zs in zones.items():
+        for zone, types in zs.items():
+            if not zone.startswith(region + "-") or not types <= set(gpus):
+                raise ValueError(f"catalog.yaml: bad zone entry {zone}: {sorted(types)}")
+
+    legacy = {name: LegacyMachine(name=name, machine_type=e["machine_type"],
+                                  accelerator_type=e.get("accelerator_type", ""),
+                                  accelerator_count=int(e.get("accelerator_count", 0)),
+                                  tpu=bool(e.get("tpu", False)), source=str(e["source"]))
+              for name, e in raw["legacy_machine_types"].items()}
+    for lm in legacy.values():
+        if lm.machine_type not in machines:
+            raise ValueError(f"catalog.yaml: legacy {lm.name} maps to unknown {lm.machine_type}")
+
+    tpu = raw["tpu"]
+    return Catalog(
+        raw=raw, machines=machines, gpus=gpus, gpu_table=table,
+        gpu_required_prefixes=tuple(raw["gpu_required_prefixes"]["prefixes"]),
+        special_limits=tuple(raw["special_limits"]),
+        gpu_regions=tuple(raw["regions"]["gpu"]["list"]),
+        tpu_regions=tuple(raw["regions"]["tpu"]["list"]),
+        tpu_vm_regions=tuple(raw["regions"]["tpu_vm"]["list"]),
+        zones=zones,
+        tpu_cores={name: _tuple_ints(e["cores"]) for name, e in raw["tpu_types"].items()},
+        runtime_versions=tuple(str(v) for v in tpu["runtime_versions"]["list"]),
+        pytorch_images={str(k): str(v) for k, v in tpu["pytorch_images"]["images"].items()},
+        legacy_master_tpu_types=tuple(tpu["legacy_master_tpu_types"]["list"]),
+        legacy_machines=legacy,
+        scale_tiers=raw["scale_tiers"],
+        strategies=tuple(raw["strategies"]["list"]),
+        tensor_core_gpus=frozenset(raw["tensor_core_gpus"]),
+    )
+
+
+def pytorch_image_version(image_uri: str) -> str | None:
+    """tpuTfVersion a prebuilt PyTorch XLA image needs (``...pytorch-xla.1-11[:tag|@digest]``)."""
+    base = image_uri.split("@", 1)[0]
+    if ":" in base.rsplit("/", 1)[-1]:
+        base = base.rsplit(":", 1)[0]
+    return load_catalog().pytorch_images.get(base)

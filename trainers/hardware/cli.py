@@ -1,0 +1,151 @@
+"""``validate FILE.yaml [gcloud-style flags] [-- user args]``: check hardware before anything is spent.
+
+Auto-detects an AI Platform config (``trainingInput``; flags override the file) or this project's job
+config (only topology/training/checkpoint/scheduling are checked here; other sections are accepted and
+ignored, the full schema is checked elsewhere).  Valid: exit 0, print the worker pools as a table and
+as ``worker_pool_specs`` JSON, plus warnings.  Invalid: exit 2, one ``error:`` line per violation on
+stderr.  Bad input (missing file, YAML syntax error) is one clear line and exit 2, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+import yaml
+
+from trainers.errors import ConfigError, Problem
+from trainers.hardware.gcloud_flags import parse_flags
+from trainers.hardware.legacy import import_legacy, is_legacy
+from trainers.hardware.pools import worker_pool_specs
+from trainers.hardware.rules import check_job, num_replicas
+
+USAGE = "usage: validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS]"
+ROLE_NAMES = ("chief", "worker", "parameter_server", "evaluator")
+
+
+class _VersionFloat(float):
+    """A YAML float that remembers its text, so ``runtimeVersion: 2.10`` stays "2.10"."""
+
+    text = ""
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    pass
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    value = _VersionFloat(loader.construct_yaml_float(node))
+    value.text = str(node.value)
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+def load_yaml(path: str) -> Any:
+    """Parse a YAML file; raises ConfigError with one clear line for a missing file or bad YAML."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"no such file: {path}", field=path) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a YAML file", field=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", field=path) from None
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"YAML syntax error{where}: {what}", field=path) from None
+
+
+def _accelerator(pool: Mapping[str, Any]) -> str:
+    spec = pool.get("machine_spec", {})
+    if spec.get("accelerator_count"):
+        return f"{spec['accelerator_count']} x {spec['accelerator_type']}"
+    return "-"
+
+
+def format_pools(pools: Sequence[Mapping[str, Any]]) -> str:
+    rows = [("pool", "role", "replicas", "machine_type", "accelerator", "tpu_topology")]
+    for index, (role, pool) in enumerate(zip(ROLE_NAMES, pools)):
+        if pool:
+            spec = pool["machine_spec"]
+            rows.append((str(index), role, str(pool["replica_count"]), spec["machine_type"],
+                         _accelerator(pool), spec.get("tpu_topology", "-")))
+        else:
+            rows.append((str(index), role, "0", "-", "-", "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _print_problems(kind: str, problems: Sequence[Problem], stream: TextIO) -> None:
+    for p in problems:
+        print(f"{kind}: {p}", file=stream)
+
+
+def validate_main(argv: Sequence[str]) -> int:
+    """Entry point of ``validate``; returns the exit status (0 valid, 2 invalid or bad input)."""
+    argv = [str(a) for a in argv]
+    if argv and argv[0] == "validate":
+        argv = argv[1:]
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    if any(a in ("-h", "--help") for a in own):
+        print(USAGE)
+        return 0
+    try:
+        parsed = parse_flags(argv)
+        files = parsed.positionals
+        if files[:1] == ["gcloud"]:  # a pasted `gcloud [beta] ai-platform jobs submit training JOB ...`
+            files = files[files.index("training") + 2:] if "training" in files else []
+        if len(files) > 1:
+            raise ConfigError(f"expected one FILE.yaml, got {len(files)}: {' '.join(files)}", field="validate")
+        if files and parsed.config and parsed.config != files[0]:
+            raise ConfigError(f"two config files: {files[0]} and --config {parsed.config}", field="validate")
+        path = files[0] if files else parsed.config
+        if path is None and not parsed.overrides:
+            raise ConfigError(USAGE, field="validate")
+        doc = load_yaml(path) if path else None
+        if path and not isinstance(doc, Mapping):
+            raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)
+    except ConfigError as exc:
+        _print_problems("error", exc.problems, sys.stderr)
+        return 2
+
+    if doc is None or is_legacy(doc):
+        result = import_legacy(doc, argv)
+        job, report, pools = result.job, result.report, result.pools
+        source = "AI Platform trainingInput"
+    else:
+        job, source = dict(doc), "project job config"
+        report = check_job(job)
+        flags = sorted(set(parsed.sources.values()))
+        report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); "
+                                        "set this in the file's topology section") for f in flags)
+        container = job.get("container") if isinstance(job.get("container"), Mapping) else {}
+        pools = worker_pool_specs(job, str(container.get("image_uri") or ""), container.get("command") or (),
+                                  container.get("args") or ()) if report.ok else []
+
+    _print_problems("warning", report.warnings, sys.stdout)
+    if not report.ok:
+        _print_problems("error", report.errors, sys.stderr)
+        return 2
+    topology = job.get("topology", {})
+    print(f"valid {source}: strategy {topology.get('strategy', 'multi_worker')}, "
+          f"{num_replicas(job)} replica(s) in sync, region {topology.get('region', 'us-central1')}")
+    print(format_pools(pools))
+    print("worker_pool_specs:")
+    print(json.dumps(pools, indent=2))
+    return 0
+
+
+def main() -> None:  # pragma: no cover - console entry
+    sys.exit(validate_main(sys.argv[1:]))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

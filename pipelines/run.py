@@ -90,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return validate_main(argv[1:])
     args = parse_args(argv)
     try:
-        cfg = config_lib.load(args.config, args.overrides)
         from trainers import validate
 
-        report = validate.validate(cfg, check_data=not args.compile_only)
+        doc = config_lib.load_document(args.config, args.overrides)
+        cfg, report = validate.validate_document(doc, check_data=not args.compile_only)
         if report.warnings:
             print("\n".join(f"warning: {w}" for w in report.warnings), file=sys.stderr)
         if report.errors:

@@ -300,12 +300,16 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return doc
 
 
-def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:
-    """Load a preset name or YAML file, apply overrides, return the typed config (shape-checked)."""
+def load_document(source: str | None = "local", overrides: list[str] | None = None) -> dict[str, Any]:
+    """The plain document of a preset name or YAML file with overrides applied (not yet type-checked)."""
     doc = _read_yaml(source or "local")
     doc.pop("description", None)
-    apply_overrides(doc, list(overrides or []))
-    return from_dict(doc)
+    return apply_overrides(doc, list(overrides or []))
+
+
+def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:
+    """Load a preset name or YAML file, apply overrides, return the typed config (shape-checked)."""
+    return from_dict(load_document(source, overrides))
 
 
 def load_json(text: str) -> JobConfig:

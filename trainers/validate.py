@@ -104,6 +104,27 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     return Report(errors=errors, warnings=list(report.warnings))
 
 
+def _with_defaults(defaults: dict, doc: dict) -> dict:
+    merged = dict(defaults)
+    for key, value in doc.items():
+        merged[key] = _with_defaults(defaults[key], value) if isinstance(value, dict) and isinstance(defaults.get(key), dict) else value
+    return merged
+
+
+def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.JobConfig | None, Report]:
+    """Validate a plain config document, reporting every problem at once: when its shape is wrong
+    (unknown field, wrong type) the hardware rules still run on the raw document, so a bad field does
+    not hide a bad machine type. Returns the typed config (None when the shape is wrong) and the report."""
+    try:
+        cfg = config_lib.from_dict(doc)
+    except ConfigError as exc:
+        shape = list(exc.problems)
+        seen = {p.field for p in shape}
+        raw = check_job(_with_defaults(config_lib.JobConfig().to_dict(), doc))
+        return None, Report(errors=shape + [p for p in raw.errors if p.field not in seen], warnings=list(raw.warnings))
+    return cfg, validate(cfg, check_data)
+
+
 def validate_or_raise(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     report = validate(cfg, check_data)
     if report.errors:

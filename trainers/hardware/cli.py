@@ -121,14 +121,21 @@ def validate_main(argv: Sequence[str]) -> int:
         job, report, pools = result.job, result.report, result.pools
         source = "AI Platform trainingInput"
     else:
-        job, source = dict(doc), "project job config"
-        report = check_job(job)
+        # The project's own format: the full validation every run.py command runs (schema, values, data
+        # folder, hardware rules), then the worker pools the pipeline would submit.
+        from trainers import config as config_lib
+        from trainers import jobs
+        from trainers import validate as validate_lib
+
+        source = "project job config"
         flags = sorted(set(parsed.sources.values()))
+        doc = dict(doc)
+        doc.pop("description", None)
+        cfg, report = validate_lib.validate_document(doc)
+        job = cfg.to_dict() if cfg else doc
         report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); "
                                         "set this in the file's topology section") for f in flags)
-        container = job.get("container") if isinstance(job.get("container"), Mapping) else {}
-        pools = worker_pool_specs(job, str(container.get("image_uri") or ""), container.get("command") or (),
-                                  container.get("args") or ()) if report.ok else []
+        pools = jobs.vertex_job(cfg)["worker_pool_specs"] if cfg and report.ok else []
 
     _print_problems("warning", report.warnings, sys.stdout)
     if not report.ok:

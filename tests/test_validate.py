@@ -1,0 +1,77 @@
+"""trainers.validate: schema + values + data folder + hardware rules, every problem at once."""
+import pytest
+
+from trainers import config as config_lib
+from trainers.validate import data_problems, validate, validate_document
+
+
+def fields(report):
+    return [p.field for p in report.errors]
+
+
+def test_every_preset_is_valid_without_data_checks():
+    for preset in config_lib.presets():
+        report = validate(config_lib.load(preset), check_data=False)
+        assert report.errors == [], (preset, [str(e) for e in report.errors])
+
+
+def test_shape_and_hardware_problems_come_back_together():
+    doc = config_lib.load_document("local", [
+        "training.stepz=3",                                   # shape
+        "topology.chief.machine_type=n1-standard-32",         # hardware: V100 count
+        "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=2",
+        "topology.region=us-east5",                           # hardware: region without GPUs
+    ])
+    cfg, report = validate_document(doc)
+    assert cfg is None
+    got = fields(report)
+    assert got[0] == "training.stepz"
+    assert "topology.chief.accelerator_count" in got and "topology.region" in got
+    assert len(got) == len(set(map(str, report.errors)))  # no duplicates
+
+
+def test_value_rules_name_the_field():
+    cfg = config_lib.load("local", ["name=My Job!", "training.steps=0", "training.epochs=0",
+                                    "training.learning_rate=0", "checkpoint.keep=0", "scheduling.timeout=1h",
+                                    "model.name=resnet50", "data.image_size=16", "data.validation_fraction=0.95"])
+    report = validate(cfg, check_data=False)
+    got = {p.field: str(p) for p in report.errors}
+    assert "valid choices: my-job" in got["name"]
+    assert set(got) >= {"name", "training.steps", "training.learning_rate", "checkpoint.keep",
+                        "scheduling.timeout", "data.image_size", "data.validation_fraction"}
+    assert "resnet50 needs images of at least 32x32" in got["data.image_size"]
+
+
+def test_data_folder_problems(tmp_path):
+    def problems(path, source="images"):
+        cfg = config_lib.load("local", [f"data.source={source}", f"data.path={path}"])
+        return [str(p) for p in data_problems(cfg)]
+
+    assert "does not exist; expected <path>/<class>/*.jpg" in problems(tmp_path / "missing")[0]
+    (tmp_path / "file.txt").write_text("x")
+    assert "is not a folder" in problems(tmp_path / "file.txt")[0]
+    flowers = tmp_path / "flowers"
+    (flowers / "roses").mkdir(parents=True)
+    assert "at least 2 classes; found 1" in problems(flowers)[0]
+    (flowers / "tulips").mkdir()
+    (flowers / "roses" / "a.jpg").write_bytes(b"x")
+    (flowers / "tulips" / "notes.txt").write_text("x")
+    (msg,) = problems(flowers)
+    assert msg.startswith("data.path: class folder") and "tulips has no .jpg/.jpeg/.png images" in msg
+    assert "has no manifest.json; prepare it with python -m trainers.prepare" in problems(flowers, "tfrecord")[0]
+    assert problems("gs://bucket/flowers") == []  # checked by the job itself: no credentials here
+
+
+def test_source_needs_a_path():
+    report = validate(config_lib.load("local", ["data.source=images"]))
+    assert "data.path: data.source=images needs a path" in str(report.errors[0])
+
+
+@pytest.mark.parametrize("strategy,extra,field", [
+    ("mirrored", [], "topology.worker.replica_count"),
+    ("multi_worker", ["topology.worker.replica_count=0"], "topology.strategy"),
+    ("tpu", [], "topology.strategy"),
+])
+def test_a_topology_the_strategy_cannot_run(strategy, extra, field):
+    report = validate(config_lib.load("local", [f"topology.strategy={strategy}", *extra]), check_data=False)
+    assert field in fields(report), [str(p) for p in report.errors]

@@ -19,6 +19,11 @@ import os
 from typing import Mapping
 
 from trainers.errors import ConfigError, problem
+from trainers.paths import join
+
+#: Where Vertex puts each output under a job's ``base_output_directory`` (and so does the launcher).
+OUTPUT_LAYOUT = {"model": ("AIP_MODEL_DIR", "model"), "checkpoints": ("AIP_CHECKPOINT_DIR", "checkpoints"),
+                 "logs": ("AIP_TENSORBOARD_LOG_DIR", "logs")}
 
 #: Vertex worker pool index -> TensorFlow task type.
 POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
@@ -128,17 +133,8 @@ def output_dirs(info: ClusterInfo, base_output_dir: str) -> dict[str, str]:
     """model / checkpoints / logs directories: Vertex's AIP_* when set, else under ``base_output_dir``
     laid out exactly as Vertex lays them out (``<base>/model``, ``<base>/checkpoints``, ``<base>/logs``)."""
 
-    def pick(value: str | None, leaf: str) -> str:
-        if value:
-            return value.rstrip("/")
-        base = base_output_dir.rstrip("/")
-        return f"{base}/{leaf}" if base.startswith("gs://") else os.path.join(base, leaf)
-
-    return {
-        "model": pick(info.model_dir, "model"),
-        "checkpoints": pick(info.checkpoint_dir, "checkpoints"),
-        "logs": pick(info.tensorboard_dir, "logs"),
-    }
+    given = {"model": info.model_dir, "checkpoints": info.checkpoint_dir, "logs": info.tensorboard_dir}
+    return {key: (given[key] or join(base_output_dir, leaf)).rstrip("/") for key, (_, leaf) in OUTPUT_LAYOUT.items()}
 
 
 def replica_dir(info: ClusterInfo, directory: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import yaml
 
 from trainers.errors import ConfigError, Problem, problem
+from trainers.paths import join
 
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -332,17 +333,14 @@ def prepared_data_dir(cfg: JobConfig) -> str:
     """Where the TFRecord shards the trainer reads are."""
     if cfg.data.source == "tfrecord":
         return cfg.data.path
-    return cfg.data.prepared_dir or _join(resolved_base_dir(cfg), "data")
+    return cfg.data.prepared_dir or join(resolved_base_dir(cfg), "data")
 
 
 def image_dir(cfg: JobConfig) -> str:
     if cfg.data.source == "images":
         return cfg.data.path
-    return cfg.data.path or _join(resolved_base_dir(cfg), "images")
+    return cfg.data.path or join(resolved_base_dir(cfg), "images")
 
-
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts]) if base.startswith("gs://") else os.path.join(base, *parts)
 
 
 def apply_overrides_to(cfg: JobConfig, overrides: list[str]) -> JobConfig:

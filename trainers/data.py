@@ -27,6 +27,7 @@ import logging
 from typing import Any, Callable
 
 from trainers.errors import ConfigError, problem
+from trainers.paths import join
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,6 @@ MANIFEST = "manifest.json"
 SUPPORTED_FORMAT_VERSIONS = (1,)
 MAX_PARALLEL_READS = 4
 READ_BUFFER_BYTES = 4 << 20  # per file being read; large reads suit GCS
-
-
-def _join(a: str, b: str) -> str:
-    return a.rstrip("/") + "/" + b
 
 
 def load_manifest(tfrecord_dir: str) -> dict:
@@ -57,7 +54,7 @@ def load_manifest(tfrecord_dir: str) -> dict:
         raise ConfigError(problem(F_PATH, f"TFRecord folder {tfrecord_dir!r} does not exist; {hint}"))
     if not gfile.isdir(tfrecord_dir):
         raise ConfigError(problem(F_PATH, f"{tfrecord_dir!r} is not a directory; {hint}"))
-    path = _join(tfrecord_dir, MANIFEST)
+    path = join(tfrecord_dir, MANIFEST)
     if not gfile.exists(path):
         raise ConfigError(problem(
             F_PATH, f"{tfrecord_dir!r} has no {MANIFEST}: it is not a prepared dataset or its preparation "
@@ -76,7 +73,7 @@ def load_manifest(tfrecord_dir: str) -> dict:
                     f"{list(SUPPORTED_FORMAT_VERSIONS)}; prepare the data again with this version",
             SUPPORTED_FORMAT_VERSIONS))
     missing = [n for split in ("train", "validation") for n in files.get(split, [])
-               if not gfile.exists(_join(tfrecord_dir, n))]
+               if not gfile.exists(join(tfrecord_dir, n))]
     if missing:
         raise ConfigError(problem(
             F_PATH, f"{tfrecord_dir!r} lacks shard file(s) listed in its manifest: {', '.join(missing)}; "
@@ -173,7 +170,7 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     if problems:
         raise ConfigError(problems)
     image_size = int(manifest["image_size"])
-    files = [_join(manifest_dir, s["file"]) for s in shards]
+    files = [join(manifest_dir, s["file"]) for s in shards]
 
     def dataset_fn(input_context=None):
         import tensorflow as tf
@@ -223,7 +220,7 @@ def eval_dataset(manifest_dir: str, manifest: dict, batch_size: int):
             F_VAL, f"{manifest_dir!r} has no validation examples; prepare the data again with "
                    "validation_fraction > 0"))
     image_size = int(manifest["image_size"])
-    ds = _reader([_join(manifest_dir, n) for n in sorted(names)])
+    ds = _reader([join(manifest_dir, n) for n in sorted(names)])
     ds = ds.batch(batch_size)
     ds = ds.map(lambda s: decode_batch(s, image_size), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)

@@ -55,6 +55,7 @@ import uuid
 from typing import Any, Callable, Iterable, Sequence
 
 from trainers.errors import ConfigError, Problem, problem
+from trainers.paths import join
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +111,6 @@ def _is_local(path: str) -> bool:
         path = path[len("file://"):]
     return "://" not in path and not (path == "/gcs" or path.startswith("/gcs/"))
 
-
-def _join(*parts: str) -> str:
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.rstrip("/") + "/" + p.lstrip("/")
-    return out
 
 
 def _split_parent(path: str) -> tuple[str, str]:
@@ -187,7 +182,7 @@ def _install_dir(tmp_dir: str, final_dir: str, may_replace: Callable[[str], bool
                 field, f"{final_dir!r} already exists and holds files this step did not write; "
                        "choose a new or empty folder, or delete it"))
         parent, base = _split_parent(final_dir)
-        old = _join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
+        old = join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
         gfile.rename(final_dir, old)
         try:
             gfile.rename(tmp_dir, final_dir)
@@ -316,15 +311,15 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     marker = {"generator": "trainers.prepare.synthesize_image_folder", "version": SYNTHETIC_VERSION,
               "num_classes": num_classes, "images_per_class": images_per_class,
               "image_size": image_size, "seed": seed, "num_files": len(rel_files)}
-    paths = [_join(root, r) for r in rel_files]
+    paths = [join(root, r) for r in rel_files]
 
-    existing = _read_json(_join(root, SYNTHETIC_MARKER))
+    existing = _read_json(join(root, SYNTHETIC_MARKER))
     if existing == marker and all(gfile.exists(p) for p in paths):
         log.info("synthetic dataset already present at %s", root)
         return paths
 
     def ours(path: str) -> bool:
-        return _read_json(_join(path, SYNTHETIC_MARKER)) is not None or not _listdir(path)
+        return _read_json(join(path, SYNTHETIC_MARKER)) is not None or not _listdir(path)
 
     if gfile.exists(root) and not (gfile.isdir(root) and ours(root)):
         raise ConfigError(problem(
@@ -335,17 +330,17 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     if local:
         parent, base = _split_parent(root)
         gfile.makedirs(parent)
-        target = _join(parent, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
+        target = join(parent, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
     else:
         target = root
-        _remove_quiet(_join(root, SYNTHETIC_MARKER))  # incomplete until the marker is back
+        _remove_quiet(join(root, SYNTHETIC_MARKER))  # incomplete until the marker is back
     try:
         for ci, name in enumerate(names):
-            gfile.makedirs(_join(target, name))
+            gfile.makedirs(join(target, name))
             for i in range(images_per_class):
                 data = _synthetic_image(ci, name, i, image_size, seed)
-                _write_bytes(_join(target, f"{name}/{name}_{i + 1:04d}.jpg"), data)
-        _write_bytes(_join(target, SYNTHETIC_MARKER), _json_bytes(marker))
+                _write_bytes(join(target, f"{name}/{name}_{i + 1:04d}.jpg"), data)
+        _write_bytes(join(target, SYNTHETIC_MARKER), _json_bytes(marker))
         if local:
             _install_dir(target, root, ours, F_PATH)
     except BaseException:
@@ -384,7 +379,7 @@ def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tup
     for name in _listdir(image_root):
         if name.startswith("."):
             continue
-        cdir = _join(image_root, name)
+        cdir = join(image_root, name)
         if not gfile.isdir(cdir):
             continue  # e.g. LICENSE.txt beside the class folders
         classes.append(name)
@@ -397,7 +392,7 @@ def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tup
         files.extend((name, f, -1) for f in images)
     if files:  # sizes for the fingerprint; one request per file on object stores, so in threads
         with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
-            sizes = list(pool.map(lambda f: gfile.stat(_join(image_root, f"{f[0]}/{f[1]}")).length, files))
+            sizes = list(pool.map(lambda f: gfile.stat(join(image_root, f"{f[0]}/{f[1]}")).length, files))
         files = [(c, f, size) for (c, f, _), size in zip(files, sizes)]
     if not classes:
         problems.append(problem(F_PATH, f"{image_root!r} has no class sub-folders; {layout}"))
@@ -438,7 +433,7 @@ def _try_load(path: str, image_size: int) -> tuple[bytes | None, str | None]:
 
 
 def _corrupt_problem(image_root: str, rel: str, err: str) -> Problem:
-    return problem(F_PATH, f"image {_join(image_root, rel)!r} cannot be read as an image ({err}); "
+    return problem(F_PATH, f"image {join(image_root, rel)!r} cannot be read as an image ({err}); "
                            "delete or replace the file")
 
 
@@ -469,7 +464,7 @@ def _matches(manifest: dict | None, params: dict, fingerprint: str) -> bool:
 def _complete(out_dir: str, manifest: dict) -> bool:
     gfile = _gfile()
     try:
-        return all(gfile.exists(_join(out_dir, f)) for split in SPLITS
+        return all(gfile.exists(join(out_dir, f)) for split in SPLITS
                    for f in manifest["files"].get(split, []))
     except (KeyError, TypeError, AttributeError):
         return False
@@ -511,7 +506,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         if files and not any(p.field == F_SIZE for p in problems):
             size = image_size
             with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
-                results = pool.map(lambda f: _try_load(_join(image_root, f"{f[0]}/{f[1]}"), size), files)
+                results = pool.map(lambda f: _try_load(join(image_root, f"{f[0]}/{f[1]}"), size), files)
                 for (cls, name, _), (_, err) in zip(files, results):
                     if err:
                         problems.append(_corrupt_problem(image_root, f"{cls}/{name}", err))
@@ -522,7 +517,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
     params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
               "validation_fraction": validation_fraction, "seed": seed}
     gfile = _gfile()
-    existing = _read_json(_join(out_dir, MANIFEST))
+    existing = _read_json(join(out_dir, MANIFEST))
     if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
         log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
         return existing
@@ -581,15 +576,15 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         # Everything goes into a temporary sibling directory, renamed into place at the end.
         parent, base = _split_parent(out_dir)
         gfile.makedirs(parent)
-        work = _join(parent, f".{base}.tmp-{token}")
+        work = join(parent, f".{base}.tmp-{token}")
         gfile.makedirs(work)
-        temp_name = lambda name: _join(work, name)  # noqa: E731
+        temp_name = lambda name: join(work, name)  # noqa: E731
     else:
         # Object store: every file under a temporary name first; the previous dataset stays valid
         # until all of them are written, then renames, and manifest.json LAST.
         gfile.makedirs(out_dir)
         work = out_dir
-        temp_name = lambda name: _join(out_dir, f"{name}.tmp-{token}")  # noqa: E731
+        temp_name = lambda name: join(out_dir, f"{name}.tmp-{token}")  # noqa: E731
     pending: list[tuple[str, str]] = []  # (temporary path, final name)
 
     def put(name: str, writer: Callable[[str], None]) -> None:
@@ -624,18 +619,18 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
 def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str]) -> None:
     """Object-store commit: drop the old manifest, move files into place, manifest.json LAST."""
     gfile = _gfile()
-    _remove_quiet(_join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
+    _remove_quiet(join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
     manifest_tmp = None
     for tmp, name in pending:
         if name == MANIFEST:
             manifest_tmp = tmp
             continue
-        gfile.rename(tmp, _join(out_dir, name), overwrite=True)
+        gfile.rename(tmp, join(out_dir, name), overwrite=True)
     for name in _listdir(out_dir):  # shards of an older layout
         if name.endswith(_TFRECORD_SUFFIX) and name not in keep:
-            _remove_quiet(_join(out_dir, name))
+            _remove_quiet(join(out_dir, name))
     assert manifest_tmp is not None
-    gfile.rename(manifest_tmp, _join(out_dir, MANIFEST), overwrite=True)
+    gfile.rename(manifest_tmp, join(out_dir, MANIFEST), overwrite=True)
 
 
 def _example(raw: bytes, label: int, image_size: int, rel: str) -> bytes:
@@ -661,7 +656,7 @@ def _write_shards(image_root, image_size, label_of, shard_lists, put) -> list[tu
             count = len(shard_lists[split])
             for index, shard in enumerate(shard_lists[split]):
                 def write(path: str, shard=shard) -> None:
-                    results = pool.map(lambda it: _try_load(_join(image_root, it[0]), image_size), shard)
+                    results = pool.map(lambda it: _try_load(join(image_root, it[0]), image_size), shard)
                     with tf.io.TFRecordWriter(path) as writer:
                         for (rel, cls, _, _), (raw, err) in zip(shard, results):
                             if err:

@@ -21,6 +21,8 @@ import json
 import os
 from typing import Mapping, Sequence
 
+from trainers.cluster import OUTPUT_LAYOUT
+
 NUM_POOLS = 4
 POOL_NAMES = tuple(f"workerpool{p}" for p in range(NUM_POOLS))
 ROLES = ("chief", "worker", "ps", "evaluator")
@@ -76,11 +78,7 @@ def output_dirs(base_output_dir: str) -> dict[str, str]:
     if "://" not in base:
         base = os.path.abspath(base)
     base = base.rstrip("/")
-    return {
-        "AIP_MODEL_DIR": f"{base}/model/",
-        "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
-        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
-    }
+    return {variable: f"{base}/{leaf}/" for variable, leaf in OUTPUT_LAYOUT.values()}
 
 
 def vertex_environment(replica_counts: Sequence[int], addresses: Mapping[str, Sequence[str]],

@@ -18,8 +18,7 @@ import yaml
 from trainers.errors import ConfigError, Problem
 from trainers.hardware.gcloud_flags import parse_flags
 from trainers.hardware.legacy import import_legacy, is_legacy
-from trainers.hardware.pools import worker_pool_specs
-from trainers.hardware.rules import check_job, num_replicas
+from trainers.hardware.rules import num_replicas
 
 USAGE = "usage: validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS]"
 ROLE_NAMES = ("chief", "worker", "parameter_server", "evaluator")
@@ -123,7 +122,6 @@ def validate_main(argv: Sequence[str]) -> int:
     else:
         # The project's own format: the full validation every run.py command runs (schema, values, data
         # folder, hardware rules), then the worker pools the pipeline would submit.
-        from trainers import config as config_lib
         from trainers import jobs
         from trainers import validate as validate_lib
 

@@ -74,6 +74,15 @@ def _gfile():
     return tf.io.gfile
 
 
+def TRANSIENT_ERRORS() -> tuple[type[Exception], ...]:
+    """Errors of the storage, not of the checkpoint: restoring an older step because of them would
+    silently throw work away, so they end the replica (and the launcher/Vertex restarts it)."""
+    import tensorflow as tf
+
+    return (tf.errors.UnavailableError, tf.errors.PermissionDeniedError, tf.errors.DeadlineExceededError,
+            tf.errors.UnauthenticatedError, tf.errors.ResourceExhaustedError)
+
+
 class Checkpointer:
     def __init__(self, checkpoint, directory: str, write_directory: str, keep: int, fingerprint: dict[str, Any],
                  is_chief: bool):
@@ -135,7 +144,11 @@ class Checkpointer:
             try:
                 self.checkpoint.read(path).assert_existing_objects_matched()
                 return path
-            except (tf.errors.OpError, ValueError, AssertionError) as exc:
+            except TRANSIENT_ERRORS():
+                raise  # storage trouble is not damage: never fall back to an older step because of it
+            # A truncated data file raises IndexError ("Read less bytes than requested": the checkpoint
+            # reader's OUT_OF_RANGE is not translated to a tf.errors class); flipped bytes DataLossError.
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as exc:
                 first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                 log.warning("checkpoint %s is damaged or incomplete (%s: %s); trying the previous one",
                             path, type(exc).__name__, first)

@@ -61,10 +61,46 @@ def _summary_writer(info: cluster_lib.ClusterInfo, logs_dir: str):
     return tf.summary.create_noop_writer()
 
 
+def _agree_on_step(strategy, step: int) -> None:
+    """Every replica must resume from the same step; otherwise they would diverge or hang in a collective.
+    (Each replica restores on its own; a file visible to one and not to another would split them.)"""
+    import tensorflow as tf
+
+    @tf.function
+    def total(value):
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(value)), axis=None)
+
+    here = float(step)
+    steps_sum, replicas = (float(x) for x in total(tf.constant([here, 1.0])).numpy())
+    mean = steps_sum / replicas  # exact in float32 while replicas x step < 2**24
+    spread = float(total(tf.constant(abs(here - mean))).numpy())
+    if spread != 0.0:
+        raise RuntimeError(f"replicas restored different checkpoints (this one: step {step}, mean {mean:.1f}); "
+                           "refusing to train on diverged replicas. Check that every replica sees the same "
+                           "checkpoint directory.")
+
+
 def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Train ``cfg`` in this process as the replica the environment describes; returns final metrics.
 
-    The chief writes checkpoints, TensorBoard summaries, the exported model and ``metrics.json``."""
+    The chief writes checkpoints, TensorBoard summaries, the exported model and ``metrics.json``.
+    However it ends (done, nothing left to train, refused checkpoint, error), the start-up watchdog is
+    disarmed and the caller's SIGTERM handler is put back, so calling it in a long-lived process (a test,
+    a notebook, a KFP task) is safe."""
+    import signal
+
+    watchdogs: list[Any] = []
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        return _train_and_evaluate(cfg, env, watchdogs)
+    finally:
+        for watchdog in watchdogs:  # armed until the first step: a run with no step must not leave it armed
+            watchdog.cancel()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: list[Any]) -> dict[str, Any]:
     from trainers import data as data_lib
 
     info = cluster_lib.read_cluster(env)
@@ -90,8 +126,13 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
 
     # Until the first step has run on every replica, a missing peer blocks forever: bound it.
     startup = strategy_lib.Watchdog(cfg.scheduling.startup_timeout_s, "multi-worker cluster start-up").start()
+    watchdogs.append(startup)
     strategy = strategy_lib.make_strategy(cfg.topology.strategy, info, cpu_replicas=_num_replicas_hint(cfg),
                                          startup_timeout_s=cfg.scheduling.startup_timeout_s)
+    # Right after the strategy: creating MultiWorkerMirroredStrategy installs TensorFlow's own C++ SIGTERM
+    # handler (its preemption notifier), which swallows the signal; ours must replace it before anything else
+    # (model, restore, input pipeline) takes time, or a SIGTERM in that window is lost.
+    preempt = PreemptionFlag().install()
     replicas = strategy.num_replicas_in_sync
     per_replica = cfg.training.per_replica_batch_size
     if cfg.training.global_batch_size:
@@ -116,6 +157,7 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
                                 cfg.checkpoint.keep, fingerprint, info.is_chief)
     restored = checkpointer.restore()
     start_step = int(optimizer.iterations.numpy())
+    _agree_on_step(strategy, start_step)
     if restored:
         print(f"resumed from step {start_step} ({restored})", flush=True)
 
@@ -144,7 +186,6 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
         return (strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None),
                 strategy.reduce(tf.distribute.ReduceOp.SUM, shared, axis=None))
 
-    preempt = PreemptionFlag().install()
     schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
     writer = _summary_writer(info, dirs["logs"])
     iterator = iter(dist_ds)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trainers import prepare
+from trainers import fileio, prepare
 from trainers.errors import ConfigError
 
 CLASSES, PER_CLASS, SIZE = 3, 8, 24
@@ -317,9 +317,9 @@ def test_object_store_failed_rewrite_keeps_previous_dataset(image_copy):
 
 
 def test_only_plain_local_paths_use_directory_rename():
-    assert prepare._is_local("/tmp/x") and prepare._is_local("rel/x") and prepare._is_local("file:///tmp/x")
-    assert not prepare._is_local("gs://bucket/x")
-    assert not prepare._is_local("/gcs/bucket/x")  # GCS FUSE: no atomic directory rename
+    assert fileio.is_local("/tmp/x") and fileio.is_local("rel/x") and fileio.is_local("file:///tmp/x")
+    assert not fileio.is_local("gs://bucket/x")
+    assert not fileio.is_local("/gcs/bucket/x")  # GCS FUSE: no atomic directory rename
 
 
 # --------------------------------------------------------------------------- CLI

@@ -46,28 +46,25 @@ import argparse
 import concurrent.futures
 import hashlib
 import io
-import json
 import logging
 import os
-import posixpath
 import sys
 import uuid
 from typing import Any, Callable, Iterable, Sequence
 
+from trainers import fileio
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
+from trainers.synthetic import synthesize_image_folder
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-SYNTHETIC_VERSION = 1
 MANIFEST = "manifest.json"
 CLASSES_FILE = "classes.json"
 COUNTS_FILE = "counts.json"
-SYNTHETIC_MARKER = ".synthetic.json"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 SPLITS = ("train", "validation")
-FLOWER_NAMES = ("daisy", "dandelion", "roses", "sunflowers", "tulips")
 
 # Config fields named in errors (see trainers/config.py).
 F_PATH = "data.path"
@@ -76,8 +73,6 @@ F_SIZE = "data.image_size"
 F_SHARDS = "data.num_shards"
 F_VAL = "data.validation_fraction"
 F_SEED = "training.seed"
-F_SYN_CLASSES = "data.synthetic_classes"
-F_SYN_PER_CLASS = "data.synthetic_images_per_class"
 
 #: Human-readable description of a record, stored in the manifest.
 FEATURES = {
@@ -92,266 +87,6 @@ _TFRECORD_SUFFIX = ".tfrecord"
 
 
 # ---------------------------------------------------------------------------------------------
-# Small file helpers (tf.io.gfile, so gs:// works; local paths stay plain paths).
-# ---------------------------------------------------------------------------------------------
-
-def _gfile():
-    import tensorflow as tf  # lazy: importing trainers.prepare must stay cheap
-
-    return tf.io.gfile
-
-
-def _is_local(path: str) -> bool:
-    """True where renaming a directory is atomic: a plain local path.
-
-    Object stores (``gs://``, ``ram://``...) and Vertex's GCS FUSE mount (``/gcs/...``, where gcsfuse
-    renames a directory object by object, if at all) use the "temp names, manifest last" protocol.
-    """
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-    return "://" not in path and not (path == "/gcs" or path.startswith("/gcs/"))
-
-
-
-def _split_parent(path: str) -> tuple[str, str]:
-    path = path.rstrip("/")
-    parent, base = posixpath.split(path)
-    return parent or ".", base
-
-
-def _listdir(path: str) -> list[str]:
-    # GCS lists sub-directories as "name/".
-    return sorted({name.rstrip("/") for name in _gfile().listdir(path) if name.rstrip("/")})
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    with _gfile().GFile(path, "wb") as f:
-        f.write(data)
-
-
-def _read_bytes(path: str) -> bytes:
-    with _gfile().GFile(path, "rb") as f:
-        return f.read()
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
-
-
-def _read_json(path: str) -> Any | None:
-    gfile = _gfile()
-    try:
-        if not gfile.exists(path):
-            return None
-        return json.loads(_read_bytes(path).decode("utf-8"))
-    except (ValueError, OSError):
-        return None
-    except Exception as exc:  # tf.errors.OpError and friends
-        log.warning("could not read %s: %s", path, exc)
-        return None
-
-
-def _rmtree_quiet(path: str) -> None:
-    gfile = _gfile()
-    try:
-        if gfile.exists(path):
-            gfile.rmtree(path)
-    except Exception as exc:  # pragma: no cover - best effort cleanup
-        log.warning("could not remove %s: %s", path, exc)
-
-
-def _remove_quiet(path: str) -> None:
-    gfile = _gfile()
-    try:
-        if gfile.exists(path):
-            gfile.remove(path)
-    except Exception as exc:  # pragma: no cover - best effort cleanup
-        log.warning("could not remove %s: %s", path, exc)
-
-
-def _install_dir(tmp_dir: str, final_dir: str, may_replace: Callable[[str], bool], field: str) -> None:
-    """Rename a fully written ``tmp_dir`` to ``final_dir`` (local paths only).
-
-    An existing ``final_dir`` is moved aside first (only if ``may_replace`` says it is ours), then the
-    new one is renamed in and the old one removed: a reader sees the old dataset or the new one.
-    """
-    gfile = _gfile()
-    if gfile.exists(final_dir):
-        if not gfile.isdir(final_dir) or not may_replace(final_dir):
-            raise ConfigError(problem(
-                field, f"{final_dir!r} already exists and holds files this step did not write; "
-                       "choose a new or empty folder, or delete it"))
-        parent, base = _split_parent(final_dir)
-        old = join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
-        gfile.rename(final_dir, old)
-        try:
-            gfile.rename(tmp_dir, final_dir)
-        except Exception:
-            gfile.rename(old, final_dir)  # put the previous version back
-            raise
-        _rmtree_quiet(old)
-    else:
-        gfile.rename(tmp_dir, final_dir)
-
-
-# ---------------------------------------------------------------------------------------------
-# Synthetic flower-like images.
-# ---------------------------------------------------------------------------------------------
-
-def synthetic_class_names(num_classes: int) -> list[str]:
-    return [FLOWER_NAMES[i] if i < len(FLOWER_NAMES) else f"class_{i}" for i in range(num_classes)]
-
-
-# (petal count, petal width / length, petal RGB, centre RGB, centre radius / flower radius)
-_FLOWER_STYLES = {
-    "daisy": (13, 0.30, (245, 245, 238), (240, 195, 35), 0.25),
-    "dandelion": (30, 0.14, (250, 215, 30), (225, 170, 20), 0.22),
-    "roses": (7, 0.75, (200, 25, 45), (110, 10, 25), 0.30),
-    "sunflowers": (17, 0.34, (250, 160, 15), (75, 45, 20), 0.45),
-    "tulips": (5, 0.70, (215, 55, 160), (245, 225, 90), 0.14),
-}
-
-
-def _style(index: int, name: str):
-    if name in _FLOWER_STYLES:
-        return _FLOWER_STYLES[name]
-    import colorsys
-
-    hue = (index * 0.61803398875) % 1.0
-    petal = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.85, 0.95))
-    centre = tuple(int(255 * c) for c in colorsys.hsv_to_rgb((hue + 0.5) % 1.0, 0.8, 0.6))
-    return (5 + (index * 3) % 17, 0.2 + 0.1 * (index % 5), petal, centre, 0.15 + 0.05 * (index % 4))
-
-
-def _draw_flower(draw, rng, cx, cy, radius, style, jitter) -> None:
-    import numpy as np
-
-    n_petals, width, petal_rgb, centre_rgb, centre_frac = style
-    petal = tuple(int(np.clip(c + j, 0, 255)) for c, j in zip(petal_rgb, jitter))
-    rotation = rng.uniform(0, 2 * np.pi)
-    t = np.linspace(0, 2 * np.pi, 18, endpoint=False)
-    half_len, half_wid = radius * 0.5, radius * 0.5 * width
-    for k in range(n_petals):
-        a = rotation + 2 * np.pi * k / n_petals + rng.normal(0, 0.05)
-        scale = rng.uniform(0.85, 1.1)
-        px = cx + np.cos(a) * half_len * scale
-        py = cy + np.sin(a) * half_len * scale
-        ex, ey = half_len * scale * np.cos(t), half_wid * np.sin(t)
-        xs = px + ex * np.cos(a) - ey * np.sin(a)
-        ys = py + ex * np.sin(a) + ey * np.cos(a)
-        shade = rng.uniform(0.88, 1.0)
-        fill = tuple(int(c * shade) for c in petal)
-        draw.polygon([(float(x), float(y)) for x, y in zip(xs, ys)], fill=fill)
-    r = radius * centre_frac
-    draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=tuple(centre_rgb))
-
-
-def _synthetic_image(class_index: int, name: str, image_index: int, image_size: int, seed: int) -> bytes:
-    """One deterministic JPEG: petals of a class colour around a centre on a noisy green/brown field."""
-    import numpy as np
-    from PIL import Image, ImageDraw
-
-    rng = np.random.default_rng([seed, class_index, image_index])
-    big = image_size * 2  # draw at 2x, downsample: smooth edges
-    # Background: blurry green/brown blotches plus pixel noise.
-    greens = np.array([[70, 125, 45], [95, 150, 60], [60, 100, 40]], dtype=np.float64)
-    browns = np.array([[115, 85, 50], [95, 70, 45], [135, 105, 65]], dtype=np.float64)
-    palette = np.concatenate([greens, browns])
-    grid = palette[rng.integers(0, len(palette), size=(6, 6))] + rng.normal(0, 12, size=(6, 6, 3))
-    bg = Image.fromarray(np.clip(grid, 0, 255).astype(np.uint8)).resize((big, big), Image.BILINEAR)
-    arr = np.asarray(bg).astype(np.float64) + rng.normal(0, 10, size=(big, big, 3))
-    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
-    draw = ImageDraw.Draw(img)
-    style = _style(class_index, name)
-    jitter = rng.normal(0, 12, size=3)
-    radius = rng.uniform(0.22, 0.40) * big
-    cx, cy = rng.uniform(0.3, 0.7, size=2) * big
-    # a stem
-    draw.line([(cx, cy), (cx + rng.uniform(-0.1, 0.1) * big, big)], fill=(40, 110, 35),
-              width=max(1, big // 40))
-    if rng.uniform() < 0.3:  # sometimes a second, smaller flower of the same kind
-        r2 = radius * rng.uniform(0.4, 0.6)
-        x2, y2 = rng.uniform(0.15, 0.85, size=2) * big
-        _draw_flower(draw, rng, x2, y2, r2, style, jitter)
-    _draw_flower(draw, rng, cx, cy, radius, style, jitter)
-    img = img.resize((image_size, image_size), Image.BILINEAR)
-    brightness = rng.uniform(0.75, 1.2)
-    arr = np.clip(np.asarray(img).astype(np.float64) * brightness, 0, 255).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, format="JPEG", quality=92)
-    return buf.getvalue()
-
-
-def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: int = 40,
-                            image_size: int = 64, seed: int = 0) -> list[str]:
-    """Write a small, learnable, deterministic flower-like JPEG dataset; return the image paths.
-
-    Layout ``<root>/<class>/<class>_0001.jpg`` with classes daisy, dandelion, roses, sunflowers,
-    tulips, class_5, ...  Same parameters -> same bytes.  If ``root`` already holds exactly this
-    content (``.synthetic.json`` marker + files) nothing is written.  Built in a temporary sibling
-    directory and renamed into place (object stores: files first, the marker last).  An existing
-    non-empty ``root`` that was not synthesized here is never overwritten.
-    """
-    problems: list[Problem] = []
-    if not isinstance(num_classes, int) or num_classes < 2:
-        problems.append(problem(F_SYN_CLASSES, f"must be an integer >= 2, got {num_classes!r}"))
-    if not isinstance(images_per_class, int) or images_per_class < 1:
-        problems.append(problem(F_SYN_PER_CLASS, f"must be an integer >= 1, got {images_per_class!r}"))
-    if not isinstance(image_size, int) or image_size < 8:
-        problems.append(problem(F_SIZE, f"must be an integer >= 8 for synthetic images, got {image_size!r}"))
-    if not root:
-        problems.append(problem(F_PATH, "is empty; give a folder to write the synthetic images to"))
-    if problems:
-        raise ConfigError(problems)
-
-    gfile = _gfile()
-    root = root.rstrip("/")
-    names = synthetic_class_names(num_classes)
-    rel_files = [f"{c}/{c}_{i + 1:04d}.jpg" for c in names for i in range(images_per_class)]
-    marker = {"generator": "trainers.prepare.synthesize_image_folder", "version": SYNTHETIC_VERSION,
-              "num_classes": num_classes, "images_per_class": images_per_class,
-              "image_size": image_size, "seed": seed, "num_files": len(rel_files)}
-    paths = [join(root, r) for r in rel_files]
-
-    existing = _read_json(join(root, SYNTHETIC_MARKER))
-    if existing == marker and all(gfile.exists(p) for p in paths):
-        log.info("synthetic dataset already present at %s", root)
-        return paths
-
-    def ours(path: str) -> bool:
-        return _read_json(join(path, SYNTHETIC_MARKER)) is not None or not _listdir(path)
-
-    if gfile.exists(root) and not (gfile.isdir(root) and ours(root)):
-        raise ConfigError(problem(
-            F_PATH, f"{root!r} already exists and is not a synthetic dataset written by this step; "
-                    "choose a new or empty folder for the synthetic images"))
-
-    local = _is_local(root)
-    if local:
-        parent, base = _split_parent(root)
-        gfile.makedirs(parent)
-        target = join(parent, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
-    else:
-        target = root
-        _remove_quiet(join(root, SYNTHETIC_MARKER))  # incomplete until the marker is back
-    try:
-        for ci, name in enumerate(names):
-            gfile.makedirs(join(target, name))
-            for i in range(images_per_class):
-                data = _synthetic_image(ci, name, i, image_size, seed)
-                _write_bytes(join(target, f"{name}/{name}_{i + 1:04d}.jpg"), data)
-        _write_bytes(join(target, SYNTHETIC_MARKER), _json_bytes(marker))
-        if local:
-            _install_dir(target, root, ours, F_PATH)
-    except BaseException:
-        if local:
-            _rmtree_quiet(target)
-        raise
-    log.info("wrote %d synthetic images in %d classes to %s", len(paths), num_classes, root)
-    return paths
-
-
-# ---------------------------------------------------------------------------------------------
 # Scanning and validation.
 # ---------------------------------------------------------------------------------------------
 
@@ -363,7 +98,7 @@ def _hash_unit(seed: int, rel: str) -> tuple[float, int]:
 
 def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tuple[str, str, int]]]:
     """Return (classes, [(class, file name, size)]) and append structural problems."""
-    gfile = _gfile()
+    gfile = fileio.tf_gfile()
     layout = "expected <folder>/<class name>/<image>.jpg (one sub-folder per class, at least 2)"
     if not image_root:
         problems.append(problem(F_PATH, f"is empty; give the image folder ({layout})"))
@@ -376,14 +111,14 @@ def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tup
         return [], []
     classes: list[str] = []
     files: list[tuple[str, str, int]] = []
-    for name in _listdir(image_root):
+    for name in fileio.listdir(image_root):
         if name.startswith("."):
             continue
         cdir = join(image_root, name)
         if not gfile.isdir(cdir):
             continue  # e.g. LICENSE.txt beside the class folders
         classes.append(name)
-        images = [f for f in _listdir(cdir)
+        images = [f for f in fileio.listdir(cdir)
                   if not f.startswith(".") and f.lower().endswith(IMAGE_EXTENSIONS)]
         if not images:
             problems.append(problem(
@@ -414,7 +149,7 @@ def _load_image(path: str, image_size: int) -> bytes:
     """Decode with PIL, convert to RGB, resize bilinear -> raw uint8 HxWx3 bytes."""
     from PIL import Image
 
-    data = _read_bytes(path)
+    data = fileio.read_bytes(path)
     with Image.open(io.BytesIO(data)) as img:
         img.load()
         rgb = img.convert("RGB")
@@ -462,7 +197,7 @@ def _matches(manifest: dict | None, params: dict, fingerprint: str) -> bool:
 
 
 def _complete(out_dir: str, manifest: dict) -> bool:
-    gfile = _gfile()
+    gfile = fileio.tf_gfile()
     try:
         return all(gfile.exists(join(out_dir, f)) for split in SPLITS
                    for f in manifest["files"].get(split, []))
@@ -516,8 +251,8 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
     fingerprint = _fingerprint(files)
     params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
               "validation_fraction": validation_fraction, "seed": seed}
-    gfile = _gfile()
-    existing = _read_json(join(out_dir, MANIFEST))
+    gfile = fileio.tf_gfile()
+    existing = fileio.read_json(join(out_dir, MANIFEST))
     if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
         log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
         return existing
@@ -564,9 +299,9 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
     }
 
     def ours(path: str) -> bool:
-        return all(_is_dataset_file(n) for n in _listdir(path))
+        return all(_is_dataset_file(n) for n in fileio.listdir(path))
 
-    local = _is_local(out_dir)
+    local = fileio.is_local(out_dir)
     token = uuid.uuid4().hex[:8]
     if gfile.exists(out_dir) and not (gfile.isdir(out_dir) and ours(out_dir)):
         raise ConfigError(problem(
@@ -574,7 +309,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
                    "choose a new or empty folder, or delete it"))
     if local:
         # Everything goes into a temporary sibling directory, renamed into place at the end.
-        parent, base = _split_parent(out_dir)
+        parent, base = fileio.split_parent(out_dir)
         gfile.makedirs(parent)
         work = join(parent, f".{base}.tmp-{token}")
         gfile.makedirs(work)
@@ -596,20 +331,20 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         corrupt = _write_shards(image_root, image_size, label_of, shard_lists, put)
         if corrupt:
             raise ConfigError([_corrupt_problem(image_root, rel, err) for rel, err in corrupt])
-        put(CLASSES_FILE, lambda p: _write_bytes(p, _json_bytes(classes)))
-        put(COUNTS_FILE, lambda p: _write_bytes(p, _json_bytes(
+        put(CLASSES_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(classes)))
+        put(COUNTS_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(
             {"counts": manifest["counts"], "num_examples": manifest["num_examples"]})))
-        put(MANIFEST, lambda p: _write_bytes(p, _json_bytes(manifest)))
+        put(MANIFEST, lambda p: fileio.write_bytes(p, fileio.json_bytes(manifest)))
         if local:
-            _install_dir(work, out_dir, ours, F_OUT)
+            fileio.install_dir(work, out_dir, ours, F_OUT)
         else:
             _commit_in_place(out_dir, pending, keep={n for s in SPLITS for n in manifest["files"][s]})
     except BaseException:
         if local:
-            _rmtree_quiet(work)
+            fileio.rmtree_quiet(work)
         else:
             for tmp, _ in pending:
-                _remove_quiet(tmp)
+                fileio.remove_quiet(tmp)
         raise
     log.info("wrote %d train + %d validation examples to %s", manifest["num_examples"]["train"],
              manifest["num_examples"]["validation"], out_dir)
@@ -618,17 +353,17 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
 
 def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str]) -> None:
     """Object-store commit: drop the old manifest, move files into place, manifest.json LAST."""
-    gfile = _gfile()
-    _remove_quiet(join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
+    gfile = fileio.tf_gfile()
+    fileio.remove_quiet(join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
     manifest_tmp = None
     for tmp, name in pending:
         if name == MANIFEST:
             manifest_tmp = tmp
             continue
         gfile.rename(tmp, join(out_dir, name), overwrite=True)
-    for name in _listdir(out_dir):  # shards of an older layout
+    for name in fileio.listdir(out_dir):  # shards of an older layout
         if name.endswith(_TFRECORD_SUFFIX) and name not in keep:
-            _remove_quiet(join(out_dir, name))
+            fileio.remove_quiet(join(out_dir, name))
     assert manifest_tmp is not None
     gfile.rename(manifest_tmp, join(out_dir, MANIFEST), overwrite=True)
 

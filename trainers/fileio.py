@@ -1,0 +1,118 @@
+"""File helpers over ``tf.io.gfile`` (so ``gs://`` works), with atomic installs.
+
+Local paths install a fully written temporary sibling directory with one rename; object stores
+(``gs://``) and Vertex's GCS FUSE mount (``/gcs/...``) cannot rename a directory atomically, so callers
+write files under temporary names and a marker/manifest LAST. TensorFlow is imported lazily.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import uuid
+from typing import Any, Callable
+
+from trainers.errors import ConfigError, problem
+from trainers.paths import join
+
+log = logging.getLogger(__name__)
+
+
+
+def tf_gfile():
+    import tensorflow as tf  # lazy: importing trainers must stay cheap
+
+    return tf.io.gfile
+
+
+def is_local(path: str) -> bool:
+    """True where renaming a directory is atomic: a plain local path.
+
+    Object stores (``gs://``, ``ram://``...) and Vertex's GCS FUSE mount (``/gcs/...``, where gcsfuse
+    renames a directory object by object, if at all) use the "temp names, manifest last" protocol.
+    """
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return "://" not in path and not (path == "/gcs" or path.startswith("/gcs/"))
+
+
+
+def split_parent(path: str) -> tuple[str, str]:
+    path = path.rstrip("/")
+    parent, base = posixpath.split(path)
+    return parent or ".", base
+
+
+def listdir(path: str) -> list[str]:
+    # GCS lists sub-directories as "name/".
+    return sorted({name.rstrip("/") for name in tf_gfile().listdir(path) if name.rstrip("/")})
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with tf_gfile().GFile(path, "wb") as f:
+        f.write(data)
+
+
+def read_bytes(path: str) -> bytes:
+    with tf_gfile().GFile(path, "rb") as f:
+        return f.read()
+
+
+def json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def read_json(path: str) -> Any | None:
+    gfile = tf_gfile()
+    try:
+        if not gfile.exists(path):
+            return None
+        return json.loads(read_bytes(path).decode("utf-8"))
+    except (ValueError, OSError):
+        return None
+    except Exception as exc:  # tf.errors.OpError and friends
+        log.warning("could not read %s: %s", path, exc)
+        return None
+
+
+def rmtree_quiet(path: str) -> None:
+    gfile = tf_gfile()
+    try:
+        if gfile.exists(path):
+            gfile.rmtree(path)
+    except Exception as exc:  # pragma: no cover - best effort cleanup
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def remove_quiet(path: str) -> None:
+    gfile = tf_gfile()
+    try:
+        if gfile.exists(path):
+            gfile.remove(path)
+    except Exception as exc:  # pragma: no cover - best effort cleanup
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def install_dir(tmp_dir: str, final_dir: str, may_replace: Callable[[str], bool], field: str) -> None:
+    """Rename a fully written ``tmp_dir`` to ``final_dir`` (local paths only).
+
+    An existing ``final_dir`` is moved aside first (only if ``may_replace`` says it is ours), then the
+    new one is renamed in and the old one removed: a reader sees the old dataset or the new one.
+    """
+    gfile = tf_gfile()
+    if gfile.exists(final_dir):
+        if not gfile.isdir(final_dir) or not may_replace(final_dir):
+            raise ConfigError(problem(
+                field, f"{final_dir!r} already exists and holds files this step did not write; "
+                       "choose a new or empty folder, or delete it"))
+        parent, base = split_parent(final_dir)
+        old = join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
+        gfile.rename(final_dir, old)
+        try:
+            gfile.rename(tmp_dir, final_dir)
+        except Exception:
+            gfile.rename(old, final_dir)  # put the previous version back
+            raise
+        rmtree_quiet(old)
+    else:
+        gfile.rename(tmp_dir, final_dir)

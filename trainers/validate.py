@@ -8,7 +8,6 @@ as the pipeline's first component. No TensorFlow import: it takes well under a s
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -140,6 +139,9 @@ def format_report(report: Report) -> str:
 def running_locally_note(cfg: config_lib.JobConfig) -> str | None:
     """What a local run does differently from Vertex for this topology (said, not hidden)."""
     acc = cfg.topology.chief.accelerator_count
-    if cfg.topology.strategy == "mirrored" and acc > 1 and not os.environ.get("NVIDIA_VISIBLE_DEVICES"):
-        return f"no GPUs here: MirroredStrategy runs over {acc} logical CPU devices instead of {acc} GPUs"
+    if cfg.topology.strategy == "mirrored" and acc > 1:
+        return (f"locally, MirroredStrategy uses this machine's GPUs, or {acc} logical CPU devices when it has "
+                f"none; on Vertex it uses the {acc} x {cfg.topology.chief.accelerator_type or 'GPU'} of the config")
+    if cfg.topology.strategy == "tpu":
+        return "TPUStrategy needs a TPU: locally the training step stops with a clear message"
     return None

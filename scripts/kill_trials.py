@@ -37,6 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from trainers.faults import KillOnLine, attempt_lines, checkpoint_variables, kill_leftovers  # noqa: E402
+
 # Replicas must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -45,101 +48,13 @@ STEP_RE = re.compile(r"^\[(chief|worker)-0\] step (\d+)/\d+ ")
 POOLS = {"chief": "workerpool0", "worker": "workerpool1"}
 
 
-# -- processes ------------------------------------------------------------------------------------------
-def pids_with_env(marker: str) -> list[int]:
-    """Live processes (not zombies, not this one) whose environment mentions ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in env and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def replica_pid(marker: str, pool: str) -> int | None:
-    """The trainer process of worker pool ``pool`` of the job writing under ``marker`` (the lowest pid: a
-    replica's own helper processes, such as its start-up watchdog, inherit its environment)."""
-    pids = []
-    for pid in pids_with_env(marker):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if f'"type": "{pool}"'.encode() in env.get(b"CLUSTER_SPEC", b"") and b"trainers.task" in cmd:
-            pids.append(pid)
-    return min(pids) if pids else None
-
-
-def kill_leftovers(marker: str, wait_s: float = 10) -> list[int]:
-    """SIGKILL every process still carrying ``marker`` (only ever ours: the marker is our own temp dir)."""
-    deadline = time.monotonic() + wait_s
-    while pids_with_env(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = pids_with_env(marker)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
-
-
-class Trigger:
-    """Launcher log callback: signals one replica when it prints ``step K/``; keeps every line."""
-
-    def __init__(self, marker: str, target: str, step: int, sig: int, verbose: bool):
-        self.marker, self.target, self.sig, self.verbose = marker, target, sig, verbose
-        self.trigger = f"[{target}-0] step {step}/"
-        self.fired = False
-        self.lines: list[str] = []
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(line)
-        if self.verbose:
-            print(f"    {line}", flush=True)
-        if not self.fired and line.startswith(self.trigger):
-            pid = replica_pid(self.marker, POOLS[self.target])
-            if pid:
-                os.kill(pid, self.sig)
-                self.fired = True
-
-
-def attempt_lines(lines: list[str], attempt: int) -> list[str]:
-    out, inside = [], False
-    for line in lines:
-        if line.startswith("[launcher] attempt "):
-            inside = line.startswith(f"[launcher] attempt {attempt}:")
-        if inside:
-            out.append(line)
-    return out
+def trigger(marker: str, target: str, step: int, sig: int, verbose: bool) -> KillOnLine:
+    """Launcher log callback: signals ``target``'s replica when it prints ``step K/``; keeps every line."""
+    echo = (lambda line: print(f"    {line}", flush=True)) if verbose else None
+    return KillOnLine(marker, POOLS[target], f"[{target}-0] step {step}/", sig, echo)
 
 
 # -- comparison -----------------------------------------------------------------------------------------
-def variables(prefix: str) -> dict[str, bytes]:
-    import numpy as np
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(prefix)
-    out = {}
-    for name in reader.get_variable_to_shape_map():
-        if name == "_CHECKPOINTABLE_OBJECT_GRAPH" or name.startswith("save_counter/"):
-            continue
-        value = np.asarray(reader.get_tensor(name))
-        out[name] = value.dtype.str.encode() + str(value.shape).encode() + value.tobytes()
-    return out
-
-
 def bitwise_equal(base: Path, reference: Path, steps: int) -> tuple[bool, str]:
     """Final checkpoint and exported SavedModel of ``base`` vs ``reference``: (equal, why not)."""
     import tensorflow as tf
@@ -151,7 +66,7 @@ def bitwise_equal(base: Path, reference: Path, steps: int) -> tuple[bool, str]:
                       (str(base / "model" / "variables" / "variables"),
                        str(reference / "model" / "variables" / "variables"))):
         try:
-            a, b = variables(got), variables(want)
+            a, b = checkpoint_variables(got), checkpoint_variables(want)
         except Exception as exc:  # a missing or unreadable file is simply "not equal"
             return False, f"cannot read {got}: {type(exc).__name__}: {exc}"
         if sorted(a) != sorted(b) or not a:
@@ -192,7 +107,7 @@ def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.
     trigger_step = rng.randint(1, args.steps - 1)
     base = work / f"trial-{i}"
     shutil.rmtree(base, ignore_errors=True)
-    trig = Trigger(str(base), target, trigger_step, sig, args.verbose)
+    trig = trigger(str(base), target, trigger_step, sig, args.verbose)
     t0 = time.monotonic()
     row = {"trial": i, "target": target, "trigger": trigger_step, "kill_step": None, "resumed": None,
            "redone": None, "restarts": 0, "ok": False, "equal": False, "note": ""}

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
+from trainers.faults import attempt_lines, checkpoint_variables
 from trainers import jobs
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 
@@ -56,23 +57,8 @@ def _tf():
     return tf
 
 
-def _variables(prefix) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
-    """Every saved variable of a checkpoint prefix (or ``<saved_model>/variables/variables``) as
-    (dtype, shape, raw bytes): equal entries are bitwise equal."""
-    import numpy as np
-
-    reader = _tf().train.load_checkpoint(str(prefix))
-    out = {}
-    for name in reader.get_variable_to_shape_map():
-        if name == "_CHECKPOINTABLE_OBJECT_GRAPH" or name.startswith("save_counter/"):
-            continue
-        value = np.asarray(reader.get_tensor(name))
-        out[name] = (value.dtype.str, value.shape, value.tobytes())
-    return out
-
-
 def assert_bitwise_equal(got, want) -> None:
-    a, b = _variables(got), _variables(want)
+    a, b = checkpoint_variables(got), checkpoint_variables(want)
     assert sorted(a) == sorted(b), f"different variables in {got} and {want}"
     assert len(a) >= 10, f"suspiciously few variables in {want}: {sorted(a)}"
     differ = [name for name in a if a[name] != b[name]]
@@ -97,17 +83,6 @@ def latest_in_state_file(checkpoint_dir: Path) -> int | None:
         return None
     m = re.search(r'^model_checkpoint_path: "(?:.*/)?ckpt-(\d+)"$', state.read_text(), re.MULTILINE)
     return int(m.group(1)) if m else None
-
-
-def attempt_lines(lines: list[str], attempt: int) -> list[str]:
-    """The log lines of one attempt (from its ``[launcher] attempt N: started`` line to the next)."""
-    out, inside = [], False
-    for line in lines:
-        if line.startswith("[launcher] attempt "):
-            inside = line.startswith(f"[launcher] attempt {attempt}:")
-        if inside:
-            out.append(line)
-    return out
 
 
 def steps_of(lines: list[str], role: str) -> list[int]:

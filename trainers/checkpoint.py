@@ -25,6 +25,7 @@ import signal
 import time
 from typing import Any
 
+from trainers import fileio
 from trainers.errors import ConfigError, problem
 
 log = logging.getLogger(__name__)
@@ -119,10 +120,7 @@ class Checkpointer:
         path = self._job_file()
         if self.is_chief and not gfile.exists(path):
             gfile.makedirs(self.directory)
-            tmp = f"{path}.tmp-{os.getpid()}"
-            with gfile.GFile(tmp, "w") as f:
-                json.dump(self.fingerprint, f, indent=1, sort_keys=True)
-            gfile.rename(tmp, path, overwrite=True)
+            fileio.write_json_atomic(path, self.fingerprint)
 
     # -- restore / save -----------------------------------------------------------------------------
     def candidates(self) -> list[str]:

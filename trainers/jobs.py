@@ -4,11 +4,12 @@
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from trainers import config as config_lib
+from trainers import fileio
+from trainers.paths import join
 
 DEFAULT_COMMAND = ["python", "-m", "trainers.task"]
 
@@ -66,11 +67,7 @@ def run_local(cfg: config_lib.JobConfig, log=print, timeout_s: float | None = No
 
 
 def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
-    path = os.path.join(config_lib.resolved_base_dir(cfg), name)
-    if cfg.output.base_dir.startswith("gs://") or not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
+    return fileio.read_json(join(config_lib.resolved_base_dir(cfg), name)) or {}
 
 
 def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
@@ -100,13 +97,10 @@ def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 def verify(model_dir: str, data_dir: str, max_examples: int = 0) -> dict[str, Any]:
     """Load the exported SavedModel in a fresh process and run its signature on held-out examples."""
-    import tensorflow as tf
-
     from trainers.export import verify_in_fresh_process
 
     result = verify_in_fresh_process(model_dir, data_dir, max_examples)
     base = model_dir.rstrip("/").rsplit("/", 1)[0]
-    with tf.io.gfile.GFile(f"{base}/verification.json.tmp", "w") as f:
-        json.dump({k: v for k, v in result.items() if k != "metadata"}, f, indent=1)
-    tf.io.gfile.rename(f"{base}/verification.json.tmp", f"{base}/verification.json", overwrite=True)
+    fileio.write_json_atomic(join(base, "verification.json"),
+                             {k: v for k, v in result.items() if k != "metadata"})
     return result

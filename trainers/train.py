@@ -18,7 +18,6 @@ Log contract (read by ``trainers.launcher``): ``resumed from step N`` when a che
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -27,7 +26,9 @@ from typing import Any
 
 from trainers import cluster as cluster_lib
 from trainers import config as config_lib
+from trainers import fileio
 from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
+from trainers.paths import join
 
 log = logging.getLogger("trainers.train")
 
@@ -245,8 +246,6 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
         export_model(plain, dirs["model"], classes, image_size,
                      metadata={"model": cfg.model.name, "steps": step, "job": cfg.name})
         tf.io.gfile.makedirs(base)
-        with tf.io.gfile.GFile(f"{base.rstrip('/')}/metrics.json.tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        tf.io.gfile.rename(f"{base.rstrip('/')}/metrics.json.tmp", f"{base.rstrip('/')}/metrics.json", overwrite=True)
+        fileio.write_json_atomic(join(base, "metrics.json"), result)
         print(f"exported model to {dirs['model']}", flush=True)
     return result

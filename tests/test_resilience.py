@@ -89,6 +89,13 @@ def steps_of(lines: list[str], role: str) -> list[int]:
     return [int(m.group(2)) for m in map(STEP_RE.match, lines) if m and m.group(1) == role]
 
 
+def assert_resumed(lines: list[str], step: int, last: int, source: str = "") -> None:
+    """Both replicas logged ``resumed from step <step> (<source>...`` and then trained exactly step+1..last."""
+    for role in ("chief", "worker"):
+        assert any(line.startswith(f"[{role}-0] resumed from step {step} ({source}") for line in lines), role
+        assert steps_of(lines, role) == list(range(step + 1, last + 1)), role
+
+
 class Recorder(Killer):
     """A :class:`Killer` that also records the chief's checkpoint folder when the launcher restarts the job
     (every replica of the failed attempt is dead and reaped by then): ``(latest step, file names)``."""
@@ -186,10 +193,7 @@ def _kill_and_resume(tmp_path, prepared_data, reference, victim: str, kill_step:
         assert resumed == chief_last // EVERY * EVERY or (chief_last % EVERY == 0 and resumed == chief_last - EVERY), \
             (resumed, chief_last)
 
-        second = attempt_lines(rec.lines, 2)
-        for role in ("chief", "worker"):
-            assert any(line.startswith(f"[{role}-0] resumed from step {resumed} (") for line in second), role
-            assert steps_of(second, role) == list(range(resumed + 1, STEPS + 1)), role
+        assert_resumed(attempt_lines(rec.lines, 2), resumed, STEPS)
         assert_same_final_model(base, reference)
     finally:
         assert_no_processes_left(str(base))
@@ -242,10 +246,7 @@ def test_sigterm_to_the_worker_saves_everywhere_at_the_next_step_exits_42_and_re
         latest, files = rec.checkpoints_at_restart[0]
         assert latest == n and f"ckpt-{n}.index" in files, (latest, files)
         assert restart.resumed_step == n
-        second = attempt_lines(rec.lines, 2)
-        for role in ("chief", "worker"):
-            assert any(line.startswith(f"[{role}-0] resumed from step {n} (") for line in second), role
-            assert steps_of(second, role) == list(range(n + 1, STEPS + 1)), role
+        assert_resumed(attempt_lines(rec.lines, 2), n, STEPS)
         assert_same_final_model(base, reference)
     finally:
         assert_no_processes_left(str(base))
@@ -295,9 +296,7 @@ def test_a_truncated_latest_checkpoint_is_skipped_with_a_warning_and_the_previou
         for role in ("chief", "worker"):
             assert any(line.startswith(f"[{role}-0] WARNING trainers.checkpoint: checkpoint {ckdir}/ckpt-{STEPS} "
                                        "is damaged or incomplete") for line in lines), role
-            assert any(line.startswith(f"[{role}-0] resumed from step {STEPS - EVERY} ({ckdir}/ckpt-{STEPS - EVERY})")
-                       for line in lines), role
-            assert steps_of(lines, role) == list(range(STEPS - EVERY + 1, STEPS + 6)), role
+        assert_resumed(lines, STEPS - EVERY, STEPS + 5, source=f"{ckdir}/ckpt-{STEPS - EVERY})")
         assert latest_in_state_file(ckdir) == STEPS + 5
         # The damaged one was trained again from ckpt-25 and rewritten: bitwise the uninterrupted one (so the
         # variables the damaged file had already loaded before the error were all overwritten).
@@ -385,9 +384,7 @@ def test_resuming_a_finished_job_trains_nothing_and_changes_nothing(tmp_path, pr
     try:
         result = jobs.run_local(_cfg(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
         assert result.returncode == 0 and result.attempts == 1, result.message
-        for role in ("chief", "worker"):
-            assert any(line.startswith(f"[{role}-0] resumed from step {STEPS} (") for line in lines), role
-        assert steps_of(lines, "chief") == [] and steps_of(lines, "worker") == []
+        assert_resumed(lines, STEPS, STEPS)  # and no training step after it
         assert {p.name: p.read_bytes() for p in ckdir.iterdir()} == before, "a finished job saved again"
         assert json.loads((base / "metrics.json").read_text())["resumed_from_step"] == STEPS
         assert_same_final_model(base, reference)

@@ -127,13 +127,6 @@ def export_model(model, export_dir: str, class_names: Sequence[str], image_size:
     return export_dir
 
 
-def is_complete(export_dir: str) -> bool:
-    import tensorflow as tf
-
-    return tf.io.gfile.exists(f"{export_dir.rstrip('/')}/metadata.json") and tf.io.gfile.exists(
-        f"{export_dir.rstrip('/')}/saved_model.pb")
-
-
 def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch_size: int = 64) -> dict[str, Any]:
     """Load the SavedModel (in this process) and run ``serving_pixels`` over the validation split."""
     import numpy as np

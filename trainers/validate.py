@@ -131,11 +131,6 @@ def validate_or_raise(cfg: config_lib.JobConfig, check_data: bool = True) -> Rep
     return report
 
 
-def format_report(report: Report) -> str:
-    lines = [f"error: {p}" for p in report.errors] + [f"warning: {p}" for p in report.warnings]
-    return "\n".join(lines)
-
-
 def running_locally_note(cfg: config_lib.JobConfig) -> str | None:
     """What a local run does differently from Vertex for this topology (said, not hidden)."""
     acc = cfg.topology.chief.accelerator_count

@@ -1,4 +1,4 @@
-"""KFP v2 components (lightweight, thin wrappers over ``trainers.jobs``).
+"""KFP v2 components (lightweight, thin wrappers over ``jobs.stages``).
 
 ``make_components(base_image)`` turns the plain functions of ``components.steps`` into components that
 run in ``base_image`` (the trainer image built from ``containers/Dockerfile``, which has this package

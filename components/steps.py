@@ -1,4 +1,4 @@
-"""Lightweight KFP components: thin wrappers over ``trainers.jobs`` (all logic lives in the library).
+"""Lightweight KFP components: thin wrappers over ``jobs.stages`` (all logic lives in the library).
 
 Each function body imports what it needs, because KFP ships only the function's source to the task.
 The task's image must have this repository installed (``containers/Dockerfile``); locally, kfp.local's
@@ -18,19 +18,20 @@ def validate_config(config_json: str) -> NamedTuple("ValidatedJob", [
     from collections import namedtuple
 
     from trainers import config as config_lib
-    from trainers import jobs, validate
+    from jobs import stages
+    from jobs import validate
 
     cfg = config_lib.load_json(config_json)
     report = validate.validate_or_raise(cfg)
     for w in report.warnings:
         print(f"warning: {w}")
-    spec = jobs.vertex_job(cfg)
+    spec = stages.vertex_job(cfg)
     out = namedtuple("ValidatedJob", ["config_json", "display_name", "worker_pool_specs", "base_output_directory",
                                       "scheduling_strategy", "restart_job_on_worker_restart", "timeout", "model_dir",
                                       "warnings"])
     return out(cfg.to_json(), spec["display_name"], spec["worker_pool_specs"], spec["base_output_directory"],
                spec["scheduling_strategy"], spec["restart_job_on_worker_restart"], spec["timeout"],
-               jobs.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings))
+               stages.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings))
 
 
 def prepare_data(config_json: str, dataset: Output[Dataset]) -> str:
@@ -38,10 +39,10 @@ def prepare_data(config_json: str, dataset: Output[Dataset]) -> str:
     import json
 
     from trainers import config as config_lib
-    from trainers import jobs
+    from jobs import stages
 
     cfg = config_lib.load_json(config_json)
-    data_dir, manifest = jobs.prepare(cfg)
+    data_dir, manifest = stages.prepare(cfg)
     with open(dataset.path, "w") as f:
         json.dump(manifest, f, indent=1)
     dataset.metadata.update({"data_dir": data_dir, "classes": manifest["classes"],
@@ -57,18 +58,18 @@ def train_local(config_json: str, data_dir: str, metrics: Output[Metrics]) -> Na
     from collections import namedtuple
 
     from trainers import config as config_lib
-    from trainers import jobs
+    from jobs import stages
 
     cfg = config_lib.load_json(config_json)
-    result = jobs.run_local(cfg)
+    result = stages.run_local(cfg)
     for r in result.restarts:
         print(f"restart {r.attempt}: {r.failure.replica} exited with {r.failure.exit_status}; resumed from step {r.resumed_step}")
-    trained = jobs.read_metrics(cfg)
+    trained = stages.read_metrics(cfg)
     for key in ("train_loss", "train_accuracy", "steps", "examples_per_second"):
         if isinstance(trained.get(key), (int, float)):
             metrics.log_metric(key, float(trained[key]))
     metrics.log_metric("restarts", float(len(result.restarts)))
-    dirs = jobs.output_dirs(cfg)
+    dirs = stages.output_dirs(cfg)
     return namedtuple("TrainOutputs", ["model_dir", "checkpoint_dir", "tensorboard_dir"])(
         dirs["model"], dirs["checkpoints"], dirs["logs"])
 
@@ -80,9 +81,9 @@ def verify_model(model_dir: str, data_dir: str, model: Output[Model], metrics: O
 
     import tensorflow as tf
 
-    from trainers import jobs
+    from jobs import stages
 
-    result = jobs.verify(model_dir, data_dir)
+    result = stages.verify(model_dir, data_dir)
     metrics.log_metric("accuracy", float(result["accuracy"]))
     metrics.log_metric("loss", float(result["loss"]))
     metrics.log_metric("examples", float(result["examples"]))

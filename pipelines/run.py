@@ -6,7 +6,7 @@
     python pipelines/run.py validate config.yaml [gcloud-style flags]     # check a config, print worker pools
 
 Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
-training step's worker pools started as real processes on loopback by ``trainers.launcher``.
+training step's worker pools started as real processes on loopback by ``jobs.launcher``.
 Exit status: 0 ok, 2 invalid config (one line per problem), 1 the job failed.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def run_locally(cfg: config_lib.JobConfig) -> int:
     from kfp import local
 
     from pipelines.training_pipeline import build_pipeline
-    from trainers import jobs
+    from jobs import stages
 
     base = config_lib.resolved_base_dir(cfg)
     os.makedirs(base, exist_ok=True)
@@ -63,8 +63,8 @@ def run_locally(cfg: config_lib.JobConfig) -> int:
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)
         return 1
-    dirs = jobs.output_dirs(cfg)
-    trained, verified = jobs.read_metrics(cfg), jobs.read_verification(cfg)
+    dirs = stages.output_dirs(cfg)
+    trained, verified = stages.read_metrics(cfg), stages.read_verification(cfg)
     print("\n" + "=" * 72)
     print(f"pipeline {cfg.name} finished in {time.monotonic() - started:.0f} s")
     print(f"  model (SavedModel)  {dirs['model']}")
@@ -85,12 +85,12 @@ def run_locally(cfg: config_lib.JobConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["validate"]:
-        from trainers.hardware.cli import validate_main
+        from jobs.hardware.cli import validate_main
 
         return validate_main(argv[1:])
     args = parse_args(argv)
     try:
-        from trainers import validate
+        from jobs import validate
 
         doc = config_lib.load_document(args.config, args.overrides)
         cfg, report = validate.validate_document(doc, check_data=not args.compile_only)

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from trainers.faults import KillOnLine, attempt_lines, checkpoint_variables, kill_leftovers  # noqa: E402
+from jobs.faults import KillOnLine, attempt_lines, checkpoint_variables, kill_leftovers  # noqa: E402
 
 # Replicas must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -100,8 +100,8 @@ def job(base: Path, data: str, args, max_restarts: int):
 
 
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
-    from trainers import jobs
-    from trainers.launcher import JobFailed
+    from jobs import stages
+    from jobs.launcher import JobFailed
 
     target = rng.choice(["chief", "worker"]) if args.target == "random" else args.target
     trigger_step = rng.randint(1, args.steps - 1)
@@ -113,7 +113,7 @@ def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.
            "redone": None, "restarts": 0, "ok": False, "equal": False, "note": ""}
     try:
         try:
-            result = jobs.run_local(job(base, data, args, args.max_restarts), log=trig,
+            result = stages.run_local(job(base, data, args, args.max_restarts), log=trig,
                                     timeout_s=args.trial_timeout)
         except JobFailed as exc:
             result = exc.result
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     code = 0
     try:
-        from trainers import jobs
+        from jobs import stages
 
         print(f"work folder: {work}", flush=True)
         data = make_data(work)
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         if not (reference / "checkpoints" / f"ckpt-{args.steps}.index").exists():
             shutil.rmtree(reference, ignore_errors=True)
             t0 = time.monotonic()
-            res = jobs.run_local(job(reference, data, args, 0), log=(lambda line: print(f"    {line}", flush=True))
+            res = stages.run_local(job(reference, data, args, 0), log=(lambda line: print(f"    {line}", flush=True))
                                  if args.verbose else (lambda line: None), timeout_s=args.trial_timeout)
             print(f"reference: {args.steps} steps, 2 workers, uninterrupted, {time.monotonic() - t0:.1f} s "
                   f"(exit {res.returncode})", flush=True)

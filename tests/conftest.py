@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.faults import KillOnLine, pids_with_env, stderr_echo
+from jobs.faults import KillOnLine, pids_with_env, stderr_echo
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

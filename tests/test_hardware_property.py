@@ -5,11 +5,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainers.errors import Problem
-from trainers.hardware.catalog import load_catalog
-from trainers.hardware.gcloud_flags import FLAGS
-from trainers.hardware.legacy import KNOWN_KEYS, import_legacy, translate
-from trainers.hardware.pools import worker_pool_specs
-from trainers.hardware.rules import Report, check_job, infer_strategy, num_replicas
+from jobs.hardware.catalog import load_catalog
+from jobs.hardware.gcloud_flags import FLAGS
+from jobs.hardware.legacy import KNOWN_KEYS, import_legacy, translate
+from jobs.hardware.pools import worker_pool_specs
+from jobs.hardware.rules import Report, check_job, infer_strategy, num_replicas
 
 CAT = load_catalog()
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 
 from trainers.errors import ConfigError
-from trainers.hardware import rules
-from trainers.hardware.advice import check_warnings
-from trainers.hardware.catalog import load_catalog
-from trainers.hardware.pools import worker_pool_specs
-from trainers.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
+from jobs.hardware import rules
+from jobs.hardware.advice import check_warnings
+from jobs.hardware.catalog import load_catalog
+from jobs.hardware.pools import worker_pool_specs
+from jobs.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
                                      check_gpu_resources, check_job, check_machine_types, check_regions,
                                      check_same_gpus, check_strategy, check_tpu_accelerators, check_tpu_pools,
                                      check_tpu_version, check_zones, infer_strategy, num_replicas)

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from trainers.errors import ConfigError
-from trainers.hardware.cli import load_yaml, validate_main
-from trainers.hardware.legacy import (import_legacy, is_legacy, parse_gcloud_flags, to_worker_pool_specs,
+from jobs.hardware.cli import load_yaml, validate_main
+from jobs.hardware.legacy import (import_legacy, is_legacy, parse_gcloud_flags, to_worker_pool_specs,
                                       translate, translate_report)
-from trainers.hardware.rules import check_job
+from jobs.hardware.rules import check_job
 
 # ---- the seeds' own configs, verbatim ------------------------------------------------------------
 T4_CONFIG = """

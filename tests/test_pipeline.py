@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import ROOT, job_config
 from trainers import config as config_lib
-from trainers import jobs
+from jobs import stages
 
 EXPECTED = Path(__file__).parent / "expected"
 PRESETS = ["local", "gpu-1x4", "multiworker", "tpu"]
@@ -76,7 +76,7 @@ def test_vertex_branch_is_gated_on_target(tmp_path):
 
 
 def _machine_specs(cfg):
-    return [s and (s["replica_count"], s["machine_spec"]) for s in jobs.vertex_job(cfg)["worker_pool_specs"]]
+    return [s and (s["replica_count"], s["machine_spec"]) for s in stages.vertex_job(cfg)["worker_pool_specs"]]
 
 
 def test_worker_pools_per_preset():
@@ -92,7 +92,7 @@ def test_worker_pools_per_preset():
 
 def test_every_replica_runs_the_same_container_command_with_the_config():
     cfg = config_lib.load("multiworker")
-    job = jobs.vertex_job(cfg)
+    job = stages.vertex_job(cfg)
     for spec in job["worker_pool_specs"][:2]:
         c = spec["container_spec"]
         assert c["image_uri"] == cfg.container.image_uri
@@ -106,7 +106,7 @@ def test_every_replica_runs_the_same_container_command_with_the_config():
 def test_a_users_own_trainer_gets_its_own_args():
     cfg = config_lib.load("local", ["container.command=[python, -m, trainer.task]",
                                     "container.args=[--user_arg_1, value_1]"])
-    assert jobs.worker_command(cfg) == ["python", "-m", "trainer.task", "--user_arg_1", "value_1"]
+    assert stages.worker_command(cfg) == ["python", "-m", "trainer.task", "--user_arg_1", "value_1"]
 
 
 @pytest.mark.integration
@@ -122,7 +122,7 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
     base = Path(cfg.output.base_dir)
     verification = json.loads((base / "verification.json").read_text())
     assert verification["examples"] > 0 and 0 <= verification["accuracy"] <= 1
-    assert jobs.read_metrics(cfg)["replicas"] == 2
+    assert stages.read_metrics(cfg)["replicas"] == 2
     models = list((tmp_path / "root").glob("*/verify-model/model/saved_model.pb"))
     assert len(models) == 1, "the Model artifact holds the SavedModel"
     metrics = list((tmp_path / "root").glob("*/verify-model/executor_output.json"))

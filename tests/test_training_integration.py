@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from trainers import jobs
-from trainers.launcher import JobFailed
+from jobs import stages
+from jobs.launcher import JobFailed
 
 pytestmark = pytest.mark.integration
 
@@ -18,10 +18,10 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, prepared_data):
     cfg = job_config(tmp_path / "run", prepared_data, "training.steps=12", "checkpoint.every_steps=5")
-    result = jobs.run_local(cfg, timeout_s=240)
+    result = stages.run_local(cfg, timeout_s=240)
     assert result.returncode == 0 and result.attempts == 1
 
-    metrics = jobs.read_metrics(cfg)
+    metrics = stages.read_metrics(cfg)
     assert metrics["strategy"] == "CollectiveAllReduceStrategy"  # MultiWorkerMirroredStrategy
     assert metrics["replicas"] == 2 and metrics["global_batch_size"] == 16  # per-replica 8 x 2 replicas
     assert metrics["steps"] == 12
@@ -34,7 +34,7 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     assert (base / "model" / "saved_model.pb").exists() and (base / "model" / "metadata.json").exists()
     assert not [p for p in base.iterdir() if p.name.startswith(".model.tmp")]
 
-    verified = jobs.verify(str(base / "model"), prepared_data)  # loads in a fresh process
+    verified = stages.verify(str(base / "model"), prepared_data)  # loads in a fresh process
     manifest = json.loads((Path(prepared_data) / "manifest.json").read_text())
     assert verified["examples"] == manifest["num_examples"]["validation"]
     assert 0.0 <= verified["accuracy"] <= 1.0 and verified["loss"] > 0
@@ -65,7 +65,7 @@ def test_a_replica_crash_fails_the_job_clearly_and_leaves_no_process(tmp_path, p
                      "training.log_every_steps=2")
     killer = Killer(str(base), "workerpool1", "[worker-0] step 4/")
     with pytest.raises(JobFailed) as exc:
-        jobs.run_local(cfg, timeout_s=240, log=killer)
+        stages.run_local(cfg, timeout_s=240, log=killer)
     assert killer.fired
     failure = exc.value.result.failure
     assert exc.value.result.returncode != 0

@@ -1,8 +1,8 @@
-"""trainers.validate: schema + values + data folder + hardware rules, every problem at once."""
+"""jobs.validate: schema + values + data folder + hardware rules, every problem at once."""
 import pytest
 
 from trainers import config as config_lib
-from trainers.validate import data_problems, validate, validate_document
+from jobs.validate import data_problems, validate, validate_document
 
 
 def fields(report):

@@ -1,6 +1,6 @@
 """Where am I running? The only code that reads CLUSTER_SPEC, TF_CONFIG, TPU_CONFIG and AIP_*.
 
-Vertex AI custom training (and ``trainers.launcher`` locally, which reproduces it) gives each replica:
+Vertex AI custom training (and ``jobs.launcher`` locally, which reproduces it) gives each replica:
 
 * ``CLUSTER_SPEC``  ``{"cluster": {"workerpool0": [...], "workerpool1": [...]}, "environment": "cloud",
   "task": {"type": "workerpool1", "index": 0}}``; a single-replica job has only ``workerpool0``.

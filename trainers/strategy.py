@@ -102,7 +102,7 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
                 "topology.strategy",
                 f"multi_worker needs a cluster of at least 2 machines, but this replica sees "
                 f"{info.num_workers} (source: {info.source}); run it through the launcher "
-                "(python -m trainers.launcher / pipelines/run.py) or on Vertex",
+                "(python -m jobs.launcher / pipelines/run.py) or on Vertex",
                 ["one_device", "mirrored"],
             )])
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(

@@ -1,7 +1,7 @@
 """Hardware rules: every check from the seeds, each a small function ``rule(job) -> list[Problem]``.
 
 ``check_job(job)`` runs them all and returns a :class:`Report` with every error at once plus warnings
-(valid but wasteful or risky: see ``trainers.hardware.advice``).  ``job`` is this project's job config
+(valid but wasteful or risky: see ``jobs.hardware.advice``).  ``job`` is this project's job config
 dict; only ``topology`` (and ``training.global_batch_size``, ``container.image_uri``, ``checkpoint``,
 ``scheduling`` for warnings) are read.  Field paths are dotted paths into that dict.
 
@@ -16,11 +16,11 @@ import re
 from typing import Any, Callable
 
 from trainers.errors import ConfigError, Problem, problem
-from trainers.hardware.catalog import Catalog, load_catalog
-from trainers.hardware.jobview import JobView, Pool, one_line, view
-from trainers.hardware.shared import (checked_pools as _checked, has_tpu, infer_strategy, machine_of as _machine,
+from jobs.hardware.catalog import Catalog, load_catalog
+from jobs.hardware.jobview import JobView, Pool, one_line, view
+from jobs.hardware.shared import (checked_pools as _checked, has_tpu, infer_strategy, machine_of as _machine,
                                       or_join as _or, tpu_cores, tpu_pool)
-from trainers.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
+from jobs.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 
 __all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_fields", "check_gpu_count",
            "check_gpu_resources", "check_job", "check_machine_types", "check_regions", "check_same_gpus",
@@ -339,7 +339,7 @@ RULES: tuple[Callable[[Any], list[Problem]], ...] = (
 
 def check_job(job: Any) -> Report:
     """Run every rule; return all errors at once and the warnings."""
-    from trainers.hardware.advice import check_warnings
+    from jobs.hardware.advice import check_warnings
 
     errors: list[Problem] = []
     for rule in RULES:

@@ -27,11 +27,11 @@ import re
 from typing import Any, Mapping, Sequence
 
 from trainers.errors import ConfigError, Problem, problem
-from trainers.hardware.catalog import load_catalog
-from trainers.hardware.gcloud_flags import merge, parse_flags, parse_gcloud_flags  # noqa: F401 (re-export)
-from trainers.hardware.jobview import as_int, as_str, one_line
-from trainers.hardware.pools import worker_pool_specs
-from trainers.hardware.rules import Report, check_job, check_tpu_version, infer_strategy
+from jobs.hardware.catalog import load_catalog
+from jobs.hardware.gcloud_flags import merge, parse_flags, parse_gcloud_flags  # noqa: F401 (re-export)
+from jobs.hardware.jobview import as_int, as_str, one_line
+from jobs.hardware.pools import worker_pool_specs
+from jobs.hardware.rules import Report, check_job, check_tpu_version, infer_strategy
 
 TI = "trainingInput"
 KNOWN_KEYS = ("scaleTier", "masterType", "masterConfig", "workerType", "workerCount", "workerConfig",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from trainers.hardware.jobview import DEFAULT_TOPOLOGY, POOLS, as_int
+from jobs.hardware.jobview import DEFAULT_TOPOLOGY, POOLS, as_int
 
 POOL_INDEX = {name: i for i, name in enumerate(POOLS)}
 

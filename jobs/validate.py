@@ -2,7 +2,7 @@
 
 ``validate(cfg)`` returns a Report with every error and warning at once: value ranges, the job name,
 the data folder (exists, has class folders, none empty), and the hardware rules of the catalog
-(``trainers.hardware.rules.check_job``: machine x accelerator counts, vCPU/memory, regions, zones, TPU
+(``jobs.hardware.rules.check_job``: machine x accelerator counts, vCPU/memory, regions, zones, TPU
 rules, strategy vs topology, batch divisibility). It runs at the start of every ``run.py`` command and
 as the pipeline's first component. No TensorFlow import: it takes well under a second.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
-from trainers.hardware.rules import Report, check_job
+from jobs.hardware.rules import Report, check_job
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainers.errors import Problem, problem
-from trainers.hardware.catalog import load_catalog
-from trainers.hardware.jobview import Pool, view
-from trainers.hardware.shared import has_tpu
+from jobs.hardware.catalog import load_catalog
+from jobs.hardware.jobview import Pool, view
+from jobs.hardware.shared import has_tpu
 
 
 def check_warnings(job: Any) -> list[Problem]:

@@ -16,9 +16,9 @@ from typing import Any, Mapping, Sequence, TextIO
 import yaml
 
 from trainers.errors import ConfigError, Problem
-from trainers.hardware.gcloud_flags import parse_flags
-from trainers.hardware.legacy import import_legacy, is_legacy
-from trainers.hardware.rules import num_replicas
+from jobs.hardware.gcloud_flags import parse_flags
+from jobs.hardware.legacy import import_legacy, is_legacy
+from jobs.hardware.rules import num_replicas
 
 USAGE = "usage: validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS]"
 ROLE_NAMES = ("chief", "worker", "parameter_server", "evaluator")
@@ -122,8 +122,8 @@ def validate_main(argv: Sequence[str]) -> int:
     else:
         # The project's own format: the full validation every run.py command runs (schema, values, data
         # folder, hardware rules), then the worker pools the pipeline would submit.
-        from trainers import jobs
-        from trainers import validate as validate_lib
+        from jobs import stages
+        from jobs import validate as validate_lib
 
         source = "project job config"
         flags = sorted(set(parsed.sources.values()))
@@ -133,7 +133,7 @@ def validate_main(argv: Sequence[str]) -> int:
         job = cfg.to_dict() if cfg else doc
         report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); "
                                         "set this in the file's topology section") for f in flags)
-        pools = jobs.vertex_job(cfg)["worker_pool_specs"] if cfg and report.ok else []
+        pools = stages.vertex_job(cfg)["worker_pool_specs"] if cfg and report.ok else []
 
     _print_problems("warning", report.warnings, sys.stdout)
     if not report.ok:

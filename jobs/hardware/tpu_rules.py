@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainers.errors import Problem, problem
-from trainers.hardware.catalog import CLOUD_TPU, load_catalog, pytorch_image_version
-from trainers.hardware.jobview import Pool, view
-from trainers.hardware.shared import checked_pools, has_tpu, machine_of, or_join, tpu_pool
+from jobs.hardware.catalog import CLOUD_TPU, load_catalog, pytorch_image_version
+from jobs.hardware.jobview import Pool, view
+from jobs.hardware.shared import checked_pools, has_tpu, machine_of, or_join, tpu_pool
 
 
 def _cat():

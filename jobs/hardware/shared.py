@@ -5,8 +5,8 @@ import math
 import re
 from typing import Any, Iterable
 
-from trainers.hardware.catalog import load_catalog
-from trainers.hardware.jobview import JobView, Pool, view
+from jobs.hardware.catalog import load_catalog
+from jobs.hardware.jobview import JobView, Pool, view
 
 
 def _cat():

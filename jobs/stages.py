@@ -53,7 +53,7 @@ def run_local(cfg: config_lib.JobConfig, log=print, timeout_s: float | None = No
     """Run the job's worker pools as processes on this machine, exactly as Vertex would run them."""
     import sys
 
-    from trainers import launcher
+    from jobs import launcher
 
     command = worker_command(cfg)
     if command[0] in ("python", "python3"):  # the container's python is this interpreter here
@@ -82,7 +82,7 @@ def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What a Vertex CustomJob needs, derived from the same config (pool 0 chief, 1 workers, ...)."""
-    from trainers.hardware.pools import worker_pool_specs
+    from jobs.hardware.pools import worker_pool_specs
 
     command = worker_command(cfg)
     return {

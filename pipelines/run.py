@@ -29,6 +29,12 @@ from trainers import config as config_lib  # noqa: E402
 from trainers.errors import ConfigError  # noqa: E402
 
 
+#: ``python pipelines/run.py NAME ...`` -> ``module:function(argv)`` on the job side (each returns an exit status).
+SUBCOMMANDS = {
+    "validate": "jobs.hardware.cli:validate_main",
+}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python pipelines/run.py", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -84,10 +90,11 @@ def run_locally(cfg: config_lib.JobConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["validate"]:
-        from jobs.hardware.cli import validate_main
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        import importlib
 
-        return validate_main(argv[1:])
+        module, function = SUBCOMMANDS[argv[0]].split(":")
+        return getattr(importlib.import_module(module), function)(argv[1:])
     args = parse_args(argv)
     try:
         from jobs import validate

@@ -12,7 +12,8 @@ from kfp import dsl
 
 from components import steps
 
-STEP_FUNCTIONS = (steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model)
+STEP_FUNCTIONS = (steps.build_image, steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model,
+                  steps.model_upload_request)
 
 
 def make_components(base_image: str) -> types.SimpleNamespace:

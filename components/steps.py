@@ -9,19 +9,33 @@ from typing import NamedTuple
 from kfp.dsl import Dataset, Metrics, Model, Output
 
 
-def validate_config(config_json: str) -> NamedTuple("ValidatedJob", [
+def build_image(config_json: str, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
+                project: str = "", api_endpoint: str = "") -> str:
+    """The image every replica runs: built by Cloud Build from ``build_context_uri`` (a gs:// context
+    tarball) and returned by digest; with no context, the config's image, without any cloud call."""
+    from trainers import config as config_lib
+    from jobs import stages
+
+    image = stages.trainer_image(config_lib.load_json(config_json), build_context_uri, dockerfile, project,
+                                 api_endpoint or None)
+    print(f"trainer image: {image}")
+    return image
+
+
+def validate_config(config_json: str, image_uri: str = "") -> NamedTuple("ValidatedJob", [
     ("config_json", str), ("display_name", str), ("worker_pool_specs", list), ("base_output_directory", str),
     ("scheduling_strategy", str), ("restart_job_on_worker_restart", bool), ("timeout", str), ("model_dir", str),
     ("warnings", str),
 ]):
-    """Check every rule before anything is spent; emit the normalised config and the Vertex job spec."""
+    """Check every rule before anything is spent; emit the normalised config and the Vertex job spec
+    (with ``image_uri``, e.g. ``build_image``'s output, as every pool's image when given)."""
     from collections import namedtuple
 
     from trainers import config as config_lib
     from jobs import stages
     from jobs import validate
 
-    cfg = config_lib.load_json(config_json)
+    cfg = stages.with_image(config_lib.load_json(config_json), image_uri)  # a built image wins
     report = validate.validate_or_raise(cfg)
     for w in report.warnings:
         print(f"warning: {w}")
@@ -61,7 +75,10 @@ def train_local(config_json: str, data_dir: str, metrics: Output[Metrics]) -> Na
     from jobs import stages
 
     cfg = config_lib.load_json(config_json)
-    result = stages.run_local(cfg)
+    try:
+        result = stages.run_local(cfg)
+    except KeyboardInterrupt:  # replicas already stopped and checkpointed; run.py prints how to resume
+        raise SystemExit(130) from None
     for r in result.restarts:
         print(f"restart {r.attempt}: {r.failure.replica} exited with {r.failure.exit_status}; resumed from step {r.resumed_step}")
     trained = stages.read_metrics(cfg)
@@ -102,3 +119,24 @@ def verify_model(model_dir: str, data_dir: str, model: Output[Model], metrics: O
                            "accuracy": result["accuracy"], "split": result["split"]})
     print(f"verified {model_dir}: accuracy={result['accuracy']:.3f} loss={result['loss']:.3f} "
           f"on {result['examples']} {result['split']} examples; sample: {result['sample'][:3]}")
+
+
+def model_upload_request(config_json: str, model_dir: str, location: str, project: str = "") -> NamedTuple(
+        "ModelUpload", [("display_name", str), ("artifact_uri", str), ("serving_image", str), ("labels", dict),
+                        ("request_json", str)]):
+    """What the Vertex Model Registry gets for the verified model (``jobs.vertex.model_upload_request``),
+    written beside it as ``model_upload_request.json``; the Vertex branch feeds these outputs to GCPC's
+    ``ModelUploadOp``, so both targets describe the same upload."""
+    import json
+    from collections import namedtuple
+
+    from trainers import config as config_lib
+    from jobs import vertex
+
+    request = vertex.write_upload_request(config_lib.load_json(config_json), model_dir, project, location)
+    model = request["model"]
+    print(f"model upload request for {request['parent']}: {json.dumps(model)}")
+    return namedtuple("ModelUpload", ["display_name", "artifact_uri", "serving_image", "labels", "request_json"])(
+        model["displayName"], model["artifactUri"], model["containerSpec"]["imageUri"], model.get("labels", {}),
+        json.dumps(request))
+

@@ -12,6 +12,7 @@ one line with :func:`one_line`.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlparse
 
@@ -63,6 +64,8 @@ def one_line(exc: BaseException, doing: str) -> str:
         code = getattr(exc, "code", None)
         status = f"{int(code)} " if code is not None else ""
         message = exc.message or str(exc)
+        # REST transports prefix Google's message with "POST http://...?$alt=...: "; `doing` says that better.
+        message = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", str(message))
     else:
         status, message = "", str(exc) or type(exc).__name__
     message = " ".join(str(message).split())

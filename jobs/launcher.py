@@ -44,7 +44,8 @@ Restart contract (Vertex's ``restart_job_on_worker_restart``)
     the new attempt becomes ``RestartRecord.resumed_step``.  ``timeout_s`` bounds the whole job,
     restarts included.  No process is left behind: every process group started is killed and
     reaped on return, on exceptions and on KeyboardInterrupt; the CLI also turns SIGTERM/SIGHUP
-    into the same clean-up.  Replicas run in their own sessions, so a terminal's Ctrl-C reaches
+    into the same clean-up; a replica whose launcher is killed outright (kill -9) is killed with it
+    (``PR_SET_PDEATHSIG``).  Replicas run in their own sessions, so a terminal's Ctrl-C reaches
     only the launcher, which then stops them (SIGTERM, grace, SIGKILL).
 
 Exit codes (``JobResult.returncode`` and the CLI's status)
@@ -167,6 +168,20 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+def _die_with_launcher() -> None:
+    """In the child before exec: SIGKILL this replica when the launcher dies (kill -9 included).
+
+    Replicas run in their own sessions (a terminal's Ctrl-C must reach only the launcher), so nothing else
+    would stop them if the launcher were killed: they would train on, unowned, into a folder the next run
+    then takes over. Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 class _Replica:
     def __init__(self, pool: int, index: int, log_path: str):
         self.pool, self.index, self.role = pool, index, ROLES[pool]
@@ -203,7 +218,7 @@ class _Attempt:
                 r.proc = subprocess.Popen(
                     list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                    bufsize=0)
+                    bufsize=0, preexec_fn=_die_with_launcher)
                 r.fd = r.proc.stdout.fileno()
                 os.set_blocking(r.fd, False)
                 self.sel.register(r.fd, selectors.EVENT_READ, r)

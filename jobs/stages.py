@@ -44,13 +44,30 @@ def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
         prepare_lib.synthesize_image_folder(images, num_classes=d.synthetic_classes,
                                             images_per_class=d.synthetic_images_per_class,
                                             image_size=max(d.image_size, 32), seed=cfg.training.seed)
+    # data.prepare_runner: local threads, or Apache Beam (DirectRunner / Dataflow) writing the same files
     manifest = prepare_lib.prepare_tfrecords(images, data_dir, image_size=d.image_size, num_shards=d.num_shards,
-                                             validation_fraction=d.validation_fraction, seed=cfg.training.seed)
+                                             validation_fraction=d.validation_fraction, seed=cfg.training.seed,
+                                             encoding=d.encoding, jpeg_quality=d.jpeg_quality,
+                                             runner=d.prepare_runner, beam_options=d.dataflow)
     return data_dir, manifest
 
 
-def run_local(cfg: config_lib.JobConfig, log=print, timeout_s: float | None = None):
-    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them."""
+def console_log(line: str) -> None:
+    """print() that outlives its reader: after Ctrl-C, kfp.local's parent closes the task's stdout pipe
+    while the launcher is still stopping replicas (SIGTERM, checkpoint at the next step). A write error
+    there must not cut that short; every replica's full log is on disk anyway."""
+    try:
+        print(line, flush=True)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
+    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them.
+
+    On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
+    every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
+    after the grace period) before the interrupt propagates."""
     import sys
 
     from jobs import launcher
@@ -80,14 +97,40 @@ def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
     return _read_json(cfg, "verification.json")
 
 
+def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
+                  project: str = "", endpoint: str | None = None, log=print) -> str:
+    """The image the job's replicas run. No build context: the config's image, with no cloud call (so
+    kfp.local runs stay offline). A ``gs://`` context tarball: built and pushed by Cloud Build into the
+    job's variant repository, returned by digest (``REPO:TAG@sha256:...``)."""
+    from jobs import images
+
+    if not build_context_uri:
+        return images.job_image(cfg)
+    from jobs import cloudbuild
+
+    variant = images.variant_for(cfg)
+    return cloudbuild.build_job_image(build_context_uri, images.build_repository(cfg, variant), variant=variant,
+                                      dockerfile=dockerfile, project=project, endpoint=endpoint or None, log=log)
+
+
+def with_image(cfg: config_lib.JobConfig, image_uri: str) -> config_lib.JobConfig:
+    """``cfg`` with ``container.image_uri`` replaced (a built image by digest wins over the config's)."""
+    import dataclasses
+
+    if not image_uri:
+        return cfg
+    return dataclasses.replace(cfg, container=dataclasses.replace(cfg.container, image_uri=image_uri))
+
+
 def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What a Vertex CustomJob needs, derived from the same config (pool 0 chief, 1 workers, ...)."""
     from jobs.hardware.pools import worker_pool_specs
+    from jobs.images import job_image  # container.image_uri, else the variant the accelerators need
 
     command = worker_command(cfg)
     return {
         "display_name": cfg.name,
-        "worker_pool_specs": worker_pool_specs(cfg.to_dict(), cfg.container.image_uri, command[:1], command[1:]),
+        "worker_pool_specs": worker_pool_specs(cfg.to_dict(), job_image(cfg), command[:1], command[1:]),
         "base_output_directory": cfg.output.base_dir,
         "scheduling_strategy": cfg.scheduling.strategy,
         "restart_job_on_worker_restart": cfg.scheduling.restart_job_on_worker_restart,

@@ -42,6 +42,9 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if not t.learning_rate > 0:
         p.append(problem("training.learning_rate", f"must be positive, got {t.learning_rate}"))
     _positive(p, "training.log_every_steps", t.log_every_steps)
+    if t.mixed_precision and t.precision == "float32":
+        p.append(problem("training.mixed_precision", "is deprecated and contradicts training.precision=float32; "
+                                                     "remove it and set training.precision", ["auto", "bfloat16", "float16"]))
     c = cfg.checkpoint
     if c.every_steps < 0 or c.every_seconds < 0:
         p.append(problem("checkpoint.every_steps", "intervals cannot be negative (0 disables that trigger)"))
@@ -54,6 +57,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     _positive(p, "data.num_shards", d.num_shards)
     if not 0 <= d.validation_fraction <= 0.9:
         p.append(problem("data.validation_fraction", f"must be between 0 and 0.9, got {d.validation_fraction}"))
+    p += data_value_problems(d)
     if d.source == "synthetic":
         _positive(p, "data.synthetic_classes", d.synthetic_classes, 2)
         _positive(p, "data.synthetic_images_per_class", d.synthetic_images_per_class, 2)
@@ -65,6 +69,21 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
+    return p
+
+
+def data_value_problems(d: config_lib.Data) -> list[Problem]:
+    """Encoding, cache budget and the prepare runner (Dataflow options: ``trainers.prepare_beam``)."""
+    p: list[Problem] = []
+    if not 1 <= d.jpeg_quality <= 100:
+        p.append(problem("data.jpeg_quality", f"must be between 1 and 100, got {d.jpeg_quality}", [90, 95]))
+    if d.cache_budget_mb < -1:
+        p.append(problem("data.cache_budget_mb", f"must be -1 (derived from memory), 0 (never cache) or a size in "
+                                                 f"MB, got {d.cache_budget_mb}"))
+    if d.prepare_runner == "dataflow":
+        from trainers.prepare_beam import dataflow_problems
+
+        p += dataflow_problems(d.dataflow)
     return p
 
 

@@ -21,7 +21,7 @@ import json
 import os
 from typing import Mapping, Sequence
 
-from trainers.cluster import OUTPUT_LAYOUT
+from trainers.cluster import LOCAL_LAUNCHER_ENV, OUTPUT_LAYOUT
 
 NUM_POOLS = 4
 POOL_NAMES = tuple(f"workerpool{p}" for p in range(NUM_POOLS))
@@ -138,7 +138,9 @@ def is_scrubbed(name: str) -> bool:
 
 def replica_environment(parent: Mapping[str, str], extra: Mapping[str, str] | None,
                         vertex: Mapping[str, str]) -> dict[str, str]:
-    """``parent`` minus CLUSTER_SPEC/TF_CONFIG/AIP_*/CLOUD_ML_*, plus ``extra``, plus ``vertex``.
+    """``parent`` minus CLUSTER_SPEC/TF_CONFIG/AIP_*/CLOUD_ML_*, plus ``extra``, plus ``vertex``, plus
+    ``VTP_LOCAL_LAUNCHER=1`` (``trainers.cluster.LOCAL_LAUNCHER_ENV``): the replica runs GPU/TPU pools over
+    CPUs here instead of stopping as it would on a cloud machine without its accelerators.
 
     Returns a new dict; ``parent`` (normally ``os.environ``) is never modified.
     """
@@ -146,4 +148,5 @@ def replica_environment(parent: Mapping[str, str], extra: Mapping[str, str] | No
     for k, v in (extra or {}).items():
         env[str(k)] = str(v)
     env.update(vertex)
+    env[LOCAL_LAUNCHER_ENV] = "1"
     return env

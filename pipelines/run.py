@@ -7,13 +7,18 @@
 
 Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
 training step's worker pools started as real processes on loopback by ``jobs.launcher``.
-Exit status: 0 ok, 2 invalid config (one line per problem), 1 the job failed.
+A rerun of a finished job says so and exits 0; ``--fresh`` starts again (the old folder is kept); an
+unfinished job resumes from its last checkpoint; a folder in use by another live run is refused
+(``--wait`` waits); Ctrl-C checkpoints, stops every process and prints the command that resumes.
+Exit status: 0 ok, 2 invalid config (one line per problem), 1 the job failed, 75 the output folder is in
+use by another run, 130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,6 +37,9 @@ from trainers.errors import ConfigError  # noqa: E402
 #: ``python pipelines/run.py NAME ...`` -> ``module:function(argv)`` on the job side (each returns an exit status).
 SUBCOMMANDS = {
     "validate": "jobs.hardware.cli:validate_main",
+    "build": "jobs.build:main",
+    "upload-template": "jobs.templates:main",
+    "register-model": "jobs.submit:register_main",
 }
 
 
@@ -42,8 +50,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
     p.add_argument("--compile-only", metavar="OUT.yaml", help="compile the pipeline to YAML and stop")
-    p.add_argument("--project", help="Google Cloud project for a Vertex AI run (not available yet)")
+    p.add_argument("--project", help="submit to Vertex AI Pipelines in this Google Cloud project (jobs/submit.py)")
     p.add_argument("--image", help="base image for the pipeline's components (default: container.image_uri)")
+    from jobs import submit
+
+    submit.add_arguments(p)
+    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/runs.py)")
+    local_run.add_argument("--verbose", action="store_true",
+                           help="stream every task's and replica's full output (default: a short console; "
+                                "the full log goes to <base>/logs/run-*.log)")
+    local_run.add_argument("--fresh", action="store_true",
+                           help="start again from step 0: the existing output folder is kept, renamed "
+                                "<base>.<timestamp>")
+    local_run.add_argument("--wait", nargs="?", type=float, const=24 * 3600.0, default=0.0, metavar="SECONDS",
+                           help="if another run is using the output folder, wait for it (default: refuse at once)")
     return p.parse_args(argv)
 
 
@@ -53,38 +73,83 @@ def _fail(exc: ConfigError) -> int:
     return 2
 
 
-def run_locally(cfg: config_lib.JobConfig) -> int:
-    from kfp import local
+def _resume_command(argv: list[str]) -> str:
+    import shlex
 
-    from pipelines.training_pipeline import build_pipeline
-    from jobs import stages
+    return shlex.join(["python", "pipelines/run.py"] + [a for a in argv if a != "--fresh"])
+
+
+def _wait_for_children(timeout_s: float = 60.0) -> None:
+    """After Ctrl-C: kfp.local's task processes got the same SIGINT and are stopping their replicas
+    (checkpoint at the next step); reap them so nothing outlives this command."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.1)
+
+
+def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[str], console=None) -> int:
+    from jobs import runs
 
     base = config_lib.resolved_base_dir(cfg)
-    os.makedirs(base, exist_ok=True)
+    try:
+        lock = runs.RunLock(base).acquire(wait_s=args.wait)
+    except runs.FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return runs.EXIT_BUSY
+    try:
+        if args.fresh:
+            kept = runs.archive(base)
+            if kept:
+                print(f"--fresh: kept the previous run in {kept}; starting from step 0 in {base}")
+                lock.release()
+                lock = runs.RunLock(base).acquire(wait_s=args.wait)
+        else:
+            record = runs.finished_record(base, cfg.to_json())
+            if record:
+                print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
+                      "nothing to do. Its summary:")
+                print("\n".join(runs.summary_lines(record.get("summary") or {})))
+                print(f"to train again from step 0 (this run is kept): {_resume_command(argv)} --fresh")
+                return 0
+        if console is not None:
+            console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
+        return _run_pipeline(cfg, base, argv, console)
+    except runs.FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return runs.EXIT_BUSY
+    finally:
+        lock.release()
+
+
+def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console=None) -> int:
+    from kfp import local
+
+    from jobs import runs, stages
+    from pipelines.training_pipeline import build_pipeline
+
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg)
     started = time.monotonic()
     try:
         pipeline(config_json=cfg.to_json(), target="local")
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        _wait_for_children()
+        last = runs.last_checkpoint(stages.output_dirs(cfg)["checkpoints"])
+        where = f"at step {last[1]}; last checkpoint {last[0]}" if last else "before the first checkpoint"
+        print(f"\ninterrupted {where}; resume with: {_resume_command(argv)}", file=sys.stderr)
+        return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)
         return 1
-    dirs = stages.output_dirs(cfg)
-    trained, verified = stages.read_metrics(cfg), stages.read_verification(cfg)
-    print("\n" + "=" * 72)
-    print(f"pipeline {cfg.name} finished in {time.monotonic() - started:.0f} s")
-    print(f"  model (SavedModel)  {dirs['model']}")
-    print(f"  checkpoints         {dirs['checkpoints']}")
-    print(f"  TensorBoard logs    {dirs['logs']}    (tensorboard --logdir {dirs['logs']})")
-    print(f"  pipeline artifacts  {os.path.join(base, 'pipeline_root')}")
-    if trained:
-        print(f"  training            {trained['steps']} steps, {trained['replicas']} replicas "
-              f"({trained['strategy']}), global batch {trained['global_batch_size']}, "
-              f"final train loss {trained['train_loss']:.4f}, train accuracy {trained['train_accuracy']:.3f}")
-    if verified:
-        print(f"  verification        accuracy {verified['accuracy']:.3f}, loss {verified['loss']:.4f} on "
-              f"{verified['examples']} {verified['split']} examples (SavedModel loaded in a fresh process)")
-    print("=" * 72)
+    summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None)
+    runs.write_record(base, cfg.to_json(), summary)
+    print("\n".join(runs.summary_lines(summary)))
     return 0
 
 
@@ -96,11 +161,20 @@ def main(argv: list[str] | None = None) -> int:
         module, function = SUBCOMMANDS[argv[0]].split(":")
         return getattr(importlib.import_module(module), function)(argv[1:])
     args = parse_args(argv)
+    if args.project or args.compile_only or args.verbose:
+        return _main(args, argv, None)
+    from jobs.console import Console
+
+    with Console() as console:  # a short console; everything to the run's log file
+        return _main(args, argv, console)
+
+
+def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     try:
         from jobs import validate
 
         doc = config_lib.load_document(args.config, args.overrides)
-        cfg, report = validate.validate_document(doc, check_data=not args.compile_only)
+        cfg, report = validate.validate_document(doc, check_data=not (args.compile_only or args.project))
         if report.warnings:
             print("\n".join(f"warning: {w}" for w in report.warnings), file=sys.stderr)
         if report.errors:
@@ -108,22 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(exc)
     if args.project:
-        print("error: --project: submitting to Vertex AI from run.py is not available yet. Today: compile with "
-              "--compile-only pipeline.yaml and upload that file to Vertex AI Pipelines (run it with "
-              "target=vertex), or run locally without --project.", file=sys.stderr)
-        return 2
+        from jobs import submit
+
+        return submit.submit(cfg, args)
     if args.compile_only:
         from pipelines.training_pipeline import compile_pipeline
 
         out = compile_pipeline(cfg, args.compile_only, base_image=args.image)
         print(f"compiled pipeline {cfg.name!r} to {out}")
         print(json.dumps({"parameters": {"config_json": "(the config)", "target": "local | vertex",
-                                         "location": cfg.topology.region}}, indent=1))
+                                         "location": cfg.topology.region,
+                                         "build_context_uri": "(optional) gs://B/PATH/ctx-<hash>.tgz: build the "
+                                                              "image with Cloud Build first"}}, indent=1))
         return 0
     note = validate.running_locally_note(cfg)
     if note:
         print(f"note: {note}")
-    return run_locally(cfg)
+    return run_locally(cfg, args, argv, console)
 
 
 if __name__ == "__main__":

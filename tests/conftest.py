@@ -11,6 +11,8 @@ import pytest
 from jobs.faults import KillOnLine, pids_with_env, stderr_echo
 
 ROOT = Path(__file__).resolve().parent.parent
+# Real dockerd / registry fixtures for image build tests (tests/docker_servers.py).
+pytest_plugins = ["tests.docker_servers"]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Worker processes (launcher, kfp.local tasks) must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)

@@ -40,6 +40,7 @@ def structure(compiled: dict) -> dict:
         "root": dag(compiled["root"]),
         "branches": {name: dag(spec) for name, spec in sorted(comps.items()) if name.startswith("comp-condition")},
         "executors": {name: {"image": e["container"]["image"], "command": e["container"].get("command", [])[:3]}
+                      if "container" in e else {"importer": e["importer"]["typeSchema"]["schemaTitle"]}
                       for name, e in sorted(executors.items())},
     }
 
@@ -91,11 +92,14 @@ def test_worker_pools_per_preset():
 
 
 def test_every_replica_runs_the_same_container_command_with_the_config():
+    from jobs import images
+
     cfg = config_lib.load("multiworker")
     job = stages.vertex_job(cfg)
     for spec in job["worker_pool_specs"][:2]:
         c = spec["container_spec"]
-        assert c["image_uri"] == cfg.container.image_uri
+        assert c["image_uri"] == images.job_image(cfg) == images.repository_for(
+            cfg.container.image_repository, "gpu") + ":latest"  # T4 pools: the gpu variant
         command = c["command"] + c["args"]
         assert command[:3] == ["python", "-m", "trainers.task"] and command[3] == "--config-json"
         assert config_lib.load_json(command[4]) == cfg
@@ -131,6 +135,9 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
     model_meta = artifacts["model"]["artifacts"][0]["metadata"]
     assert model_meta["framework"] == "tensorflow" and model_meta["classes"] == ["daisy", "dandelion", "roses"]
     assert set(model_meta["signatures"]) == {"serving_default", "serving_pixels", "outputs"}
+    # The Model Registry request a Vertex run sends, written beside the model (tests/test_model_registry.py).
+    upload = json.loads((base / "model_upload_request.json").read_text())
+    assert upload["model"]["artifactUri"] == str(base / "model") and (base / "model" / "saved_model.pb").exists()
 
 
 def run_py(*args, timeout=120):
@@ -138,10 +145,12 @@ def run_py(*args, timeout=120):
                           text=True, timeout=timeout)
 
 
-def test_run_py_project_is_not_available_yet():
-    proc = run_py("--project", "my-project")
+def test_run_py_project_checks_before_submitting():
+    """--project submits to Vertex (tests/test_submit.py); the presets' placeholders stop it first."""
+    proc = run_py("--project", "my-proj", "--pipeline-root", "gs://my-pipelines/root")
     assert proc.returncode == 2
-    assert "not available yet" in proc.stderr and "Traceback" not in proc.stderr
+    assert "error: container.image_uri: us-central1-docker.pkg.dev/my-project/" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_run_py_compile_only(tmp_path):

@@ -28,6 +28,11 @@ OUTPUT_LAYOUT = {"model": ("AIP_MODEL_DIR", "model"), "checkpoints": ("AIP_CHECK
 #: Vertex worker pool index -> TensorFlow task type.
 POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
+#: Set to "1" by ``jobs.launcher`` in every replica it starts (``jobs.vertex_env.replica_environment``).
+#: Its CLUSTER_SPEC looks exactly like Vertex's, so this is how a replica tells that its "machines" are
+#: processes on one computer, where pools that ask for GPUs/TPUs run over CPUs on purpose.
+LOCAL_LAUNCHER_ENV = "VTP_LOCAL_LAUNCHER"
+
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
@@ -41,6 +46,19 @@ class ClusterInfo:
     tensorboard_dir: str | None
     tpu_config: Mapping[str, str] | None = None
     source: str = "none"  # CLUSTER_SPEC | TF_CONFIG | none
+    local_launcher: bool = False  # started by jobs.launcher (LOCAL_LAUNCHER_ENV)
+
+    @property
+    def on_cloud(self) -> bool:
+        """A replica of a real cloud job: the service set CLUSTER_SPEC/TF_CONFIG, not the local launcher.
+        Only there must the accelerators a pool asked for be present (``trainers.strategy.check_accelerators``)."""
+        return self.source != "none" and not self.local_launcher
+
+    @property
+    def pool(self) -> str:
+        """This replica's Vertex worker pool (``workerpool0`` chief ... ``workerpool3`` evaluator)."""
+        return {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2",
+                "evaluator": "workerpool3"}.get(self.task_type, "workerpool0")
 
     @property
     def num_workers(self) -> int:
@@ -126,6 +144,7 @@ def read_cluster(env: Mapping[str, str] | None = None) -> ClusterInfo:
         tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None,
         tpu_config=_parse_json("TPU_CONFIG", tpu) if tpu else None,
         source=source,
+        local_launcher=env.get(LOCAL_LAUNCHER_ENV) == "1",
     )
 
 

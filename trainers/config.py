@@ -11,6 +11,7 @@ A job config describes everything needed to run one training job, locally or on 
 * ``container``  the image and the worker command (any command: the user's own trainer works too);
 * ``output``     the base output directory (Vertex derives AIP_MODEL_DIR etc. from it);
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
+* ``serving``    the Model Registry entry: prediction container, display name, parent model, labels.
 
 Loading checks the *shape* (unknown fields, wrong types) and reports every problem at once as
 ``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
@@ -51,6 +52,36 @@ class Data:
     synthetic_classes: int = 3
     synthetic_images_per_class: int = 40
     shuffle_buffer: int = 1024
+    #: how shard records store pixels: ``raw`` uint8 (fast to read, ~97 KB per 180x180 image) or ``jpeg``
+    #: (~10x smaller; decoded in the input pipeline, in parallel) -- for data larger than memory.
+    encoding: Literal["raw", "jpeg"] = "raw"
+    jpeg_quality: int = 95
+    #: cache the train split in RAM only if it fits this many MB; -1 = derived from the machine's memory
+    #: and the replicas per machine (``trainers.input_cache``); 0 = never cache (always stream).
+    cache_budget_mb: int = -1
+    #: seeded random flip + crop, stateless (keyed on seed and example position) so resume stays exact.
+    augment: bool = False
+    #: ``local``: threads in this process; ``beam``: Apache Beam DirectRunner here; ``dataflow``: Apache
+    #: Beam on Google Cloud Dataflow (needs the ``dataflow`` block).
+    prepare_runner: Literal["local", "beam", "dataflow"] = "local"
+    dataflow: "Dataflow" = dataclasses.field(default_factory=lambda: Dataflow())
+
+
+@dataclasses.dataclass
+class Dataflow:
+    """Dataflow options for ``data.prepare_runner: dataflow`` (validated without any cloud call)."""
+    project: str = ""
+    region: str = "us-central1"
+    #: gs:// folder for Dataflow's temporary files (required).
+    temp_location: str = ""
+    #: gs:// folder for staged packages; empty = temp_location.
+    staging_location: str = ""
+    service_account: str = ""
+    max_num_workers: int = 0
+    machine_type: str = ""
+    #: the worker container (required): FROM apache/beam_python3.11_sdk:2.77.0 with ``pip install .[cpu]``
+    #: (Dataflow custom containers must derive from the Beam SDK image; see ``trainers.prepare_beam``).
+    sdk_container_image: str = ""
 
 
 @dataclasses.dataclass
@@ -71,6 +102,10 @@ class Training:
     seed: int = 42
     #: seeded, op-deterministic: a resumed run ends bitwise equal to an uninterrupted one.
     deterministic: bool = True
+    #: ``auto`` picks per device (``trainers.precision``): bf16 on CPUs with AVX512_BF16/AMX, on TPUs and
+    #: on Ampere+ GPUs; float16 + loss scaling on older GPUs; float32 elsewhere.
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    #: deprecated: use ``precision`` (true meant "mixed where the device supports it" = ``auto``).
     mixed_precision: bool = False
     intra_op_threads: int = 0
     inter_op_threads: int = 0
@@ -118,7 +153,11 @@ class Topology:
 
 @dataclasses.dataclass
 class Container:
+    #: the exact image every replica runs; empty = chosen by ``jobs.images`` from ``image_repository`` and
+    #: the pools' accelerators (cpu: the repository, gpu: ``<repository>-gpu``, tpu: ``<repository>-tpu``).
     image_uri: str = ""
+    #: where ``pipelines/run.py build`` pushes the trainer image (no tag: the tag is the sources' hash).
+    image_repository: str = ""
     command: list[str] = dataclasses.field(default_factory=lambda: ["python", "-m", "trainers.task"])
     args: list[str] = dataclasses.field(default_factory=list)
 
@@ -140,6 +179,19 @@ class Scheduling:
 
 
 @dataclasses.dataclass
+class Serving:
+    """How the verified model is registered in the Vertex AI Model Registry (Vertex runs only)."""
+    #: prediction container; empty = Google's prebuilt TensorFlow container for the region and device
+    #: (``jobs.vertex.default_serving_image``: the newest tf2-cpu/tf2-gpu <= the trainer's TF version).
+    image_uri: str = ""
+    #: Model Registry display name; empty = the job ``name``.
+    display_name: str = ""
+    #: ``projects/P/locations/R/models/ID``: register as a new version of that model instead of a new model.
+    parent_model: str = ""
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
 class JobConfig:
     name: str = "tf-train"
     data: Data = dataclasses.field(default_factory=Data)
@@ -150,6 +202,7 @@ class JobConfig:
     container: Container = dataclasses.field(default_factory=Container)
     output: Output = dataclasses.field(default_factory=Output)
     scheduling: Scheduling = dataclasses.field(default_factory=Scheduling)
+    serving: Serving = dataclasses.field(default_factory=Serving)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -182,6 +235,12 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         problems.append(problem(path, f"{value!r} is not allowed{hint}", choices))
         return None
+    if origin is dict:  # labels: str -> str
+        if not isinstance(value, dict):
+            problems.append(problem(path, f"expected a mapping of strings, got {type(value).__name__} {value!r}"))
+            return None
+        key_tp, item_tp = typing.get_args(tp)
+        return {_coerce(k, key_tp, path, problems): _coerce(v, item_tp, f"{path}.{k}", problems) for k, v in value.items()}
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if isinstance(value, str) and item_tp is str:

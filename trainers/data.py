@@ -3,12 +3,20 @@
 Training pipeline, per input pipeline (= per worker), in the order the tf.data guide recommends::
 
     sorted shard files -> shard (FILE or DATA policy) -> TFRecordDataset(num_parallel_reads)
-      -> cache() -> shuffle(buffer, seed, reshuffle_each_iteration) -> batch(per_replica, drop_remainder)
-      -> map(decode_batch)  [vectorized: one parse_example + decode_raw per batch]
-      -> repeat() -> skip(start_step * replicas_per_pipeline) -> prefetch(AUTOTUNE)
+      -> [cache() if it fits the memory budget] -> shuffle(buffer, seed, reshuffle_each_iteration)
+      -> batch(per_replica, drop_remainder) -> repeat() -> zip(batch counter)
+      -> skip(start_step * replicas_per_pipeline)
+      -> map(decode_batch [+ augment_batch])  [one parse_example per batch; raw: decode_raw, jpeg:
+         decode_jpeg per image; AUTOTUNE parallel batches] -> prefetch(AUTOTUNE)
 
 * Caching the *serialized* records before ``shuffle`` keeps the shuffle order fresh each epoch while
   reading the files once; ``batch`` before ``map`` lets one op parse a whole batch.
+* Cache or stream: ``cache()`` holds the pipeline's records in RAM, so it is used only when they fit
+  ``data.cache_budget_mb`` (``trainers.input_cache``); otherwise the files are re-read every epoch with
+  parallel reads, and shuffle/prefetch hide the latency. Both give the same sequence.
+* Decoding after ``skip``: a resume skips serialized batches without decoding them, and the batch counter
+  zipped in before ``skip`` keys the stateless augmentation (``trainers.records.augment_batch``) on the
+  batch's position in the stream, so augmented batches after a resume equal the uninterrupted run's.
 * The dataset is infinite, so a fixed number of steps never hangs a multi-worker job whose workers
   hold unequal numbers of examples.  Batches never straddle an epoch (``drop_remainder`` per epoch).
 * Determinism: ``options.deterministic = True``, a sorted file list, a seeded shuffle.  The same
@@ -26,8 +34,10 @@ import json
 import logging
 from typing import Any, Callable
 
+from trainers import input_cache
 from trainers.errors import ConfigError, problem
 from trainers.paths import join
+from trainers.records import augment_batch
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +91,16 @@ def load_manifest(tfrecord_dir: str) -> dict:
     return manifest
 
 
-def decode_batch(serialized, image_size: int):
+def decode_batch(serialized, image_size: int, encoding: str = "raw"):
     """Vectorized decode of a batch of serialized records -> (float32 [B,H,W,3] in 0..255, int32 [B])."""
-    import tensorflow as tf
+    from trainers.records import decode_batch as decode
 
-    parsed = tf.io.parse_example(serialized, {
-        "image/raw": tf.io.FixedLenFeature([], tf.string),
-        "label": tf.io.FixedLenFeature([], tf.int64),
-    })
-    pixels = tf.io.decode_raw(parsed["image/raw"], tf.uint8)  # [B, H*W*3]
-    batch = pixels.shape[0] if pixels.shape.rank and pixels.shape[0] is not None else -1  # keep static B
-    images = tf.cast(tf.reshape(pixels, [batch, image_size, image_size, 3]), tf.float32)
-    return images, tf.cast(parsed["label"], tf.int32)
+    return decode(serialized, image_size, encoding)
+
+
+def encoding_of(manifest: dict) -> str:
+    """How the manifest's records store pixels (manifests written before ``data.encoding`` are raw)."""
+    return str(manifest.get("encoding", "raw"))
 
 
 def _options():
@@ -145,13 +153,15 @@ def choose_sharding(shards: list[dict], num_pipelines: int, pipeline_id: int,
 
 
 def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: int, seed: int,
-                     start_step: int = 0, shuffle_buffer: int = 1024,
-                     cache: bool = True) -> Callable[[Any], Any]:
+                     start_step: int = 0, shuffle_buffer: int = 1024, cache: bool | None = None,
+                     cache_budget_mb: int = -1, augment: bool = False) -> Callable[[Any], Any]:
     """Return ``dataset_fn(input_context)`` for ``strategy.distribute_datasets_from_function``.
 
     Each element is one per-replica batch ``(images float32 [b,H,W,3], labels int32 [b])``; the
     dataset is infinite.  ``input_context=None`` means one pipeline, one replica.  ``shuffle_buffer``
     <= 1 disables shuffling.  ``start_step`` = global steps already trained (see module doc).
+    ``cache``: None = decided by ``cache_budget_mb`` (``trainers.input_cache``), True/False forces it.
+    ``augment``: seeded stateless random crop + flip (resume stays exact).
     """
     problems = []
     if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
@@ -170,7 +180,12 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     if problems:
         raise ConfigError(problems)
     image_size = int(manifest["image_size"])
+    encoding = encoding_of(manifest)
     files = [join(manifest_dir, s["file"]) for s in shards]
+    sizes = input_cache.file_sizes(files) if cache is None else []
+    cluster, task_type, task_index = input_cache.this_replica() if cache is None else ({}, "chief", 0)
+    on_machine = input_cache.replicas_on_this_machine(cluster, task_type, task_index)
+    memory = input_cache.memory_bytes()
 
     def dataset_fn(input_context=None):
         import tensorflow as tf
@@ -189,19 +204,31 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
                          "fewer workers or more data"))
         log.info("input pipeline %d/%d: %s sharding (%s); %d examples, %d batches of %d per epoch",
                  i, n, policy, reason, examples, examples // per_replica_batch_size, per_replica_batch_size)
+        use_cache, why = (cache, "forced by the caller") if cache is not None else input_cache.decide(
+            input_cache.pipeline_bytes([sizes[k] for k in idx], sum(int(shards[k]["num_examples"]) for k in idx),
+                                       policy, n),
+            cache_budget_mb, memory, on_machine)
+        log.info("input pipeline %d/%d: %s records, %s (%s)%s", i, n, encoding,
+                 "cached" if use_cache else "streamed", why, ", augmented" if augment else "")
         ds = _reader([files[k] for k in idx])
         if policy == "DATA":
             ds = ds.shard(n, i)
-        if cache:
+        if use_cache:
             ds = ds.cache()
         if shuffle_buffer > 1:
             ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(per_replica_batch_size, drop_remainder=True)
-        ds = ds.map(lambda s: decode_batch(s, image_size), num_parallel_calls=tf.data.AUTOTUNE,
-                    deterministic=True)
-        ds = ds.repeat()
+        ds = ds.batch(per_replica_batch_size, drop_remainder=True).repeat()
+        ds = tf.data.Dataset.zip((tf.data.Dataset.counter(), ds))  # batch position: keys augmentation
         if start_step:
-            ds = ds.skip(start_step * per_pipeline_replicas)
+            ds = ds.skip(start_step * per_pipeline_replicas)  # serialized batches: nothing decoded
+
+        def decode(position, serialized):
+            images, labels = decode_batch(serialized, image_size, encoding)
+            if augment:
+                images = augment_batch(images, seed, i, position)
+            return images, labels
+
+        ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         ds = ds.prefetch(tf.data.AUTOTUNE)
         return ds.with_options(_options())
 
@@ -221,8 +248,9 @@ def eval_dataset(manifest_dir: str, manifest: dict, batch_size: int):
                    "validation_fraction > 0"))
     image_size = int(manifest["image_size"])
     ds = _reader([join(manifest_dir, n) for n in sorted(names)])
+    encoding = encoding_of(manifest)
     ds = ds.batch(batch_size)
-    ds = ds.map(lambda s: decode_batch(s, image_size), num_parallel_calls=tf.data.AUTOTUNE,
+    ds = ds.map(lambda s: decode_batch(s, image_size, encoding), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
 

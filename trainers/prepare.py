@@ -9,10 +9,11 @@ Output (``out_dir``)::
     train-00000-of-00004.tfrecord ... validation-00000-of-00001.tfrecord
     manifest.json   classes.json   counts.json
 
-Each record (see :data:`FEATURES`):
+Each record (see :data:`trainers.records.FEATURES`; ``encoding`` raw or jpeg):
 
 ===============  ======  ==============================================================
 ``image/raw``    bytes   uint8 ``image_size x image_size x 3`` (PIL decode, RGB, bilinear)
+``image/jpeg``   bytes   (encoding jpeg, instead of image/raw) that image as a JPEG
 ``image/height`` int64   ``image_size``
 ``image/width``  int64   ``image_size``
 ``label``        int64   index into the sorted class names (``manifest["classes"]``)
@@ -30,6 +31,9 @@ Guarantees:
   ``manifest.json`` is written LAST -- a reader treats "manifest present" as "dataset complete".
 * **Idempotent**: an ``out_dir`` whose manifest has the same source fingerprint and parameters is
   returned as is.
+* **Same output on every runner**: ``runner="local"`` decodes in threads here; ``"beam"``/``"dataflow"``
+  run the decode/encode/write on Apache Beam (``trainers.prepare_beam``) from the same plan, producing the
+  same files byte for byte. Scanning, the plan and the commit stay here.
 
 All file IO goes through ``tf.io.gfile`` so ``gs://`` works; ``/gcs/<bucket>/...`` (Vertex's GCS FUSE
 mount) is a plain local path.  TensorFlow is imported lazily (importing this module is cheap).
@@ -37,22 +41,21 @@ mount) is a plain local path.  TensorFlow is imported lazily (importing this mod
 CLI::
 
     python -m trainers.prepare --images DIR --out DIR [--image-size 64] [--shards 4]
-                               [--validation-fraction 0.2] [--seed 0]
+                               [--validation-fraction 0.2] [--seed 0] [--encoding raw|jpeg]
+                               [--runner local|beam]
     python -m trainers.prepare --synthesize DIR [--classes 3 --per-class 40] [--image-size 64]
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import hashlib
-import io
 import logging
 import os
 import sys
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
-from trainers import fileio
+from trainers import fileio, records, sources
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 from trainers.synthetic import synthesize_image_folder
@@ -63,8 +66,8 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 CLASSES_FILE = "classes.json"
 COUNTS_FILE = "counts.json"
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
-SPLITS = ("train", "validation")
+IMAGE_EXTENSIONS = sources.IMAGE_EXTENSIONS
+SPLITS = sources.SPLITS
 
 # Config fields named in errors (see trainers/config.py).
 F_PATH = "data.path"
@@ -74,106 +77,11 @@ F_SHARDS = "data.num_shards"
 F_VAL = "data.validation_fraction"
 F_SEED = "training.seed"
 
-#: Human-readable description of a record, stored in the manifest.
-FEATURES = {
-    "image/raw": "bytes: uint8 [image_size, image_size, 3], row-major RGB",
-    "image/height": "int64",
-    "image/width": "int64",
-    "label": "int64: index into classes",
-    "image/path": "bytes: <class>/<file name> relative to the source folder",
-}
+F_ENCODING = "data.encoding"
+F_RUNNER = "data.prepare_runner"
+RUNNERS = ("local", "beam", "dataflow")
 
 _TFRECORD_SUFFIX = ".tfrecord"
-
-
-# ---------------------------------------------------------------------------------------------
-# Scanning and validation.
-# ---------------------------------------------------------------------------------------------
-
-def _hash_unit(seed: int, rel: str) -> tuple[float, int]:
-    """(uniform in [0, 1) deciding the split, integer deciding the shard) for one file."""
-    digest = hashlib.sha256(f"{seed}\0{rel}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0 ** 64, int.from_bytes(digest[8:16], "big")
-
-
-def _scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tuple[str, str, int]]]:
-    """Return (classes, [(class, file name, size)]) and append structural problems."""
-    gfile = fileio.tf_gfile()
-    layout = "expected <folder>/<class name>/<image>.jpg (one sub-folder per class, at least 2)"
-    if not image_root:
-        problems.append(problem(F_PATH, f"is empty; give the image folder ({layout})"))
-        return [], []
-    if not gfile.exists(image_root):
-        problems.append(problem(F_PATH, f"{image_root!r} does not exist; {layout}"))
-        return [], []
-    if not gfile.isdir(image_root):
-        problems.append(problem(F_PATH, f"{image_root!r} is not a directory; {layout}"))
-        return [], []
-    classes: list[str] = []
-    files: list[tuple[str, str, int]] = []
-    for name in fileio.listdir(image_root):
-        if name.startswith("."):
-            continue
-        cdir = join(image_root, name)
-        if not gfile.isdir(cdir):
-            continue  # e.g. LICENSE.txt beside the class folders
-        classes.append(name)
-        images = [f for f in fileio.listdir(cdir)
-                  if not f.startswith(".") and f.lower().endswith(IMAGE_EXTENSIONS)]
-        if not images:
-            problems.append(problem(
-                F_PATH, f"class folder {name!r} in {image_root!r} holds no images "
-                        f"({'/'.join(IMAGE_EXTENSIONS)}); add images or remove the folder"))
-        files.extend((name, f, -1) for f in images)
-    if files:  # sizes for the fingerprint; one request per file on object stores, so in threads
-        with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
-            sizes = list(pool.map(lambda f: gfile.stat(join(image_root, f"{f[0]}/{f[1]}")).length, files))
-        files = [(c, f, size) for (c, f, _), size in zip(files, sizes)]
-    if not classes:
-        problems.append(problem(F_PATH, f"{image_root!r} has no class sub-folders; {layout}"))
-    elif len(classes) < 2:
-        problems.append(problem(
-            F_PATH, f"{image_root!r} has only 1 class folder ({classes[0]!r}); a classifier needs at "
-                    f"least 2; {layout}"))
-    return classes, files
-
-
-def _fingerprint(files: Iterable[tuple[str, str, int]]) -> str:
-    h = hashlib.sha256()
-    for cls, name, size in sorted(files):
-        h.update(f"{cls}/{name}\0{size}\n".encode("utf-8"))
-    return h.hexdigest()
-
-
-def _load_image(path: str, image_size: int) -> bytes:
-    """Decode with PIL, convert to RGB, resize bilinear -> raw uint8 HxWx3 bytes."""
-    from PIL import Image
-
-    data = fileio.read_bytes(path)
-    with Image.open(io.BytesIO(data)) as img:
-        img.load()
-        rgb = img.convert("RGB")
-    if rgb.size != (image_size, image_size):
-        rgb = rgb.resize((image_size, image_size), Image.BILINEAR)
-    raw = rgb.tobytes()
-    assert len(raw) == image_size * image_size * 3
-    return raw
-
-
-def _try_load(path: str, image_size: int) -> tuple[bytes | None, str | None]:
-    try:
-        return _load_image(path, image_size), None
-    except Exception as exc:  # PIL raises many types for bad files
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-def _corrupt_problem(image_root: str, rel: str, err: str) -> Problem:
-    return problem(F_PATH, f"image {join(image_root, rel)!r} cannot be read as an image ({err}); "
-                           "delete or replace the file")
-
-
-def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,13 +114,20 @@ def _complete(out_dir: str, manifest: dict) -> bool:
 
 
 def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards: int = 4,
-                      validation_fraction: float = 0.2, seed: int = 0) -> dict:
+                      validation_fraction: float = 0.2, seed: int = 0, encoding: str = "raw",
+                      jpeg_quality: int = 95, runner: str = "local", beam_options: Any = None) -> dict:
     """Convert ``<image_root>/<class>/*.{jpg,jpeg,png}`` to sharded TFRecords; return the manifest.
 
-    Raises :class:`ConfigError` listing every problem found (layout, empty classes, corrupt images,
-    parameters) before anything is left in ``out_dir``.
+    ``encoding``: ``raw`` pixels or ``jpeg`` (see ``trainers.records``). ``runner``: ``local`` threads,
+    or Apache Beam (``beam`` = DirectRunner, ``dataflow``) with ``beam_options`` (``PipelineOptions`` or
+    ``config.Dataflow``). Raises :class:`ConfigError` listing every problem found (layout, empty classes,
+    corrupt images, parameters) before anything is left in ``out_dir``.
     """
     problems: list[Problem] = []
+    if encoding not in records.ENCODINGS:
+        problems.append(problem(F_ENCODING, f"{encoding!r} is not a known encoding", records.ENCODINGS))
+    if runner not in RUNNERS:
+        problems.append(problem(F_RUNNER, f"{runner!r} is not a known runner", RUNNERS))
     if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
         problems.append(problem(F_SIZE, f"must be a positive integer (pixels per side), got {image_size!r}"))
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
@@ -235,51 +150,33 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
             F_OUT, f"{out_dir!r} is inside the image folder {image_root!r}; it would be read as a class "
                    "folder next time; choose a folder outside it"))
 
-    classes, files = _scan(image_root, problems)
+    classes, files = sources.scan(image_root, problems)
     if problems:
         # Still name every corrupt image among the files found, so one run lists everything.
         if files and not any(p.field == F_SIZE for p in problems):
             size = image_size
-            with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
-                results = pool.map(lambda f: _try_load(join(image_root, f"{f[0]}/{f[1]}"), size), files)
+            with concurrent.futures.ThreadPoolExecutor(sources.threads()) as pool:
+                results = pool.map(lambda f: sources.try_load(join(image_root, f"{f[0]}/{f[1]}"), size), files)
                 for (cls, name, _), (_, err) in zip(files, results):
                     if err:
-                        problems.append(_corrupt_problem(image_root, f"{cls}/{name}", err))
+                        problems.append(sources.corrupt_problem(image_root, f"{cls}/{name}", err))
         raise ConfigError(problems)
 
     validation_fraction = float(validation_fraction)
-    fingerprint = _fingerprint(files)
+    fingerprint = sources.fingerprint(files)
     params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
-              "validation_fraction": validation_fraction, "seed": seed}
+              "validation_fraction": validation_fraction, "seed": seed, "encoding": encoding}
+    if encoding == "jpeg":
+        params["jpeg_quality"] = int(jpeg_quality)
     gfile = fileio.tf_gfile()
     existing = fileio.read_json(join(out_dir, MANIFEST))
     if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
         log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
         return existing
 
-    # --- split and shard assignment: a pure function of (seed, <class>/<file>) ---
     label_of = {c: i for i, c in enumerate(classes)}
-    items = []  # (rel, class, u, h)
-    for cls, name, _ in sorted(files):
-        rel = f"{cls}/{name}"
-        u, h = _hash_unit(seed, rel)
-        items.append((rel, cls, u, h))
-    split_of = {rel: ("validation" if u < validation_fraction else "train") for rel, _, u, _ in items}
-    if validation_fraction > 0 and len(items) >= 2:
-        # Tiny datasets: keep both splits non-empty, moving the file nearest the threshold.
-        if not any(s == "validation" for s in split_of.values()):
-            split_of[min(items, key=lambda it: it[2])[0]] = "validation"
-        if not any(s == "train" for s in split_of.values()):
-            split_of[max(items, key=lambda it: it[2])[0]] = "train"
-    by_split: dict[str, list] = {s: [it for it in items if split_of[it[0]] == s] for s in SPLITS}
-    shard_lists: dict[str, list[list]] = {}
-    for split in SPLITS:
-        n = len(by_split[split])
-        k = min(num_shards, n)
-        shards: list[list] = [[] for _ in range(k)]
-        for it in by_split[split]:
-            shards[it[3] % k].append(it)
-        shard_lists[split] = shards
+    shard_lists = sources.plan(classes, files, num_shards, validation_fraction, seed)
+    by_split = {split: [it for shard in shard_lists[split] for it in shard] for split in SPLITS}
 
     manifest: dict[str, Any] = {
         **params,
@@ -289,7 +186,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         "source": image_root,
         "fingerprint": fingerprint,
         "num_source_files": len(files),
-        "features": FEATURES,
+        "features": records.FEATURES[encoding],
         "num_examples": {s: len(by_split[s]) for s in SPLITS},
         "counts": {s: {c: sum(1 for it in by_split[s] if it[1] == c) for c in classes} for s in SPLITS},
         "files": {s: [shard_name(s, i, len(shard_lists[s])) for i in range(len(shard_lists[s]))]
@@ -328,9 +225,21 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         writer(tmp)
 
     try:
-        corrupt = _write_shards(image_root, image_size, label_of, shard_lists, put)
+        targets = []  # (temporary path, [(rel, label)]) per shard, in the plan's order
+        for split in SPLITS:
+            for index, shard in enumerate(shard_lists[split]):
+                name = shard_name(split, index, len(shard_lists[split]))
+                pending.append((temp_name(name), name))
+                targets.append((temp_name(name), [(rel, label_of[cls]) for rel, cls, _, _ in shard]))
+        encode = sources.ShardSpec(image_root, image_size, encoding, int(jpeg_quality))
+        if runner == "local":
+            corrupt = sources.write_shards_threaded(encode, targets)
+        else:
+            from trainers import prepare_beam
+
+            corrupt = prepare_beam.write_shards(encode, targets, runner, beam_options)
         if corrupt:
-            raise ConfigError([_corrupt_problem(image_root, rel, err) for rel, err in corrupt])
+            raise ConfigError([sources.corrupt_problem(image_root, rel, err) for rel, err in corrupt])
         put(CLASSES_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(classes)))
         put(COUNTS_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(
             {"counts": manifest["counts"], "num_examples": manifest["num_examples"]})))
@@ -368,41 +277,6 @@ def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str
     gfile.rename(manifest_tmp, join(out_dir, MANIFEST), overwrite=True)
 
 
-def _example(raw: bytes, label: int, image_size: int, rel: str) -> bytes:
-    import tensorflow as tf
-
-    feature = {
-        "image/raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[raw])),
-        "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[image_size])),
-        "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[image_size])),
-        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
-        "image/path": tf.train.Feature(bytes_list=tf.train.BytesList(value=[rel.encode("utf-8")])),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-
-def _write_shards(image_root, image_size, label_of, shard_lists, put) -> list[tuple[str, str]]:
-    """Decode (in threads, in order) and write every shard; return [(rel, error)] of bad images."""
-    import tensorflow as tf
-
-    corrupt: list[tuple[str, str]] = []
-    with concurrent.futures.ThreadPoolExecutor(_threads()) as pool:
-        for split in SPLITS:
-            count = len(shard_lists[split])
-            for index, shard in enumerate(shard_lists[split]):
-                def write(path: str, shard=shard) -> None:
-                    results = pool.map(lambda it: _try_load(join(image_root, it[0]), image_size), shard)
-                    with tf.io.TFRecordWriter(path) as writer:
-                        for (rel, cls, _, _), (raw, err) in zip(shard, results):
-                            if err:
-                                corrupt.append((rel, err))
-                            elif not corrupt:
-                                writer.write(_example(raw, label_of[cls], image_size, rel))
-                put(shard_name(split, index, count), write)
-    return sorted(corrupt)
-
-
-# ---------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------
 
@@ -433,6 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--validation-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--encoding", choices=records.ENCODINGS, default="raw",
+                        help="raw pixels, or jpeg (~10x smaller, decoded while training)")
+    parser.add_argument("--jpeg-quality", type=int, default=95)
+    parser.add_argument("--runner", choices=("local", "beam"), default="local",
+                        help="local threads or Apache Beam's DirectRunner (Dataflow: data.prepare_runner in a config)")
     parser.add_argument("--synthesize", metavar="DIR",
                         help="write a synthetic image folder to DIR (then prepare it if --out is given)")
     parser.add_argument("--classes", type=int, default=3, help="synthetic classes")
@@ -451,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             images = images or args.synthesize
         if args.out:
             manifest = prepare_tfrecords(images, args.out, args.image_size, args.shards,
-                                         args.validation_fraction, args.seed)
+                                         args.validation_fraction, args.seed, encoding=args.encoding,
+                                         jpeg_quality=args.jpeg_quality, runner=args.runner)
             print(_summary(manifest, args.out))
     except ConfigError as err:
         for p in err.problems:

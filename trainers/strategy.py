@@ -133,6 +133,76 @@ class TPUUnavailable(RuntimeError):
     """No TPU could be reached; the message says what was tried."""
 
 
+#: Exit status of a cloud replica whose pool asked for accelerators this TensorFlow cannot see (task.py).
+EXIT_NO_ACCELERATOR = 4
+
+
+class AcceleratorMissing(RuntimeError):
+    """A cloud replica lacks the accelerators its pool asked for; the message is one line naming the pool,
+    what was asked for and what TensorFlow sees."""
+
+
+def _is_tpu_vm(pool: Any) -> bool:
+    """TPU VM machine types (``ct5lp-hightpu-4t``, ``ct6e-...``, ``ct4p-...``) or a pool with a TPU
+    topology. The legacy ``cloud-tpu`` machine is not one: its TPU is remote, reached over gRPC, and a
+    missing one is :class:`TPUUnavailable` (exit 3) when the strategy connects."""
+    return bool(getattr(pool, "tpu_topology", "")) or str(getattr(pool, "machine_type", "")).startswith("ct")
+
+
+def check_accelerators(cfg: Any, info: ClusterInfo, *, gpus: int | None = None,
+                       has_tpu_runtime: bool | None = None) -> str | None:
+    """Stop a cloud replica at once when its pool asked for GPUs/TPUs that this TensorFlow does not see.
+
+    Why: a GPU pool running an image without CUDA (the cpu variant), or a TPU VM running one without
+    libtpu, would otherwise train on the CPU, slowly and silently, while the accelerators are billed.
+    Raises :class:`AcceleratorMissing` on a cloud machine (``info.on_cloud``). Off the cloud (plain local
+    process, ``jobs.launcher``) it returns a note saying the pool's accelerators are replaced by CPUs;
+    None when nothing was asked for. ``gpus``/``has_tpu_runtime`` are for tests (default: ask TF).
+    """
+    pools = cfg.topology.pools()
+    index = int(info.pool[-1])
+    pool = pools[index] if index < len(pools) else None
+    if pool is None:
+        return None
+    asked_gpu = bool(pool.accelerator_type) and int(pool.accelerator_count or 0) > 0 and not _is_tpu_vm(pool) \
+        and pool.machine_type != "cloud-tpu" and not pool.accelerator_type.startswith("TPU")
+    asked_tpu_vm = _is_tpu_vm(pool)
+    if not (asked_gpu or asked_tpu_vm):
+        return None
+    role = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "parameter server",
+            "workerpool3": "evaluator"}[info.pool]
+    asked = (f"{pool.accelerator_count} x {pool.accelerator_type}" if asked_gpu
+             else f"TPU VM {pool.machine_type}" + (f" ({pool.tpu_topology})" if pool.tpu_topology else ""))
+    where = f"{info.pool} ({role}) asked for {asked} on {pool.machine_type}" if asked_gpu else \
+        f"{info.pool} ({role}) asked for {asked}"
+    if not info.on_cloud:
+        why = "the local launcher" if info.local_launcher else "a local process"
+        return f"{where}; running over CPUs here ({why}), as planned for local runs"
+    import tensorflow as tf
+
+    if asked_gpu:
+        seen = len(tf.config.list_physical_devices("GPU")) if gpus is None else gpus
+        if seen == 0:
+            cuda = tf.sysconfig.get_build_info().get("cuda_version") or "none (a CPU-only build)"
+            raise AcceleratorMissing(
+                f"{where}, but TensorFlow {tf.__version__} sees no GPU (CUDA in this build: {cuda}); "
+                "this replica stops instead of training on the CPU. Run the gpu image "
+                "(python pipelines/run.py build --variant gpu, or leave container.image_uri empty)")
+        if seen < int(pool.accelerator_count):
+            return f"{where}, but TensorFlow sees only {seen} GPU(s); training on those"
+        return None
+    if has_tpu_runtime is None:
+        import importlib.util
+
+        has_tpu_runtime = importlib.util.find_spec("libtpu") is not None
+    if not has_tpu_runtime:
+        raise AcceleratorMissing(
+            f"{where}, but TensorFlow {tf.__version__} has no TPU runtime (libtpu is not installed); this "
+            "replica stops instead of training on the CPU. Run the tpu image "
+            "(python pipelines/run.py build --variant tpu, or leave container.image_uri empty)")
+    return None
+
+
 def resolve_tpu(info: ClusterInfo, *, tpu_name: str = "", retries: int = 40, wait_s: float = 10,
                 factory: Callable[..., Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> Any:
     """A ``TPUClusterResolver`` for this job.

@@ -6,7 +6,9 @@ container's command). The replica's role comes from the environment (see ``train
 ``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.
 
 Exit codes: 0 done; 2 bad config/data (one line per problem); 42 preempted after saving a checkpoint
-(``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; killed by SIGKILL after one
+(``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; 4 on a cloud machine, the pool asked for
+GPUs/a TPU VM that this TensorFlow does not see (``trainers.strategy.EXIT_NO_ACCELERATOR``: one line naming
+the pool, what it asked for and what TF sees; never a silent CPU run); killed by SIGKILL after one
 ``ERROR: ... did not finish within N s`` line when the cluster never came up (``scheduling.startup_timeout_s``).
 """
 from __future__ import annotations
@@ -40,19 +42,27 @@ def main(argv: list[str] | None = None) -> int:
             cfg = config_lib.apply_overrides_to(config_lib.load_json(args.config_json), overrides)
         else:
             cfg = config_lib.load(args.config, overrides)
+        from trainers import cluster as cluster_lib
+        from trainers.strategy import check_accelerators
         from trainers.train import train_and_evaluate
 
+        note = check_accelerators(cfg, cluster_lib.read_cluster())
+        if note:
+            print(f"note: {note}", flush=True)
         train_and_evaluate(cfg)
     except ConfigError as exc:
         for p in exc.problems:
             print(f"error: {p}", file=sys.stderr)
         return 2
     except Exception as exc:  # TPU missing and similar: one clear line, not a traceback
-        from trainers.strategy import TPUUnavailable
+        from trainers.strategy import EXIT_NO_ACCELERATOR, AcceleratorMissing, TPUUnavailable
 
         if isinstance(exc, TPUUnavailable):
             print(f"error: topology.strategy: {exc}", file=sys.stderr)
             return 3
+        if isinstance(exc, AcceleratorMissing):
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            return EXIT_NO_ACCELERATOR
         raise
     return 0
 

@@ -42,14 +42,14 @@ def _num_replicas_hint(cfg: config_lib.JobConfig) -> int:
     return max(1, cfg.topology.chief.accelerator_count) if cfg.topology.strategy == "mirrored" else 1
 
 
-def _make_optimizer(cfg: config_lib.JobConfig):
+def _make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
     import keras
 
     if cfg.training.optimizer == "sgd":
         opt = keras.optimizers.SGD(learning_rate=cfg.training.learning_rate, momentum=0.9)
     else:
         opt = keras.optimizers.Adam(learning_rate=cfg.training.learning_rate)
-    if cfg.training.mixed_precision and keras.mixed_precision.global_policy().name == "mixed_float16":
+    if loss_scaling:  # float16 only: its range underflows small gradients without dynamic loss scaling
         opt = keras.mixed_precision.LossScaleOptimizer(opt)
     return opt
 
@@ -113,6 +113,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     import numpy as np
     import tensorflow as tf
 
+    from trainers import precision as precision_lib
     from trainers import strategy as strategy_lib
     from trainers.export import export_model
     from trainers.models import build_model
@@ -120,10 +121,6 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     if cfg.training.deterministic:
         keras.utils.set_random_seed(cfg.training.seed)
         tf.config.experimental.enable_op_determinism()
-    if cfg.training.mixed_precision:
-        on_gpu = bool(tf.config.list_physical_devices("GPU"))
-        keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.topology.strategy == "tpu"
-                                                else "mixed_float16" if on_gpu else "float32")
 
     # Until the first step has run on every replica, a missing peer blocks forever: bound it.
     startup = strategy_lib.Watchdog(cfg.scheduling.startup_timeout_s, "multi-worker cluster start-up").start()
@@ -134,6 +131,13 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     # handler (its preemption notifier), which swallows the signal; ours must replace it before anything else
     # (model, restore, input pipeline) takes time, or a SIGTERM in that window is lost.
     preempt = PreemptionFlag().install()
+    requested, deprecation = precision_lib.resolve(cfg.training.precision, cfg.training.mixed_precision)
+    if deprecation:
+        print(f"warning: {deprecation}", flush=True)
+    device = precision_lib.detect(cfg.topology.strategy, cfg.topology.chief.accelerator_type)
+    choice = precision_lib.choose(requested, device)
+    precision_lib.apply(choice)  # before the model is built
+    print(choice.line(requested), flush=True)
     replicas = strategy.num_replicas_in_sync
     per_replica = cfg.training.per_replica_batch_size
     if cfg.training.global_batch_size:
@@ -149,7 +153,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
 
     with strategy.scope():
         model = build_model(cfg.model.name, image_size, len(classes))
-        optimizer = _make_optimizer(cfg)
+        optimizer = _make_optimizer(cfg, choice.loss_scaling)
         optimizer.build(model.trainable_variables)
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
     fingerprint = {"model": cfg.model.name, "classes": classes, "image_size": image_size,
@@ -163,7 +167,8 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
         print(f"resumed from step {start_step} ({restored})", flush=True)
 
     dataset_fn = data_lib.train_dataset_fn(data_dir, manifest, per_replica, seed=cfg.training.seed,
-                                           start_step=start_step, shuffle_buffer=cfg.data.shuffle_buffer)
+                                           start_step=start_step, shuffle_buffer=cfg.data.shuffle_buffer,
+                                           cache_budget_mb=cfg.data.cache_budget_mb, augment=cfg.data.augment)
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
 
     def step_fn(images, labels, flags):
@@ -234,17 +239,21 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     result = {
         "train_loss": final.get("loss"), "train_accuracy": final.get("accuracy"),
         "steps": step, "resumed_from_step": start_step if restored else None, "global_batch_size": global_batch,
-        "replicas": replicas, "strategy": type(strategy).__name__, "classes": classes,
+        "replicas": replicas, "strategy": type(strategy).__name__, "classes": classes, "precision": choice.policy,
         "examples_per_second": (step - seen0) * global_batch / elapsed if elapsed > 0 and step > seen0 else None,
         "weights_sum": weights_digest, "model_dir": dirs["model"], "checkpoint_dir": dirs["checkpoints"],
         "tensorboard_dir": dirs["logs"],
     }
     if info.is_chief:
         # Rebuild outside the strategy from the trained weights: one export path for every strategy.
+        # Under float32: variables are float32 under every mixed policy, and a float32 serving graph runs
+        # on any serving device (a bf16 graph would be slow on CPUs without bf16 and on pre-Ampere GPUs).
+        precision_lib.apply(precision_lib.Choice("float32", False, "export"))
         plain = build_model(cfg.model.name, image_size, len(classes))
         plain.set_weights(model.get_weights())
         export_model(plain, dirs["model"], classes, image_size,
-                     metadata={"model": cfg.model.name, "steps": step, "job": cfg.name})
+                     metadata={"model": cfg.model.name, "steps": step, "job": cfg.name,
+                               "trained_precision": choice.policy})
         tf.io.gfile.makedirs(base)
         fileio.write_json_atomic(join(base, "metrics.json"), result)
         print(f"exported model to {dirs['model']}", flush=True)

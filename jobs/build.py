@@ -1,0 +1,155 @@
+"""``python pipelines/run.py build``: build the trainer image from this repository and push it.
+
+    python pipelines/run.py build                                   # local preset -> cpu image, docker engine
+    python pipelines/run.py build --config gpu-1x4                  # GPU pools -> the -gpu repository, VARIANT=gpu
+    python pipelines/run.py build --image 127.0.0.1:5000/tf-trainer --variant cpu
+    python pipelines/run.py build --backend cloudbuild --project P --staging-bucket gs://B/builds
+
+The tag is the content hash of the build context (``ctx-<16 hex>``, see ``jobs.build_context``): the same
+sources give the same tag, so a registry that already has it means nothing is built. The last line
+printed is the pushed image pinned by digest, ``REPO:TAG@sha256:DIGEST``, ready for
+``--set container.image_uri=...``.
+
+Exit status: 0 pushed (or already there); 2 bad input (config, image reference, context, Dockerfile
+path); 1 the engine, the build or the push failed. Every failure is one ``error:`` line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from jobs.build_context import DEFAULT_DOCKERFILE, BuildError, content_tag, make_context, write_tar
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python pipelines/run.py build", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--context", default=str(ROOT), help="build context directory (default: this repository)")
+    p.add_argument("--dockerfile", default=DEFAULT_DOCKERFILE, help="Dockerfile, relative to the context")
+    p.add_argument("--image", metavar="REPO_URI", help="repository to push to, without tag (default: from the config)")
+    p.add_argument("--variant", choices=("cpu", "gpu", "tpu"), help="image variant (default: from the accelerators)")
+    p.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Dockerfile ARG, e.g. BASE_IMAGE=python:3.11-slim (repeatable; part of the tag)")
+    p.add_argument("--backend", choices=("docker", "cloudbuild"), default="docker")
+    p.add_argument("--project", help="cloudbuild: Google Cloud project")
+    p.add_argument("--staging-bucket", help="cloudbuild: gs://BUCKET/path where the context tarball is uploaded")
+    p.add_argument("--api-endpoint", help="cloudbuild: API endpoint (a local stand-in in tests)")
+    return p.parse_args(argv)
+
+
+def _error(message: str, status: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return status
+
+
+def resolve_target(args: argparse.Namespace) -> tuple[str, str]:
+    """(repository, variant) from --image/--variant, else from the config."""
+    from jobs import images
+
+    if args.image:
+        repository, tag, digest = images.split_reference(args.image)
+        if tag or digest:
+            raise BuildError(f"--image {args.image}: give the repository only; the tag is the content hash "
+                             f"of the build context")
+        return repository, args.variant or _config_variant(args)
+    from trainers import config as config_lib
+
+    cfg = config_lib.load(args.config, args.overrides)
+    variant = args.variant or images.variant_for(cfg)
+    return images.build_repository(cfg, variant), variant
+
+
+def _config_variant(args: argparse.Namespace) -> str:
+    from jobs import images
+    from trainers import config as config_lib
+
+    return images.variant_for(config_lib.load(args.config, args.overrides))
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(list(argv))
+    from jobs.clients import CloudError
+    from trainers.errors import ConfigError
+
+    try:
+        repository, variant = resolve_target(args)
+        build_args = {"VARIANT": variant}
+        for item in args.build_args:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise BuildError(f"--build-arg {item!r}: expected KEY=VALUE")
+            build_args[key] = value
+        ctx = make_context(Path(args.context), args.dockerfile)
+        if args.backend == "cloudbuild" and not (args.project and args.staging_bucket):
+            raise BuildError("--backend cloudbuild needs --project and --staging-bucket gs://BUCKET/path")
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except BuildError as exc:
+        return _error(str(exc), 2)
+
+    tag = content_tag(ctx, build_args)
+    print(f"image {repository}:{tag} (variant {variant}, context {ctx.root}, {len(ctx.files)} files)", flush=True)
+    try:
+        if args.backend == "docker":
+            from jobs.images import build_and_push_docker
+
+            reference, _ = build_and_push_docker(ctx, repository, tag, build_args, log=_progress)
+        else:
+            reference = _already_built(repository, tag, args) or _cloudbuild(ctx, f"{repository}:{tag}", build_args,
+                                                                             args)
+    except CloudError as exc:  # BuildError, and whatever jobs.cloudbuild raises
+        return _error(str(exc), 1)
+    print(reference)
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(f"  {line}", flush=True)
+
+
+def _already_built(repository: str, tag: str, args: argparse.Namespace) -> str | None:
+    """``REPO:TAG@DIGEST`` when the registry already has the tag (asked over its HTTP API with the caller's
+    Google credentials), else None. Against a loopback Cloud Build stand-in only a loopback registry is
+    asked (a test must never reach a real registry)."""
+    from jobs import clients, images
+
+    if clients.is_local_endpoint(args.api_endpoint):
+        if not clients.is_local_endpoint(images.registry_host(repository)):
+            return None
+        token = None
+    else:
+        import google.auth.transport.requests
+
+        creds = clients.credentials(args.api_endpoint, "Artifact Registry")
+        try:
+            creds.refresh(google.auth.transport.requests.Request())
+        except Exception as exc:  # google.auth.exceptions.RefreshError and transport errors
+            raise BuildError(clients.one_line(exc, "getting an access token for the registry")) from None
+        token = creds.token
+    digest = images.registry_digest(repository, tag, access_token=token)
+    if digest:
+        _progress(f"already built: {repository}:{tag} is in the registry ({digest}); nothing to build")
+        return f"{repository}:{tag}@{digest}"
+    return None
+
+
+def _cloudbuild(ctx, image: str, build_args: dict[str, str], args: argparse.Namespace) -> str:
+    """Send the same deterministic context (gzipped, named ``<content tag>.tgz``) to Cloud Build through
+    ``jobs.cloudbuild``; it returns ``REPO:TAG@sha256:DIGEST``."""
+    from jobs import cloudbuild
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tarball = Path(tmp) / f"{image.rsplit(':', 1)[1]}.tgz"
+        with open(tarball, "wb") as f:
+            write_tar(ctx, f, gzip=True)
+        return cloudbuild.build_and_push(tarball, image, ctx.dockerfile, project=args.project,
+                                         staging_bucket=args.staging_bucket, build_args=build_args,
+                                         endpoint=args.api_endpoint, log=_progress)

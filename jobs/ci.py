@@ -1,0 +1,94 @@
+"""Helpers for the steps of ``cloudbuild.yaml`` (``python -m jobs.ci ...``), kept here so the YAML stays
+a readable list of commands and the decisions live in tested Python.
+
+    python -m jobs.ci tags --repository R --variants "cpu gpu tpu" --alias ALIAS --out build/ci
+    python -m jobs.ci image-for --config PRESET --images build/ci
+
+``tags`` writes, per variant, ``<out>/<variant>.image`` (``<variant repository>:<content tag>``, the same
+tag ``run.py build`` gives the same sources, so CI and local builds agree) and ``<variant>.alias``
+(``<variant repository>:<ALIAS>``, the commit's short SHA, or ``manual-<BUILD_ID>`` when there is none).
+The push step then writes ``<variant>.digest`` (``REPO:TAG@sha256:...``). ``image-for`` prints the
+digest-pinned image of the variant a preset needs (its accelerators decide), for
+``--set container.image_uri=...``. Errors: one ``error:`` line, exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DOCKERFILE = "containers/Dockerfile"
+
+
+def write_tags(context: Path, repository: str, variants: list[str], alias: str, out: Path,
+               dockerfile: str = DOCKERFILE) -> dict[str, tuple[str, str]]:
+    """{variant: (image by content tag, image by alias)}, also written to ``out``."""
+    from jobs import images
+    from jobs.build_context import content_tag, make_context
+
+    if not alias:
+        raise ValueError("--alias is empty: give the commit's short SHA or manual-<BUILD_ID>")
+    images.split_reference(f"{repository}:{alias}")  # a bad alias/repository fails here, not in docker
+    ctx = make_context(context, dockerfile)
+    out.mkdir(parents=True, exist_ok=True)
+    tags = {}
+    for variant in variants:
+        repo = images.repository_for(repository, variant)
+        tags[variant] = (f"{repo}:{content_tag(ctx, {'VARIANT': variant})}", f"{repo}:{alias}")
+        (out / f"{variant}.image").write_text(tags[variant][0] + "\n")
+        (out / f"{variant}.alias").write_text(tags[variant][1] + "\n")
+    return tags
+
+
+def image_for(config: str, images_dir: Path, overrides: list[str] | None = None) -> str:
+    """The pushed ``REPO:TAG@sha256:...`` of the variant ``config`` needs."""
+    from jobs import images
+    from trainers import config as config_lib
+
+    variant = images.variant_for(config_lib.load(config, overrides or []))
+    digest = images_dir / f"{variant}.digest"
+    if not digest.is_file():
+        raise ValueError(f"{config} needs the {variant} image, which this build did not push "
+                         f"({digest} is missing): add {variant} to _VARIANTS")
+    ref = digest.read_text().strip()
+    images.split_reference(ref)
+    if "@sha256:" not in ref:
+        raise ValueError(f"{digest} holds {ref!r}, not an image pinned by digest")
+    return ref
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jobs.ci", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("tags", help="write <variant>.image / <variant>.alias for the docker steps")
+    t.add_argument("--repository", required=True, help="cpu repository; gpu/tpu get -gpu/-tpu")
+    t.add_argument("--variants", required=True, help='space-separated, e.g. "cpu gpu tpu"')
+    t.add_argument("--alias", required=True, help="second tag: the short commit SHA or manual-<BUILD_ID>")
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--context", type=Path, default=Path("."))
+    i = sub.add_parser("image-for", help="print the pushed image (by digest) a preset needs")
+    i.add_argument("--config", required=True)
+    i.add_argument("--images", type=Path, required=True)
+    args = p.parse_args(argv)
+    from jobs.clients import CloudError
+    from trainers.errors import ConfigError
+
+    try:
+        if args.command == "tags":
+            for variant, (image, alias) in write_tags(args.context, args.repository, args.variants.split(),
+                                                      args.alias, args.out).items():
+                print(f"{variant}: {image} (also {alias.rsplit(':', 1)[1]})")
+        else:
+            print(image_for(args.config, args.images))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except (ValueError, CloudError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Build and push the trainer image with Cloud Build, and return it by digest.
+
+Why Cloud Build: no local Docker engine is needed, the image is built next to Artifact Registry, and the
+digest that comes back pins exactly what every Vertex replica will run (a tag can move; a digest cannot).
+
+Steps (each one request through the real client library):
+
+1. the context tarball is gzip'd if it is not already and uploaded to
+   ``gs://STAGING/PATH/<ctx-tag>.tgz`` (:mod:`jobs.gcs`); the name is content-addressed, so a repeat
+   build of the same context reuses the same object name;
+2. ``CloudBuildClient.create_build`` (REST) with one ``docker build -f DOCKERFILE -t IMAGE .`` step and
+   ``images: [IMAGE]`` (Cloud Build pushes the images listed there after the steps succeed, and reports
+   each pushed digest in ``results.images``);
+3. the returned long-running operation is polled (``GET /v1/operations/build/P/ID``), each status change
+   printed as one line, until the build ends;
+4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
+
+A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
+:class:`~jobs.clients.CloudError` line with Cloud Build's own detail and the log URL.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+from jobs import clients, gcs
+from jobs.clients import CloudError
+
+DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
+#: Cloud Build's own default is 10 min; a TensorFlow image with its wheels can take longer.
+BUILD_TIMEOUT_S = 3600
+#: extra time to wait beyond the build timeout (time spent QUEUED does not count against it).
+QUEUE_MARGIN_S = 900
+FAILED = ("FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
+CONTENT_TAG = re.compile(r"ctx-[0-9a-f]{8,64}")
+
+
+def split_image(image: str) -> tuple[str, str]:
+    """``host/path/name:tag`` -> (``host/path/name``, ``tag``); a build needs an explicit tag, because
+    ``results.images`` is matched by name and an untagged push would silently be ``:latest``."""
+    if "@" in image:
+        raise CloudError(f"image {image!r} already names a digest; give repo:tag to build")
+    repo, sep, tag = image.rpartition(":")
+    if not sep or "/" in tag or not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
+        raise CloudError(f"image {image!r} has no tag; give REPO:TAG, e.g. {image}:ctx-<hash>")
+    return repo, tag
+
+
+def staged_name(context_tar: Path) -> str:
+    """The object name for a context tarball: its own name when that is already a content tag
+    (``ctx-<hex>.tgz`` as ``jobs.build_context`` names them), else ``ctx-<sha256 of the bytes>.tgz``."""
+    stem = context_tar.name.split(".")[0]
+    if CONTENT_TAG.fullmatch(stem):
+        return f"{stem}.tgz"
+    digest = hashlib.sha256()
+    with open(context_tar, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"ctx-{digest.hexdigest()[:16]}.tgz"
+
+
+def gzipped(context_tar: Path, workdir: Path) -> Path:
+    """``context_tar`` itself when it is gzip'd already, else a gzip copy in ``workdir`` (mtime 0, so the
+    same tar gives the same bytes). Cloud Build's storage source accepts ``.tar.gz``."""
+    with open(context_tar, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            return context_tar
+    out = workdir / (context_tar.name.split(".")[0] + ".tgz")
+    with open(context_tar, "rb") as src, open(out, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return out
+
+
+def build_request(source_uri: str, image: str, dockerfile: str, build_args: Mapping[str, str] | None = None,
+                  timeout_s: int = BUILD_TIMEOUT_S):
+    """The ``Build`` resource: one docker build step on the unpacked source (``--build-arg K=V`` for each
+    build arg, sorted); ``images`` makes Cloud Build push the image and report its digest."""
+    from google.cloud.devtools import cloudbuild_v1
+
+    bucket, name = gcs.parse_uri(source_uri)
+    _, tag = split_image(image)
+    arg_flags = [flag for key in sorted(build_args or {}) for flag in ("--build-arg", f"{key}={build_args[key]}")]
+    return cloudbuild_v1.Build(
+        source=cloudbuild_v1.Source(storage_source=cloudbuild_v1.StorageSource(bucket=bucket, object_=name)),
+        steps=[cloudbuild_v1.BuildStep(name=DOCKER_BUILDER, id="docker-build",
+                                       args=["build", "-f", dockerfile, *arg_flags, "-t", image, "."])],
+        images=[image],
+        tags=["vertex-tf-pipelines", tag],
+        timeout={"seconds": int(timeout_s)},
+    )
+
+
+def build_client(endpoint: str | None = None):
+    from google.cloud.devtools import cloudbuild_v1
+
+    return cloudbuild_v1.CloudBuildClient(**clients.client_kwargs(endpoint, "Cloud Build"))
+
+
+def run_build(build, *, project: str, endpoint: str | None = None, log: Callable[[str], None] = print,
+              poll: tuple[float, float] = (1.0, 10.0), client=None):
+    """Create ``build`` in ``project``, follow it to the end, return the finished ``Build``.
+
+    ``poll`` = (first interval, longest interval) in seconds; intervals grow by half each time.
+    """
+    from google.api_core import exceptions as core
+
+    client = client or build_client(endpoint)
+    try:
+        operation = client.create_build(project_id=project, build=build)
+    except core.GoogleAPICallError as exc:
+        hint = (" (the caller needs roles/cloudbuild.builds.editor, and the Cloud Build API must be enabled: "
+                "gcloud services enable cloudbuild.googleapis.com)" if exc.code == 403 else "")
+        raise CloudError(clients.one_line(exc, f"creating a Cloud Build build in project {project}") + hint) from None
+    except core.RetryError as exc:
+        raise CloudError(f"creating a Cloud Build build in project {project}: gave up: {exc.cause}") from None
+    current = operation.metadata.build
+    log(f"cloud build {current.id}: created in project {project}; logs: {current.log_url}")
+    limit_s = (build.timeout.total_seconds() or BUILD_TIMEOUT_S) + QUEUE_MARGIN_S
+    deadline = time.monotonic() + limit_s
+    interval, transient, last = poll[0], 0, None
+    while True:
+        status = current.status.name
+        if status != last:
+            log(f"cloud build {current.id}: {status}")
+            last = status
+        try:
+            done = operation.done()
+            transient = 0
+        except (core.ServiceUnavailable, core.InternalServerError, core.TooManyRequests,
+                core.GatewayTimeout) as exc:
+            transient += 1  # polling is safe to repeat; give up after 5 failures in a row
+            if transient >= 5:
+                raise CloudError(clients.one_line(exc, f"following Cloud Build build {current.id}")) from None
+            done = False
+        except core.GoogleAPICallError as exc:
+            raise CloudError(clients.one_line(exc, f"following Cloud Build build {current.id}")) from None
+        if operation.metadata is not None:
+            current = operation.metadata.build
+        if done:
+            break
+        if time.monotonic() > deadline:
+            raise CloudError(f"cloud build {current.id}: still {current.status.name} after {limit_s:.0f}s "
+                             f"(its timeout + {QUEUE_MARGIN_S}s in the queue); stopped waiting, the build may "
+                             f"still finish; logs: {current.log_url}")
+        time.sleep(interval)
+        interval = min(interval * 1.5, poll[1])
+    status = current.status.name
+    if status != last:
+        log(f"cloud build {current.id}: {status}")
+    if status in FAILED or operation.exception() is not None:
+        detail = current.failure_info.detail or current.status_detail or (
+            operation.exception().message if operation.exception() is not None else "")
+        raise CloudError(f"cloud build {current.id} {status}: {' '.join(detail.split()) or 'no detail given'}; "
+                         f"logs: {current.log_url}")
+    return operation.result()
+
+
+def image_by_digest(build, image: str) -> str:
+    """``image@sha256:...`` from the finished build's ``results.images``."""
+    for pushed in build.results.images:
+        if pushed.name == image and pushed.digest:
+            return f"{image}@{pushed.digest}"
+    names = ", ".join(p.name for p in build.results.images) or "none"
+    raise CloudError(f"cloud build {build.id} succeeded but reported no digest for {image} (pushed: {names})")
+
+
+def build_from_storage(source_uri: str, image: str, dockerfile: str, *, project: str,
+                       build_args: Mapping[str, str] | None = None, endpoint: str | None = None,
+                       log: Callable[[str], None] = print, poll: tuple[float, float] = (1.0, 10.0)) -> str:
+    """Build ``image`` from a context tarball already in Cloud Storage; returns ``image@sha256:...``."""
+    build = build_request(source_uri, image, dockerfile, build_args)
+    log(f"building {image} from {source_uri} (-f {dockerfile}) with Cloud Build in project {project}")
+    return image_by_digest(run_build(build, project=project, endpoint=endpoint, log=log, poll=poll), image)
+
+
+def build_and_push(context_tar: Path, image: str, dockerfile: str, *, project: str, staging_bucket: str,
+                   build_args: Mapping[str, str] | None = None, endpoint: str | None = None,
+                   log: Callable[[str], None] = print, poll: tuple[float, float] = (1.0, 10.0)) -> str:
+    """Upload the build context ``context_tar`` to ``staging_bucket`` (``gs://B[/PATH]``), build and push
+    ``image`` (``repo:tag``) with Cloud Build; returns ``repo:tag@sha256:...``."""
+    context_tar = Path(context_tar)
+    split_image(image)  # a bad reference fails before anything is uploaded
+    if not staging_bucket.startswith("gs://"):
+        staging_bucket = f"gs://{staging_bucket}"
+    bucket, prefix = gcs.parse_uri(staging_bucket)
+    with tempfile.TemporaryDirectory(prefix="cloudbuild-") as tmp:
+        source = gzipped(context_tar, Path(tmp))
+        uri = f"gs://{bucket}/{prefix + '/' if prefix else ''}{staged_name(context_tar)}"
+        log(f"uploading build context {context_tar} ({source.stat().st_size} bytes) to {uri}")
+        gcs.upload(source, uri, project=project, endpoint=endpoint, content_type="application/gzip",
+                   label=str(context_tar))
+    return build_from_storage(uri, image, dockerfile, project=project, build_args=build_args, endpoint=endpoint,
+                              log=log, poll=poll)
+
+
+def registry_project(repository: str) -> str | None:
+    """The project that owns an Artifact Registry (``REGION-docker.pkg.dev/PROJECT/...``) or Container
+    Registry (``[REGION.]gcr.io/PROJECT/...``) repository; None for any other registry."""
+    parts = repository.split("/")
+    if len(parts) >= 3 and (parts[0].endswith("-docker.pkg.dev") or parts[0] == "gcr.io" or parts[0].endswith(".gcr.io")):
+        return parts[1]
+    return None
+
+
+def tag_for_source(source_uri: str) -> str:
+    """The image tag for a context already in Cloud Storage: the object's name without extensions, which
+    is the content tag when :func:`build_and_push` or ``run.py build --backend cloudbuild`` staged it."""
+    _, name = gcs.parse_uri(source_uri)
+    stem = name.rsplit("/", 1)[-1].split(".")[0]
+    if not re.fullmatch(r"[\w][\w.-]{0,127}", stem):
+        raise CloudError(f"build context {source_uri}: cannot derive an image tag from {stem!r}; name the "
+                         f"object <tag>.tgz, e.g. ctx-<hash>.tgz")
+    return stem
+
+
+def build_job_image(source_uri: str, repository: str, *, variant: str, dockerfile: str, project: str = "",
+                    endpoint: str | None = None, log: Callable[[str], None] = print,
+                    poll: tuple[float, float] = (1.0, 10.0)) -> str:
+    """What the pipeline's build step does: build ``repository:<tag from the object name>`` from the
+    staged context with ``VARIANT=variant``, in ``project`` (default: the registry's own project)."""
+    project = project or registry_project(repository) or ""
+    if not project:
+        raise CloudError(f"cannot tell which project runs the build for {repository}: pass a project "
+                         f"(the repository is not in Artifact Registry or Container Registry)")
+    image = f"{repository}:{tag_for_source(source_uri)}"
+    return build_from_storage(source_uri, image, dockerfile, project=project, build_args={"VARIANT": variant},
+                              endpoint=endpoint, log=log, poll=poll)

@@ -1,0 +1,237 @@
+"""What a person sees during a local run: a short console, the full log in a file.
+
+Everything the run prints, at the file-descriptor level (this process's prints and logging, kfp.local's
+task dumps, every replica's lines relayed by kfp, TensorFlow's C++ start-up lines), goes through one
+pipe into :class:`Console`, which writes every line to the run's log file and shows only what matters:
+
+* one line when a pipeline step starts and one when it ends (status, duration);
+* training progress: a live bar on a terminal (rich), otherwise a line at most every few seconds, with
+  step/total, loss, accuracy, examples/s and ETA; resumes and restarts when they happen;
+* warnings and errors (``warning:``/``error:`` lines, the launcher's failures); a failed step's last
+  meaningful lines and the log file's path;
+* this process's own lines (summary, notes) unchanged.
+
+Noise never reaches the console: kfp's executor input/output dumps, repeated configs, TensorFlow's C++
+``I0000``/``W0000`` lines and absl banners, kfp's non-Python-image RuntimeWarning. ``verbose=True``
+shows everything, as before. Why fd-level capture rather than logging filters: half of the noise is
+written by C++ code and by child processes straight to the inherited descriptors.
+"""
+from __future__ import annotations
+
+import collections
+import io
+import os
+import re
+import sys
+import threading
+import time
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+KFP_LOG = re.compile(r"^\d\d:\d\d:\d\d\.\d+ - (INFO|WARNING|ERROR) - (.*)$")
+TASK_START = re.compile(r"^Executing task '([^']+)'")
+TASK_END = re.compile(r"^Task '([^']+)' finished with status (\w+)")
+REPLICA = re.compile(r"^\[(chief|worker|ps|evaluator)-(\d+)\] ?(.*)$")
+STEP = re.compile(r"^step (\d+)/(\d+) loss=([-\d.naif]+) accuracy=([-\d.naif]+)")
+SETUP = re.compile(r"^strategy=(\S+) replicas=(\d+) global_batch=(\d+) steps=(\d+) \(from (\d+)\)")
+NOISE = (
+    re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]"),          # absl / TF C++ log lines
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog"),
+    re.compile(r"^\S+\.py:\d+: \w*Warning: "), re.compile(r"^warnings\.warn\("),
+    re.compile(r"^-{20,}$"),
+)
+SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
+                         r"verified |prepared \d|trainer image: )")
+PROGRESS_EVERY_S = 5.0
+
+
+def _noise(text: str) -> bool:
+    return any(p.search(text) for p in NOISE)
+
+
+class Console:
+    """Capture fds 1 and 2 into a classifier thread; see the module docstring."""
+
+    def __init__(self, verbose: bool = False, tty: bool | None = None):
+        self.verbose = verbose
+        self.tty = sys.stdout.isatty() if tty is None else tty
+        self.log_path: str | None = None
+        self._pending: list[str] = []           # lines seen before the log file exists
+        self._log = None
+        self._task: str | None = None
+        self._task_started = 0.0
+        self._task_lines: collections.deque[str] = collections.deque(maxlen=400)
+        self._train: dict[str, float] = {}
+        self._last_progress = 0.0
+        self._bar = None
+        self._lock = threading.Lock()
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def __enter__(self) -> "Console":
+        """fd 1 and fd 2 each become a pipe read by a thread; what is shown goes to the original fd of
+        the line (errors stay on stderr)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._saved = (os.dup(1), os.dup(2))
+        self.out = io.TextIOWrapper(os.fdopen(os.dup(self._saved[0]), "wb", buffering=0), write_through=True)
+        self.err = io.TextIOWrapper(os.fdopen(os.dup(self._saved[1]), "wb", buffering=0), write_through=True)
+        self._readers = []
+        for fd, shown_on in ((1, self.out), (2, self.err)):
+            read_fd, write_fd = os.pipe()
+            os.dup2(write_fd, fd)
+            os.close(write_fd)
+            reader = threading.Thread(target=self._pump, args=(read_fd, shown_on), daemon=True)
+            reader.start()
+            self._readers.append(reader)
+        self._old_streams = (sys.stdout, sys.stderr)
+        sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), write_through=True)
+        sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb", buffering=0), write_through=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout.close()  # our dups of the pipes' write ends ...
+        sys.stderr.close()
+        sys.stdout, sys.stderr = self._old_streams
+        os.dup2(self._saved[0], 1)  # ... and fds 1/2: the readers see EOF
+        os.dup2(self._saved[1], 2)
+        for reader in self._readers:
+            reader.join(timeout=10)
+        self._stop_bar()
+        for fd in self._saved:
+            os.close(fd)
+        if self._log is not None:
+            self._log.close()
+        self.out.close()
+        self.err.close()
+
+    def set_log_file(self, path: str) -> None:
+        """From now on every line also goes to ``path`` (the lines seen so far are written first)."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with self._lock:
+            self._log = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+            self.log_path = path
+            self._log.writelines(line + "\n" for line in self._pending)
+            self._pending.clear()
+
+    # -- the pipe ---------------------------------------------------------------------------------
+    def _pump(self, fd: int, shown_on) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                with self._lock:
+                    if self._log is not None:
+                        self._log.write(line + "\n")
+                    else:
+                        self._pending.append(line)
+                    self._stream = shown_on
+                    try:
+                        self._handle(line)
+                    except Exception as exc:  # the console must never take the run down
+                        self._show(f"(console: {type(exc).__name__}: {exc})")
+
+    def _show(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar[0].console.print(text, markup=False, highlight=False)
+        else:
+            getattr(self, "_stream", self.out).write(text + "\n")
+
+    # -- classification ---------------------------------------------------------------------------
+    def _handle(self, line: str) -> None:
+        if self.verbose:
+            self._show(line)
+            return
+        text = ANSI.sub("", line)
+        stripped = text.strip()
+        if not stripped or _noise(stripped):
+            return
+        m = KFP_LOG.match(stripped)
+        if m:
+            self._kfp(m.group(1), m.group(2))
+            return
+        if text.startswith("    "):  # kfp relays a task's output indented by 4 (this process uses 2)
+            self._child(stripped)
+            return
+        self._show(text)  # this process's own lines: summary, errors, notes
+
+    def _kfp(self, level: str, message: str) -> None:
+        start, end = TASK_START.match(message), TASK_END.match(message)
+        if start:
+            self._task, self._task_started = start.group(1), time.monotonic()
+            self._task_lines.clear()
+            self._show(f"▸ {self._task}")
+        elif end:
+            name, status = end.group(1), end.group(2)
+            self._stop_bar()
+            took = time.monotonic() - self._task_started
+            if status == "SUCCESS":
+                self._show(f"✓ {name} ({took:.1f} s)")
+            else:
+                self._show(f"✗ {name} {status.lower()} after {took:.1f} s; its last lines:")
+                meaningful = [t for t in self._task_lines if not _noise(t)][-15:]
+                for t in meaningful:
+                    self._show(f"    {t}")
+                if self.log_path:
+                    self._show(f"  full log: {self.log_path}")
+            self._task = None
+        elif level != "INFO":
+            self._show(message)
+
+    def _child(self, text: str) -> None:
+        self._task_lines.append(text)
+        m = REPLICA.match(text)
+        role, body = (f"{m.group(1)}-{m.group(2)}", m.group(3)) if m else ("", text)
+        if text.startswith("[launcher]"):
+            if re.search(r"restart|failed|timed out|ignored SIGTERM|survived", text):
+                self._show(f"  {text}")
+            return
+        if _noise(body):
+            return
+        if role and role != "chief-0":
+            if re.match(r"(error|preempted)", body):
+                self._show(f"  [{role}] {body}")
+            return
+        setup, step = SETUP.match(body), STEP.match(body)
+        if setup:
+            self._train = {"global_batch": float(setup.group(3)), "total": float(setup.group(4)),
+                           "from": float(setup.group(5)), "t0": time.monotonic()}
+            self._show(f"  training: {setup.group(2)} replicas ({setup.group(1)}), global batch "
+                       f"{setup.group(3)}, steps {setup.group(5)} → {setup.group(4)}")
+        elif step:
+            self._progress(int(step.group(1)), int(step.group(2)), step.group(3), step.group(4))
+        elif SHOWN_CHILD.match(body):
+            self._show(f"  {body.split('; sample: ')[0]}")
+
+    # -- training progress ------------------------------------------------------------------------
+    def _progress(self, step: int, total: int, loss: str, acc: str) -> None:
+        t = self._train
+        elapsed = time.monotonic() - t.get("t0", time.monotonic())
+        done = step - t.get("from", 0)
+        rate = done * t.get("global_batch", 0) / elapsed if elapsed > 0 and done > 0 else 0.0
+        eta = (total - step) * elapsed / done if done > 0 else 0.0
+        if self.tty:
+            self._bar_update(step, total, f"loss {loss}  acc {acc}  {rate:.0f} ex/s")
+            return
+        now = time.monotonic()
+        if step >= total or now - self._last_progress >= PROGRESS_EVERY_S:
+            self._last_progress = now
+            self._show(f"  step {step}/{total}  loss {loss}  accuracy {acc}  {rate:.0f} examples/s  "
+                       f"ETA {eta:.0f} s")
+
+    def _bar_update(self, step: int, total: int, fields: str) -> None:
+        if self._bar is None:
+            from rich.console import Console as RichConsole
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            progress = Progress(TextColumn("  training"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
+                                console=RichConsole(file=self.out, force_terminal=True), transient=False)
+            progress.start()
+            self._bar = (progress, progress.add_task("train", total=total, info=""))
+        progress, task = self._bar
+        progress.update(task, completed=step, total=total, info=fields)
+
+    def _stop_bar(self) -> None:
+        if self._bar is not None:
+            self._bar[0].stop()
+            self._bar = None

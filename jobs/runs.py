@@ -1,0 +1,211 @@
+"""One local run per output folder: the run lock, the completion record, ``--fresh``, the last checkpoint.
+
+Behaviour of ``python pipelines/run.py`` on an output folder (``output.base_dir``), decided here:
+
+* **finished before, same config** -> nothing runs: the run says the job is complete, prints that run's
+  summary (from ``run.json``, written when a run succeeds) and exits 0. ``--fresh`` is one flag away.
+* **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
+  checkpoint-resume feature); a different config in the same folder also goes ahead (more steps continue
+  training; an incompatible model is refused by the trainer's checkpoint fingerprint).
+* ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole) and the run
+  starts from step 0 in an empty ``<base>``.
+* **another live run holds the folder** -> refused at once with one line naming it (pid, start time,
+  command), or, with ``--wait``, waits for it. The lock is ``fcntl.flock`` on ``<base>/.run.lock``: the
+  kernel drops it when its holder dies, so a run killed with ``kill -9`` never blocks the next one. Why
+  not a pid file: a pid file outlives a kill -9 and then needs pid-reuse guessing; flock needs none.
+
+Local folders only: a ``gs://`` base is a Vertex run's, and Vertex owns its job's lifecycle.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import sys
+import time
+from typing import Any
+
+from trainers.paths import join
+
+LOCK_NAME = ".run.lock"
+RECORD_NAME = "run.json"
+#: run.py's exit status when another live run holds the output folder (EX_TEMPFAIL: try again later).
+EXIT_BUSY = 75
+
+
+class FolderBusy(Exception):
+    """Another live run holds the output folder; ``str(exc)`` is one line naming it."""
+
+
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class RunLock:
+    """Exclusive hold on an output folder for the life of one run (see the module docstring)."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.path = os.path.join(base, LOCK_NAME)
+        self._fd: int | None = None
+
+    def holder(self) -> dict[str, Any]:
+        try:
+            with open(self.path) as f:
+                return json.loads(f.read() or "{}")
+        except (OSError, ValueError):
+            return {}
+
+    def describe_holder(self) -> str:
+        h = self.holder()
+        if not h:
+            return "another run"
+        return f"run pid {h.get('pid')} started {h.get('started')} ({h.get('command', '?')})"
+
+    def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5, log=print) -> "RunLock":
+        """Take the lock; wait up to ``wait_s`` seconds for a live holder (0: refuse at once)."""
+        os.makedirs(self.base, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise FolderBusy(
+                        f"output.base_dir: {self.base} is in use by {self.describe_holder()}; wait for it "
+                        "(--wait), or run elsewhere with --set output.base_dir=OTHER_DIR") from None
+                if not told:
+                    log(f"waiting for {self.describe_holder()} to finish with {self.base}")
+                    told = True
+                time.sleep(poll_s)
+        info = {"pid": os.getpid(), "started": _now(), "command": " ".join(["python"] + sys.argv)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def read_record(base: str) -> dict[str, Any]:
+    from trainers import fileio
+
+    return fileio.read_json(join(base, RECORD_NAME)) or {}
+
+
+def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
+    """Written (atomically) only when a run succeeded: what makes a later rerun a no-op."""
+    from trainers import fileio
+
+    fileio.write_json_atomic(join(base, RECORD_NAME), {
+        "status": "succeeded", "finished": _now(), "config": json.loads(config_json), "summary": summary})
+
+
+def finished_record(base: str, config_json: str) -> dict[str, Any] | None:
+    """The completion record when the folder holds a finished run of exactly this config."""
+    record = read_record(base)
+    if record.get("status") == "succeeded" and record.get("config") == json.loads(config_json):
+        return record
+    return None
+
+
+def archive(base: str) -> str | None:
+    """``--fresh``: rename an existing, non-empty ``base`` aside (kept whole); returns where it went."""
+    if not os.path.isdir(base) or not [n for n in os.listdir(base) if n != LOCK_NAME]:
+        return None
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    target = f"{base.rstrip('/')}.{stamp}"
+    n = 1
+    while os.path.exists(target):
+        n += 1
+        target = f"{base.rstrip('/')}.{stamp}-{n}"
+    os.rename(base, target)
+    return target
+
+
+_STATE_RE = re.compile(r'^model_checkpoint_path:\s*"([^"]+)"', re.MULTILINE)
+
+
+def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
+    """(path, step) of the newest complete checkpoint, read from CheckpointManager's state file.
+
+    Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
+    seconds to stopping."""
+    try:
+        with open(os.path.join(checkpoint_dir, "checkpoint")) as f:
+            m = _STATE_RE.search(f.read())
+    except OSError:
+        return None
+    if not m:
+        return None
+    name = m.group(1)
+    step = re.search(r"-(\d+)$", name)
+    path = name if os.path.isabs(name) else os.path.join(checkpoint_dir, name)
+    return (path, int(step.group(1))) if step else None
+
+
+# -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
+def run_summary(cfg, elapsed_s: float, log_file: str | None = None) -> dict[str, Any]:
+    from jobs import stages
+
+    base = cfg.output.base_dir if cfg.output.base_dir.startswith("gs://") else os.path.abspath(cfg.output.base_dir)
+    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
+            "pipeline_root": join(base, "pipeline_root"),
+            "training": stages.read_metrics(cfg), "verification": stages.read_verification(cfg),
+            "log_file": log_file}
+
+
+def _num(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
+
+
+def _training_line(t: dict[str, Any]) -> str:
+    steps = t.get("steps")
+    if not isinstance(steps, int):
+        return "no training metrics were written (metrics.json missing)"
+    resumed = t.get("resumed_from_step") if isinstance(t.get("resumed_from_step"), int) else 0
+    job = (f"{t.get('replicas', '?')} replicas ({t.get('strategy', '?')}), "
+           f"global batch {t.get('global_batch_size', '?')}")
+    if steps - resumed <= 0:
+        return f"0 steps this run: the checkpoint was already at step {steps} (nothing left to train); {job}"
+    since = f" (resumed from step {resumed})" if resumed else ""
+    return (f"{steps} steps{since}, {job}, final train loss {_num(t.get('train_loss'), '.4f')}, "
+            f"train accuracy {_num(t.get('train_accuracy'), '.3f')}")
+
+
+def summary_lines(s: dict[str, Any]) -> list[str]:
+    """The console summary; every field may be missing or null (an old or partial record)."""
+    dirs, t, v = s.get("dirs") or {}, s.get("training") or {}, s.get("verification") or {}
+    lines = ["=" * 72, f"pipeline {s.get('name', '?')} finished in {_num(s.get('elapsed_s'), '.0f')} s",
+             f"  model (SavedModel)  {dirs.get('model', 'n/a')}",
+             f"  checkpoints         {dirs.get('checkpoints', 'n/a')}",
+             f"  TensorBoard logs    {dirs.get('logs', 'n/a')}    (tensorboard --logdir {dirs.get('logs', '.')})",
+             f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
+             *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
+             f"  training            {_training_line(t)}"]
+    if v:
+        lines.append(f"  verification        accuracy {_num(v.get('accuracy'), '.3f')}, loss "
+                     f"{_num(v.get('loss'), '.4f')} on {v.get('examples', '?')} {v.get('split', '')} examples "
+                     "(SavedModel loaded in a fresh process)")
+    else:
+        lines.append("  verification        none recorded")
+    return lines + ["=" * 72]

@@ -1,0 +1,211 @@
+"""The one client module for the Vertex AI API: pipeline jobs (submit, follow) and Model Registry uploads.
+
+Everything goes through the real client libraries (``google.cloud.aiplatform`` for pipeline jobs,
+``aiplatform_v1.ModelServiceClient`` for uploads); endpoint and credentials come from ``jobs.clients``, so
+``--api-endpoint http://127.0.0.1:P`` talks to a local stand-in with no credentials and nothing else.
+
+Following a job is a bounded poll loop of our own rather than ``PipelineJob.wait()``: that wait left
+the process alive after the job ended (FACTS.md), and a loop of ours prints one line per state change.
+
+:func:`model_upload_request` is the single definition of what is sent to ``models:upload``: the
+pipeline's local branch writes it beside the model, its Vertex branch feeds the same fields to GCPC's
+``ModelUploadOp``, and ``upload_model`` sends it as is.
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable
+
+from jobs import clients
+from trainers import config as config_lib
+
+CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"
+               "?project={project}")
+#: Newest TensorFlow for which Google publishes prebuilt prediction containers (and the installed
+#: aiplatform SDK lists: tf2-cpu/tf2-gpu up to 2.15). The trainer exports with TF 2.21; its serving
+#: signatures use only core ops (decode_image, resize, map_fn, matmul/conv), which a 2.15 server loads.
+SERVING_TF_VERSION = "2.15"
+_TERMINAL_OK = "PIPELINE_STATE_SUCCEEDED"
+_TERMINAL = {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED"}
+
+
+def endpoint_for(location: str, api_endpoint: str | None = None) -> str:
+    """The regional Vertex AI endpoint (pipeline jobs and models are regional), or the given one."""
+    return api_endpoint or f"{location}-aiplatform.googleapis.com"
+
+
+def init(project: str, location: str, api_endpoint: str | None = None) -> None:
+    """Point the aiplatform SDK at ``project``/``location`` (and a stand-in endpoint when given)."""
+    from google.cloud import aiplatform
+
+    kwargs: dict[str, Any] = {"project": project, "location": location,
+                              "credentials": clients.credentials(api_endpoint, "Vertex AI")}
+    if api_endpoint:
+        kwargs.update(api_endpoint=api_endpoint, api_transport="rest")
+    aiplatform.init(**kwargs)
+
+
+def console_url(project: str, location: str, job_id: str) -> str:
+    return CONSOLE_URL.format(project=project, location=location, job_id=job_id)
+
+
+def submit_pipeline(template_path: str, *, project: str, location: str, job_id: str, display_name: str,
+                    pipeline_root: str, parameter_values: dict[str, Any], labels: dict[str, str] | None = None,
+                    service_account: str | None = None, network: str | None = None,
+                    enable_caching: bool | None = None) -> tuple[Any, Any]:
+    """Create the pipeline job (one POST ``pipelineJobs``); returns (pipeline service client, created job).
+
+    ``aiplatform.PipelineJob`` builds the request (loads the template, types the parameter values,
+    runtime config, labels) and its own client sends it. ``PipelineJob.submit()`` is not used: before
+    creating the job it probes the pipeline root's bucket through the Storage and Resource Manager
+    APIs (creating the bucket and granting IAM roles when it is missing), endpoints that cannot be
+    redirected, and on any failure logs a traceback and goes on. The bucket must exist (README).
+    ``enable_caching``: None keeps the compiled spec's caching options; False turns caching off.
+    Call :func:`init` first. Raises ``CloudError`` with one line on any API, auth or template error."""
+    from google.cloud import aiplatform, aiplatform_v1
+    from google.protobuf import json_format
+
+    try:
+        job = aiplatform.PipelineJob(display_name=display_name, template_path=template_path, job_id=job_id,
+                                     pipeline_root=pipeline_root, parameter_values=parameter_values,
+                                     labels=labels or None, enable_caching=enable_caching)
+        message = aiplatform_v1.PipelineJob.pb()()
+        json_format.ParseDict(job.to_dict(), message)
+        request = aiplatform_v1.PipelineJob.wrap(message)
+        if service_account:
+            request.service_account = service_account
+        if network:
+            request.network = network
+        created = job.api_client.create_pipeline_job(parent=f"projects/{project}/locations/{location}",
+                                                     pipeline_job=request, pipeline_job_id=job_id)
+    except Exception as exc:  # google.api_core / google.auth / urllib errors: one line, no traceback
+        raise clients.CloudError(clients.one_line(exc, "submitting the pipeline job")) from None
+    return job.api_client, created
+
+
+def _state_name(state: Any) -> str:
+    name = getattr(state, "name", None) or str(state)
+    return name if name.startswith("PIPELINE_STATE_") else f"PIPELINE_STATE_{name}"
+
+
+def failure_message(job_resource: Any) -> str:
+    """The job's ``error.message`` plus each failed task's name and message (``jobDetail.taskDetails``)."""
+    parts = []
+    message = getattr(getattr(job_resource, "error", None), "message", "")
+    if message:
+        parts.append(message)
+    for task in getattr(getattr(job_resource, "job_detail", None), "task_details", []) or []:
+        if getattr(task.state, "name", str(task.state)) == "FAILED":
+            parts.append(f"task {task.task_name} failed: {task.error.message or 'no message'}")
+    return " | ".join(" ".join(p.split()) for p in parts) or "no error message was given"
+
+
+def follow(client, name: str, poll_s: float = 20.0, log: Callable[[str], None] = print,
+           timeout_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[str, str]:
+    """Poll job ``name`` until it ends; log one line per state change (with the time). Returns (final
+    state, failure message). The interval starts at 1 s and doubles up to ``poll_s``."""
+    last, interval, started = None, min(1.0, poll_s), time.monotonic()
+    while True:
+        try:
+            resource = client.get_pipeline_job(name=name)
+        except Exception as exc:
+            raise clients.CloudError(clients.one_line(exc, f"reading pipeline job {name}")) from None
+        state = _state_name(resource.state)
+        if state != last:
+            log(f"{time.strftime('%H:%M:%S')}  {state.replace('PIPELINE_STATE_', '')}")
+            last = state
+        if state in _TERMINAL:
+            return state, ("" if state == _TERMINAL_OK else failure_message(resource))
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            return state, f"still {state} after {timeout_s:.0f} s; the job goes on (see the console link)"
+        sleep(interval)
+        interval = min(poll_s, interval * 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# Model Registry
+
+
+def _uses_gpu(cfg: config_lib.JobConfig) -> bool:
+    from jobs.hardware.catalog import load_catalog
+
+    cat = load_catalog()
+    return any(p.replica_count and cat.is_gpu(p.accelerator_type) for p in cfg.topology.pools())
+
+
+def default_serving_image(region: str, gpu: bool = False) -> str:
+    """Google's prebuilt TF prediction container for ``region``'s family (us/europe/asia-docker.pkg.dev),
+    resolved by the SDK's own table so the URI is one Google publishes. Other regions (northamerica-*,
+    me-*, ...) have no copy of their own: the us one is used (pulled across regions)."""
+    from google.cloud.aiplatform import helpers
+
+    def uri(where: str) -> str:
+        return helpers.get_prebuilt_prediction_container_uri(
+            framework="tensorflow", framework_version=SERVING_TF_VERSION, region=where,
+            accelerator="gpu" if gpu else "cpu")
+
+    try:
+        return uri(region)
+    except ValueError:
+        return uri("us-central1")
+
+
+def serving_image(cfg: config_lib.JobConfig, location: str) -> str:
+    return cfg.serving.image_uri or default_serving_image(location, _uses_gpu(cfg))
+
+
+def model_artifact_uri(model_dir: str) -> str:
+    """Vertex wants the directory holding ``saved_model.pb`` (the trainer's AIP_MODEL_DIR export)."""
+    return model_dir.rstrip("/")
+
+
+def model_labels(cfg: config_lib.JobConfig) -> dict[str, str]:
+    return {"job": cfg.name[:63], "model": re.sub(r"[^a-z0-9_-]", "-", cfg.model.name.lower())[:63],
+            **cfg.serving.labels}
+
+
+def model_upload_request(cfg: config_lib.JobConfig, model_dir: str, project: str, location: str) -> dict[str, Any]:
+    """The ``models:upload`` request (REST JSON, camelCase), built through the real API types
+    (``aiplatform_v1.UploadModelRequest`` / ``Model``) so a wrong field fails here, not in the cloud."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format
+
+    model = aiplatform_v1.Model(
+        display_name=cfg.serving.display_name or cfg.name,
+        artifact_uri=model_artifact_uri(model_dir),
+        container_spec=aiplatform_v1.ModelContainerSpec(image_uri=serving_image(cfg, location)),
+        labels=model_labels(cfg),
+    )
+    request = aiplatform_v1.UploadModelRequest(parent=f"projects/{project or '-'}/locations/{location}", model=model,
+                                               parent_model=cfg.serving.parent_model)
+    return json_format.MessageToDict(aiplatform_v1.UploadModelRequest.pb(request))
+
+
+def upload_model(request: dict[str, Any], location: str, api_endpoint: str | None = None,
+                 timeout_s: float = 600) -> str:
+    """Send a :func:`model_upload_request` and wait for its operation; returns ``models/ID@version``."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format
+
+    kwargs = clients.client_kwargs(endpoint_for(location, api_endpoint), "Vertex AI Model Registry")
+    try:
+        client = aiplatform_v1.ModelServiceClient(**kwargs)
+        message = aiplatform_v1.UploadModelRequest.pb()()
+        json_format.ParseDict(request, message)
+        operation = client.upload_model(request=aiplatform_v1.UploadModelRequest.wrap(message))
+        response = operation.result(timeout=timeout_s)
+    except Exception as exc:
+        raise clients.CloudError(clients.one_line(exc, "uploading the model to the Model Registry")) from None
+    return f"{response.model}@{response.model_version_id}" if response.model_version_id else response.model
+
+
+def write_upload_request(cfg: config_lib.JobConfig, model_dir: str, project: str, location: str) -> dict[str, Any]:
+    """Build :func:`model_upload_request` and write it beside the model (``<base>/model_upload_request.json``,
+    local path or gs://): a local run shows exactly what a Vertex run registers; a Vertex run keeps a record."""
+    from trainers import fileio
+    from trainers.paths import join
+
+    request = model_upload_request(cfg, model_dir, project, location)
+    fileio.write_json_atomic(join(model_dir.rstrip("/").rsplit("/", 1)[0], "model_upload_request.json"), request)
+    return request

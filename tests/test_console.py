@@ -1,0 +1,127 @@
+"""What a person sees: the short console (jobs.console) and the default run as a new user runs it."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.console import Console
+
+ROOT = Path(__file__).resolve().parent.parent
+NOISE = ["executor_input", "I0000", "W0000", "oneDNN", "RuntimeWarning", "warnings.warn", "absl::InitializeLog",
+         '"config_json"', "Sharding callback", "outputs:", "Traceback"]
+
+KFP_LINES = """\
+08:35:13.714 - INFO - Running pipeline: \x1b[95m'flowers-local'\x1b[0m
+08:35:13.719 - INFO - Executing task \x1b[96m'train-local'\x1b[0m
+    I0000 00:00:1795336308.443507   20081 port.cc:153] oneDNN custom operations are on.
+    [launcher] attempt 1: started chief-0 (pid 1), worker-0 (pid 2)
+    [worker-0] WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    [chief-0] strategy=CollectiveAllReduceStrategy replicas=2 global_batch=16 steps=30 (from 0) classes=3
+    [worker-0] step 10/30 loss=0.9288 accuracy=0.6438
+    [chief-0] step 10/30 loss=0.9288 accuracy=0.6438
+    [chief-0] resumed from step 10 (/x/ckpt-10)
+    [launcher] restart 1/2: worker-0 exited with status -9 (SIGKILL); restarting all replicas
+    [chief-0] step 30/30 loss=0.0109 accuracy=1.0000
+    warnings: ''
+    {"executor_input": {"inputs": {"parameterValues": {"config_json": "{...}"}}}}
+08:36:07.341 - INFO - Task \x1b[96m'train-local'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
+08:36:07.342 - INFO - Task \x1b[96m'train-local'\x1b[0m outputs:
+    model_dir: '/x/model'
+/site-packages/kfp/local/subprocess_task_handler.py:81: RuntimeWarning: You may be attemping to run a task
+  warnings.warn(
+  model (SavedModel)  /x/model
+"""
+
+
+def _feed(lines: str, **kw) -> list[str]:
+    console = Console(tty=False, **kw)
+    shown = io.StringIO()
+    console.out = console._stream = shown
+    for line in lines.splitlines():
+        console._handle(line)
+    return shown.getvalue().splitlines()
+
+
+def test_steps_progress_resumes_and_restarts_are_shown_and_noise_is_not():
+    shown = _feed(KFP_LINES)
+    text = "\n".join(shown)
+    assert shown[0] == "▸ train-local"
+    assert re.search(r"^✓ train-local \(\d+\.\d s\)$", text, re.M)
+    assert "training: 2 replicas (CollectiveAllReduceStrategy), global batch 16, steps 0 → 30" in text
+    assert re.search(r"step 30/30  loss 0.0109  accuracy 1.0000  \d+ examples/s  ETA 0 s", text)
+    assert "resumed from step 10" in text and "[launcher] restart 1/2" in text
+    assert "  model (SavedModel)  /x/model" in shown  # this process's own lines pass unchanged
+    assert not [n for n in NOISE if n in text], text
+    assert sum("step 10/30" in s for s in shown) <= 1  # the worker's copy of the chief's line is dropped
+
+
+def test_a_failed_step_shows_its_last_lines_and_the_log_file(tmp_path):
+    console = Console(tty=False)
+    shown = io.StringIO()
+    console.out = console._stream = shown
+    console.set_log_file(str(tmp_path / "run.log"))
+    for line in ["08:00:00.000 - INFO - Executing task 'prepare-data'",
+                 "    I0000 00:00:1795336308.443507   20081 port.cc:153] noise",
+                 "    Traceback (most recent call last):",
+                 "    trainers.errors.ConfigError: data.path: no images",
+                 "08:00:01.000 - ERROR - Task 'prepare-data' finished with status FAILURE"]:
+        console._handle(line)
+    text = shown.getvalue()
+    assert "✗ prepare-data failure after" in text
+    assert "    trainers.errors.ConfigError: data.path: no images" in text and "noise" not in text
+    assert f"full log: {tmp_path / 'run.log'}" in text
+
+
+def test_verbose_shows_everything():
+    assert _feed(KFP_LINES, verbose=True) == KFP_LINES.splitlines()
+
+
+def test_capture_keeps_every_line_in_the_log_file_and_stderr_on_stderr(tmp_path):
+    code = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from jobs.console import Console
+with Console(tty=False) as c:
+    c.set_log_file({str(tmp_path / 'run.log')!r})
+    print("08:00:00.000 - INFO - Executing task 'x'")
+    os.write(2, b"I0000 00:00:1.0   1 port.cc:153] C++ noise\\n")
+    print("error: something is wrong", file=sys.stderr)
+    print("plain line")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["▸ x", "plain line"]
+    assert proc.stderr.splitlines() == ["error: something is wrong"]
+    log = (tmp_path / "run.log").read_text()
+    assert "C++ noise" in log and "plain line" in log and "error: something is wrong" in log
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(400)
+def test_the_readmes_first_command_twice(tmp_path):
+    """`python pipelines/run.py` as a new user runs it, then again: a short console with no noise, and a
+    rerun that says the job is complete (exit 0, no traceback)."""
+    env = dict(os.environ)
+    args = [sys.executable, "pipelines/run.py", "--set", f"output.base_dir={tmp_path / 'local'}"]
+    first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    console = first.stdout + first.stderr
+    assert first.returncode == 0, console
+    lines = console.strip().splitlines()
+    assert len(lines) < 60, console
+    assert not [n for n in NOISE if n in console], console
+    for step in ("validate-config", "prepare-data", "train-local", "verify-model"):
+        assert f"▸ {step}" in console and re.search(rf"✓ {step} \(\d+\.\d s\)", console)
+    assert re.search(r"step 30/30  loss [\d.]+  accuracy [\d.]+  \d+ examples/s", console)
+    log_file = re.search(r"full log +(\S+)", console).group(1)
+    assert "executor_input" in Path(log_file).read_text()  # everything is kept, just not shown
+
+    again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "is already complete" in again.stdout and "Traceback" not in again.stdout + again.stderr
+    assert "30 steps, 2 replicas" in again.stdout and "--fresh" in again.stdout

@@ -1,0 +1,131 @@
+"""Precision per device (``trainers.precision``): the pure choice for every device type, the CPU flag
+reader, the deprecated ``mixed_precision`` field, and that mixed precision keeps float32 at the model's
+edges (softmax out, exported signatures in and out)."""
+from __future__ import annotations
+
+import pytest
+
+from trainers import config as config_lib
+from trainers import precision as p
+
+BF16_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}))
+AMX_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "amx_bf16", "amx_tile"}))
+PLAIN_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "fma", "avx512f"}))
+
+
+@pytest.mark.parametrize("device,policy", [
+    (BF16_CPU, "mixed_bfloat16"),
+    (AMX_CPU, "mixed_bfloat16"),
+    (PLAIN_CPU, "float32"),
+    (p.Device("cpu"), "float32"),
+    (p.Device("tpu", accelerator_type="TPU_V3"), "mixed_bfloat16"),
+])
+def test_auto_on_cpus_and_tpus(device, policy):
+    choice = p.choose("auto", device)
+    assert (choice.policy, choice.loss_scaling) == (policy, False)
+    assert choice.reason.startswith("auto:")
+
+
+@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_K80", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_P100",
+                                         "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100"])
+def test_auto_pre_ampere_gpus_from_accelerator_type_get_float16_with_loss_scaling(accelerator):
+    choice = p.choose("auto", p.Device("gpu", accelerator_type=accelerator))
+    assert (choice.policy, choice.loss_scaling) == ("mixed_float16", True)
+    assert "pre-Ampere" in choice.reason and accelerator in choice.reason
+
+
+@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB"])
+def test_auto_ampere_and_newer_get_bfloat16(accelerator):
+    choice = p.choose("auto", p.Device("gpu", accelerator_type=accelerator))
+    assert (choice.policy, choice.loss_scaling) == ("mixed_bfloat16", False)
+
+
+def test_reported_compute_capability_wins_over_the_pools_accelerator_type():
+    # the driver says 8.0 (an A100) although the config says T4: the device is what runs
+    choice = p.choose("auto", p.Device("gpu", compute_capability=(8, 0), accelerator_type="NVIDIA_TESLA_T4"))
+    assert choice.policy == "mixed_bfloat16" and "compute capability 8.0" in choice.reason
+    choice = p.choose("auto", p.Device("gpu", compute_capability=(7, 5), accelerator_type="NVIDIA_L4"))
+    assert choice.policy == "mixed_float16"
+
+
+def test_unknown_gpu_generation_falls_back_to_float16_with_loss_scaling():
+    choice = p.choose("auto", p.Device("gpu"))
+    assert (choice.policy, choice.loss_scaling) == ("mixed_float16", True)
+    assert "unknown GPU generation" in choice.reason
+
+
+def test_explicit_choices_are_honoured_with_a_note_when_likely_slow():
+    assert p.choose("float32", BF16_CPU).policy == "float32"
+    slow = p.choose("bfloat16", PLAIN_CPU)
+    assert slow.policy == "mixed_bfloat16" and "lacks avx512_bf16" in slow.reason
+    assert "note" not in p.choose("bfloat16", BF16_CPU).reason
+    t4 = p.choose("bfloat16", p.Device("gpu", accelerator_type="NVIDIA_TESLA_T4"))
+    assert t4.policy == "mixed_bfloat16" and "pre-Ampere" in t4.reason
+    half = p.choose("float16", PLAIN_CPU)
+    assert (half.policy, half.loss_scaling) == ("mixed_float16", True) and "CPU has no fast float16" in half.reason
+    with pytest.raises(ValueError, match="training.precision"):
+        p.choose("fp8", PLAIN_CPU)
+
+
+def test_the_log_line_names_policy_request_and_reason():
+    line = p.choose("auto", BF16_CPU).line("auto")
+    assert line == "precision: mixed_bfloat16 (training.precision=auto; auto: CPU has avx512_bf16: native bf16 in oneDNN)"
+
+
+def test_cpu_flags_reads_the_first_processor(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu avx2 avx512_bf16\n\n"
+                    "processor\t: 1\nflags\t\t: fpu\n")
+    assert p.cpu_flags(str(info)) == frozenset({"fpu", "avx2", "avx512_bf16"})
+    assert p.cpu_flags(str(tmp_path / "missing")) == frozenset()
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd bf16\n")
+    assert p.cpu_flags(str(arm)) == frozenset({"fp", "asimd", "bf16"})
+
+
+def test_auto_is_the_default_and_mixed_precision_is_deprecated_with_the_new_field_named():
+    assert config_lib.JobConfig().training.precision == "auto"
+    assert p.resolve("auto", False) == ("auto", None)
+    precision, note = p.resolve("auto", True)
+    assert precision == "auto" and "training.precision" in note and "deprecated" in note
+    with pytest.raises(config_lib.ConfigError, match="training.precision"):
+        config_lib.load("local", ["training.precision=fp8"])
+
+
+def test_contradictory_mixed_precision_and_float32_is_a_validation_error():
+    from jobs.validate import validate
+
+    cfg = config_lib.load("local", ["training.mixed_precision=true", "training.precision=float32"])
+    errors = [str(e) for e in validate(cfg, check_data=False).errors]
+    assert any(e.startswith("training.mixed_precision:") and "training.precision" in e for e in errors), errors
+
+
+def test_presets_use_precision_not_mixed_precision():
+    for name in config_lib.presets():
+        doc = config_lib.load_document(name)
+        assert "mixed_precision" not in doc.get("training", {}), name
+
+
+def test_mixed_bfloat16_model_outputs_float32_and_export_is_float32(tmp_path):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from trainers.export import export_model
+    from trainers.models import build_model
+
+    try:
+        p.apply(p.Choice("mixed_bfloat16", False, "test"))
+        model = build_model("small_cnn", 32, 3)
+        assert model.layers[2].compute_dtype == "bfloat16"  # the convolutions really run in bf16
+        out = model(np.zeros((2, 32, 32, 3), np.float32))
+        assert out.dtype == "float32"
+        p.apply(p.Choice("float32", False, "export"))
+        plain = build_model("small_cnn", 32, 3)
+        plain.set_weights(model.get_weights())
+        export_model(plain, str(tmp_path / "m"), ["a", "b", "c"], 32)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    sig = tf.saved_model.load(str(tmp_path / "m")).signatures["serving_pixels"]
+    assert sig.structured_input_signature[1]["image"].dtype == tf.float32
+    assert sig(image=tf.zeros([1, 32, 32, 3]))["probabilities"].dtype == tf.float32

@@ -1,0 +1,198 @@
+"""One run per output folder (jobs.runs and pipelines/run.py): lock, rerun, --fresh, Ctrl-C, kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobs import runs
+from tests.conftest import assert_no_processes_left
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the lock ----------------------------------------------------------------------------------------
+def _hold_lock(base: Path) -> subprocess.Popen:
+    """Another process holding the folder's lock (as a live run would)."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from jobs.runs import RunLock
+        RunLock({str(base)!r}).acquire()
+        print("held", flush=True)
+        time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_live_holder_is_named_and_refused_at_once(tmp_path):
+    holder = _hold_lock(tmp_path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(runs.FolderBusy) as err:
+            runs.RunLock(str(tmp_path)).acquire()
+        assert time.monotonic() - started < 2
+        message = str(err.value)
+        assert f"run pid {holder.pid} started " in message
+        assert "output.base_dir" in message and "--wait" in message and "\n" not in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
+    holder = _hold_lock(tmp_path)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert (tmp_path / runs.LOCK_NAME).exists()  # the file stays; the kernel dropped the lock
+    lock = runs.RunLock(str(tmp_path)).acquire()
+    assert lock.holder()["pid"] == os.getpid()
+    lock.release()
+
+
+def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
+    holder = _hold_lock(tmp_path)
+    lines = []
+    try:
+        with pytest.raises(runs.FolderBusy):
+            runs.RunLock(str(tmp_path)).acquire(wait_s=0.3, poll_s=0.1, log=lines.append)
+        assert lines and f"pid {holder.pid}" in lines[0]
+        subprocess.Popen(["sh", "-c", f"sleep 1; kill {holder.pid}"])
+        lock = runs.RunLock(str(tmp_path)).acquire(wait_s=30, poll_s=0.1, log=lines.append)
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- completion record, --fresh, last checkpoint -----------------------------------------------------
+def test_finished_record_only_for_the_same_config(tmp_path):
+    cfg_json = json.dumps({"name": "a", "training": {"steps": 30}})
+    assert runs.finished_record(str(tmp_path), cfg_json) is None
+    runs.write_record(str(tmp_path), cfg_json, {"name": "a"})
+    assert runs.finished_record(str(tmp_path), cfg_json)["summary"] == {"name": "a"}
+    assert runs.finished_record(str(tmp_path), json.dumps({"name": "a", "training": {"steps": 60}})) is None
+
+
+def test_fresh_keeps_the_old_folder_whole(tmp_path):
+    base = tmp_path / "run"
+    assert runs.archive(str(base)) is None  # nothing there yet
+    (base / "checkpoints").mkdir(parents=True)
+    (base / "metrics.json").write_text("{}")
+    kept = runs.archive(str(base))
+    assert kept and kept.startswith(str(base) + ".")
+    assert (Path(kept) / "metrics.json").exists() and not base.exists()
+
+
+def test_last_checkpoint_reads_the_state_file(tmp_path):
+    assert runs.last_checkpoint(str(tmp_path)) is None
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-101"\nall_model_checkpoint_paths: "ckpt-90"\n')
+    assert runs.last_checkpoint(str(tmp_path)) == (str(tmp_path / "ckpt-101"), 101)
+
+
+# -- the summary never crashes -------------------------------------------------------------------------
+@pytest.mark.parametrize("training, expected", [
+    ({}, "no training metrics were written"),
+    ({"steps": 30, "resumed_from_step": 30, "train_loss": None, "train_accuracy": None},
+     "0 steps this run: the checkpoint was already at step 30"),
+    ({"steps": 30, "replicas": 2, "strategy": "S", "global_batch_size": 16},
+     "30 steps, 2 replicas (S), global batch 16, final train loss n/a, train accuracy n/a"),
+    ({"steps": 60, "resumed_from_step": 30, "train_loss": 0.5, "train_accuracy": 0.75},
+     "60 steps (resumed from step 30)"),
+])
+def test_summary_handles_missing_and_null_fields(training, expected):
+    text = "\n".join(runs.summary_lines({"training": training, "verification": {"accuracy": None}}))
+    assert expected in text
+    assert "accuracy n/a" in text
+    assert "\n".join(runs.summary_lines({}))  # an empty record prints too
+
+
+# -- the real command --------------------------------------------------------------------------------
+def _start(base: Path, data: str, marker: str, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, RUNS_TEST_MARKER=marker)
+    cmd = [sys.executable, "pipelines/run.py", "--set", f"output.base_dir={base}", "--set", "data.source=tfrecord",
+           "--set", f"data.path={data}", *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's foreground job
+
+
+def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float = 180) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    raise AssertionError(f"{needle!r} not seen within {timeout_s} s; last lines:\n{''.join(lines[-30:])}")
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float = 240) -> str:
+    out, _ = proc.communicate(timeout=timeout_s)
+    return out
+
+
+@pytest.mark.integration
+def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
+    """The issue's sequence on one folder: a second run is refused while the first trains; Ctrl-C stops the
+    first with exit 130 and the resume command; kill -9 of a later run leaves no process and no stale lock;
+    the next run resumes from the saved step; running it again is not an error."""
+    base = tmp_path / "job"
+    marker = uuid.uuid4().hex
+    long_run = ("--set", "training.steps=5000")
+
+    first = _start(base, prepared_data, marker, *long_run)
+    try:
+        _read_until(first, "step 20/5000")
+        second = _start(base, prepared_data, marker, *long_run)
+        out = _finish(second, 60)
+        assert second.returncode == runs.EXIT_BUSY, out
+        assert f"is in use by run pid {first.pid} started " in out and "Traceback" not in out
+
+        os.killpg(first.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+        out = _finish(first, 90)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out
+    last_line = out.strip().splitlines()[-1]
+    assert last_line.startswith("interrupted at step ") and "resume with: python pipelines/run.py" in last_line
+    assert_no_processes_left(marker)
+    saved = runs.last_checkpoint(str(base / "checkpoints"))
+    assert saved and f"last checkpoint {saved[0]};" in last_line and f"at step {saved[1]};" in last_line
+
+    third = _start(base, prepared_data, marker, *long_run)
+    try:
+        _read_until(third, f"resumed from step {saved[1]}")
+        _read_until(third, "/5000 loss=")
+    finally:
+        os.killpg(third.pid, signal.SIGKILL)  # kill -9 of the whole run: replicas die with the launcher
+        third.communicate(timeout=30)
+    assert_no_processes_left(marker, wait_s=20)
+    saved = runs.last_checkpoint(str(base / "checkpoints"))
+
+    target = saved[1] + 3
+    fourth = _start(base, prepared_data, marker, "--set", f"training.steps={target}")
+    out = _finish(fourth)
+    assert fourth.returncode == 0, out
+    assert f"resumed from step {saved[1]}" in out and f"{target} steps (resumed from step {saved[1]})" in out
+
+    again = _start(base, prepared_data, marker, "--set", f"training.steps={target}")
+    out = _finish(again, 120)
+    assert again.returncode == 0, out
+    assert "is already complete" in out and f"{target} steps (resumed from step {saved[1]})" in out
+    assert "Traceback" not in out and "--fresh" in out
+    assert_no_processes_left(marker)

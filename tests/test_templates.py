@@ -1,0 +1,116 @@
+"""Pipeline templates in Artifact Registry: ``run.py upload-template`` through the real
+``kfp.registry.RegistryClient`` to a local stand-in of a Kubeflow Pipelines repository, and ``run.py
+--template URI`` through the real aiplatform client, whose https download of the template is carried
+to the same stand-in by a TLS-terminating proxy (tests/standins/tls_proxy.py)."""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.standins.kfp_registry import KfpRegistryStandIn, multipart_fields
+from tests.standins.tls_proxy import TlsProxy
+from tests.standins.vertex import VertexStandIn
+from tests.test_submit import GOOD, _cli, clean_env, run_main
+from trainers import config as config_lib
+
+
+@pytest.fixture
+def registry():
+    standin = KfpRegistryStandIn("my-proj", "pipelines").start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_metadata_server(monkeypatch):
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_path):
+    from pipelines.training_pipeline import compile_pipeline
+
+    rc = run_main("upload-template", "--config", "local", "--set", "training.steps=7", "--host", registry.host,
+                  "--tag", "v1", "--tag", "latest")
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    (upload,) = registry.requests
+    assert (upload.method, upload.path) == ("POST", "/my-proj/pipelines")
+    headers = {k.lower(): v for k, v in upload.headers.items()}
+    assert headers["authorization"].startswith("Bearer ")
+    assert headers["content-type"].startswith("multipart/form-data; boundary=")
+    fields = multipart_fields(upload)
+    assert set(fields) == {"content", "tags"}
+    assert fields["tags"] == b"v1,latest"
+    expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7"]), str(tmp_path / "p.yaml")))
+    assert yaml.safe_load(fields["content"]) == yaml.safe_load(expected.read_text())
+    digest = hashlib.sha256(fields["content"]).hexdigest()
+    assert out.strip() == f"flowers-local/sha256:{digest}"
+    assert f"--template {registry.host}/flowers-local/v1" in err
+
+
+@pytest.mark.parametrize("status,message,expected", [
+    (400, "Invalid package name", "400 Invalid package name"),
+    (403, "Permission 'artifactregistry.repositories.uploadArtifacts' denied",
+     "403 Permission 'artifactregistry.repositories.uploadArtifacts' denied (the account needs "
+     "roles/artifactregistry.writer on the repository)"),
+    (500, "Internal error", "500 Internal error"),
+])
+def test_registry_errors_are_one_line(registry, capsys, status, message, expected):
+    registry.fail_next(status, message)
+    assert run_main("upload-template", "--host", registry.host) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: uploading the template to {registry.host}: {expected}"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--host", "https://example.com/kfp"], "error: --host: 'https://example.com/kfp' is not a Kubeflow Pipelines "
+                                            "repository in Artifact Registry"),
+    (["--tag", "sha256:abc"], "error: --tag: 'sha256:abc' is not a tag"),
+    (["--set", "training.stepz=3"], "error: training.stepz: unknown field"),
+])
+def test_bad_arguments_stop_before_any_upload(registry, capsys, args, expected):
+    argv = ["upload-template", "--host", registry.host, *args] if args[0] != "--host" else ["upload-template", *args]
+    assert run_main(*argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert registry.requests == []
+
+
+def test_a_real_host_without_credentials_is_one_line(tmp_path):
+    proc, took = _cli(["upload-template", "--host", "https://us-central1-kfp.pkg.dev/my-proj/pipelines"],
+                      clean_env(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: no Google Cloud credentials found for Artifact Registry: run `gcloud auth application-default "
+        "login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"]
+    assert took < 60
+
+
+def test_submit_from_an_uploaded_template(registry, tmp_path):
+    """Upload, then ``--template https://europe-west4-kfp.pkg.dev/...``: aiplatform downloads the template over
+    https (through the proxy, certificate verified) and the job carries it and its templateUri."""
+    assert run_main("upload-template", "--host", registry.host, "--tag", "v1", *GOOD) == 0
+    uploaded = registry.packages["flowers-local"]
+    (content,) = [v["content"] for v in uploaded.values() if "v1" in v["tags"]]
+    template = "https://europe-west4-kfp.pkg.dev/my-proj/pipelines/flowers-local/v1"
+    proxy = TlsProxy(registry, ["europe-west4-kfp.pkg.dev"], tmp_path).start()
+    try:
+        with VertexStandIn() as vertex:
+            proc, took = _cli(["--project", "my-proj", "--region", "europe-west4", "--pipeline-root",
+                               "gs://my-pipelines/root", *GOOD, "--api-endpoint", vertex.url, "--poll-seconds", "0.05",
+                               "--template", template], clean_env(tmp_path, **proxy.env()))
+            assert proc.returncode == 0, proc.stderr
+            (create,) = vertex.calls("POST", "/pipelineJobs$")
+    finally:
+        proxy.stop()
+    assert proxy.connects == ["europe-west4-kfp.pkg.dev:443"]
+    assert registry.calls("GET", "/my-proj/pipelines/flowers-local/v1")
+    body = create.json()
+    assert body["templateUri"] == template
+    assert body["pipelineSpec"] == yaml.safe_load(content)
+    assert body["runtimeConfig"]["parameterValues"]["target"] == "vertex"
+    assert re.search(r"^\d\d:\d\d:\d\d  SUCCEEDED$", proc.stdout, re.M) and took < 60

@@ -2,7 +2,8 @@
 
     python benchmarks/input_pipeline.py [--examples 2000] [--image-size 64] [--batch 32]
                                         [--batches 500] [--repeats 3] [--step-ms 0]
-                                        [--workdir DIR]
+                                        [--workdir DIR] [--model] [--only a,f,g,h]
+    python benchmarks/input_pipeline.py --image-size 180 --examples 1000 --batches 100 --model   # README figures
 
 Variants (same data, same seed):
 
@@ -12,6 +13,14 @@ Variants (same data, same seed):
   c  no cache       like ``a`` without ``cache()`` (files re-read every epoch)
   d  no prefetch    like ``a`` without ``prefetch``
   e  jpeg files     per-example read_file + decode_jpeg + resize from the image folder (no TFRecords)
+  f  raw streamed   ``train_dataset_fn`` over raw shards, ``cache_budget_mb=0`` (files re-read every epoch)
+  g  jpeg cached    ``train_dataset_fn`` over ``data.encoding=jpeg`` shards, records cached, decoded each epoch
+  h  jpeg streamed  the same, streamed: what a data set larger than memory gets
+  i  jpeg streamed + augment  ``h`` with the stateless random crop + flip
+
+``--model`` also times the seed CNN's training step at this image size (batch ``--batch``, the precision
+``training.precision: auto`` picks here) and prints each variant's rate as a multiple of what the model
+consumes: an input pipeline needs to stay well above 1x (the goal here is 10x) to never starve the step.
 
 ``--step-ms`` simulates a training step by sleeping in the consumer, which is where ``prefetch``
 pays off (it overlaps input work with the step).  Figures are printed, nothing is asserted.
@@ -78,6 +87,38 @@ def jpeg_files(image_root: str, classes: list[str], size: int, batch: int, seed=
     return ds.batch(batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
 
 
+def model_consumption(image_size: int, classes: int, batch: int, steps: int = 15) -> tuple[float, str]:
+    """Examples/s the seed CNN's training step consumes here (fixed in-memory batch, no input pipeline)."""
+    import keras
+    import tensorflow as tf
+
+    from trainers import precision
+    from trainers.models import build_model
+
+    choice = precision.choose("auto", precision.detect("one_device"))
+    precision.apply(choice)
+    model = build_model("small_cnn", image_size, classes)
+    opt = keras.optimizers.Adam()
+    x = tf.random.uniform([batch, image_size, image_size, 3], maxval=255.0)
+    y = tf.random.uniform([batch], maxval=classes, dtype=tf.int32)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, model(x, training=True)))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    for _ in range(3):
+        step().numpy()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step().numpy()
+    rate = steps * batch / (time.perf_counter() - start)
+    keras.mixed_precision.set_global_policy("float32")
+    return rate, choice.policy
+
+
 def measure(ds, batches: int, warmup: int, step_s: float) -> tuple[float, float]:
     it = iter(ds)
     for _ in range(warmup):
@@ -105,6 +146,8 @@ def main(argv=None) -> int:
     parser.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--workdir", help="keep the data here (default: a temp dir, removed after)")
+    parser.add_argument("--model", action="store_true", help="also time the model's training step (consumption)")
+    parser.add_argument("--only", help="comma list of variant letters, e.g. a,f,g,h")
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -113,6 +156,8 @@ def main(argv=None) -> int:
     from trainers import data, prepare
 
     t_import = time.perf_counter() - t0
+    if args.model:  # before any tf.data op: the policy is set before the model exists
+        model_rate, policy = model_consumption(args.image_size, args.classes, args.batch)
     tmp = None
     if args.workdir:
         work = Path(args.workdir)
@@ -127,6 +172,10 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         manifest = prepare.prepare_tfrecords(str(work / "images"), str(work / "records"), args.image_size,
                                              num_shards=args.shards, validation_fraction=0.0)
+        jpeg_path = str(work / "records-jpeg")
+        jpeg = prepare.prepare_tfrecords(str(work / "images"), jpeg_path, args.image_size,
+                                         num_shards=args.shards, validation_fraction=0.0, encoding="jpeg")
+        size_of = lambda d, m: sum(os.path.getsize(os.path.join(d, f)) for f in m["files"]["train"]) / 2**20  # noqa: E731
         t_prep = time.perf_counter() - t0
         path = str(work / "records")
         n_train = manifest["num_examples"]["train"]
@@ -135,7 +184,8 @@ def main(argv=None) -> int:
         print(f"{args.image_size}x{args.image_size}x3, batch {args.batch}, {args.batches} timed batches "
               f"(~{args.batches * args.batch / max(1, n_train):.1f} epochs), median of {args.repeats}, "
               f"step {args.step_ms} ms, "
-              f"{os.cpu_count()} CPUs\n")
+              f"{os.cpu_count()} CPUs; shards: raw {size_of(str(work / 'records'), manifest):.1f} MB, "
+              f"jpeg {size_of(jpeg_path, jpeg):.1f} MB\n")
         variants = [
             ("a  recommended (batch -> vectorized map)", lambda: build(path, manifest, args.batch)),
             ("a' trainers.data.train_dataset_fn",
@@ -146,7 +196,17 @@ def main(argv=None) -> int:
             ("d  no prefetch", lambda: build(path, manifest, args.batch, prefetch=False)),
             ("e  JPEG files, per-example decode",
              lambda: jpeg_files(str(work / "images"), manifest["classes"], args.image_size, args.batch)),
+            ("f  raw streamed (trainers.data)",
+             lambda: data.train_dataset_fn(path, manifest, args.batch, seed=0, cache_budget_mb=0)(None)),
+            ("g  jpeg cached (trainers.data)",
+             lambda: data.train_dataset_fn(jpeg_path, jpeg, args.batch, seed=0, cache=True)(None)),
+            ("h  jpeg streamed (trainers.data)",
+             lambda: data.train_dataset_fn(jpeg_path, jpeg, args.batch, seed=0, cache_budget_mb=0)(None)),
+            ("i  jpeg streamed + augment",
+             lambda: data.train_dataset_fn(jpeg_path, jpeg, args.batch, seed=0, cache_budget_mb=0, augment=True)(None)),
         ]
+        if args.only:
+            variants = [v for v in variants if v[0].split()[0] in args.only.split(",")]
         rows = []
         for name, make in variants:
             runs = sorted(measure(make(), args.batches, args.warmup, args.step_ms / 1000.0)
@@ -154,9 +214,14 @@ def main(argv=None) -> int:
             rate, secs = runs[len(runs) // 2]
             rows.append((name, rate, secs))
         base = rows[0][1]
-        print(f"{'variant':<44} {'examples/s':>11} {'seconds':>8} {'vs a':>6}")
+        model_col = f" {'x model':>8}" if args.model else ""
+        print(f"{'variant':<44} {'examples/s':>11} {'seconds':>8} {'vs a':>6}{model_col}")
         for name, rate, secs in rows:
-            print(f"{name:<44} {rate:>11,.0f} {secs:>8.2f} {rate / base:>6.2f}")
+            extra = f" {rate / model_rate:>7.1f}x" if args.model else ""
+            print(f"{name:<44} {rate:>11,.0f} {secs:>8.2f} {rate / base:>6.2f}{extra}")
+        if args.model:
+            print(f"\nmodel consumption: {model_rate:,.0f} examples/s (seed CNN train step, {policy}, batch {args.batch}, "
+                  f"{args.image_size}x{args.image_size}, input pipeline off)")
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -6,7 +6,7 @@ SubprocessRunner runs them in this Python environment.
 """
 from typing import NamedTuple
 
-from kfp.dsl import Dataset, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model, Output
 
 
 def build_image(config_json: str, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
@@ -25,7 +25,7 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
 def validate_config(config_json: str, image_uri: str = "") -> NamedTuple("ValidatedJob", [
     ("config_json", str), ("display_name", str), ("worker_pool_specs", list), ("base_output_directory", str),
     ("scheduling_strategy", str), ("restart_job_on_worker_restart", bool), ("timeout", str), ("model_dir", str),
-    ("warnings", str),
+    ("warnings", str), ("tensorboard", str),
 ]):
     """Check every rule before anything is spent; emit the normalised config and the Vertex job spec
     (with ``image_uri``, e.g. ``build_image``'s output, as every pool's image when given)."""
@@ -42,10 +42,10 @@ def validate_config(config_json: str, image_uri: str = "") -> NamedTuple("Valida
     spec = stages.vertex_job(cfg)
     out = namedtuple("ValidatedJob", ["config_json", "display_name", "worker_pool_specs", "base_output_directory",
                                       "scheduling_strategy", "restart_job_on_worker_restart", "timeout", "model_dir",
-                                      "warnings"])
+                                      "warnings", "tensorboard"])
     return out(cfg.to_json(), spec["display_name"], spec["worker_pool_specs"], spec["base_output_directory"],
                spec["scheduling_strategy"], spec["restart_job_on_worker_restart"], spec["timeout"],
-               stages.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings))
+               stages.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings), spec["tensorboard"])
 
 
 def prepare_data(config_json: str, dataset: Output[Dataset]) -> str:
@@ -140,3 +140,22 @@ def model_upload_request(config_json: str, model_dir: str, location: str, projec
         model["displayName"], model["artifactUri"], model["containerSpec"]["imageUri"], model.get("labels", {}),
         json.dumps(request))
 
+
+
+def run_report(config_json: str, report: Output[HTML], summary: Output[Markdown],
+               confusion: Output[ClassificationMetrics]):
+    """The run report (job, loss/accuracy curves, validation metrics, confusion matrix, sample predictions,
+    checkpoints and resumes) as an HTML artifact and a Markdown summary for the Vertex Pipelines UI, the
+    confusion matrix as ClassificationMetrics (the UI draws it), and ``<output.base_dir>/report.html``."""
+    from trainers import config as config_lib
+    from jobs import report as report_lib
+
+    cfg = config_lib.load_json(config_json)
+    path, content = report_lib.write(cfg, config_lib.resolved_base_dir(cfg))
+    with open(report.path, "w", encoding="utf-8") as f:
+        f.write(content["html"])
+    with open(summary.path, "w", encoding="utf-8") as f:
+        f.write(content["markdown"])
+    if content["classes"] and content["confusion_matrix"]:
+        confusion.log_confusion_matrix(content["classes"], content["confusion_matrix"])
+    print(f"wrote the run report {path}")

@@ -15,7 +15,8 @@ content tag (:func:`jobs.build_context.content_tag`) names the sources, and a CP
 same sources must not fight over one tag. ``container.image_uri``, when set, wins over all of this.
 
 The Docker backend talks to the engine at ``DOCKER_HOST`` through the ``docker`` SDK's low-level
-``APIClient`` (the engine's own credentials are used for pushes and for "does this tag exist").
+``APIClient`` (the engine's own credentials are used for pushes and for "does this tag exist"). The
+Cloud Build backend has no engine: :func:`registry_digest` asks the registry's ``/v2/`` API itself.
 Every failure is a :class:`BuildError` whose text is one line.
 """
 from __future__ import annotations
@@ -273,6 +274,7 @@ def build_image(client: Any, ctx: BuildContext, image: str, build_args: Mapping[
     import requests
 
     image_id = None
+    pending = ""  # the engine streams raw writes: a line can arrive in pieces (unbuffered Python prints)
     with tempfile.TemporaryFile() as tar:
         write_tar(ctx, tar)
         tar.seek(0)
@@ -283,7 +285,9 @@ def build_image(client: Any, ctx: BuildContext, image: str, build_args: Mapping[
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error")
                     raise BuildError(f"docker build of {image} failed: {_build_failure(message)}")
-                for line in str(chunk.get("stream", "")).splitlines():
+                pending += str(chunk.get("stream", ""))
+                *lines, pending = pending.split("\n")
+                for line in lines:
                     if line.strip():
                         log(line.rstrip())
                 aux = chunk.get("aux") or {}
@@ -291,6 +295,8 @@ def build_image(client: Any, ctx: BuildContext, image: str, build_args: Mapping[
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             raise BuildError(f"docker build of {image} failed: {_first_line(getattr(exc, 'explanation', None) or exc)}") \
                 from None
+    if pending.strip():
+        log(pending.rstrip())
     if not image_id:
         raise BuildError(f"docker build of {image} ended without an image id")
     return image_id

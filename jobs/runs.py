@@ -171,7 +171,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None) -> dict[str,
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
             "pipeline_root": join(base, "pipeline_root"),
             "training": stages.read_metrics(cfg), "verification": stages.read_verification(cfg),
-            "log_file": log_file}
+            "log_file": log_file, "report": join(base, "report.html")}
 
 
 def _num(value: Any, spec: str) -> str:
@@ -200,6 +200,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              f"  checkpoints         {dirs.get('checkpoints', 'n/a')}",
              f"  TensorBoard logs    {dirs.get('logs', 'n/a')}    (tensorboard --logdir {dirs.get('logs', '.')})",
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
+             *([f"  run report          {s['report']}"] if s.get("report") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
              f"  training            {_training_line(t)}"]
     if v:

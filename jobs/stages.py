@@ -135,6 +135,7 @@ def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
         "scheduling_strategy": cfg.scheduling.strategy,
         "restart_job_on_worker_restart": cfg.scheduling.restart_job_on_worker_restart,
         "timeout": cfg.scheduling.timeout,
+        "tensorboard": cfg.output.tensorboard,
     }
 
 

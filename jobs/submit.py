@@ -19,7 +19,7 @@ later) is checked first, each problem one line naming the field, the rule and a 
 Then the pipeline is compiled exactly as ``--compile-only`` compiles it (or ``--template URI`` names an
 uploaded one), created through ``jobs.vertex`` and, unless ``--no-wait``, followed to its end.
 Exit status: 0 succeeded (or submitted with ``--no-wait``), 1 the job failed or a cloud call failed, 2 a
-preflight problem.
+preflight problem, 130 Ctrl-C (the job itself goes on: following it stops).
 """
 from __future__ import annotations
 
@@ -124,8 +124,10 @@ def image_problems(field: str, image: str, project: str, region: str) -> tuple[l
 
 def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_root: str, *,
               service_account: str = "", network: str = "", labels: list[str] = (), template: str = "",
-              images: dict[str, str] | None = None) -> tuple[list[Problem], list[str], dict[str, str]]:
-    """Every problem Vertex would have (errors), what it would do surprisingly (warnings), the labels."""
+              components_image: str = "") -> tuple[list[Problem], list[str], dict[str, str]]:
+    """Every problem Vertex would have (errors), what it would do surprisingly (warnings), the labels.
+    The config's own rules are checked again with region = ``region`` (``run.py`` has already printed
+    their warnings). ``components_image``: ``run.py --image``, the components' base image."""
     from jobs import validate
     from jobs.images import component_image, job_image
 
@@ -158,6 +160,11 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
         errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
                                            "(Vertex wants the project number, not its id)",
                               ["projects/123456789012/global/networks/default"]))
+    if cfg.output.tensorboard and not service_account:
+        errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "
+                                                   "to run as a service account with roles/aiplatform.user and "
+                                                   "roles/storage.objectAdmin on the bucket",
+                              [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
     parent = cfg.serving.parent_model
     if parent and not re.match(rf"^projects/[^/]+/locations/{re.escape(region)}/models/[^/@]+$", parent):
         errors.append(problem("serving.parent_model", f"{parent!r} must be a model of the job's region, "
@@ -165,6 +172,8 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
                               [f"projects/{project}/locations/{region}/models/{parent.rsplit('/', 1)[-1] or 'ID'}"]))
     parsed, label_problems = parse_labels(list(labels))
     errors += label_problems
+    _, serving_problems = parse_labels([f"{k}={v}" for k, v in cfg.serving.labels.items()])
+    errors += [Problem("serving.labels", p.message, p.valid) for p in serving_problems]
     base = cfg.output.base_dir
     if not base.startswith("gs://") or PLACEHOLDER_BUCKET in base.split("/")[2:3]:
         bucket = (pipeline_root or "").removeprefix("gs://").split("/")[0] or "BUCKET"
@@ -177,13 +186,14 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
     elif cfg.data.path and not cfg.data.path.startswith(("gs://", "/gcs/")):
         errors.append(problem("data.path", f"{cfg.data.path!r} is on this machine; Vertex replicas read gs://BUCKET/... "
                                            "or /gcs/BUCKET/...", ["gs://BUCKET/flower_photos"]))
-    images = images or {"container.image_uri": job_image(cfg), "the components' image": component_image(cfg)}
+    images = {"container.image_uri": job_image(cfg),
+              "--image" if components_image else "the components' image": components_image or component_image(cfg)}
     if template and not TEMPLATE_RE.match(template):
         errors.append(problem("--template", f"{template!r} is not a template in Artifact Registry (aiplatform loads "
                                             "https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG-or-sha256:HEX)",
                               [f"https://{region}-kfp.pkg.dev/{project}/REPO/{cfg.name}/latest"]))
     if template:  # the components' image is inside the template; the replicas' image comes from the config
-        images = {k: v for k, v in images.items() if k == "container.image_uri"}
+        images = {"container.image_uri": images["container.image_uri"]}
     for image, field in {image: field for field, image in reversed(images.items())}.items():  # once per image
         e, w = image_problems(field, image, project, region)
         errors += e
@@ -192,7 +202,6 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
     report = validate.validate(in_region, check_data=False)
     errors += [Problem(p.field if p.field != "topology.region" else "--region", p.message, p.valid)
                for p in report.errors if p.field != "name"]
-    warnings += [str(w) for w in report.warnings]
     return errors, warnings, parsed
 
 
@@ -204,10 +213,10 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=N
     """Preflight, compile (or take ``--template``), create the job, print its name and link, follow it."""
     err = err or (lambda line: print(line, file=sys.stderr))
     region = args.region or cfg.topology.region
-    images = {"container.image_uri": args.image} if getattr(args, "image", None) else None
     errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
                                          service_account=args.service_account or "", network=args.network or "",
-                                         labels=args.labels, template=args.template or "", images=images)
+                                         labels=args.labels, template=args.template or "",
+                                         components_image=getattr(args, "image", None) or "")
     for w in warnings:
         err(f"warning: {w}")
     for p in errors:
@@ -218,7 +227,9 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=N
         out(f"note: the job runs in --region {region} (the config says topology.region={cfg.topology.region})")
         cfg = config_lib.apply_overrides_to(cfg, [f"topology.region={region}"])
     job_id = job_id_for(cfg.name)
-    params = {"config_json": cfg.to_json(), "target": "vertex", "location": region}
+    link = ""
+    params = {"config_json": cfg.to_json(), "target": "vertex", "location": region,
+              "service_account": args.service_account or "", "network": args.network or ""}
     try:
         vertex.init(args.project, region, args.api_endpoint)
         with tempfile.TemporaryDirectory() as tmp:
@@ -232,14 +243,18 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=N
                 pipeline_root=args.pipeline_root, parameter_values=params, labels=labels,
                 service_account=args.service_account, network=args.network,
                 enable_caching=False if args.no_cache else None)
+        link = vertex.console_url(args.project, region, job_id)
         out(f"submitted pipeline job {job.name}")
-        out(f"  {vertex.console_url(args.project, region, job_id)}")
+        out(f"  {link}")
         if args.no_wait:
             return 0
         state, message = vertex.follow(client, job.name, poll_s=args.poll_seconds, log=out)
     except clients.CloudError as exc:
         err(f"error: {exc}")
         return 1
+    except KeyboardInterrupt:  # before the job exists nothing was created; after, only following stops
+        err("interrupted" + (f": pipeline job {job_id} goes on in Vertex AI; cancel it at {link}" if link else ""))
+        return 130
     if state != "PIPELINE_STATE_SUCCEEDED":
         err(f"error: pipeline job {job_id} ended {state.replace('PIPELINE_STATE_', '')}: {message}")
         return 1

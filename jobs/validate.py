@@ -67,9 +67,32 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("scheduling.timeout", f"{cfg.scheduling.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
     if cfg.scheduling.max_restarts < 0:
         p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
+    p += tensorboard_problems(cfg)
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     return p
+
+
+TENSORBOARD_RE = re.compile(r"^projects/([^/]+)/locations/([a-z0-9-]+)/tensorboards/(\d+)$")
+
+
+def tensorboard_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``output.tensorboard``: a Vertex TensorBoard resource name in the job's region (Vertex refuses a
+    custom job whose TensorBoard is in another region). The service account it also needs is given at
+    submission (``run.py --service-account``) and checked there."""
+    tb = cfg.output.tensorboard
+    if not tb:
+        return []
+    region = cfg.topology.region
+    m = TENSORBOARD_RE.match(tb)
+    if not m:
+        return [problem("output.tensorboard", f"{tb!r} is not a Vertex TensorBoard resource name",
+                        [f"projects/PROJECT/locations/{region}/tensorboards/1234567890"])]
+    if m.group(2) != region:
+        return [problem("output.tensorboard", f"TensorBoard {tb!r} is in {m.group(2)}, the job runs in {region}: "
+                                              "Vertex needs both in one region",
+                        [f"projects/{m.group(1)}/locations/{region}/tensorboards/ID"])]
+    return []
 
 
 def data_value_problems(d: config_lib.Data) -> list[Problem]:

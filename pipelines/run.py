@@ -4,6 +4,9 @@
     python pipelines/run.py --config multiworker --set training.steps=50
     python pipelines/run.py --config gpu-1x4 --compile-only gpu-1x4.yaml   # YAML for Vertex AI Pipelines
     python pipelines/run.py validate config.yaml [gcloud-style flags]     # check a config, print worker pools
+    python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit to Vertex (jobs/submit.py)
+    python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]   # jobs/templates.py
+    python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
 
 Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
 training step's worker pools started as real processes on loopback by ``jobs.launcher``.
@@ -173,7 +176,12 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     try:
         from jobs import validate
 
-        doc = config_lib.load_document(args.config, args.overrides)
+        # a Vertex job runs in --region: its machines and accelerators are checked there (a malformed
+        # --region is reported by the submit preflight)
+        from jobs.submit import REGION_RE
+
+        region = [f"topology.region={args.region}"] if args.project and REGION_RE.match(args.region or "") else []
+        doc = config_lib.load_document(args.config, args.overrides + region)
         cfg, report = validate.validate_document(doc, check_data=not (args.compile_only or args.project))
         if report.warnings:
             print("\n".join(f"warning: {w}" for w in report.warnings), file=sys.stderr)

@@ -23,7 +23,10 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
     @dsl.pipeline(name=cfg.name, description=f"Train {cfg.model.name} with {cfg.topology.strategy} "
                                              "from source data to a verified SavedModel.")
     def training_pipeline(config_json: str = cfg.to_json(), target: str = "local",
-                          location: str = cfg.topology.region, build_context_uri: str = ""):
+                          location: str = cfg.topology.region, build_context_uri: str = "",
+                          service_account: str = "", network: str = ""):
+        # service_account / network (run.py --service-account / --network): the training replicas run as
+        # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
         image = c.build_image(config_json=config_json,
                               build_context_uri=build_context_uri).set_display_name("build-image")
@@ -37,6 +40,7 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
                                       data_dir=data.outputs["Output"]).set_display_name("verify-model")
             c.model_upload_request(config_json=job.outputs["config_json"], model_dir=trained.outputs["model_dir"],
                                    location=location).after(verified).set_display_name("model-upload-request")
+            c.run_report(config_json=job.outputs["config_json"]).after(verified).set_display_name("report")
         with dsl.Else(name="train-on-vertex"):
             custom_job = CustomTrainingJobOp(
                 display_name=job.outputs["display_name"],
@@ -45,12 +49,16 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
                 restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
                 strategy=job.outputs["scheduling_strategy"],
                 timeout=job.outputs["timeout"],
+                service_account=service_account,
+                network=network,
+                tensorboard=job.outputs["tensorboard"],
                 location=location,
             ).after(data).set_display_name("train-vertex")
             verified = c.verify_model(model_dir=job.outputs["model_dir"], data_dir=data.outputs["Output"]
                                       ).after(custom_job).set_display_name("verify-vertex-model")
             _register_model(c, cfg, config_json=job.outputs["config_json"], model_dir=job.outputs["model_dir"],
                             location=location, after=verified)
+            c.run_report(config_json=job.outputs["config_json"]).after(verified).set_display_name("report-vertex")
 
     return training_pipeline
 

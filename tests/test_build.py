@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = """FROM scratch
 COPY busybox /bin/busybox
 COPY app/ /app/
-RUN ["/bin/busybox", "sh", "-c", "/bin/busybox test -f /app/hello.txt && /bin/busybox mkdir -p /out"]
+RUN ["/bin/busybox", "sh", "-c", "/bin/busybox test -f /app/hello.txt && /bin/busybox mkdir -p /out && /bin/busybox printf made- && /bin/busybox printf 'in-pieces\\n'"]
 CMD ["/bin/busybox", "cat", "/app/hello.txt"]
 """
 
@@ -60,6 +60,7 @@ def test_build_push_then_already_built_then_new_tag_on_change(docker_env, regist
     tag = reference.split(":", 2)[-1].split("@")[0]
     digest = reference.split("@")[1]
     assert any("Step 4/5 : RUN" in line for line in out), out  # the engine really built it, step by step
+    assert "  made-in-pieces" in out  # output lines re-assembled from the engine's raw chunks
 
     manifest, served_digest, body = registry.manifest("tests/busybox", tag)
     assert served_digest == digest == "sha256:" + hashlib.sha256(body).hexdigest()

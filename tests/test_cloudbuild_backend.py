@@ -229,6 +229,8 @@ def test_an_image_without_a_tag_is_refused_before_any_request(cloud, context_tar
 # ---- the pipeline's build step (jobs.stages.trainer_image, components.steps.build_image) ----------------
 
 def _job(**sets):
+    """The multiworker preset (2 T4 per replica: the gpu variant) with a project of its own."""
+    sets = {"container.image_repository": "us-central1-docker.pkg.dev/team-proj/training/tf-trainer", **sets}
     return config_lib.load("multiworker", [f"{k}={v}" for k, v in sets.items()])
 
 
@@ -246,10 +248,10 @@ def test_with_a_build_context_cloud_build_builds_the_jobs_variant_by_digest(clou
     cfg = _job()  # 2 T4 per replica -> the gpu variant's repository (container.image_repository + "-gpu")
     ref = stages.trainer_image(cfg, "gs://stage/ctx/ctx-feedfacefeedface.tgz", endpoint=server.url,
                                log=lambda _: None)
-    image = "us-central1-docker.pkg.dev/my-project/training/tf-trainer-gpu:ctx-feedfacefeedface"
+    image = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-feedfacefeedface"
     assert ref == f"{image}@{CloudBuild.digest_for(image)}"
     body, = builds.requests
-    assert builds.builds[next(iter(builds.builds))]["project"] == "my-project", "the registry's project builds"
+    assert builds.builds[next(iter(builds.builds))]["project"] == "team-proj", "the registry's project builds"
     assert "VARIANT=gpu" in body["steps"][0]["args"]
     validated = stages.vertex_job(stages.with_image(cfg, ref))
     assert {p["container_spec"]["image_uri"] for p in validated["worker_pool_specs"] if p} == {ref}
@@ -268,7 +270,7 @@ def test_the_build_component_runs_under_kfp_local_against_the_stand_in(cloud, tm
     cfg = _job()
     task = c.build_image(config_json=cfg.to_json(), build_context_uri="gs://stage/ctx-feedfacefeedface.tgz",
                          api_endpoint=server.url)
-    image = "us-central1-docker.pkg.dev/my-project/training/tf-trainer-gpu:ctx-feedfacefeedface"
+    image = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-feedfacefeedface"
     assert task.output == f"{image}@{CloudBuild.digest_for(image)}"
     before = len(server.requests)
     offline = c.build_image(config_json=cfg.to_json())
@@ -322,9 +324,10 @@ def test_run_py_build_without_credentials_or_endpoint_is_one_line_and_quick(tmp_
     proc, took = _run_build(tmp_path, "--project", "proj", "--staging-bucket", "gs://stage/s", env=env, timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == ("error: no Google Cloud credentials found for Cloud Storage: run `gcloud auth "
-                                   "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
-                                   "service-account key file")
+    # the first API the command needs (the registry's "is this tag there already?", or storage) says it
+    assert re.fullmatch(r"error: no Google Cloud credentials found for (Artifact Registry|Cloud Storage): run "
+                        r"`gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
+                        r"service-account key file", proc.stderr.strip()), proc.stderr
     assert took < 30
 
 
@@ -365,9 +368,26 @@ def test_the_compiled_pipeline_feeds_the_built_image_into_the_worker_pools(tmp_p
     assert _source(compiled, vertex, "custom-training-job", "worker_pool_specs") == \
         ("task", "validate-config.worker_pool_specs")
     # ...and validate-config puts that image into every pool (the component function itself, run here)
-    built = "us-central1-docker.pkg.dev/my-project/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64
+    built = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64
     out = steps.validate_config(cfg.to_json(), image_uri=built)
     assert [p["container_spec"]["image_uri"] for p in out.worker_pool_specs if p] == [built, built]
     assert config_lib.load_json(out.config_json).container.image_uri == built
     default = steps.validate_config(cfg.to_json())
     assert {p["container_spec"]["image_uri"] for p in default.worker_pool_specs if p} == {images.job_image(cfg)}
+
+
+def test_a_vertex_tensorboard_reaches_the_custom_job(tmp_path):
+    """output.tensorboard -> validate-config's ``tensorboard`` output -> CustomTrainingJobOp(tensorboard=...)."""
+    import yaml
+
+    from components import steps
+    from pipelines.training_pipeline import compile_pipeline
+
+    tb = "projects/team-proj/locations/us-central1/tensorboards/42"
+    cfg = _job(**{"data.source": "synthetic", "output.tensorboard": tb})
+    compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
+    vertex = next(name for name, c in compiled["components"].items()
+                  if "custom-training-job" in c.get("dag", {}).get("tasks", {}))
+    assert _source(compiled, vertex, "custom-training-job", "tensorboard") == ("task", "validate-config.tensorboard")
+    assert steps.validate_config(cfg.to_json()).tensorboard == tb
+    assert steps.validate_config(_job(**{"data.source": "synthetic"}).to_json()).tensorboard == ""

@@ -135,6 +135,12 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
     model_meta = artifacts["model"]["artifacts"][0]["metadata"]
     assert model_meta["framework"] == "tensorflow" and model_meta["classes"] == ["daisy", "dandelion", "roses"]
     assert set(model_meta["signatures"]) == {"serving_default", "serving_pixels", "outputs"}
+    report_out = json.loads(next((tmp_path / "root").glob("*/run-report/executor_output.json")).read_text())["artifacts"]
+    assert set(report_out) == {"report", "summary", "confusion"}
+    confusion = report_out["confusion"]["artifacts"][0]["metadata"]["confusionMatrix"]
+    assert [c["displayName"] for c in confusion["annotationSpecs"]] == ["daisy", "dandelion", "roses"]
+    assert sum(sum(row["row"]) for row in confusion["rows"]) == verification["examples"]
+    assert "id='confusion-matrix'" in (base / "report.html").read_text()
     # The Model Registry request a Vertex run sends, written beside the model (tests/test_model_registry.py).
     upload = json.loads((base / "model_upload_request.json").read_text())
     assert upload["model"]["artifactUri"] == str(base / "model") and (base / "model" / "saved_model.pb").exists()

@@ -26,12 +26,19 @@ def test_auto_on_cpus_and_tpus(device, policy):
     assert choice.reason.startswith("auto:")
 
 
-@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_K80", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_P100",
-                                         "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100"])
-def test_auto_pre_ampere_gpus_from_accelerator_type_get_float16_with_loss_scaling(accelerator):
+@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_P100", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100"])
+def test_auto_pre_ampere_gpus_with_fast_float16_get_float16_with_loss_scaling(accelerator):
     choice = p.choose("auto", p.Device("gpu", accelerator_type=accelerator))
     assert (choice.policy, choice.loss_scaling) == ("mixed_float16", True)
     assert "pre-Ampere" in choice.reason and accelerator in choice.reason
+
+
+@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_K80", "NVIDIA_TESLA_P4"])
+def test_auto_gpus_without_fast_float16_stay_float32(accelerator):
+    # K80 has no float16 arithmetic, P4 runs it at 1/64 rate: float16 would be slower than float32
+    choice = p.choose("auto", p.Device("gpu", accelerator_type=accelerator))
+    assert (choice.policy, choice.loss_scaling) == ("float32", False)
+    assert "no fast float16" in choice.reason
 
 
 @pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB"])

@@ -3,7 +3,6 @@ Vertex AI REST API driven through the real ``google.cloud.aiplatform`` client: w
 it is followed, how each failure becomes one line, and every preflight rule before anything is sent."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -75,8 +74,14 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     runtime = body["runtimeConfig"]
     assert runtime["gcsOutputDirectory"] == ROOT_URI
     params = runtime["parameterValues"]
-    assert set(params) == {"config_json", "target", "location"}
+    assert set(params) == {"config_json", "target", "location", "service_account", "network"}
     assert (params["target"], params["location"]) == ("vertex", REGION)
+    # the training replicas run as the same account, in the same network (CustomTrainingJobOp's inputs)
+    assert (params["service_account"], params["network"]) == (body["serviceAccount"], body["network"])
+    train = next(t for c in expected["components"].values() for n, t in c.get("dag", {}).get("tasks", {}).items()
+                 if n == "custom-training-job")
+    assert train["inputs"]["parameters"]["service_account"] == {"componentInputParameter": "pipelinechannel--service_account"}
+    assert train["inputs"]["parameters"]["network"] == {"componentInputParameter": "pipelinechannel--network"}
     assert config_lib.load_json(params["config_json"]) == cfg
     assert body["serviceAccount"] == f"runner@{PROJECT}.iam.gserviceaccount.com"
     assert body["network"] == "projects/123456789012/global/networks/vpc"
@@ -152,10 +157,11 @@ BAD = {
     "gpu not offered": (["--set", "topology.strategy=mirrored", "--set", "topology.chief.machine_type=n1-standard-8",
                          "--set", "topology.chief.accelerator_type=NVIDIA_TESLA_K80", "--set",
                          "topology.chief.accelerator_count=2", "--set", "topology.worker.replica_count=0"],
-                        "error: --region: europe-west4 does not offer NVIDIA_TESLA_K80"),
+                        "error: topology.region: europe-west4 does not offer NVIDIA_TESLA_K80"),  # --region's
     "service account": (["--service-account", "runner"], "error: --service-account: 'runner' is not a service account"),
     "network": (["--network", "vpc"], "error: --network: 'vpc' is not projects/PROJECT_NUMBER/global/networks/NAME"),
     "label": (["--labels", "Team=Vision"], "error: --labels: 'Team=Vision': a label is key=value"),
+    "model label": (["--set", "serving.labels={Team: x}"], "error: serving.labels: 'Team=x': a label is key=value"),
     "job id": (["--set", "name=9flowers"], "error: name: the job id '9flowers-"),
     "local output": (["--set", "output.base_dir=./runs/x"],
                      "error: output.base_dir: './runs/x': a Vertex job writes its model, checkpoints and logs to "
@@ -167,6 +173,15 @@ BAD = {
                                "of the job's region"),
     "template not in Artifact Registry": (["--template", "https://example.com/p.yaml"], "error: --template:"),
     "region name": (["--region", "Europe"], "error: --region: 'Europe' is not a region name"),
+    "tensorboard without a service account": (
+        ["--set", "output.tensorboard=projects/my-proj/locations/europe-west4/tensorboards/1"],
+        "error: --service-account: output.tensorboard (Vertex TensorBoard) needs the training job to run as a "
+        "service account"),
+    "tensorboard in another region": (
+        ["--set", "output.tensorboard=projects/my-proj/locations/us-central1/tensorboards/1",
+         "--service-account", "runner@my-proj.iam.gserviceaccount.com"],
+        "error: output.tensorboard: TensorBoard 'projects/my-proj/locations/us-central1/tensorboards/1' is in "
+        "us-central1, the job runs in europe-west4: Vertex needs both in one region"),
 }
 
 
@@ -231,3 +246,49 @@ def test_without_credentials_one_line_says_how_to_authenticate(tmp_path):
         "error: no Google Cloud credentials found for Vertex AI: run `gcloud auth application-default login`, or "
         "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"]
     assert "Traceback" not in proc.stderr and took < 60
+
+
+def test_no_cache_turns_caching_off_for_every_task(vertex):
+    assert run_main(*submit_args(vertex, "--no-wait", "--no-cache")) == 0
+    spec = vertex.calls("POST", "/pipelineJobs$")[0].json()["pipelineSpec"]
+    dags = [spec["root"], *spec["components"].values()]
+    caching = [t["cachingOptions"] for d in dags for t in d.get("dag", {}).get("tasks", {}).values()]
+    assert len(caching) > 5 and all(c == {"enableCache": False} for c in caching)
+
+
+def test_preflight_checks_the_hardware_in_the_jobs_region_not_the_configs():
+    from jobs import submit
+
+    cfg = config_lib.load("local", [GOOD[1], GOOD[3], "topology.strategy=mirrored", "topology.worker.replica_count=0",
+                                    "topology.chief.machine_type=n1-standard-8",
+                                    "topology.chief.accelerator_type=NVIDIA_TESLA_K80", "topology.chief.accelerator_count=2"])
+    assert cfg.topology.region == "us-central1"
+    errors, _, _ = submit.preflight(cfg, PROJECT, REGION, ROOT_URI)
+    assert [str(e).split(";")[0] for e in errors] == ["--region: europe-west4 does not offer NVIDIA_TESLA_K80"]
+    errors, _, _ = submit.preflight(cfg, PROJECT, "us-central1", ROOT_URI)
+    assert [e for e in errors if e.field == "--region"] == []
+
+
+def test_image_flag_is_the_components_image_and_is_checked_too(vertex, capsys):
+    rc = run_main(*submit_args(vertex, "--no-wait"), "--image", "us-central1-docker.pkg.dev/my-proj/t/base:1")
+    err = capsys.readouterr().err
+    assert rc == 2 and vertex.requests == []
+    assert err.strip().splitlines() == [
+        "error: --image: us-central1-docker.pkg.dev is not in the region family of europe-west4: every replica would "
+        "pull across regions (slow start, egress charges); push the image to a registry in europe-west4; valid "
+        "choices: europe-west4-docker.pkg.dev/my-proj/t/base:1, europe-docker.pkg.dev/my-proj/t/base:1"]
+
+
+def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsys, monkeypatch):
+    from jobs import vertex as vertex_lib
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vertex_lib, "follow", interrupted)
+    assert run_main(*submit_args(vertex)) == 130
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"interrupted: pipeline job flowers-local-\d{14} goes on in Vertex AI; cancel it at "
+                        r"https://console\.cloud\.google\.com/vertex-ai/locations/europe-west4/pipelines/runs/"
+                        r"flowers-local-\d{14}\?project=my-proj", line)
+    assert len(vertex.calls("POST", "/pipelineJobs$")) == 1

@@ -137,7 +137,10 @@ def test_trainer_image_builds_pushes_and_trains(docker_env, registry, tmp_path, 
     from pipelines.run import main
 
     timings: dict[str, float] = {}
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(line: str) -> None:  # figures, printed as they come (never asserted)
+        with capsys.disabled():
+            print(line, file=sys.stderr, flush=True)
     t0 = time.monotonic()
     rootfs, wheels = base_rootfs(log), cpu_wheels(log)
     timings["inputs (debootstrap + wheels, cached or not)"] = time.monotonic() - t0
@@ -155,6 +158,8 @@ def test_trainer_image_builds_pushes_and_trains(docker_env, registry, tmp_path, 
                    "--build-arg", f"BASE_IMAGE={BASE_IMAGE}"])
     out, err = capsys.readouterr()
     timings["run.py build (build + push)"] = time.monotonic() - t0
+    (tmp_path / "build.log").write_text(out + err)
+    log(f"build: {timings['run.py build (build + push)']:.0f} s, output in {tmp_path / 'build.log'}")
     assert status == 0, out[-3000:] + err
     reference = out.splitlines()[-1]
     tag, digest = reference.split(":", 2)[-1].split("@")
@@ -188,10 +193,9 @@ def test_trainer_image_builds_pushes_and_trains(docker_env, registry, tmp_path, 
     assert (outdir / "run" / "metrics.json").is_file()
     assert list((outdir / "run" / "checkpoints").glob("ckpt-3.index"))
 
-    with capsys.disabled():  # figures, printed, never asserted
-        print(f"\ntrainer image {reference}: {image['Size'] / 2**20:.0f} MiB, {layers} layers; "
-              f"engine disk (vfs) {docker_env.disk_usage_bytes() / 2**30:.2f} GiB")
-        for what, seconds in timings.items():
-            print(f"  {seconds:6.0f} s  {what}")
+    log(f"trainer image {reference}: {image['Size'] / 2**20:.0f} MiB, {layers} layers; "
+        f"engine disk (vfs) {docker_env.disk_usage_bytes() / 2**30:.2f} GiB")
+    for what, seconds in timings.items():
+        log(f"  {seconds:6.0f} s  {what}")
     client.remove_image(f"{repo}:{tag}", force=True)
     client.close()

@@ -75,3 +75,20 @@ def test_source_needs_a_path():
 def test_a_topology_the_strategy_cannot_run(strategy, extra, field):
     report = validate(config_lib.load("local", [f"topology.strategy={strategy}", *extra]), check_data=False)
     assert field in fields(report), [str(p) for p in report.errors]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("tb-1", "output.tensorboard: 'tb-1' is not a Vertex TensorBoard resource name; valid choices: "
+             "projects/PROJECT/locations/us-central1/tensorboards/1234567890"),
+    ("projects/p/locations/europe-west4/tensorboards/7",
+     "output.tensorboard: TensorBoard 'projects/p/locations/europe-west4/tensorboards/7' is in europe-west4, the job "
+     "runs in us-central1: Vertex needs both in one region; valid choices: projects/p/locations/us-central1/tensorboards/ID"),
+])
+def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expected):
+    from trainers import config as config_lib
+
+    report = validate(config_lib.load("local", [f"output.tensorboard={value}"]), check_data=False)
+    assert expected in [str(e) for e in report.errors]
+    ok = validate(config_lib.load("local", ["output.tensorboard=projects/p/locations/us-central1/tensorboards/7"]),
+                  check_data=False)
+    assert not [e for e in ok.errors if e.field == "output.tensorboard"]

@@ -165,6 +165,9 @@ class Container:
 @dataclasses.dataclass
 class Output:
     base_dir: str = "./runs/local"
+    #: a Vertex TensorBoard instance (``projects/P/locations/REGION/tensorboards/ID``, same region as the job)
+    #: that the custom job streams its TensorBoard logs to; needs the job to run as a service account.
+    tensorboard: str = ""
 
 
 @dataclasses.dataclass

@@ -154,14 +154,16 @@ def choose_sharding(shards: list[dict], num_pipelines: int, pipeline_id: int,
 
 def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: int, seed: int,
                      start_step: int = 0, shuffle_buffer: int = 1024, cache: bool | None = None,
-                     cache_budget_mb: int = -1, augment: bool = False) -> Callable[[Any], Any]:
+                     cache_budget_mb: int = -1, augment: bool = False,
+                     replicas_per_machine: int | None = None) -> Callable[[Any], Any]:
     """Return ``dataset_fn(input_context)`` for ``strategy.distribute_datasets_from_function``.
 
     Each element is one per-replica batch ``(images float32 [b,H,W,3], labels int32 [b])``; the
     dataset is infinite.  ``input_context=None`` means one pipeline, one replica.  ``shuffle_buffer``
     <= 1 disables shuffling.  ``start_step`` = global steps already trained (see module doc).
     ``cache``: None = decided by ``cache_budget_mb`` (``trainers.input_cache``), True/False forces it.
-    ``augment``: seeded stateless random crop + flip (resume stays exact).
+    ``augment``: seeded stateless random crop + flip (resume stays exact). ``replicas_per_machine``
+    (for the default cache budget): None = read from this process's cluster environment.
     """
     problems = []
     if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
@@ -183,8 +185,9 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     encoding = encoding_of(manifest)
     files = [join(manifest_dir, s["file"]) for s in shards]
     sizes = input_cache.file_sizes(files) if cache is None else []
-    cluster, task_type, task_index = input_cache.this_replica() if cache is None else ({}, "chief", 0)
-    on_machine = input_cache.replicas_on_this_machine(cluster, task_type, task_index)
+    on_machine = replicas_per_machine
+    if on_machine is None and cache is None:
+        on_machine = input_cache.replicas_on_this_machine(*input_cache.this_replica())
     memory = input_cache.memory_bytes()
 
     def dataset_fn(input_context=None):

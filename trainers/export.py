@@ -139,19 +139,26 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
     fn = loaded.signatures["serving_pixels"]
     split = "validation"
     ds = data_lib.eval_dataset(data_dir, manifest, batch_size)
+    classes = list(manifest["classes"])
     correct = seen = 0
     loss_sum = 0.0
     sample: list[dict[str, Any]] = []
+    confusion = np.zeros((len(classes), len(classes)), dtype=np.int64)  # rows: true class, columns: predicted
+    gallery: list[dict[str, Any]] = []
     for images, labels in ds:
         out = fn(image=images)
         probs = out["probabilities"].numpy()
         lab = labels.numpy()
-        correct += int((probs.argmax(-1) == lab).sum())
+        pred = probs.argmax(-1)
+        correct += int((pred == lab).sum())
         loss_sum += float(-np.log(np.clip(probs[np.arange(len(lab)), lab], 1e-7, 1.0)).sum())
+        np.add.at(confusion, (lab.astype(np.int64), pred.astype(np.int64)), 1)
         seen += len(lab)
         if len(sample) < 5:
             names = out["class_name"].numpy()
-            sample += [{"label": manifest["classes"][int(l)], "predicted": n.decode()} for l, n in zip(lab, names)][: 5 - len(sample)]
+            sample += [{"label": classes[int(l)], "predicted": n.decode()} for l, n in zip(lab, names)][: 5 - len(sample)]
+        if len(gallery) < GALLERY_SIZE:
+            gallery += _thumbnails(images, lab, pred, probs, classes, GALLERY_SIZE - len(gallery))
         if max_examples and seen >= max_examples:
             break
     if seen == 0:
@@ -159,7 +166,27 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
     with tf.io.gfile.GFile(f"{export_dir.rstrip('/')}/metadata.json") as f:
         meta = json.load(f)
     return {"accuracy": correct / seen, "loss": loss_sum / seen, "examples": seen, "split": split,
-            "sample": sample, "metadata": meta}
+            "sample": sample, "classes": classes, "confusion_matrix": confusion.tolist(), "gallery": gallery,
+            "metadata": meta}
+
+
+#: validation images kept (as small PNGs) for the run report's gallery.
+GALLERY_SIZE = 12
+
+
+def _thumbnails(images, labels, predicted, probs, classes, limit: int, size: int = 96) -> list[dict[str, Any]]:
+    """Small base64 PNGs of the first ``limit`` images with their true and predicted class."""
+    import base64
+
+    import tensorflow as tf
+
+    out = []
+    for i in range(min(limit, len(labels))):
+        pixels = tf.cast(tf.clip_by_value(tf.image.resize(images[i], (size, size)), 0, 255), tf.uint8)
+        out.append({"label": classes[int(labels[i])], "predicted": classes[int(predicted[i])],
+                    "probability": float(probs[i, int(predicted[i])]),
+                    "png_base64": base64.b64encode(tf.io.encode_png(pixels).numpy()).decode("ascii")})
+    return out
 
 
 def verify_in_fresh_process(export_dir: str, data_dir: str, max_examples: int = 0, timeout_s: float = 300) -> dict[str, Any]:

@@ -8,9 +8,12 @@ precision differs on each:
   the seed CNN's train step measured 1.9x here. bf16 has float32's exponent range: no loss scaling.
 * **CPUs without them**: bf16 is emulated and slower than float32, float16 has no CPU kernels worth
   using -> float32.
-* **GPUs before Ampere** (compute capability < 8.0: K80, P4, P100, T4, V100): tensor cores (7.x) do
-  float16, not bf16 -> ``mixed_float16`` with dynamic loss scaling (float16's small range underflows
-  gradients otherwise). Older ones (K80, P4, P100) gain less, but float16 still halves memory traffic.
+* **GPUs before Ampere with fast float16** (V100 7.0, T4 7.5: tensor cores; P100 6.0: float16 at twice the
+  float32 rate): ``mixed_float16`` with dynamic loss scaling (float16's small range underflows gradients
+  otherwise). bf16 has no fast path there.
+* **GPUs without fast float16** (K80 3.7: no float16 arithmetic; P4 6.1: float16 at 1/64 of the float32
+  rate, NVIDIA's Pascal tuning guide): float16 would be *slower*, so ``float32`` -- TensorFlow's own mixed
+  precision guide asks for compute capability 7.0+ for the same reason.
 * **GPUs from Ampere on** (compute capability >= 8.0: A100, L4, H100, ...): bf16 tensor cores at the same
   rate as float16 and no loss scaling -> ``mixed_bfloat16``.
 * **TPUs**: the MXU is bf16 -> ``mixed_bfloat16``.
@@ -57,6 +60,11 @@ GPU_COMPUTE_CAPABILITY = {
     "NVIDIA_GB200": (10, 0),
 }
 AMPERE = (8, 0)
+
+
+def fast_float16(cc: tuple[int, int]) -> bool:
+    """Tensor cores (7.x) or Pascal GP100's double-rate float16 (6.0)."""
+    return cc == (6, 0) or (7, 0) <= cc < AMPERE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +138,11 @@ def choose(precision: str, device: Device) -> Choice:
         if cc >= AMPERE:
             return Choice("mixed_bfloat16", False, f"auto: {what} is Ampere or newer: bf16 tensor cores, "
                                                    "no loss scaling needed")
-        return Choice("mixed_float16", True, f"auto: {what} is pre-Ampere: float16 (tensor cores from 7.0) "
-                                             "with dynamic loss scaling")
+        if fast_float16(cc):
+            return Choice("mixed_float16", True, f"auto: {what} is pre-Ampere with fast float16: float16 "
+                                                 "with dynamic loss scaling")
+        return Choice("float32", False, f"auto: {what} has no fast float16 (float16 would run slower than "
+                                        "float32) and no bf16")
     present = sorted(f for f in BF16_CPU_FLAGS if f in device.cpu_flags)
     if present:
         return Choice("mixed_bfloat16", False, f"auto: CPU has {'/'.join(present)}: native bf16 in oneDNN")

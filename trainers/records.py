@@ -74,7 +74,9 @@ def example_bytes(image: bytes, label: int, image_size: int, rel: str, encoding:
         "label": i(label),
         "image/path": b(rel.encode("utf-8")),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    # deterministic=True sorts the feature map: otherwise the map's order may differ between processes
+    # (and runners), and files that must be equal byte for byte would not be.
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
 def decode_batch(serialized, image_size: int, encoding: str = "raw"):

@@ -74,13 +74,30 @@ def _draw_flower(draw, rng, cx, cy, radius, style, jitter) -> None:
     draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=tuple(centre_rgb))
 
 
-def _synthetic_image(class_index: int, name: str, image_index: int, image_size: int, seed: int) -> bytes:
-    """One deterministic JPEG: petals of a class colour around a centre on a noisy green/brown field."""
+#: (height range, width range) of the real flowers photos (tf_flowers: mostly 240..500 px a side, landscape).
+FLOWERS_SHAPES = ((240, 360), (320, 500))
+
+
+def flowers_shape(seed: int, class_index: int, image_index: int) -> tuple[int, int]:
+    """A deterministic (height, width) in the real flowers set's range, for ``shape="flowers"``."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, class_index, image_index, 7])
+    (h0, h1), (w0, w1) = FLOWERS_SHAPES
+    return int(rng.integers(h0, h1 + 1)), int(rng.integers(w0, w1 + 1))
+
+
+def _synthetic_image(class_index: int, name: str, image_index: int, image_size: int, seed: int,
+                     shape: tuple[int, int] | None = None) -> bytes:
+    """One deterministic JPEG: petals of a class colour around a centre on a noisy green/brown field.
+    ``shape`` = (height, width): drawn square at half the larger side, then resized to it (as photos are)."""
     import numpy as np
     from PIL import Image, ImageDraw
 
     rng = np.random.default_rng([seed, class_index, image_index])
-    big = image_size * 2  # draw at 2x, downsample: smooth edges
+    # small images: draw at 2x and downsample (smooth edges); photo-sized ones: draw at half size, upsample,
+    # then add pixel noise at full size (keeps generation ~4x cheaper, JPEGs photo-like in size)
+    big = image_size * 2 if shape is None else max(shape) // 2
     # Background: blurry green/brown blotches plus pixel noise.
     greens = np.array([[70, 125, 45], [95, 150, 60], [60, 100, 40]], dtype=np.float64)
     browns = np.array([[115, 85, 50], [95, 70, 45], [135, 105, 65]], dtype=np.float64)
@@ -102,16 +119,19 @@ def _synthetic_image(class_index: int, name: str, image_index: int, image_size: 
         x2, y2 = rng.uniform(0.15, 0.85, size=2) * big
         _draw_flower(draw, rng, x2, y2, r2, style, jitter)
     _draw_flower(draw, rng, cx, cy, radius, style, jitter)
-    img = img.resize((image_size, image_size), Image.BILINEAR)
+    img = img.resize((image_size, image_size) if shape is None else (shape[1], shape[0]), Image.BILINEAR)
     brightness = rng.uniform(0.75, 1.2)
-    arr = np.clip(np.asarray(img).astype(np.float64) * brightness, 0, 255).astype(np.uint8)
+    arr = np.asarray(img).astype(np.float64) * brightness
+    if shape is not None:
+        arr += rng.normal(0, 6, size=arr.shape)
+    arr = np.clip(arr, 0, 255).astype(np.uint8)
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="JPEG", quality=92)
     return buf.getvalue()
 
 
 def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: int = 40,
-                            image_size: int = 64, seed: int = 0) -> list[str]:
+                            image_size: int = 64, seed: int = 0, shape: str = "square") -> list[str]:
     """Write a small, learnable, deterministic flower-like JPEG dataset; return the image paths.
 
     Layout ``<root>/<class>/<class>_0001.jpg`` with classes daisy, dandelion, roses, sunflowers,
@@ -119,6 +139,8 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     content (``.synthetic.json`` marker + files) nothing is written.  Built in a temporary sibling
     directory and renamed into place (object stores: files first, the marker last).  An existing
     non-empty ``root`` that was not synthesized here is never overwritten.
+    ``shape="flowers"``: each image gets its own size in the real flowers photos' range
+    (:data:`FLOWERS_SHAPES`) instead of ``image_size`` square -- what benchmarks need to time decoding.
     """
     problems: list[Problem] = []
     if not isinstance(num_classes, int) or num_classes < 2:
@@ -139,6 +161,8 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     marker = {"generator": "trainers.prepare.synthesize_image_folder", "version": SYNTHETIC_VERSION,
               "num_classes": num_classes, "images_per_class": images_per_class,
               "image_size": image_size, "seed": seed, "num_files": len(rel_files)}
+    if shape != "square":
+        marker["shape"] = shape
     paths = [join(root, r) for r in rel_files]
 
     existing = fileio.read_json(join(root, SYNTHETIC_MARKER))
@@ -166,7 +190,8 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
         for ci, name in enumerate(names):
             gfile.makedirs(join(target, name))
             for i in range(images_per_class):
-                data = _synthetic_image(ci, name, i, image_size, seed)
+                data = _synthetic_image(ci, name, i, image_size, seed,
+                                        flowers_shape(seed, ci, i) if shape == "flowers" else None)
                 fileio.write_bytes(join(target, f"{name}/{name}_{i + 1:04d}.jpg"), data)
         fileio.write_bytes(join(target, SYNTHETIC_MARKER), fileio.json_bytes(marker))
         if local:

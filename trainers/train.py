@@ -45,10 +45,12 @@ def _num_replicas_hint(cfg: config_lib.JobConfig) -> int:
 def _make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
     import keras
 
+    from trainers.optim import FusedAdam, FusedSGD  # Keras's maths and state, one kernel per update
+
     if cfg.training.optimizer == "sgd":
-        opt = keras.optimizers.SGD(learning_rate=cfg.training.learning_rate, momentum=0.9)
+        opt = FusedSGD(learning_rate=cfg.training.learning_rate, momentum=0.9)
     else:
-        opt = keras.optimizers.Adam(learning_rate=cfg.training.learning_rate)
+        opt = FusedAdam(learning_rate=cfg.training.learning_rate)
     if loss_scaling:  # float16 only: its range underflows small gradients without dynamic loss scaling
         opt = keras.mixed_precision.LossScaleOptimizer(opt)
     return opt
@@ -113,6 +115,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     import numpy as np
     import tensorflow as tf
 
+    from trainers import input_cache
     from trainers import precision as precision_lib
     from trainers import strategy as strategy_lib
     from trainers.export import export_model
@@ -168,7 +171,9 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
 
     dataset_fn = data_lib.train_dataset_fn(data_dir, manifest, per_replica, seed=cfg.training.seed,
                                            start_step=start_step, shuffle_buffer=cfg.data.shuffle_buffer,
-                                           cache_budget_mb=cfg.data.cache_budget_mb, augment=cfg.data.augment)
+                                           cache_budget_mb=cfg.data.cache_budget_mb, augment=cfg.data.augment,
+                                           replicas_per_machine=input_cache.replicas_on_this_machine(
+                                               info.cluster, info.task_type, info.task_index))
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
 
     def step_fn(images, labels, flags):
@@ -202,6 +207,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     print(f"strategy={type(strategy).__name__} replicas={replicas} "
           f"global_batch={global_batch} steps={total_steps} (from {start_step}) classes={len(classes)}", flush=True)
     window = np.zeros(3)
+    epoch_start, epoch_rates = (t0, start_step), []
     with writer.as_default():
         while step < total_steps:
             local = [float(schedule.due(step + 1) or step + 1 == total_steps), float(preempt.signalled)]
@@ -209,6 +215,13 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
             step += 1
             window += sums.numpy()
             startup.cancel()
+            if step % steps_per_epoch == 0 or step == total_steps:  # the figure the benchmarks compare
+                now = time.monotonic()
+                rate = (step - epoch_start[1]) * global_batch / max(1e-9, now - epoch_start[0])
+                epoch_rates.append(rate)
+                print(f"epoch {-(-step // steps_per_epoch)}: {rate:.1f} examples/s ({step - epoch_start[1]} steps)",
+                      flush=True)
+                epoch_start = (now, step)
             want_save, stop = bool(flags[0] > 0), bool(flags[1] > 0)
             if step % cfg.training.log_every_steps == 0 or step == total_steps or stop:
                 loss, acc = float(window[0] / max(window[2], 1)), float(window[1] / max(window[2], 1))
@@ -241,6 +254,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
         "steps": step, "resumed_from_step": start_step if restored else None, "global_batch_size": global_batch,
         "replicas": replicas, "strategy": type(strategy).__name__, "classes": classes, "precision": choice.policy,
         "examples_per_second": (step - seen0) * global_batch / elapsed if elapsed > 0 and step > seen0 else None,
+        "epoch_examples_per_second": epoch_rates,
         "weights_sum": weights_digest, "model_dir": dirs["model"], "checkpoint_dir": dirs["checkpoints"],
         "tensorboard_dir": dirs["logs"],
     }

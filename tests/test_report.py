@@ -1,0 +1,110 @@
+"""The run report (jobs.report): built from a run folder, rendered in a real headless Chromium."""
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trainers import config as config_lib
+
+CLASSES = ["daisy", "dandelion", "roses"]
+
+
+def _png_b64() -> str:
+    import tensorflow as tf
+
+    pixels = tf.cast(tf.fill((8, 8, 3), 200), tf.uint8)
+    return base64.b64encode(tf.io.encode_png(pixels).numpy()).decode("ascii")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    """A run folder as a finished run leaves it: event files (with a resume that rewrote steps 20..30),
+    metrics.json, verification.json with a confusion matrix and a gallery, checkpoints, two attempts."""
+    import tensorflow as tf
+
+    base = tmp_path_factory.mktemp("run")
+    writer = tf.summary.create_file_writer(str(base / "logs"))
+    with writer.as_default():
+        for step, loss in [(10, 1.0), (20, 0.9), (30, 0.8), (20, 0.5), (30, 0.25), (40, 0.125)]:
+            tf.summary.scalar("train/loss", loss, step=step)
+            tf.summary.scalar("train/accuracy", 1 - loss / 2, step=step)
+    writer.flush()
+    for attempt in (1, 2):
+        (base / "logs" / "replicas" / f"attempt-{attempt}").mkdir(parents=True)
+    (base / "checkpoints").mkdir()
+    for step in (30, 40):
+        (base / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"")
+    (base / "metrics.json").write_text(json.dumps({
+        "steps": 40, "resumed_from_step": 20, "train_loss": 0.125, "train_accuracy": 0.94, "replicas": 2,
+        "strategy": "CollectiveAllReduceStrategy", "global_batch_size": 16, "examples_per_second": 120.5}))
+    gallery = [{"label": c, "predicted": p, "probability": 0.9, "png_base64": _png_b64()}
+               for c, p in [("daisy", "daisy"), ("roses", "dandelion")]]
+    (base / "verification.json").write_text(json.dumps({
+        "accuracy": 0.889, "loss": 0.3, "examples": 27, "split": "validation", "classes": CLASSES,
+        "confusion_matrix": [[9, 0, 0], [0, 8, 1], [0, 2, 7]], "gallery": gallery}))
+    return base
+
+
+def _cfg(base: Path):
+    return config_lib.load("local", [f"output.base_dir={base}"])
+
+
+def test_report_content(run_folder):
+    from jobs import report
+
+    scalars = report.read_scalars(str(run_folder / "logs"))
+    assert scalars["train/loss"] == [(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.125)]  # the resumed values win
+    content = report.build(_cfg(run_folder), str(run_folder))
+    page = content["html"]
+    for needle in ("id='curves'", "id='confusion-matrix'", "id='samples'", "ckpt-30, ckpt-40",
+                   "launcher attempts: 2", "resumed from step 20", "120.5 examples/s", "accuracy <b>0.889</b>",
+                   "chief 1× n1-standard-4; worker 1× n1-standard-4"):
+        assert needle in page, needle
+    assert "http://" not in page and "https://" not in page  # self-contained
+    assert content["confusion_matrix"] == [[9, 0, 0], [0, 8, 1], [0, 2, 7]]
+    assert "Validation accuracy **0.889**" in content["markdown"]
+
+
+def test_report_without_verification_or_events_still_renders(tmp_path):
+    from jobs import report
+
+    content = report.build(_cfg(tmp_path), str(tmp_path))
+    assert "no TensorBoard scalars were found" in content["html"] and "not verified" in content["html"]
+
+
+@pytest.mark.skipif(not shutil.which("chromedriver"), reason="chromium-driver is not installed (.ci/run installs it)")
+def test_report_renders_in_headless_chromium(run_folder):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    from jobs import report
+
+    path, _ = report.write(_cfg(run_folder), str(run_folder))
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1600"):
+        options.add_argument(arg)
+    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        driver.set_page_load_timeout(60)
+        driver.get(Path(path).as_uri())
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+        images = driver.find_elements(By.CSS_SELECTOR, "img")
+        loaded = {img.get_attribute("id") or img.get_attribute("alt"): driver.execute_script(
+            "return arguments[0].complete && arguments[0].naturalWidth", img) for img in images}
+        assert loaded["curves"] > 200 and loaded["confusion-matrix"] > 100, loaded
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#samples figure")) == 2
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#samples figure.wrong")) == 1
+        assert "n1-standard-4" in driver.find_element(By.ID, "job").text
+        shot = Path(path).with_suffix(".png")
+        driver.save_screenshot(str(shot))  # beside the report, for a person to look at
+        assert shot.stat().st_size > 10_000
+    finally:
+        driver.quit()

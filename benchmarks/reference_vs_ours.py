@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -145,6 +146,7 @@ def child(args) -> int:
 
 def spawn(role: str, images: str, work: Path, tag: str, epochs: int, extra: list[str]) -> dict:
     result = work / f"{tag}.json"
+    shutil.rmtree(work / tag, ignore_errors=True)  # a kept checkpoint (--workdir) would resume, not train
     cmd = [sys.executable, __file__, "--role", role, "--images", images, "--out", str(work / tag),
            "--epochs", str(epochs), "--result", str(result)] + [f"--set={s}" for s in extra]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

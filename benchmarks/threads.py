@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ SETTINGS = {
     "intra2-inter1": (["training.intra_op_threads=2", "training.inter_op_threads=1"], {}),
     "intra2-inter2": (["training.intra_op_threads=2", "training.inter_op_threads=2"], {}),
     "intra1-inter2": (["training.intra_op_threads=1", "training.inter_op_threads=2"], {}),
+    "inter1-caller": (["training.inter_op_threads=1"], {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"}),
     "nondeterministic": (["training.deterministic=false"], {}),
     "caller-thread": ([], {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"}),
     "system-allocator": ([], {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}),
@@ -85,6 +87,7 @@ def main(argv=None) -> int:
             for name in (names if r % 2 == 0 else list(reversed(names))):
                 overrides, env = SETTINGS[name]
                 result = work / f"{name}-{r}.json"
+                shutil.rmtree(work / f"{name}-{r}", ignore_errors=True)  # a kept checkpoint would resume
                 cmd = [sys.executable, __file__, "--child", data, str(work / f"{name}-{r}"), str(args.epochs),
                        str(result)] + [f"--set={o}" for o in overrides]
                 proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,

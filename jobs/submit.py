@@ -186,6 +186,11 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
     elif cfg.data.path and not cfg.data.path.startswith(("gs://", "/gcs/")):
         errors.append(problem("data.path", f"{cfg.data.path!r} is on this machine; Vertex replicas read gs://BUCKET/... "
                                            "or /gcs/BUCKET/...", ["gs://BUCKET/flower_photos"]))
+    if not cfg.container.image_uri and job_image(cfg):
+        errors.append(problem("container.image_uri", f"is not set, so the replicas would pull {job_image(cfg)}, a tag "
+                                                     "`run.py build` never pushes (it tags by content); build and push "
+                                                     "first and pass the reference it prints",
+                              ["--set container.image_uri=$(python pipelines/run.py build --config CONFIG | tail -n 1)"]))
     images = {"container.image_uri": job_image(cfg),
               "--image" if components_image else "the components' image": components_image or component_image(cfg)}
     if template and not TEMPLATE_RE.match(template):

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Real dockerd / registry fixtures for image build tests (tests/docker_servers.py).
 pytest_plugins = ["tests.docker_servers"]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Nothing in the tests may probe a metadata server: cloud clients talk to stand-ins on 127.0.0.1 only.
+os.environ["NO_GCE_CHECK"] = "True"
 # Worker processes (launcher, kfp.local tasks) must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
@@ -51,3 +53,12 @@ def assert_no_processes_left(marker: str, wait_s: float = 10) -> None:
     while pids_with_env(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert pids_with_env(marker) == [], f"processes left behind: {pids_with_env(marker)}"
+
+
+@pytest.fixture
+def vertex():
+    """A local stand-in of the Vertex AI REST API (pipeline jobs, model upload), on 127.0.0.1."""
+    from tests.standins.vertex import VertexStandIn
+
+    with VertexStandIn() as standin:
+        yield standin

@@ -167,6 +167,7 @@ class Registry:
         if self.proc is not None:
             _stop(self.proc, grace_s=5)
             self.proc = None
+        shutil.rmtree(self.root / "storage", ignore_errors=True)  # pushed blobs: GBs after the trainer image
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ from tests.standins.cloudbuild import CloudBuild
 from tests.standins.gcs import Gcs
 from trainers import config as config_lib
 
-os.environ.setdefault("NO_GCE_CHECK", "True")
 IMAGE = "us-central1-docker.pkg.dev/proj/training/tf-trainer:ctx-0123456789abcdef"
 FAST = (0.02, 0.05)  # poll intervals for the stand-in
 

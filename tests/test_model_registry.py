@@ -22,17 +22,6 @@ from trainers import config as config_lib
 MODEL_DIR = "gs://my-pipelines/runs/flowers/model"
 
 
-@pytest.fixture
-def vertex():
-    with VertexStandIn() as standin:
-        yield standin
-
-
-@pytest.fixture(autouse=True)
-def _no_metadata_server(monkeypatch):
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-
-
 def test_upload_request_is_a_valid_api_message_with_the_regions_container():
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format

@@ -74,6 +74,24 @@ def test_explicit_choices_are_honoured_with_a_note_when_likely_slow():
         p.choose("fp8", PLAIN_CPU)
 
 
+def test_auto_stays_float32_on_a_bf16_cpu_when_onednn_is_switched_off():
+    import dataclasses
+
+    choice = p.choose("auto", dataclasses.replace(BF16_CPU, onednn=False))
+    assert choice.policy == "float32" and "TF_ENABLE_ONEDNN_OPTS=0" in choice.reason
+
+
+def test_detect_describes_this_machine_as_a_cpu_with_its_flags(monkeypatch):
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU: detect describes it instead")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    device = p.detect("one_device")
+    assert device.kind == "cpu" and device.cpu_flags == p.cpu_flags() and device.onednn is False
+    assert p.detect("tpu", "TPU_V3") == p.Device("tpu", accelerator_type="TPU_V3")
+
+
 def test_the_log_line_names_policy_request_and_reason():
     line = p.choose("auto", BF16_CPU).line("auto")
     assert line == "precision: mixed_bfloat16 (training.precision=auto; auto: CPU has avx512_bf16: native bf16 in oneDNN)"

@@ -155,7 +155,7 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
 
     first = _start(base, prepared_data, marker, *long_run)
     try:
-        _read_until(first, "step 20/5000")
+        _read_until(first, "/5000  loss")  # the console's progress line
         second = _start(base, prepared_data, marker, *long_run)
         out = _finish(second, 60)
         assert second.returncode == runs.EXIT_BUSY, out
@@ -177,7 +177,7 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
     third = _start(base, prepared_data, marker, *long_run)
     try:
         _read_until(third, f"resumed from step {saved[1]}")
-        _read_until(third, "/5000 loss=")
+        _read_until(third, "/5000  loss")
     finally:
         os.killpg(third.pid, signal.SIGKILL)  # kill -9 of the whole run: replicas die with the launcher
         third.communicate(timeout=30)

@@ -18,19 +18,10 @@ from tests.standins.vertex import VertexStandIn
 from trainers import config as config_lib
 
 PROJECT, REGION, ROOT_URI = "my-proj", "europe-west4", "gs://my-pipelines/root"
+IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-0123456789abcdef@sha256:" + "a" * 64
 GOOD = ["--set", "output.base_dir=gs://my-pipelines/runs/flowers",
-        "--set", "container.image_repository=europe-west4-docker.pkg.dev/my-proj/training/tf-trainer"]
-
-
-@pytest.fixture
-def vertex():
-    with VertexStandIn() as standin:
-        yield standin
-
-
-@pytest.fixture(autouse=True)
-def _no_metadata_server(monkeypatch):
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+        "--set", "container.image_repository=europe-west4-docker.pkg.dev/my-proj/training/tf-trainer",
+        "--set", f"container.image_uri={IMAGE}"]
 
 
 def run_main(*argv: str) -> int:
@@ -68,7 +59,7 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     assert re.fullmatch(r"flowers-local-\d{14}", job_id)
     body = create.json()
     # The spec is the compiled YAML of the same config (with the job's region), as --compile-only writes it.
-    cfg = config_lib.load("local", [GOOD[1], GOOD[3], f"topology.region={REGION}"])
+    cfg = config_lib.load("local", [*GOOD[1::2], f"topology.region={REGION}"])
     expected = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
     assert body["pipelineSpec"] == expected
     runtime = body["runtimeConfig"]
@@ -145,7 +136,12 @@ BAD = {
     "bare bucket": (["--pipeline-root", "gs://my-pipelines"],
                     "error: --pipeline-root: 'gs://my-pipelines' must be gs://BUCKET/PATH (Vertex rejects a bare "
                     "bucket); valid choices: gs://my-pipelines/pipeline-root"),
-    "preset image placeholder": (["--set", "container.image_repository=us-central1-docker.pkg.dev/my-project/t/tf"],
+    "image never built": (["--set", "container.image_uri="],
+                          "error: container.image_uri: is not set, so the replicas would pull "
+                          "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:latest, a tag `run.py build` never "
+                          "pushes"),
+    "preset image placeholder": (["--set", "container.image_uri=", "--set",
+                                  "container.image_repository=us-central1-docker.pkg.dev/my-project/t/tf"],
                                  "container.image_uri: us-central1-docker.pkg.dev/my-project/t/tf:latest still names "
                                  "the presets' placeholder project 'my-project'"),
     "image in another region": (["--set", "container.image_uri=us-central1-docker.pkg.dev/my-proj/t/tf:1"],
@@ -259,7 +255,7 @@ def test_no_cache_turns_caching_off_for_every_task(vertex):
 def test_preflight_checks_the_hardware_in_the_jobs_region_not_the_configs():
     from jobs import submit
 
-    cfg = config_lib.load("local", [GOOD[1], GOOD[3], "topology.strategy=mirrored", "topology.worker.replica_count=0",
+    cfg = config_lib.load("local", [*GOOD[1::2], "topology.strategy=mirrored", "topology.worker.replica_count=0",
                                     "topology.chief.machine_type=n1-standard-8",
                                     "topology.chief.accelerator_type=NVIDIA_TESLA_K80", "topology.chief.accelerator_count=2"])
     assert cfg.topology.region == "us-central1"

@@ -25,11 +25,6 @@ def registry():
     standin.stop()
 
 
-@pytest.fixture(autouse=True)
-def _no_metadata_server(monkeypatch):
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-
-
 def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_path):
     from pipelines.training_pipeline import compile_pipeline
 

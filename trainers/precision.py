@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Iterable, Literal
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class Device:
     compute_capability: tuple[int, int] | None = None
     #: the pool's Vertex accelerator type (e.g. NVIDIA_TESLA_T4), the fallback for the GPU generation.
     accelerator_type: str = ""
+    #: TensorFlow's oneDNN CPU kernels are on (``TF_ENABLE_ONEDNN_OPTS`` not 0). Without them bf16 runs on
+    #: Eigen's reference kernels: the seed CNN measured ~50x slower than with oneDNN.
+    onednn: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +148,9 @@ def choose(precision: str, device: Device) -> Choice:
         return Choice("float32", False, f"auto: {what} has no fast float16 (float16 would run slower than "
                                         "float32) and no bf16")
     present = sorted(f for f in BF16_CPU_FLAGS if f in device.cpu_flags)
+    if present and not device.onednn:
+        return Choice("float32", False, f"auto: CPU has {'/'.join(present)} but TF_ENABLE_ONEDNN_OPTS=0 turns "
+                                        "oneDNN off, and bf16 without it is far slower than float32")
     if present:
         return Choice("mixed_bfloat16", False, f"auto: CPU has {'/'.join(present)}: native bf16 in oneDNN")
     return Choice("float32", False, "auto: CPU without avx512_bf16/amx_bf16: bf16 would be emulated")
@@ -189,7 +196,7 @@ def detect(strategy: str, accelerator_type: str = "") -> Device:
         except (ValueError, RuntimeError):
             pass
         return Device("gpu", compute_capability=tuple(cc) if cc else None, accelerator_type=accelerator_type)
-    return Device("cpu", cpu_flags=cpu_flags())
+    return Device("cpu", cpu_flags=cpu_flags(), onednn=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0")
 
 
 def apply(choice: Choice) -> None:

@@ -38,8 +38,27 @@ def google_error(status: int, message: str) -> dict[str, Any]:
 Handler = Callable[..., "tuple[int, Any] | tuple[int, Any, dict[str, str]]"]
 
 
+class LoopbackServer:
+    """A socketserver on 127.0.0.1 (a free port) served by a daemon thread; ``stop()`` shuts it down."""
+
+    def _serve(self, server) -> None:
+        self.server = server
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
 @dataclass
-class StandIn:
+class StandIn(LoopbackServer):
     routes: list[tuple[str, str, Handler]] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     failures: list[tuple[str, int, str]] = field(default_factory=list)  # (path regex, status, message)
@@ -80,26 +99,14 @@ class StandIn:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), _H))
         return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
     def __enter__(self) -> "StandIn":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def _dispatch(self, req: Request) -> tuple[int, Any, dict[str, str]]:
         for i, (pattern, status, message) in enumerate(self.failures):

@@ -12,10 +12,9 @@ from __future__ import annotations
 import datetime
 import socketserver
 import ssl
-import threading
 from pathlib import Path
 
-from tests.standins.base import StandIn
+from tests.standins.base import LoopbackServer, StandIn
 
 
 def self_signed(hostnames: list[str], directory: Path) -> tuple[Path, Path]:
@@ -40,7 +39,7 @@ def self_signed(hostnames: list[str], directory: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-class TlsProxy:
+class TlsProxy(LoopbackServer):
     def __init__(self, standin: StandIn, hostnames: list[str], directory: Path):
         self.standin = standin
         self.cert_file, key_file = self_signed(hostnames, directory)
@@ -69,20 +68,8 @@ class TlsProxy:
                 server = proxy.standin.server
                 server.RequestHandlerClass(tls, self.client_address, server)
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Connect)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self._serve(socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Connect))
         return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def env(self) -> dict[str, str]:
         """What a client process needs to go through this proxy and trust its certificate."""

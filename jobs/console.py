@@ -32,6 +32,7 @@ TASK_START = re.compile(r"^Executing task '([^']+)'")
 TASK_END = re.compile(r"^Task '([^']+)' finished with status (\w+)")
 REPLICA = re.compile(r"^\[(chief|worker|ps|evaluator)-(\d+)\] ?(.*)$")
 STEP = re.compile(r"^step (\d+)/(\d+) loss=([-\d.naif]+) accuracy=([-\d.naif]+)")
+SHARD = re.compile(r"^shard (\d+)/(\d+) written \((\d+)/(\d+) images, (\d+) images/s\)")
 SETUP = re.compile(r"^strategy=(\S+) replicas=(\d+) global_batch=(\d+) steps=(\d+) \(from (\d+)\)")
 NOISE = (
     re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]"),          # absl / TF C++ log lines
@@ -40,7 +41,7 @@ NOISE = (
     re.compile(r"^-{20,}$"),
 )
 SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
-                         r"verified |prepared \d|trainer image: )")
+                         r"verified |prepared \d)")
 PROGRESS_EVERY_S = 5.0
 
 
@@ -191,8 +192,14 @@ class Console:
             if re.match(r"(error|preempted)", body):
                 self._show(f"  [{role}] {body}")
             return
-        setup, step = SETUP.match(body), STEP.match(body)
-        if setup:
+        setup, step, shard = SETUP.match(body), STEP.match(body), SHARD.match(body)
+        if shard:
+            done, total = int(shard.group(1)), int(shard.group(2))
+            now = time.monotonic()
+            if done == total or now - self._last_progress >= PROGRESS_EVERY_S:
+                self._last_progress = now
+                self._show(f"  {body}")
+        elif setup:
             self._train = {"global_batch": float(setup.group(3)), "total": float(setup.group(4)),
                            "from": float(setup.group(5)), "t0": time.monotonic()}
             self._show(f"  training: {setup.group(2)} replicas ({setup.group(1)}), global batch "

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from trainers import config as config_lib
@@ -48,8 +49,17 @@ def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
     manifest = prepare_lib.prepare_tfrecords(images, data_dir, image_size=d.image_size, num_shards=d.num_shards,
                                              validation_fraction=d.validation_fraction, seed=cfg.training.seed,
                                              encoding=d.encoding, jpeg_quality=d.jpeg_quality,
-                                             runner=d.prepare_runner, beam_options=d.dataflow)
+                                             runner=d.prepare_runner, beam_options=d.dataflow,
+                                             progress=_shard_progress(time.monotonic()))
     return data_dir, manifest
+
+
+def _shard_progress(started: float):
+    """One line per shard written (the console shows them as progress; the log keeps them all)."""
+    def report(shards_done: int, shards: int, images_done: int, images: int) -> None:
+        rate = images_done / max(time.monotonic() - started, 1e-9)
+        console_log(f"shard {shards_done}/{shards} written ({images_done}/{images} images, {rate:.0f} images/s)")
+    return report
 
 
 def console_log(line: str) -> None:

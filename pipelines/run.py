@@ -135,6 +135,11 @@ def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console
     from jobs import runs, stages
     from pipelines.training_pipeline import build_pipeline
 
+    import warnings
+
+    # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
+    # tasks run in this environment, which has the image's packages (pip install -e .).
+    warnings.filterwarnings("ignore", module=r"kfp\.local")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg)
     started = time.monotonic()

@@ -343,3 +343,15 @@ def test_cli_synthesize_and_prepare(tmp_path, capsys):
     assert code == 0
     assert "daisy" in out and "dandelion" in out and "train-00000-of-00002.tfrecord" in out
     assert (tmp_path / "rec" / "manifest.json").is_file()
+
+
+def test_progress_is_reported_after_every_shard(images, tmp_path):
+    calls = []
+    manifest = prepare.prepare_tfrecords(str(images), str(tmp_path / "out"), image_size=16, num_shards=3,
+                                         validation_fraction=0.25, seed=1,
+                                         progress=lambda *a: calls.append(a))
+    shards = len(manifest["files"]["train"]) + len(manifest["files"]["validation"])
+    total = sum(manifest["num_examples"].values())
+    assert [c[0] for c in calls] == list(range(1, shards + 1))
+    assert all(c[1] == shards and c[3] == total for c in calls)
+    assert [c[2] for c in calls] == sorted(c[2] for c in calls) and calls[-1][2] == total

@@ -115,12 +115,14 @@ def _complete(out_dir: str, manifest: dict) -> bool:
 
 def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards: int = 4,
                       validation_fraction: float = 0.2, seed: int = 0, encoding: str = "raw",
-                      jpeg_quality: int = 95, runner: str = "local", beam_options: Any = None) -> dict:
+                      jpeg_quality: int = 95, runner: str = "local", beam_options: Any = None,
+                      progress: Callable[[int, int, int, int], None] | None = None) -> dict:
     """Convert ``<image_root>/<class>/*.{jpg,jpeg,png}`` to sharded TFRecords; return the manifest.
 
     ``encoding``: ``raw`` pixels or ``jpeg`` (see ``trainers.records``). ``runner``: ``local`` threads,
     or Apache Beam (``beam`` = DirectRunner, ``dataflow``) with ``beam_options`` (``PipelineOptions`` or
-    ``config.Dataflow``). Raises :class:`ConfigError` listing every problem found (layout, empty classes,
+    ``config.Dataflow``). ``progress(shards_done, shards, images_done, images)``: after each shard (local
+    runner; Beam and Dataflow report their own progress). Raises :class:`ConfigError` listing every problem found (layout, empty classes,
     corrupt images, parameters) before anything is left in ``out_dir``.
     """
     problems: list[Problem] = []
@@ -233,7 +235,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
                 targets.append((temp_name(name), [(rel, label_of[cls]) for rel, cls, _, _ in shard]))
         encode = sources.ShardSpec(image_root, image_size, encoding, int(jpeg_quality))
         if runner == "local":
-            corrupt = sources.write_shards_threaded(encode, targets)
+            corrupt = sources.write_shards_threaded(encode, targets, progress)
         else:
             from trainers import prepare_beam
 

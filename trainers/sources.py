@@ -12,7 +12,7 @@ import hashlib
 import io
 import os
 import typing
-from typing import Iterable
+from typing import Callable, Iterable
 
 from trainers import fileio, records
 from trainers.errors import Problem, problem
@@ -170,15 +170,22 @@ def write_shard(path: str, serialized: Iterable[bytes]) -> int:
     return count
 
 
-def write_shards_threaded(spec: ShardSpec, targets: list[tuple[str, list[tuple[str, int]]]]) -> list[tuple[str, str]]:
-    """Decode (in threads, in order) and write every shard; return [(rel, error)] of bad images."""
+def write_shards_threaded(spec: ShardSpec, targets: list[tuple[str, list[tuple[str, int]]]],
+                          progress: Callable[[int, int, int, int], None] | None = None) -> list[tuple[str, str]]:
+    """Decode (in threads, in order) and write every shard; return [(rel, error)] of bad images.
+    ``progress(shards_done, shards, images_done, images)`` is called after each shard."""
     corrupt: list[tuple[str, str]] = []
+    total = sum(len(shard) for _, shard in targets)
+    done = 0
     with concurrent.futures.ThreadPoolExecutor(threads()) as pool:
-        for path, shard in targets:
+        for i, (path, shard) in enumerate(targets):
             results = list(pool.map(lambda it: spec.record(*it), shard))
             corrupt += [(rel, err) for (rel, _), (_, err) in zip(shard, results) if err]
             if not corrupt:
                 write_shard(path, (rec for rec, _ in results))
+            done += len(shard)
+            if progress is not None:
+                progress(i + 1, len(targets), done, total)
     return sorted(corrupt)
 
 

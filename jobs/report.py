@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 import re
 from typing import Any
 
@@ -183,7 +182,5 @@ def write(cfg, base: str) -> tuple[str, dict[str, Any]]:
 
     content = build(cfg, base)
     path = join(base, "report.html")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fileio.write_bytes(tmp, content["html"].encode("utf-8"))
-    fileio.tf_gfile().rename(tmp, path, overwrite=True)
+    fileio.write_bytes_atomic(path, content["html"].encode("utf-8"))
     return path, content

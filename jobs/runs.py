@@ -166,8 +166,9 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None) -> dict[str, Any]:
     from jobs import stages
+    from trainers.config import resolved_base_dir
 
-    base = cfg.output.base_dir if cfg.output.base_dir.startswith("gs://") else os.path.abspath(cfg.output.base_dir)
+    base = resolved_base_dir(cfg)
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
             "pipeline_root": join(base, "pipeline_root"),
             "training": stages.read_metrics(cfg), "verification": stages.read_verification(cfg),

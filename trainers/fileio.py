@@ -62,11 +62,15 @@ def json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def write_json_atomic(path: str, obj: Any) -> None:
-    """Write JSON so readers see the old file or the whole new one: temp name, then rename over."""
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Readers see the old file or the whole new one: temp name, then rename over."""
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    write_bytes(tmp, json_bytes(obj))
+    write_bytes(tmp, data)
     tf_gfile().rename(tmp, path, overwrite=True)
+
+
+def write_json_atomic(path: str, obj: Any) -> None:
+    write_bytes_atomic(path, json_bytes(obj))
 
 
 def read_json(path: str) -> Any | None:

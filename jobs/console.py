@@ -194,10 +194,7 @@ class Console:
             return
         setup, step, shard = SETUP.match(body), STEP.match(body), SHARD.match(body)
         if shard:
-            done, total = int(shard.group(1)), int(shard.group(2))
-            now = time.monotonic()
-            if done == total or now - self._last_progress >= PROGRESS_EVERY_S:
-                self._last_progress = now
+            if self._due(int(shard.group(1)) == int(shard.group(2))):
                 self._show(f"  {body}")
         elif setup:
             self._train = {"global_batch": float(setup.group(3)), "total": float(setup.group(4)),
@@ -219,11 +216,17 @@ class Console:
         if self.tty:
             self._bar_update(step, total, f"loss {loss}  acc {acc}  {rate:.0f} ex/s")
             return
-        now = time.monotonic()
-        if step >= total or now - self._last_progress >= PROGRESS_EVERY_S:
-            self._last_progress = now
+        if self._due(step >= total):
             self._show(f"  step {step}/{total}  loss {loss}  accuracy {acc}  {rate:.0f} examples/s  "
                        f"ETA {eta:.0f} s")
+
+    def _due(self, last: bool) -> bool:
+        """Progress lines off a terminal: the last one always, the others at most every few seconds."""
+        now = time.monotonic()
+        if last or now - self._last_progress >= PROGRESS_EVERY_S:
+            self._last_progress = now
+            return True
+        return False
 
     def _bar_update(self, step: int, total: int, fields: str) -> None:
         if self._bar is None:

@@ -31,13 +31,14 @@ import time
 from pathlib import Path
 
 from jobs import clients, vertex
+from jobs.hardware.rules import REGION_RE
+from jobs.images import PLACEHOLDER_PROJECT
+from jobs.validate import NAME_RE as PIPELINE_NAME_RE
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
 JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
-PIPELINE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 PIPELINE_ROOT_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]/[^/].*$")
 SERVICE_ACCOUNT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com"
                                 r"|[0-9]+-compute@developer\.gserviceaccount\.com"
@@ -45,7 +46,7 @@ SERVICE_ACCOUNT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\
 NETWORK_RE = re.compile(r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
-PLACEHOLDER_PROJECT, PLACEHOLDER_BUCKET = "my-project", "my-bucket"
+PLACEHOLDER_BUCKET = "my-bucket"
 MULTI_REGIONS = ("us", "europe", "asia")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
 

@@ -27,7 +27,7 @@ __all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_f
            "check_strategy", "check_tpu_accelerators", "check_tpu_pools", "check_tpu_version", "check_zones",
            "gpu_resource_shortfall", "has_tpu", "infer_strategy", "num_replicas", "tpu_cores", "valid_gpu_counts"]
 
-_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 
 @dataclasses.dataclass
@@ -81,7 +81,7 @@ def check_fields(job: Any) -> list[Problem]:
     if v.strategy_ok and v.strategy not in cat.strategies:
         out.append(problem("topology.strategy", f"unknown strategy {v.strategy!r}",
                            cat.suggest(v.strategy, cat.strategies) or cat.strategies))
-    if v.region_ok and not _REGION_RE.match(v.region):
+    if v.region_ok and not REGION_RE.match(v.region):
         known = sorted(set(cat.gpu_regions) | set(cat.tpu_vm_regions))
         out.append(problem("topology.region", f"{v.region!r} is not a region name such as us-central1",
                            cat.suggest(v.region, known) or ["us-central1"]))
@@ -242,7 +242,7 @@ def _gpus_used(v: JobView) -> list[str]:
 def check_regions(job: Any) -> list[Problem]:
     """The region offers every accelerator of the job (GPU list of the GPU seed, TPU list of the TPU seed)."""
     cat, v = _cat(), view(job)
-    if not v.region_ok or not _REGION_RE.match(v.region):
+    if not v.region_ok or not REGION_RE.match(v.region):
         return []
     out, gpus = [], _gpus_used(v)
     if gpus and v.region not in cat.gpu_regions:

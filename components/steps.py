@@ -124,14 +124,14 @@ def verify_model(model_dir: str, data_dir: str, model: Output[Model], metrics: O
 def model_upload_request(config_json: str, model_dir: str, location: str, project: str = "") -> NamedTuple(
         "ModelUpload", [("display_name", str), ("artifact_uri", str), ("serving_image", str), ("labels", dict),
                         ("request_json", str)]):
-    """What the Vertex Model Registry gets for the verified model (``jobs.vertex.model_upload_request``),
+    """What the Vertex Model Registry gets for the verified model (``jobs.cloud.vertex.model_upload_request``),
     written beside it as ``model_upload_request.json``; the Vertex branch feeds these outputs to GCPC's
     ``ModelUploadOp``, so both targets describe the same upload."""
     import json
     from collections import namedtuple
 
     from trainers import config as config_lib
-    from jobs import vertex
+    from jobs.cloud import vertex
 
     request = vertex.write_upload_request(config_lib.load_json(config_json), model_dir, project, location)
     model = request["model"]

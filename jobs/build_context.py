@@ -2,7 +2,7 @@
 
 Why: the image tag is derived from what goes into the build, so the same sources always give the same
 tag (a registry that already holds it needs no build) and any changed file gives a new one. Both build
-backends (the local docker engine in :mod:`jobs.images`, Cloud Build in ``jobs.cloudbuild``) send exactly
+backends (the local docker engine in :mod:`jobs.images`, Cloud Build in ``jobs.cloud.cloudbuild``) send exactly
 the bytes :func:`write_tar` writes, so the tag names what was built.
 
 What is in the context follows Docker's own rules: a ``.dockerignore`` at the root (``#`` comments,
@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import IO, Mapping
 
-from jobs.clients import CloudError
+from jobs.cloud.clients import CloudError
 
 DEFAULT_DOCKERFILE = "containers/Dockerfile"
 TAG_PREFIX = "ctx-"

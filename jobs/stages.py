@@ -80,7 +80,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     after the grace period) before the interrupt propagates."""
     import sys
 
-    from jobs import launcher
+    from jobs.local import launcher
 
     command = worker_command(cfg)
     if command[0] in ("python", "python3"):  # the container's python is this interpreter here
@@ -116,7 +116,7 @@ def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", docker
 
     if not build_context_uri:
         return images.job_image(cfg)
-    from jobs import cloudbuild
+    from jobs.cloud import cloudbuild
 
     variant = images.variant_for(cfg)
     return cloudbuild.build_job_image(build_context_uri, images.build_repository(cfg, variant), variant=variant,

@@ -4,12 +4,12 @@
     python pipelines/run.py --config multiworker --set training.steps=50
     python pipelines/run.py --config gpu-1x4 --compile-only gpu-1x4.yaml   # YAML for Vertex AI Pipelines
     python pipelines/run.py validate config.yaml [gcloud-style flags]     # check a config, print worker pools
-    python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit to Vertex (jobs/submit.py)
-    python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]   # jobs/templates.py
+    python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit to Vertex (jobs/cloud/submit.py)
+    python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]   # jobs/cloud/templates.py
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
 
 Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
-training step's worker pools started as real processes on loopback by ``jobs.launcher``.
+training step's worker pools started as real processes on loopback by ``jobs.local.launcher``.
 A rerun of a finished job says so and exits 0; ``--fresh`` starts again (the old folder is kept); an
 unfinished job resumes from its last checkpoint; a folder in use by another live run is refused
 (``--wait`` waits); Ctrl-C checkpoints, stops every process and prints the command that resumes.
@@ -40,9 +40,9 @@ from trainers.errors import ConfigError  # noqa: E402
 #: ``python pipelines/run.py NAME ...`` -> ``module:function(argv)`` on the job side (each returns an exit status).
 SUBCOMMANDS = {
     "validate": "jobs.hardware.cli:validate_main",
-    "build": "jobs.build:main",
-    "upload-template": "jobs.templates:main",
-    "register-model": "jobs.submit:register_main",
+    "build": "jobs.cloud.build:main",
+    "upload-template": "jobs.cloud.templates:main",
+    "register-model": "jobs.cloud.submit:register_main",
 }
 
 
@@ -53,12 +53,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
     p.add_argument("--compile-only", metavar="OUT.yaml", help="compile the pipeline to YAML and stop")
-    p.add_argument("--project", help="submit to Vertex AI Pipelines in this Google Cloud project (jobs/submit.py)")
+    p.add_argument("--project", help="submit to Vertex AI Pipelines in this Google Cloud project (jobs/cloud/submit.py)")
     p.add_argument("--image", help="base image for the pipeline's components (default: container.image_uri)")
-    from jobs import submit
+    from jobs.cloud import submit
 
     submit.add_arguments(p)
-    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/runs.py)")
+    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/local/runs.py)")
     local_run.add_argument("--verbose", action="store_true",
                            help="stream every task's and replica's full output (default: a short console; "
                                 "the full log goes to <base>/logs/run-*.log)")
@@ -96,7 +96,7 @@ def _wait_for_children(timeout_s: float = 60.0) -> None:
 
 
 def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[str], console=None) -> int:
-    from jobs import runs
+    from jobs.local import runs
 
     base = config_lib.resolved_base_dir(cfg)
     try:
@@ -132,7 +132,8 @@ def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[
 def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console=None) -> int:
     from kfp import local
 
-    from jobs import runs, stages
+    from jobs import stages
+    from jobs.local import runs
     from pipelines.training_pipeline import build_pipeline
 
     import warnings
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.project or args.compile_only or args.verbose:
         return _main(args, argv, None)
-    from jobs.console import Console
+    from jobs.local.console import Console
 
     with Console() as console:  # a short console; everything to the run's log file
         return _main(args, argv, console)
@@ -183,7 +184,7 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
 
         # a Vertex job runs in --region: its machines and accelerators are checked there (a malformed
         # --region is reported by the submit preflight)
-        from jobs.submit import REGION_RE
+        from jobs.cloud.submit import REGION_RE
 
         region = [f"topology.region={args.region}"] if args.project and REGION_RE.match(args.region or "") else []
         doc = config_lib.load_document(args.config, args.overrides + region)
@@ -195,7 +196,7 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     except ConfigError as exc:
         return _fail(exc)
     if args.project:
-        from jobs import submit
+        from jobs.cloud import submit
 
         return submit.submit(cfg, args)
     if args.compile_only:

@@ -65,7 +65,7 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
 
 def _register_model(c, cfg: config_lib.JobConfig, config_json, model_dir, location, after) -> None:
     """Vertex branch: the verified SavedModel folder -> Vertex Model Registry (GCPC ``ModelUploadOp``), with
-    the fields of ``jobs.vertex.model_upload_request``, in the pipeline's ``location`` (GCPC's default,
+    the fields of ``jobs.cloud.vertex.model_upload_request``, in the pipeline's ``location`` (GCPC's default,
     us-central1, is never used). ``serving.parent_model`` (fixed when compiling) adds a new version."""
     from google_cloud_pipeline_components import _placeholders
     from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel, VertexModel

@@ -163,7 +163,7 @@ def test_missing_context_and_dockerfile(context, tmp_path, capsys):
 
 def test_registry_api_and_cloudbuild_backend_skip_a_built_tag(docker_env, registry, context, capsys):
     """The tag check without an engine (what the Cloud Build backend uses): HEAD /v2/.../manifests/TAG."""
-    from jobs.images import registry_digest
+    from jobs.cloud.registry import registry_digest
     from tests.docker_servers import free_port
 
     repo = f"{registry.host}/tests/both"
@@ -188,7 +188,7 @@ def test_registry_token_challenge_is_answered():
     """Artifact Registry style: 401 + Bearer challenge -> token from the realm (oauth2accesstoken) -> 200."""
     import base64
 
-    from jobs.images import registry_digest
+    from jobs.cloud.registry import registry_digest
     from tests.standins.base import StandIn
 
     digest = "sha256:" + "c" * 64

@@ -76,7 +76,7 @@ def test_the_trigger_parses_as_a_build_trigger_and_runs_this_build():
     assert set(trigger.substitutions) <= set(build_doc()["substitutions"]), "the trigger sets only known ones"
     assert not any(re.fullmatch(pattern.replace("**", ".*").replace("*", "[^/]*"), path)
                    for pattern in trigger.ignored_files for path in ("cloudbuild.yaml", "containers/Dockerfile",
-                                                                     "jobs/cloudbuild.py", "trainers/train.py"))
+                                                                     "jobs/cloud/cloudbuild.py", "trainers/train.py"))
 
 
 def test_every_variable_a_step_reads_is_a_substitution_a_builtin_or_its_own():

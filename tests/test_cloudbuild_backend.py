@@ -1,4 +1,4 @@
-"""The Cloud Build backend (jobs.cloudbuild, jobs.gcs) against local stand-ins of the real HTTP APIs.
+"""The Cloud Build backend (jobs.cloud.cloudbuild, jobs.cloud.gcs) against local stand-ins of the real HTTP APIs.
 
 Every call goes through the real google-cloud-storage / google-cloud-build clients (REST) to
 tests/standins on 127.0.0.1, so what is asserted here is what the product would send to Google.
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cloudbuild, gcs, images, stages
-from jobs.clients import CloudError
+from jobs import images, stages
+from jobs.cloud import cloudbuild, gcs
+from jobs.cloud.clients import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild

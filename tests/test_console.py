@@ -1,4 +1,4 @@
-"""What a person sees: the short console (jobs.console) and the default run as a new user runs it."""
+"""What a person sees: the short console (jobs.local.console) and the default run as a new user runs it."""
 from __future__ import annotations
 
 import io
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.console import Console
+from jobs.local.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
 NOISE = ["executor_input", "I0000", "W0000", "oneDNN", "Warning", "warnings.warn", "_warn_", "absl::InitializeLog",
@@ -91,7 +91,7 @@ def test_capture_keeps_every_line_in_the_log_file_and_stderr_on_stderr(tmp_path)
     code = f"""
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from jobs.console import Console
+from jobs.local.console import Console
 with Console(tty=False) as c:
     c.set_log_file({str(tmp_path / 'run.log')!r})
     print("08:00:00.000 - INFO - Executing task 'x'")

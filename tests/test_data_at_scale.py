@@ -195,7 +195,7 @@ def test_kill_9_with_jpeg_streaming_and_augmentation_resumes_bitwise_exactly(tmp
         assert result.restarts[0].failure.exit_status == -signal.SIGKILL
         resumed = result.restarts[0].resumed_step
         assert resumed in (10, 15), resumed
-        from jobs.faults import attempt_lines
+        from jobs.local.faults import attempt_lines
 
         assert_resumed(attempt_lines(rec.lines, 2), resumed, STEPS)
         assert_same_final_model(base, reference)

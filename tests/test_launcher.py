@@ -1,4 +1,4 @@
-"""Tests for jobs.launcher: real processes (plain-Python fakes, no TensorFlow), on loopback."""
+"""Tests for jobs.local.launcher: real processes (plain-Python fakes, no TensorFlow), on loopback."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from jobs import launcher
-from jobs.launcher import JobFailed, launch, vertex_environment
+from jobs.local import launcher
+from jobs.local.launcher import JobFailed, launch, vertex_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FAKES = pathlib.Path(__file__).resolve().parent / "fakes"
@@ -399,7 +399,7 @@ def test_bad_arguments(tmp_path):
 # -- command line -----------------------------------------------------------------------------------
 def _cli(*args, **kw):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "jobs.launcher", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "jobs.local.launcher", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -444,7 +444,7 @@ def test_cli_main_in_process(tmp_path, pid_dir, capsys):
 @pytest.mark.timeout(60)
 def test_cli_sigterm_stops_everything(tmp_path, pid_dir):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "jobs.launcher", "--replicas", "1,1", "--base-output-dir",
+    cmd = [sys.executable, "-m", "jobs.local.launcher", "--replicas", "1,1", "--base-output-dir",
            str(tmp_path), "--grace", "0.5", "--", *fake(pid_dir, "*=ignore-term")]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

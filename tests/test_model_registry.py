@@ -1,4 +1,4 @@
-"""Vertex AI Model Registry: one request definition (``jobs.vertex.model_upload_request``, typed by
+"""Vertex AI Model Registry: one request definition (``jobs.cloud.vertex.model_upload_request``, typed by
 ``aiplatform_v1``), written beside the model by the local branch, sent by ``run.py register-model``
 through ``ModelServiceClient``, and sent by the pipeline's Vertex branch through GCPC's ``ModelUploadOp``
 whose real launcher is run here against the stand-in (https carried by a TLS-terminating proxy)."""
@@ -26,7 +26,7 @@ def test_upload_request_is_a_valid_api_message_with_the_regions_container():
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format
 
-    from jobs import vertex
+    from jobs.cloud import vertex
 
     cfg = config_lib.load("local", ["serving.labels={team: vision}"])
     request = vertex.model_upload_request(cfg, MODEL_DIR + "/", "my-proj", "europe-west4")
@@ -49,7 +49,7 @@ def test_upload_request_is_a_valid_api_message_with_the_regions_container():
 
 def test_local_branch_writes_the_request_beside_the_model(tmp_path):
     from components import steps
-    from jobs import vertex
+    from jobs.cloud import vertex
 
     model_dir = tmp_path / "run" / "model"
     model_dir.mkdir(parents=True)
@@ -63,7 +63,7 @@ def test_local_branch_writes_the_request_beside_the_model(tmp_path):
 
 
 def test_register_model_sends_the_request_and_waits_for_its_operation(vertex, capsys):
-    from jobs import vertex as vertex_lib
+    from jobs.cloud import vertex as vertex_lib
 
     rc = run_main("register-model", "--project", "my-proj", "--region", "europe-west4", "--model-dir", MODEL_DIR,
                   "--api-endpoint", vertex.url)
@@ -161,7 +161,7 @@ def _resolve(arg, values: dict) -> str:
 def test_gcpc_model_upload_launcher_sends_the_same_request(tmp_path):
     """Run GCPC's own ModelUploadOp launcher with the compiled arguments, resolved from what our component
     outputs, against the stand-in: its models:upload body carries our request's model, in region R."""
-    from jobs import vertex as vertex_lib
+    from jobs.cloud import vertex as vertex_lib
 
     region, project = "europe-west4", "my-proj"
     cfg = config_lib.load("local", ["serving.labels={team: vision}"])

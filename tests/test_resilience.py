@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs.faults import attempt_lines, checkpoint_variables
+from jobs.local.faults import attempt_lines, checkpoint_variables
 from jobs import stages
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 

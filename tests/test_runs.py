@@ -1,4 +1,4 @@
-"""One run per output folder (jobs.runs and pipelines/run.py): lock, rerun, --fresh, Ctrl-C, kill -9."""
+"""One run per output folder (jobs.local.runs and pipelines/run.py): lock, rerun, --fresh, Ctrl-C, kill -9."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import runs
+from jobs.local import runs
 from tests.conftest import assert_no_processes_left
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,7 @@ def _hold_lock(base: Path) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from jobs.runs import RunLock
+        from jobs.local.runs import RunLock
         RunLock({str(base)!r}).acquire()
         print("held", flush=True)
         time.sleep(120)

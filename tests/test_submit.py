@@ -203,7 +203,7 @@ def test_gcr_io_and_other_registries_are_warnings(vertex, capsys):
 def test_follow_polls_with_a_bounded_growing_interval():
     from types import SimpleNamespace
 
-    from jobs import vertex
+    from jobs.cloud import vertex
 
     states = iter(["PIPELINE_STATE_PENDING"] * 2 + ["PIPELINE_STATE_RUNNING"] * 5 + ["PIPELINE_STATE_SUCCEEDED"])
 
@@ -253,7 +253,7 @@ def test_no_cache_turns_caching_off_for_every_task(vertex):
 
 
 def test_preflight_checks_the_hardware_in_the_jobs_region_not_the_configs():
-    from jobs import submit
+    from jobs.cloud import submit
 
     cfg = config_lib.load("local", [*GOOD[1::2], "topology.strategy=mirrored", "topology.worker.replica_count=0",
                                     "topology.chief.machine_type=n1-standard-8",
@@ -276,7 +276,7 @@ def test_image_flag_is_the_components_image_and_is_checked_too(vertex, capsys):
 
 
 def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsys, monkeypatch):
-    from jobs import vertex as vertex_lib
+    from jobs.cloud import vertex as vertex_lib
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
 from jobs import stages
-from jobs.launcher import JobFailed
+from jobs.local.launcher import JobFailed
 
 pytestmark = pytest.mark.integration
 

@@ -185,7 +185,7 @@ class Scheduling:
 class Serving:
     """How the verified model is registered in the Vertex AI Model Registry (Vertex runs only)."""
     #: prediction container; empty = Google's prebuilt TensorFlow container for the region and device
-    #: (``jobs.vertex.default_serving_image``: the newest tf2-cpu/tf2-gpu <= the trainer's TF version).
+    #: (``jobs.cloud.vertex.default_serving_image``: the newest tf2-cpu/tf2-gpu <= the trainer's TF version).
     image_uri: str = ""
     #: Model Registry display name; empty = the job ``name``.
     display_name: str = ""

@@ -1,6 +1,6 @@
 """Worker entry point: ``python -m trainers.task --config local [--set key=value ...]``.
 
-The same command runs on every replica, locally under ``jobs.launcher`` and on Vertex AI (it is the
+The same command runs on every replica, locally under ``jobs.local.launcher`` and on Vertex AI (it is the
 container's command). The replica's role comes from the environment (see ``trainers.cluster``).
 ``--config-json`` takes the whole config as JSON (how the pipeline passes it to Vertex replicas).
 ``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.

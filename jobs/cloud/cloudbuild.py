@@ -6,7 +6,7 @@ digest that comes back pins exactly what every Vertex replica will run (a tag ca
 Steps (each one request through the real client library):
 
 1. the context tarball is gzip'd if it is not already and uploaded to
-   ``gs://STAGING/PATH/<ctx-tag>.tgz`` (:mod:`jobs.gcs`); the name is content-addressed, so a repeat
+   ``gs://STAGING/PATH/<ctx-tag>.tgz`` (:mod:`jobs.cloud.gcs`); the name is content-addressed, so a repeat
    build of the same context reuses the same object name;
 2. ``CloudBuildClient.create_build`` (REST) with one ``docker build -f DOCKERFILE -t IMAGE .`` step and
    ``images: [IMAGE]`` (Cloud Build pushes the images listed there after the steps succeed, and reports
@@ -16,7 +16,7 @@ Steps (each one request through the real client library):
 4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
 
 A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
-:class:`~jobs.clients.CloudError` line with Cloud Build's own detail and the log URL.
+:class:`~jobs.cloud.clients.CloudError` line with Cloud Build's own detail and the log URL.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from jobs import clients, gcs
-from jobs.clients import CloudError
+from jobs.cloud import clients, gcs
+from jobs.cloud.clients import CloudError
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: Cloud Build's own default is 10 min; a TensorFlow image with its wheels can take longer.

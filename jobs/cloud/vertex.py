@@ -1,7 +1,7 @@
 """The one client module for the Vertex AI API: pipeline jobs (submit, follow) and Model Registry uploads.
 
 Everything goes through the real client libraries (``google.cloud.aiplatform`` for pipeline jobs,
-``aiplatform_v1.ModelServiceClient`` for uploads); endpoint and credentials come from ``jobs.clients``, so
+``aiplatform_v1.ModelServiceClient`` for uploads); endpoint and credentials come from ``jobs.cloud.clients``, so
 ``--api-endpoint http://127.0.0.1:P`` talks to a local stand-in with no credentials and nothing else.
 
 Following a job is a bounded poll loop of our own rather than ``PipelineJob.wait()``: that wait left
@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any, Callable
 
-from jobs import clients
+from jobs.cloud import clients
 from trainers import config as config_lib
 
 CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"

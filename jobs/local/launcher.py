@@ -4,7 +4,7 @@ Any command is the worker command (``python -m trainer.task --user_arg value`` r
 every replica gets the environment Vertex AI custom training would give it, so the same trainer
 runs locally and on Vertex.
 
-    python -m jobs.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
+    python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
     result = launch([sys.executable, "-m", "trainer.task"], [1, 1], "runs/x", max_restarts=2)
 
 Environment contract (see :func:`vertex_environment`)
@@ -68,7 +68,7 @@ import sys
 import time
 from typing import Callable, Mapping, Sequence
 
-from jobs.vertex_env import (POOL_NAMES, ROLES, output_dirs, replica_environment,
+from jobs.local.vertex_env import (POOL_NAMES, ROLES, output_dirs, replica_environment,
                                  validate_replica_counts, vertex_environment)
 
 __all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_environment",
@@ -483,9 +483,9 @@ def _parse(argv: Sequence[str]):
     command = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(
-        prog="python -m jobs.launcher",
+        prog="python -m jobs.local.launcher",
         description="Run a command as every replica of Vertex AI worker pools on 127.0.0.1.",
-        epilog="Example: python -m jobs.launcher --replicas 1,1,0,0 --base-output-dir runs/x "
+        epilog="Example: python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x "
                "-- python -m trainer.task --user_arg value")
     p.add_argument("--replicas", help="replica counts of worker pools 0..3, e.g. 1,1,0,0")
     for pool in range(4):

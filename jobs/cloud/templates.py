@@ -7,7 +7,7 @@
 run from template") runs.
 
 Credentials: for a Kubeflow Pipelines host in Artifact Registry (``https://*-kfp.pkg.dev``), Application
-Default Credentials through :mod:`jobs.clients`; for a loopback stand-in (``http://127.0.0.1:P/proj/repo``)
+Default Credentials through :mod:`jobs.cloud.clients`; for a loopback stand-in (``http://127.0.0.1:P/proj/repo``)
 a fixed token, nothing else. Every failure is one line and exit status 1 (2 for bad arguments/config).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobs import clients
+from jobs.cloud import clients
 from trainers import config as config_lib
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")

@@ -17,7 +17,7 @@ later) is checked first, each problem one line naming the field, the rule and a 
 * ``--service-account`` / ``--network`` / ``--labels`` forms.
 
 Then the pipeline is compiled exactly as ``--compile-only`` compiles it (or ``--template URI`` names an
-uploaded one), created through ``jobs.vertex`` and, unless ``--no-wait``, followed to its end.
+uploaded one), created through ``jobs.cloud.vertex`` and, unless ``--no-wait``, followed to its end.
 Exit status: 0 succeeded (or submitted with ``--no-wait``), 1 the job failed or a cloud call failed, 2 a
 preflight problem, 130 Ctrl-C (the job itself goes on: following it stops).
 """
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs import clients, vertex
+from jobs.cloud import clients, vertex
 from jobs.hardware.rules import REGION_RE
 from jobs.images import PLACEHOLDER_PROJECT
 from jobs.validate import NAME_RE as PIPELINE_NAME_RE
@@ -270,7 +270,7 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=N
 
 def register_main(argv: list[str]) -> int:
     """``run.py register-model``: register an exported SavedModel folder (gs://) in the Model Registry
-    with the same request the pipeline's Vertex branch sends (``jobs.vertex.model_upload_request``)."""
+    with the same request the pipeline's Vertex branch sends (``jobs.cloud.vertex.model_upload_request``)."""
     from trainers.errors import ConfigError
 
     p = argparse.ArgumentParser(prog="python pipelines/run.py register-model", description=register_main.__doc__)

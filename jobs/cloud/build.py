@@ -74,7 +74,7 @@ def _config_variant(args: argparse.Namespace) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(list(argv))
-    from jobs.clients import CloudError
+    from jobs.cloud.clients import CloudError
     from trainers.errors import ConfigError
 
     try:
@@ -99,13 +99,13 @@ def main(argv: list[str]) -> int:
     print(f"image {repository}:{tag} (variant {variant}, context {ctx.root}, {len(ctx.files)} files)", flush=True)
     try:
         if args.backend == "docker":
-            from jobs.images import build_and_push_docker
+            from jobs.cloud.docker_engine import build_and_push_docker
 
             reference, _ = build_and_push_docker(ctx, repository, tag, build_args, log=_progress)
         else:
             reference = _already_built(repository, tag, args) or _cloudbuild(ctx, f"{repository}:{tag}", build_args,
                                                                              args)
-    except CloudError as exc:  # BuildError, and whatever jobs.cloudbuild raises
+    except CloudError as exc:  # BuildError, and whatever jobs.cloud.cloudbuild raises
         return _error(str(exc), 1)
     print(reference)
     return 0
@@ -119,7 +119,8 @@ def _already_built(repository: str, tag: str, args: argparse.Namespace) -> str |
     """``REPO:TAG@DIGEST`` when the registry already has the tag (asked over its HTTP API with the caller's
     Google credentials), else None. Against a loopback Cloud Build stand-in only a loopback registry is
     asked (a test must never reach a real registry)."""
-    from jobs import clients, images
+    from jobs import images
+    from jobs.cloud import clients, registry
 
     if clients.is_local_endpoint(args.api_endpoint):
         if not clients.is_local_endpoint(images.registry_host(repository)):
@@ -134,7 +135,7 @@ def _already_built(repository: str, tag: str, args: argparse.Namespace) -> str |
         except Exception as exc:  # google.auth.exceptions.RefreshError and transport errors
             raise BuildError(clients.one_line(exc, "getting an access token for the registry")) from None
         token = creds.token
-    digest = images.registry_digest(repository, tag, access_token=token)
+    digest = registry.registry_digest(repository, tag, access_token=token)
     if digest:
         _progress(f"already built: {repository}:{tag} is in the registry ({digest}); nothing to build")
         return f"{repository}:{tag}@{digest}"
@@ -143,8 +144,8 @@ def _already_built(repository: str, tag: str, args: argparse.Namespace) -> str |
 
 def _cloudbuild(ctx, image: str, build_args: dict[str, str], args: argparse.Namespace) -> str:
     """Send the same deterministic context (gzipped, named ``<content tag>.tgz``) to Cloud Build through
-    ``jobs.cloudbuild``; it returns ``REPO:TAG@sha256:DIGEST``."""
-    from jobs import cloudbuild
+    ``jobs.cloud.cloudbuild``; it returns ``REPO:TAG@sha256:DIGEST``."""
+    from jobs.cloud import cloudbuild
 
     with tempfile.TemporaryDirectory() as tmp:
         tarball = Path(tmp) / f"{image.rsplit(':', 1)[1]}.tgz"

@@ -9,16 +9,16 @@ google-cloud-storage client is used; where it points is decided by :func:`storag
 * else Google's endpoint. A non-loopback ``endpoint`` (e.g. a regional Cloud Build endpoint) is never
   reused for storage, because it does not serve the storage API.
 
-Credentials come from :mod:`jobs.clients` (anonymous for a loopback stand-in, else ADC). Every failure
-is a :class:`~jobs.clients.CloudError` with one line: a missing bucket says so and how to create it.
+Credentials come from :mod:`jobs.cloud.clients` (anonymous for a loopback stand-in, else ADC). Every failure
+is a :class:`~jobs.cloud.clients.CloudError` with one line: a missing bucket says so and how to create it.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from jobs import clients
-from jobs.clients import CloudError
+from jobs.cloud import clients
+from jobs.cloud.clients import CloudError
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -38,7 +38,7 @@ def storage_endpoint(endpoint: str | None = None) -> str | None:
 
 
 def storage_client(project: str | None = None, endpoint: str | None = None):
-    """A ``google.cloud.storage.Client`` for ``project`` with credentials from :mod:`jobs.clients`."""
+    """A ``google.cloud.storage.Client`` for ``project`` with credentials from :mod:`jobs.cloud.clients`."""
     from google.cloud import storage
 
     url = storage_endpoint(endpoint)

@@ -2,7 +2,7 @@
 
 Pure functions, no processes, no TensorFlow: :func:`vertex_environment` returns the variables, and
 :func:`replica_environment` layers them over a parent environment with every inherited cluster
-variable removed.  :mod:`jobs.launcher` documents the full contract and uses both.
+variable removed.  :mod:`jobs.local.launcher` documents the full contract and uses both.
 
 Worker pools (Vertex's ``workerPoolSpecs[]`` positions):
 

@@ -1,23 +1,94 @@
-"""KFP v2 components (lightweight, thin wrappers over ``jobs.stages``).
+"""Reusable KFP v2 components: each step of the chain from source to a registered model, usable in any
+pipeline, one folder each (``<name>/component.py``, the definition; ``<name>/component.yaml``, generated
+from it).
 
-``make_components(base_image)`` turns the plain functions of ``components.steps`` into components that
-run in ``base_image`` (the trainer image built from ``containers/Dockerfile``, which has this package
-and kfp installed, hence ``install_kfp_package=False``).
+    from components import train, verify_model          # the definitions (in components.base.DEFAULT_IMAGE)
+    c = components.published("REPO/tf-trainer@sha256:...")   # the published YAMLs, in your image
+    verify_model = kfp.components.load_component_from_file("components/verify_model/component.yaml")
+
+=====================  ====================================================  ==========================================
+component              in                                                    out
+=====================  ====================================================  ==========================================
+validate_config        config JSON, image, location                          validated config, Vertex worker pool specs,
+                                                                             output folders, Model Registry fields
+build_image            config JSON, a gs:// build context                    the trainer image by digest
+prepare_data           config JSON                                           Dataset (TFRecord shards)
+train                  config JSON, Dataset (optional)                       Model, Metrics, checkpoints, TensorBoard logs
+custom_training_job    the Vertex job spec (validate_config's outputs)       gcp_resources (the CustomJob)
+verify_model           Model, sample request, Dataset (optional)             verified Model, Metrics, verification record
+upload_model           Model                                                 google.VertexModel (or the request, dry run)
+report                 verification, TensorBoard logs, checkpoints, config   HTML, Markdown, ClassificationMetrics
+=====================  ====================================================  ==========================================
+
+The pipeline ``run.py`` runs (``pipelines/training_pipeline.py``) is built from :func:`published`: the
+very files a KFP user loads. ``python pipelines/run.py components --image IMAGE --out DIR`` writes the set
+for an image; ``UPDATE_EXPECTED=1 python -m pytest tests/test_components.py`` regenerates the committed
+files, and that test fails when a definition changed without them.
 """
 from __future__ import annotations
 
+import copy
+import importlib
+import os
 import types
+from pathlib import Path
 
-from kfp import dsl
+#: Every component, in pipeline order.
+NAMES = ("validate_config", "build_image", "prepare_data", "train", "verify_model", "upload_model", "report")
+HERE = Path(__file__).resolve().parent
+YAML_NAME = "component.yaml"
 
-from components import steps
-
-STEP_FUNCTIONS = (steps.build_image, steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model,
-                  steps.model_upload_request, steps.run_report)
+__all__ = list(NAMES) + ["NAMES", "definition", "published", "yaml_path", "write_yamls", "with_image"]
 
 
-def make_components(base_image: str) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**{
-        fn.__name__: dsl.component(fn, base_image=base_image, install_kfp_package=False)
-        for fn in STEP_FUNCTIONS
-    })
+def definition(name: str):
+    """The Python definition of component ``name`` (a KFP ``PythonComponent``)."""
+    if name not in NAMES:
+        raise KeyError(f"no component {name!r}; components: {', '.join(NAMES)}")
+    return getattr(importlib.import_module(f"components.{name}.component"), name)
+
+
+# ``from components import train`` gives the component, not its folder's package: importing a definition
+# sets ``components.<name>`` to the sub-package, so each is bound here once all are imported.
+for _name in NAMES:
+    globals()[_name] = definition(_name)
+del _name
+
+
+def with_image(component, image: str):
+    """A copy of ``component`` (a definition or a loaded YAML) that runs in ``image``."""
+    out = copy.deepcopy(component)
+    out.component_spec.implementation.container.image = image
+    return out
+
+
+def yaml_path(name: str, root: str | os.PathLike = HERE) -> Path:
+    return Path(root) / name / YAML_NAME
+
+
+def published(image: str | None = None) -> types.SimpleNamespace:
+    """Every component loaded from its committed ``component.yaml`` (what a KFP user loads), in ``image``
+    when given."""
+    from kfp import components as kfp_components
+
+    out = {}
+    for name in NAMES:
+        loaded = kfp_components.load_component_from_file(str(yaml_path(name)))
+        out[name] = with_image(loaded, image) if image else loaded
+    return types.SimpleNamespace(**out)
+
+
+def write_yamls(out_dir: str | os.PathLike, image: str | None = None) -> list[Path]:
+    """Compile every definition to ``<out_dir>/<name>/component.yaml`` (in ``image`` when given)."""
+    from kfp import compiler
+
+    paths = []
+    for name in NAMES:
+        component = definition(name)
+        if image:
+            component = with_image(component, image)
+        path = yaml_path(name, out_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        compiler.Compiler().compile(component, str(path))
+        paths.append(path)
+    return paths

@@ -1,6 +1,11 @@
-"""The pipeline's steps as plain library calls (the KFP components are thin wrappers over these).
+"""The pipeline's steps as plain library calls (the KFP components in ``components/`` are thin wrappers).
 
-``prepare`` -> ``run_local`` (or a Vertex CustomJob built from ``vertex_job``) -> ``verify``.
+``prepare`` -> ``train_local`` (or a Vertex CustomJob built from ``vertex_job``) -> ``verify_model`` ->
+the Model Registry request -> the report. Each step that has something to say about the run writes it
+beside the run (``<base>/training.json``, ``verification.json``, ``model_upload_request.json``,
+``report.html``), which ``run.py`` gathers into ``<base>/run.json``.
+
+Nothing here imports TensorFlow at module level; only the steps that need it (prepare, verify) do.
 """
 from __future__ import annotations
 
@@ -10,16 +15,16 @@ from typing import Any
 
 from trainers import config as config_lib
 from trainers import fileio
-from trainers.paths import join
-
-DEFAULT_COMMAND = ["python", "-m", "trainers.task"]
-
+from trainers.paths import join, readable
 
 def worker_command(cfg: config_lib.JobConfig) -> list[str]:
-    """The command every replica runs. With the built-in trainer and no explicit args, the whole config
-    travels as ``--config-json`` so Vertex replicas need no file; a user's own trainer gets its args."""
+    """The command every replica runs: ``python -m <trainer.module> <trainer.args>`` for a user's trainer;
+    ``container.command`` + ``container.args`` for a trainer that is not a module; the built-in trainer with
+    the whole config as ``--config-json`` (Vertex replicas then need no file)."""
+    if cfg.trainer.module:
+        return ["python", "-m", cfg.trainer.module, *cfg.trainer.args]
     args = list(cfg.container.args)
-    if not args and list(cfg.container.command) == DEFAULT_COMMAND:
+    if not args and list(cfg.container.command) == config_lib.BUILTIN_COMMAND:
         args = ["--config-json", cfg.to_json()]
     return list(cfg.container.command) + args
 
@@ -72,8 +77,18 @@ def console_log(line: str) -> None:
         pass
 
 
+def replica_env(cfg: config_lib.JobConfig) -> dict[str, str]:
+    """What a local replica gets on top of the Vertex environment: a user's ``source_dir`` first on
+    ``PYTHONPATH`` (it is also the working directory), as the image's WORKDIR makes it importable there."""
+    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    if cfg.trainer.module:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (cfg.trainer.source_dir, os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
-    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them.
+    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them: a user's
+    trainer in its ``trainer.source_dir``.
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
@@ -89,8 +104,39 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     return launcher.launch(
         command, cfg.topology.replica_counts(), config_lib.resolved_base_dir(cfg),
         job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
-        env={"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")},
+        env=replica_env(cfg), cwd=cfg.trainer.source_dir or None,
     )
+
+
+def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
+    """Train locally (:func:`run_local`) and write ``<base>/training.json``: what ran (strategy, replicas,
+    attempts, restarts, seconds) and the final figures: the built-in trainer's ``metrics.json``, else the
+    last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...)."""
+    from jobs.tensorboard import last_values, read_scalars
+
+    started = time.monotonic()
+    result = run_local(cfg, log=log)
+    dirs = output_dirs(cfg)
+    record: dict[str, Any] = {
+        "trainer": cfg.trainer.module or "trainers.task (built-in)", "command": worker_command(cfg)[:3 + len(cfg.trainer.args)]
+        if cfg.trainer.module else worker_command(cfg)[:3],
+        "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
+        "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
+                      "resumed_from_step": r.resumed_step} for r in result.restarts],
+        "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
+    }
+    builtin = read_metrics(cfg)
+    if not cfg.user_trainer and builtin:
+        record["metrics"] = builtin
+    else:
+        record["scalars"] = last_values(read_scalars(dirs["logs"]))
+    fileio.write_json_atomic(join(config_lib.resolved_base_dir(cfg), "training.json"), record)
+    return record
+
+
+def read_training(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What :func:`train_local` recorded (``<base>/training.json``)."""
+    return _read_json(cfg, "training.json")
 
 
 def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
@@ -103,7 +149,7 @@ def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 
 def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What :func:`verify` found (``<base>/verification.json``)."""
+    """What :func:`verify_model` found (``<base>/verification.json``)."""
     return _read_json(cfg, "verification.json")
 
 
@@ -149,12 +195,63 @@ def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
     }
 
 
-def verify(model_dir: str, data_dir: str, max_examples: int = 0) -> dict[str, Any]:
-    """Load the exported SavedModel in a fresh process and run its signature on held-out examples."""
-    from trainers.export import verify_in_fresh_process
+def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", record_dir: str = "") -> dict[str, Any]:
+    """Load the SavedModel in this process, run ``serving_default`` on ``sample_request`` (the JSON text
+    ``{"instances": [...]}``) or a generated input, time it, and for the built-in classifier evaluate
+    ``data_dir``'s held-out split (``jobs.verify``); written to ``<record_dir>/verification.json`` when
+    given. Raises ``jobs.verify.VerifyError`` (one line)."""
+    from jobs import verify
 
-    result = verify_in_fresh_process(model_dir, data_dir, max_examples)
-    base = model_dir.rstrip("/").rsplit("/", 1)[0]
-    fileio.write_json_atomic(join(base, "verification.json"),
-                             {k: v for k, v in result.items() if k != "metadata"})
-    return result
+    record = verify.verify(model_dir, sample_request, data_dir)
+    if record_dir:
+        fileio.write_json_atomic(join(record_dir, "verification.json"), record)
+    return record
+
+
+def with_data(cfg: config_lib.JobConfig, data_uri: str) -> config_lib.JobConfig:
+    """``cfg`` reading the prepared TFRecords at ``data_uri`` (a Dataset from ``prepare_data`` or elsewhere)."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source="tfrecord", path=data_uri))
+
+
+def serving_fields(cfg: config_lib.JobConfig, location: str) -> dict[str, Any]:
+    """The Model Registry fields of a job: display name, labels, prediction container for ``location``,
+    parent model."""
+    from jobs.cloud import vertex
+
+    return {"display_name": cfg.serving.display_name or cfg.name, "labels": vertex.model_labels(cfg),
+            "serving_image": vertex.serving_image(cfg, location), "parent_model": cfg.serving.parent_model}
+
+
+def upload_model(model_uri: str, *, location: str, project: str = "", display_name: str, serving_image: str = "",
+                 labels: dict[str, str] | None = None, parent_model: str = "", pipeline_job: str = "",
+                 api_endpoint: str = "", dry_run: bool = False, record_dir: str = "") -> tuple[str, dict[str, Any]]:
+    """Build the ``models:upload`` request for the SavedModel at ``model_uri``; write it to
+    ``<record_dir>/model_upload_request.json`` when given; send it unless ``dry_run``. Returns
+    (``models/ID@version`` or ``""``, the request)."""
+    from jobs.cloud import vertex
+
+    request = vertex.upload_request(model_uri, display_name=display_name, project=project, location=location,
+                                    serving_image=serving_image or vertex.prebuilt_serving_image(location),
+                                    labels=labels, parent_model=parent_model, pipeline_job=pipeline_job)
+    if record_dir:
+        fileio.write_json_atomic(join(readable(record_dir), "model_upload_request.json"), request)
+    if dry_run:
+        return "", request
+    return vertex.upload_model(request, location, api_endpoint or None), request
+
+
+def report(config_json: str = "", verification_file: str = "", logs_uri: str = "", checkpoints_uri: str = "",
+           record_dir: str = "") -> tuple[dict[str, Any], str]:
+    """The run report (``jobs.report``) from whatever is given (a run folder ``record_dir`` fills in what is
+    not); written to ``<record_dir>/report.html`` when given. Returns (content, the path written or ``""``)."""
+    from jobs import report as report_lib
+
+    cfg = config_lib.load_json(config_json) if config_json else None
+    verification = (fileio.read_json(verification_file) or {}) if verification_file else None
+    content = report_lib.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
+                                checkpoints_uri=checkpoints_uri)
+    if not record_dir:
+        return content, ""
+    return content, report_lib.write(join(record_dir, "report.html"), content)

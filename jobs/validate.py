@@ -61,7 +61,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if d.source == "synthetic":
         _positive(p, "data.synthetic_classes", d.synthetic_classes, 2)
         _positive(p, "data.synthetic_images_per_class", d.synthetic_images_per_class, 2)
-    elif not d.path:
+    elif d.source != "none" and not d.path:
         p.append(problem("data.path", f"data.source={d.source} needs a path (local folder, gs://bucket/dir or /gcs/bucket/dir)"))
     if not TIMEOUT_RE.match(cfg.scheduling.timeout):
         p.append(problem("scheduling.timeout", f"{cfg.scheduling.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
@@ -70,7 +70,93 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     p += tensorboard_problems(cfg)
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
+    p += trainer_shape_problems(cfg)
     return p
+
+
+MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The ``trainer`` section's rules that need no file system."""
+    t, p = cfg.trainer, []
+    if t.module and not MODULE_RE.match(t.module):
+        p.append(problem("trainer.module", f"{t.module!r} is not a Python module name (python -m MODULE)",
+                         ["trainer.task"]))
+    if t.module and list(cfg.container.command) != config_lib.BUILTIN_COMMAND:
+        p.append(problem("container.command", "is set together with trainer.module; trainer.module runs "
+                                              "python -m MODULE, container.command is for a trainer that is not a "
+                                              "Python module: keep one", ["remove container.command"]))
+    if t.module and cfg.container.args:
+        p.append(problem("container.args", "is set together with trainer.module; give the arguments as "
+                                           "trainer.args", [f"trainer.args: {list(cfg.container.args)}"]))
+    if (t.args or t.requirements) and not t.module:
+        field = "trainer.args" if t.args else "trainer.requirements"
+        p.append(problem(field, "needs trainer.module (the module every replica runs)", ["trainer.module: trainer.task"]))
+    if cfg.data.source == "none" and not cfg.user_trainer:
+        p.append(problem("data.source", "none means the trainer reads its own data, but the built-in trainer "
+                                        "needs images or TFRecords; set trainer.module to your own trainer",
+                         ["synthetic", "images", "tfrecord"]))
+    return p
+
+
+def _modules_in(root: Path, limit: int = 5) -> list[str]:
+    """Modules under ``root`` that look runnable (``if __name__ == "__main__"``), for a did-you-mean."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if len(rel.parts) > 4 or any(part.startswith(".") or part in ("runs", "build") for part in rel.parts):
+            continue
+        try:
+            if "__main__" in path.read_text(errors="replace"):
+                found.append(".".join(rel.with_suffix("").parts))
+        except OSError:
+            continue
+        if len(found) >= limit:
+            break
+    return found
+
+
+def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """A user trainer's files, checked on this machine before any replica starts: the source folder, the
+    module in it, the requirements file, the sample request."""
+    t, p = cfg.trainer, []
+    if t.module:
+        root = Path(t.source_dir)
+        if not root.is_dir():
+            return [problem("trainer.source_dir", f"{t.source_dir} is not a folder (relative paths in a job file are "
+                                                  "relative to the file's folder)", ["."])]
+        parts = t.module.split(".")
+        here = root.joinpath(*parts)
+        if not (here.with_suffix(".py").is_file() or (here / "__main__.py").is_file()):
+            rel = "/".join(parts)
+            p.append(problem("trainer.module", f"{t.module} is not importable from trainer.source_dir {root} (no "
+                                               f"{rel}.py or {rel}/__main__.py there): every replica runs python -m "
+                                               f"{t.module} in that folder", _modules_in(root) or ["trainer.task"]))
+        if t.requirements and not (root / t.requirements).is_file():
+            p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
+                                                     "trainer.source_dir)", ["requirements.txt"]))
+    if cfg.serving.sample_request:
+        p += sample_request_problems(cfg.serving.sample_request)
+    return p
+
+
+def sample_request_problems(path: str) -> list[Problem]:
+    """``serving.sample_request``: a JSON file ``{"instances": [...]}`` (Vertex online prediction's body)."""
+    import json
+
+    example = ['{"instances": [[0.1, 0.2], [0.3, 0.4]]}']
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        return [problem("serving.sample_request", f"{path} does not exist (relative to the job file)", example)]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return [problem("serving.sample_request", f"{path} is not valid JSON ({' '.join(str(exc).split())})", example)]
+    if not isinstance(doc, dict) or not isinstance(doc.get("instances"), list) or not doc["instances"]:
+        return [problem("serving.sample_request", f"{path} must be an object with a non-empty \"instances\" list, as "
+                                                  "Vertex online prediction takes", example)]
+    return []
 
 
 TENSORBOARD_RE = re.compile(r"^projects/([^/]+)/locations/([a-z0-9-]+)/tensorboards/(\d+)$")
@@ -113,7 +199,7 @@ def data_value_problems(d: config_lib.Data) -> list[Problem]:
 def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """The input folder, checked where it can be seen from here (``gs://`` is checked by the job)."""
     d = cfg.data
-    if d.source == "synthetic" or not d.path or d.path.startswith("gs://"):
+    if d.source in ("synthetic", "none") or not d.path or d.path.startswith("gs://"):
         return []
     root = Path(d.path)
     if not root.exists():
@@ -141,7 +227,7 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     report = check_job(cfg.to_dict())
     errors = _value_checks(cfg) + list(report.errors)
     if check_data:
-        errors += data_problems(cfg)
+        errors += data_problems(cfg) + trainer_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings))
 
 
@@ -174,7 +260,10 @@ def validate_or_raise(cfg: config_lib.JobConfig, check_data: bool = True) -> Rep
 
 
 def running_locally_note(cfg: config_lib.JobConfig) -> str | None:
-    """What a local run does differently from Vertex for this topology (said, not hidden)."""
+    """What a local run does differently from Vertex for this topology (said, not hidden). Only for the
+    built-in trainer: a user's trainer makes its own strategy, and nothing here knows what it does."""
+    if cfg.user_trainer:
+        return None
     acc = cfg.topology.chief.accelerator_count
     if cfg.topology.strategy == "mirrored" and acc > 1:
         return (f"locally, MirroredStrategy uses this machine's GPUs, or {acc} logical CPU devices when it has "

@@ -7,6 +7,7 @@
     python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit to Vertex (jobs/cloud/submit.py)
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]   # jobs/cloud/templates.py
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
+    python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
 
 Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
 training step's worker pools started as real processes on loopback by ``jobs.local.launcher``.
@@ -43,6 +44,7 @@ SUBCOMMANDS = {
     "build": "jobs.cloud.build:main",
     "upload-template": "jobs.cloud.templates:main",
     "register-model": "jobs.cloud.submit:register_main",
+    "components": "components.cli:main",
 }
 
 
@@ -145,18 +147,26 @@ def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console
     pipeline = build_pipeline(cfg)
     started = time.monotonic()
     try:
-        pipeline(config_json=cfg.to_json(), target="local")
+        with runs.StepTimer() as timer:
+            pipeline(config_json=cfg.to_json(), target="local")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         _wait_for_children()
-        last = runs.last_checkpoint(stages.output_dirs(cfg)["checkpoints"])
-        where = f"at step {last[1]}; last checkpoint {last[0]}" if last else "before the first checkpoint"
+        checkpoints = stages.output_dirs(cfg)["checkpoints"]
+        last = runs.last_checkpoint(checkpoints)
+        if last:
+            where = f"at step {last[1]}; last checkpoint {last[0]}"
+        elif cfg.user_trainer:
+            where = f"(your trainer's checkpoints, if it wrote any, are in {checkpoints})"
+        else:
+            where = "before the first checkpoint"
         print(f"\ninterrupted {where}; resume with: {_resume_command(argv)}", file=sys.stderr)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)
         return 1
-    summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None)
+    summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
+                               steps=timer.steps)
     runs.write_record(base, cfg.to_json(), summary)
     print("\n".join(runs.summary_lines(summary)))
     return 0

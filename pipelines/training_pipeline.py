@@ -1,46 +1,67 @@
-"""The training pipeline: [build image] -> validate -> prepare data -> train (local | Vertex CustomJob) -> verify
--> Model Registry (locally: the upload request written beside the model).
+"""The training pipeline: [build image] -> validate -> [prepare data] -> train (local | Vertex CustomJob) ->
+verify -> Model Registry (locally: the request, written) -> report.
 
-Wiring only: every step is a component from ``components``; every decision lives in the library.
-One definition serves both targets; ``target`` picks the branch at run time, and the untaken branch is
-never executed (so kfp.local runs the local branch without touching Google Cloud).
+Wiring only, from the published components (``components.published``: the committed ``component.yaml``
+files a KFP user loads), every decision in the library. One definition serves both targets; ``target``
+picks the branch at run time and the untaken branch is never executed (so kfp.local runs the local branch
+without touching Google Cloud). A job whose trainer reads its own data (``data.source: none``) has no
+prepare step.
 """
 
 from kfp import compiler, dsl
+from kfp.dsl import Artifact, Model
 
-from components import make_components
+import components
+from components.base import DEFAULT_IMAGE
 from trainers import config as config_lib
+
+
+def sample_request_json(cfg: config_lib.JobConfig) -> str:
+    """``serving.sample_request``'s content: it travels in the pipeline (a Vertex task cannot read the
+    submitter's files)."""
+    if not cfg.serving.sample_request:
+        return ""
+    with open(cfg.serving.sample_request, encoding="utf-8") as f:
+        return f.read()
 
 
 def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
     """The pipeline function for ``cfg`` (its config is the default of the ``config_json`` parameter)."""
+    from google_cloud_pipeline_components import _placeholders
     from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
 
     from jobs.images import component_image  # components run the cpu image (or container.image_uri)
 
-    c = make_components(base_image or component_image(cfg) or "python:3.11")
+    c = components.published(base_image or component_image(cfg) or DEFAULT_IMAGE)
+    with_data = cfg.data.source != "none"
 
-    @dsl.pipeline(name=cfg.name, description=f"Train {cfg.model.name} with {cfg.topology.strategy} "
-                                             "from source data to a verified SavedModel.")
+    @dsl.pipeline(name=cfg.name, description=f"Train {cfg.trainer.module or cfg.model.name} with "
+                                             f"{cfg.topology.strategy} from source to a verified, registered "
+                                             "SavedModel.")
     def training_pipeline(config_json: str = cfg.to_json(), target: str = "local",
                           location: str = cfg.topology.region, build_context_uri: str = "",
-                          service_account: str = "", network: str = ""):
+                          service_account: str = "", network: str = "",
+                          sample_request: str = sample_request_json(cfg)):
         # service_account / network (run.py --service-account / --network): the training replicas run as
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
-        image = c.build_image(config_json=config_json,
-                              build_context_uri=build_context_uri).set_display_name("build-image")
-        job = c.validate_config(config_json=config_json,
-                                image_uri=image.output).set_display_name("validate-config")
-        data = c.prepare_data(config_json=job.outputs["config_json"]).set_display_name("prepare-data")
+        image = c.build_image(config_json=config_json, build_context_uri=build_context_uri)
+        job = c.validate_config(config_json=config_json, image_uri=image.output, location=location)
+        config = job.outputs["config_json"]
+        data = c.prepare_data(config_json=config) if with_data else None
+        dataset = {"dataset": data.outputs["dataset"]} if data is not None else {}
+        registry = dict(location=location, display_name=job.outputs["model_display_name"],
+                        serving_image=job.outputs["serving_image"], labels=job.outputs["model_labels"],
+                        parent_model=job.outputs["parent_model"])
         with dsl.If(target == "local", name="train-locally"):
-            trained = c.train_local(config_json=job.outputs["config_json"],
-                                    data_dir=data.outputs["Output"]).set_display_name("train-local")
-            verified = c.verify_model(model_dir=trained.outputs["model_dir"],
-                                      data_dir=data.outputs["Output"]).set_display_name("verify-model")
-            c.model_upload_request(config_json=job.outputs["config_json"], model_dir=trained.outputs["model_dir"],
-                                   location=location).after(verified).set_display_name("model-upload-request")
-            c.run_report(config_json=job.outputs["config_json"]).after(verified).set_display_name("report")
+            trained = c.train(config_json=config, **dataset)
+            verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
+                                      record_dir=job.outputs["base_dir"], **dataset)
+            c.upload_model(model=verified.outputs["verified_model"], dry_run=True,
+                           record_dir=job.outputs["base_dir"], **registry)
+            c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
+                     checkpoints=trained.outputs["checkpoints"], config_json=config,
+                     record_dir=job.outputs["base_dir"])
         with dsl.Else(name="train-on-vertex"):
             custom_job = CustomTrainingJobOp(
                 display_name=job.outputs["display_name"],
@@ -53,39 +74,21 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
                 network=network,
                 tensorboard=job.outputs["tensorboard"],
                 location=location,
-            ).after(data).set_display_name("train-vertex")
-            verified = c.verify_model(model_dir=job.outputs["model_dir"], data_dir=data.outputs["Output"]
-                                      ).after(custom_job).set_display_name("verify-vertex-model")
-            _register_model(c, cfg, config_json=job.outputs["config_json"], model_dir=job.outputs["model_dir"],
-                            location=location, after=verified)
-            c.run_report(config_json=job.outputs["config_json"]).after(verified).set_display_name("report-vertex")
+            )
+            if data is not None:
+                custom_job.after(data)
+            # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
+            model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(custom_job)
+            logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(custom_job)
+            verified = c.verify_model(model=model.output, sample_request=sample_request,
+                                      record_dir=job.outputs["base_output_directory"], **dataset)
+            c.upload_model(model=verified.outputs["verified_model"], project=_placeholders.PROJECT_ID_PLACEHOLDER,
+                           pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER, dry_run=False,
+                           record_dir=job.outputs["base_output_directory"], **registry)
+            c.report(verification=verified.outputs["verification"], tensorboard=logs.output, config_json=config,
+                     record_dir=job.outputs["base_output_directory"])
 
     return training_pipeline
-
-
-def _register_model(c, cfg: config_lib.JobConfig, config_json, model_dir, location, after) -> None:
-    """Vertex branch: the verified SavedModel folder -> Vertex Model Registry (GCPC ``ModelUploadOp``), with
-    the fields of ``jobs.cloud.vertex.model_upload_request``, in the pipeline's ``location`` (GCPC's default,
-    us-central1, is never used). ``serving.parent_model`` (fixed when compiling) adds a new version."""
-    from google_cloud_pipeline_components import _placeholders
-    from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel, VertexModel
-    from google_cloud_pipeline_components.v1.model import ModelUploadOp
-
-    upload = c.model_upload_request(config_json=config_json, model_dir=model_dir, location=location,
-                                    project=_placeholders.PROJECT_ID_PLACEHOLDER
-                                    ).after(after).set_display_name("model-upload-request-vertex")
-    model = dsl.importer(artifact_uri=upload.outputs["artifact_uri"], artifact_class=UnmanagedContainerModel,
-                         metadata={"containerSpec": {"imageUri": upload.outputs["serving_image"]}}
-                         ).set_display_name("import-saved-model")
-    extra = {}
-    if cfg.serving.parent_model:
-        extra["parent_model"] = dsl.importer(
-            artifact_uri=f"https://{cfg.serving.parent_model.split('/')[3]}-aiplatform.googleapis.com/v1/"
-                         f"{cfg.serving.parent_model}",
-            artifact_class=VertexModel, metadata={"resourceName": cfg.serving.parent_model},
-        ).set_display_name("import-parent-model").output
-    ModelUploadOp(display_name=upload.outputs["display_name"], unmanaged_container_model=model.output,
-                  labels=upload.outputs["labels"], location=location, **extra).set_display_name("upload-model")
 
 
 def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, base_image: "str | None" = None) -> str:

@@ -120,7 +120,7 @@ def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
     for needed in ("pyproject.toml", "README.md", "containers/Dockerfile", "trainers/task.py", "jobs/images.py",
-                   "components/steps.py", "pipelines/run.py", "trainers/configs/local.yaml",
+                   "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "trainers/configs/local.yaml",
                    "jobs/hardware/catalog.yaml"):
         assert needed in files, needed
     assert not [f for f in files if f.startswith((".git/", "runs/", "tests/")) or "__pycache__" in f

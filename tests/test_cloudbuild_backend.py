@@ -261,12 +261,12 @@ def test_the_build_component_runs_under_kfp_local_against_the_stand_in(cloud, tm
     """The real lightweight component, executed by kfp.local's SubprocessRunner (its own process)."""
     from kfp import local
 
-    from components import make_components
+    import components
 
     server, storage, _ = cloud
     storage.objects[("stage", "ctx-feedfacefeedface.tgz")] = ({}, b"")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
-    c = make_components("python:3.11")
+    c = components.published("python:3.11")
     cfg = _job()
     task = c.build_image(config_json=cfg.to_json(), build_context_uri="gs://stage/ctx-feedfacefeedface.tgz",
                          api_endpoint=server.url)
@@ -354,7 +354,7 @@ def _source(compiled: dict, component: str, task: str, param: str) -> tuple[str,
 def test_the_compiled_pipeline_feeds_the_built_image_into_the_worker_pools(tmp_path):
     import yaml
 
-    from components import steps
+    from components import validate_config
     from pipelines.training_pipeline import compile_pipeline
 
     cfg = _job(**{"data.source": "synthetic"})  # validate_config checks a local data path; /gcs/ is not here
@@ -369,10 +369,10 @@ def test_the_compiled_pipeline_feeds_the_built_image_into_the_worker_pools(tmp_p
         ("task", "validate-config.worker_pool_specs")
     # ...and validate-config puts that image into every pool (the component function itself, run here)
     built = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64
-    out = steps.validate_config(cfg.to_json(), image_uri=built)
+    out = validate_config.python_func(cfg.to_json(), image_uri=built)
     assert [p["container_spec"]["image_uri"] for p in out.worker_pool_specs if p] == [built, built]
     assert config_lib.load_json(out.config_json).container.image_uri == built
-    default = steps.validate_config(cfg.to_json())
+    default = validate_config.python_func(cfg.to_json())
     assert {p["container_spec"]["image_uri"] for p in default.worker_pool_specs if p} == {images.job_image(cfg)}
 
 
@@ -380,7 +380,7 @@ def test_a_vertex_tensorboard_reaches_the_custom_job(tmp_path):
     """output.tensorboard -> validate-config's ``tensorboard`` output -> CustomTrainingJobOp(tensorboard=...)."""
     import yaml
 
-    from components import steps
+    from components import validate_config
     from pipelines.training_pipeline import compile_pipeline
 
     tb = "projects/team-proj/locations/us-central1/tensorboards/42"
@@ -389,5 +389,5 @@ def test_a_vertex_tensorboard_reaches_the_custom_job(tmp_path):
     vertex = next(name for name, c in compiled["components"].items()
                   if "custom-training-job" in c.get("dag", {}).get("tasks", {}))
     assert _source(compiled, vertex, "custom-training-job", "tensorboard") == ("task", "validate-config.tensorboard")
-    assert steps.validate_config(cfg.to_json()).tensorboard == tb
-    assert steps.validate_config(_job(**{"data.source": "synthetic"}).to_json()).tensorboard == ""
+    assert validate_config.python_func(cfg.to_json()).tensorboard == tb
+    assert validate_config.python_func(_job(**{"data.source": "synthetic"}).to_json()).tensorboard == ""

@@ -1,7 +1,7 @@
-"""Vertex AI Model Registry: one request definition (``jobs.cloud.vertex.model_upload_request``, typed by
-``aiplatform_v1``), written beside the model by the local branch, sent by ``run.py register-model``
-through ``ModelServiceClient``, and sent by the pipeline's Vertex branch through GCPC's ``ModelUploadOp``
-whose real launcher is run here against the stand-in (https carried by a TLS-terminating proxy)."""
+"""Vertex AI Model Registry: one request definition (``jobs.cloud.vertex.upload_request``, parsed strictly as
+``aiplatform_v1.UploadModelRequest`` here), written beside the model by the local branch (the
+``upload_model`` component's dry run), sent by ``run.py register-model`` and by the same component in the
+pipeline's Vertex branch, against the stand-in."""
 from __future__ import annotations
 
 import json
@@ -47,19 +47,76 @@ def test_upload_request_is_a_valid_api_message_with_the_regions_container():
     assert request["parentModel"] == "projects/p/locations/europe-west4/models/42"
 
 
-def test_local_branch_writes_the_request_beside_the_model(tmp_path):
-    from components import steps
+def test_the_request_is_built_without_the_client_library_but_parses_as_its_type():
+    """The light builder (no aiplatform import) against the real type, strictly; and its container table
+    against the SDK's own for every region family, CPU and GPU."""
+    from google.cloud import aiplatform_v1
+    from google.cloud.aiplatform.helpers import get_prebuilt_prediction_container_uri
+    from google.protobuf import json_format
+
     from jobs.cloud import vertex
 
-    model_dir = tmp_path / "run" / "model"
-    model_dir.mkdir(parents=True)
-    cfg = config_lib.load("local")
-    out = steps.model_upload_request(cfg.to_json(), str(model_dir), "us-central1")
+    request = vertex.upload_request(MODEL_DIR, display_name="m", serving_image="us-docker.pkg.dev/x/y:1", project="p",
+                                    location="us-central1", labels={"a": "b"}, parent_model="projects/p/locations/"
+                                    "us-central1/models/7", pipeline_job="projects/p/locations/us-central1/pipelineJobs/j")
+    message = aiplatform_v1.UploadModelRequest.pb()()
+    json_format.ParseDict(request, message)  # ignore_unknown_fields=False
+    assert message.model.pipeline_job.endswith("/pipelineJobs/j") and message.parent_model.endswith("/models/7")
+    for region in ("us-central1", "us-east4", "europe-west4", "asia-east1"):
+        for gpu in (False, True):
+            assert vertex.prebuilt_serving_image(region, gpu) == get_prebuilt_prediction_container_uri(
+                "tensorflow", vertex.SERVING_TF_VERSION, region, "gpu" if gpu else "cpu")
+    assert vertex.prebuilt_serving_image("northamerica-northeast1").startswith("us-docker.pkg.dev/")
+
+
+def test_local_branch_writes_the_request_beside_the_model_and_sends_nothing(tmp_path):
+    """The upload_model component's dry run (the local branch) in a process without aiplatform imported."""
+    code = (
+        "import json, sys\n"
+        "from components import upload_model\n"
+        "from kfp.dsl import Model\n"
+        "from google_cloud_pipeline_components.types.artifact_types import VertexModel\n"
+        f"m = Model(uri={str(tmp_path / 'run' / 'model')!r}, metadata={{'job': 'flowers-local'}})\n"
+        "out = VertexModel(uri='', metadata={})\n"
+        f"upload_model.python_func(model=m, vertex_model=out, location='us-central1', dry_run=True, record_dir={str(tmp_path / 'run')!r},"
+        " labels={'job': 'flowers-local'})\n"
+        "print(json.dumps({'aiplatform': 'google.cloud.aiplatform' in sys.modules or 'google.cloud.aiplatform_v1' in sys.modules,"
+        " 'meta': out.metadata}))\n")
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["aiplatform"] is False, "a dry run must not import the client library"
     written = json.loads((tmp_path / "run" / "model_upload_request.json").read_text())
-    assert written == json.loads(out.request_json) == vertex.model_upload_request(cfg, str(model_dir), "", "us-central1")
-    assert written["parent"] == "projects/-/locations/us-central1"  # no project locally
-    assert (out.artifact_uri, out.serving_image, out.display_name) == (
-        str(model_dir), "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest", "flowers-local")
+    assert written == seen["meta"]["request"] and seen["meta"]["dry_run"] is True
+    assert written == {"parent": "projects/-/locations/us-central1", "model": {
+        "displayName": "flowers-local", "artifactUri": str(tmp_path / "run" / "model"), "labels": {"job": "flowers-local"},
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"}}}
+
+
+def test_the_upload_component_registers_a_model_against_the_stand_in(vertex, tmp_path):
+    """The same component, not a dry run: one models:upload (strictly parsed), the operation followed, the
+    VertexModel artifact names the registered model; a parent model makes it a new version."""
+    from google_cloud_pipeline_components.types.artifact_types import VertexModel
+    from kfp.dsl import Model
+
+    from components import upload_model
+
+    parent = "projects/my-proj/locations/europe-west4/models/42"
+    out = VertexModel(name="vertex_model", uri="", metadata={})
+    upload_model.python_func(model=Model(uri=MODEL_DIR + "/", metadata={"job": "flowers"}), vertex_model=out,
+                             location="europe-west4", project="my-proj", parent_model=parent,
+                             pipeline_job="projects/my-proj/locations/europe-west4/pipelineJobs/j-1",
+                             api_endpoint=vertex.url, record_dir=str(tmp_path))
+    (upload,) = vertex.calls("POST", "models:upload")
+    assert upload.path == "/v1/projects/my-proj/locations/europe-west4/models:upload"
+    body = upload.json()
+    assert body["parentModel"] == parent and body["model"]["artifactUri"] == MODEL_DIR
+    assert body["model"]["displayName"] == "flowers"
+    assert body["model"]["containerSpec"] == {"imageUri": "europe-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"}
+    assert re.fullmatch(r"projects/my-proj/locations/europe-west4/models/\d+", out.metadata["resourceName"])
+    assert out.uri.startswith("https://europe-west4-aiplatform.googleapis.com/v1/projects/my-proj/")
+    assert json.loads((tmp_path / "model_upload_request.json").read_text())["parentModel"] == parent
 
 
 def test_register_model_sends_the_request_and_waits_for_its_operation(vertex, capsys):
@@ -109,104 +166,33 @@ def _branch(compiled, task):
     return dag
 
 
-def test_vertex_branch_uploads_the_verified_model_in_the_pipelines_location(tmp_path):
-    compiled = _compiled(tmp_path)
-    tasks = _branch(compiled, "model-upload")
-    upload = tasks["model-upload"]
-    params = upload["inputs"]["parameters"]
-    assert params["location"] == {"componentInputParameter": "pipelinechannel--location"}  # never GCPC's us-central1
-    assert "project" not in params  # GCPC's default: the pipeline's own project
-    request_task = "model-upload-request-2"
-    assert params["display_name"]["taskOutputParameter"] == {"outputParameterKey": "display_name",
-                                                             "producerTask": request_task}
-    assert params["labels"]["taskOutputParameter"] == {"outputParameterKey": "labels", "producerTask": request_task}
-    importer = upload["inputs"]["artifacts"]["unmanaged_container_model"]["taskOutputArtifact"]["producerTask"]
-    assert "parent_model" not in upload["inputs"]["artifacts"]
-    assert tasks[importer]["inputs"]["parameters"]["uri"]["taskOutputParameter"]["outputParameterKey"] == "artifact_uri"
-    spec = compiled["deploymentSpec"]["executors"][tasks[importer]["componentRef"]["name"].replace("comp-", "exec-")]
-    assert spec["importer"]["typeSchema"]["schemaTitle"] == "google.UnmanagedContainerModel"
-    assert spec["importer"]["metadata"] == {"containerSpec": {"imageUri": "{{$.inputs.parameters['metadata']}}"}}
-    assert tasks[importer]["inputs"]["parameters"]["metadata"]["taskOutputParameter"]["outputParameterKey"] == "serving_image"
-    assert tasks[request_task]["dependentTasks"] == ["verify-model-2"]
-    assert tasks[request_task]["inputs"]["parameters"]["model_dir"] == {
-        "componentInputParameter": "pipelinechannel--validate-config-model_dir"}
-    local = _branch(compiled, "model-upload-request")
-    assert local["model-upload-request"]["dependentTasks"] == ["train-local", "verify-model"]
-    assert not any(t["componentRef"]["name"] == "comp-model-upload" for t in local.values())
-
-
-def test_parent_model_adds_a_new_version(tmp_path):
+def test_both_branches_register_the_verified_model_in_the_pipelines_location(tmp_path):
     parent = "projects/my-proj/locations/europe-west4/models/42"
     compiled = _compiled(tmp_path, f"serving.parent_model={parent}")
-    tasks = _branch(compiled, "model-upload")
-    producer = tasks["model-upload"]["inputs"]["artifacts"]["parent_model"]["taskOutputArtifact"]["producerTask"]
-    assert tasks[producer]["inputs"]["parameters"]["uri"]["runtimeValue"]["constant"] == \
-        f"https://europe-west4-aiplatform.googleapis.com/v1/{parent}"
-    spec = compiled["deploymentSpec"]["executors"][tasks[producer]["componentRef"]["name"].replace("comp-", "exec-")]
-    assert spec["importer"]["metadata"] == {"resourceName": parent}
-    assert spec["importer"]["typeSchema"]["schemaTitle"] == "google.VertexModel"
+    vertex_branch, local_branch = _branch(compiled, "upload-model-2"), _branch(compiled, "upload-model")
+    for tasks, upload, verify, dry_run in ((vertex_branch, "upload-model-2", "verify-model-2", False),
+                                           (local_branch, "upload-model", "verify-model", True)):
+        task = tasks[upload]
+        assert task["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
+            "outputArtifactKey": "verified_model", "producerTask": verify}
+        params = task["inputs"]["parameters"]
+        assert params["location"] == {"componentInputParameter": "pipelinechannel--location"}  # never a default
+        assert params["dry_run"]["runtimeValue"]["constant"] is dry_run
+        for key, output in (("display_name", "model_display_name"), ("labels", "model_labels"),
+                            ("serving_image", "serving_image"), ("parent_model", "parent_model")):
+            assert params[key] == {"componentInputParameter": f"pipelinechannel--validate-config-{output}"}, key
+    vertex_params = vertex_branch["upload-model-2"]["inputs"]["parameters"]
+    assert vertex_params["project"]["runtimeValue"]["constant"] == "{{$.pipeline_google_cloud_project_id}}"
+    assert vertex_params["pipeline_job"]["runtimeValue"]["constant"] == "{{$.pipeline_job_resource_name}}"
+    # the model the Vertex branch verifies is what the CustomJob's chief wrote to AIP_MODEL_DIR
+    importer = vertex_branch["verify-model-2"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"]
+    assert vertex_branch[importer]["inputs"]["parameters"]["uri"] == {
+        "componentInputParameter": "pipelinechannel--validate-config-model_dir"}
+    # and validate-config computes those fields from the job's config
+    from components import validate_config
 
-
-def _resolve(arg, values: dict) -> str:
-    """What the Vertex backend does to a compiled argument: Concat and input placeholders."""
-    if arg.startswith('{"Concat"'):
-        return "".join(_resolve(a, values) for a in json.loads(arg)["Concat"])
-    if arg.startswith('{"IfPresent"'):
-        return ""
-    out = re.sub(r"\{\{\$\.inputs\.parameters\['(\w+)'\]\}\}",
-                 lambda m: values[m[1]] if isinstance(values[m[1]], str) else json.dumps(values[m[1]]), arg)
-    return out.replace("{{$.pipeline_job_uuid}}", "job-1")
-
-
-def test_gcpc_model_upload_launcher_sends_the_same_request(tmp_path):
-    """Run GCPC's own ModelUploadOp launcher with the compiled arguments, resolved from what our component
-    outputs, against the stand-in: its models:upload body carries our request's model, in region R."""
-    from jobs.cloud import vertex as vertex_lib
-
-    region, project = "europe-west4", "my-proj"
-    cfg = config_lib.load("local", ["serving.labels={team: vision}"])
-    request = vertex_lib.model_upload_request(cfg, MODEL_DIR, project, region)
-    model = request["model"]
-    compiled = _compiled(tmp_path, "serving.labels={team: vision}")
-    inputs = compiled["components"]["comp-model-upload"]["inputDefinitions"]["parameters"]
-    values = {k: v.get("defaultValue") for k, v in inputs.items()}
-    values.update(display_name=model["displayName"], labels=model["labels"], location=region, project=project)
-    args = compiled["deploymentSpec"]["executors"]["exec-model-upload"]["container"]["args"]
-    executor_input = {
-        "inputs": {"artifacts": {"unmanaged_container_model": {"artifacts": [
-            {"name": "m", "uri": model["artifactUri"], "metadata": {"containerSpec": {
-                "imageUri": model["containerSpec"]["imageUri"]}}}]}}},
-        "outputs": {"artifacts": {"model": {"artifacts": [{"name": "model", "type": {"schemaTitle": "google.VertexModel"}}]}},
-                    "outputFile": str(tmp_path / "out" / "executor_output.json")}}
-    values_args = [_resolve(a, values) for a in args]
-    values_args = [json.dumps(executor_input) if a == "{{$}}" else
-                   str(tmp_path / "gcp_resources") if "gcp_resources" in a and a.startswith("{{") else a
-                   for a in values_args if a]
-    vertex = VertexStandIn(upload_done=True).start()  # GCPC polls an unfinished operation every 20 s
-    vertex.route("POST", "/token", lambda req, m: (200, {"access_token": "t", "expires_in": 3600, "token_type": "Bearer"}))
-    adc = tmp_path / "adc.json"
-    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r",
-                               "token_uri": "https://oauth2.googleapis.com/token"}))
-    # google-auth refreshes the token at oauth2.googleapis.com: the proxy carries it to the stand-in too.
-    proxy = TlsProxy(vertex, [f"{region}-aiplatform.googleapis.com", "oauth2.googleapis.com"], tmp_path).start()
-    try:
-        env = clean_env(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(adc), REQUESTS_CA_BUNDLE=str(proxy.cert_file),
-                        **proxy.env())
-        proc = subprocess.run([sys.executable, "-m", "google_cloud_pipeline_components.container.v1.model."
-                               "upload_model.launcher", *values_args], capture_output=True, text=True, env=env,
-                              timeout=120, cwd=str(ROOT))
-    finally:
-        proxy.stop()
-        vertex.stop()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (upload,) = vertex.calls("POST", "models:upload")
-    assert upload.path == f"/v1/projects/{project}/locations/{region}/models:upload"
-    sent = upload.json()["model"]
-    assert sent["artifact_uri"] == model["artifactUri"]
-    assert sent["container_spec"] == {"image_uri": model["containerSpec"]["imageUri"]}
-    assert sent["display_name"] == model["displayName"]
-    assert model["labels"].items() <= sent["labels"].items()
-    assert sent["pipeline_job"] == f"projects/{project}/locations/{region}/pipelineJobs/job-1"
-    written = json.loads((tmp_path / "out" / "executor_output.json").read_text())
-    assert written["artifacts"]["model"]["artifacts"][0]["metadata"]["resourceName"].startswith(
-        f"projects/{project}/locations/{region}/models/")
+    out = validate_config.python_func(config_lib.load("local", [f"serving.parent_model={parent}"]).to_json(),
+                                      location="europe-west4")
+    assert (out.parent_model, out.model_display_name) == (parent, "flowers-local")
+    assert out.serving_image == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    assert out.model_labels == {"job": "flowers-local", "model": "small_cnn"}

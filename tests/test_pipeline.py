@@ -61,9 +61,9 @@ def test_compiled_pipeline_matches_expected_file(tmp_path, preset):
     default = compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"]
     assert config_lib.load_json(default) == cfg
     assert got["name"] == cfg.name
-    # Both branches exist; the Vertex one holds the GCPC custom job.
+    # Both branches exist; the Vertex one holds the custom job.
     branch_components = {t["component"] for b in got["branches"].values() for t in b.values()}
-    assert "comp-custom-training-job" in branch_components and "comp-train-local" in branch_components
+    assert "comp-custom-training-job" in branch_components and "comp-train" in branch_components
 
 
 def test_vertex_branch_is_gated_on_target(tmp_path):
@@ -127,15 +127,23 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
     verification = json.loads((base / "verification.json").read_text())
     assert verification["examples"] > 0 and 0 <= verification["accuracy"] <= 1
     assert stages.read_metrics(cfg)["replicas"] == 2
-    models = list((tmp_path / "root").glob("*/verify-model/model/saved_model.pb"))
-    assert len(models) == 1, "the Model artifact holds the SavedModel"
-    metrics = list((tmp_path / "root").glob("*/verify-model/executor_output.json"))
-    artifacts = json.loads(metrics[0].read_text())["artifacts"]
-    assert set(artifacts) == {"model", "metrics"}
-    model_meta = artifacts["model"]["artifacts"][0]["metadata"]
+    (verify_out,) = (tmp_path / "root").glob("*/verify-model/executor_output.json")
+    artifacts = json.loads(verify_out.read_text())["artifacts"]
+    assert set(artifacts) == {"verified_model", "metrics", "verification"}
+    verified = artifacts["verified_model"]["artifacts"][0]
+    assert verified["uri"] == str(base / "model"), "the Model artifact is the SavedModel folder itself"
+    model_meta = verified["metadata"]
     assert model_meta["framework"] == "tensorflow" and model_meta["classes"] == ["daisy", "dandelion", "roses"]
-    assert set(model_meta["signatures"]) == {"serving_default", "serving_pixels", "outputs"}
-    report_out = json.loads(next((tmp_path / "root").glob("*/run-report/executor_output.json")).read_text())["artifacts"]
+    assert model_meta["signatures"] == ["serving_default", "serving_pixels"] and model_meta["verified"] is True
+    assert model_meta["inputs"] == {"image_bytes": "string [None]"}
+    (train_out,) = (tmp_path / "root").glob("*/train/executor_output.json")
+    trained = json.loads(train_out.read_text())["artifacts"]
+    assert trained["model"]["artifacts"][0]["uri"] == str(base / "model")
+    assert trained["tensorboard"]["artifacts"][0]["uri"] == str(base / "logs")
+    (prepare_out,) = (tmp_path / "root").glob("*/prepare-data/executor_output.json")
+    dataset = json.loads(prepare_out.read_text())["artifacts"]["dataset"]["artifacts"][0]
+    assert dataset["uri"] == str(base / "data") and dataset["metadata"]["format"] == "tfrecord"
+    report_out = json.loads(next((tmp_path / "root").glob("*/report/executor_output.json")).read_text())["artifacts"]
     assert set(report_out) == {"report", "summary", "confusion"}
     confusion = report_out["confusion"]["artifacts"][0]["metadata"]["confusionMatrix"]
     assert [c["displayName"] for c in confusion["annotationSpecs"]] == ["daisy", "dandelion", "roses"]

@@ -1,4 +1,6 @@
-"""The run report (jobs.report): built from a run folder, rendered in a real headless Chromium."""
+"""The run report (jobs.report): built from a run folder (the built-in classifier's, a Keras trainer's),
+every scalar plotted and named, classifier sections only for a classifier; rendered in a real headless
+Chromium."""
 from __future__ import annotations
 
 import base64
@@ -56,10 +58,11 @@ def _cfg(base: Path):
 
 def test_report_content(run_folder):
     from jobs import report
+    from jobs.tensorboard import read_scalars
 
-    scalars = report.read_scalars(str(run_folder / "logs"))
+    scalars = read_scalars(str(run_folder / "logs"))
     assert scalars["train/loss"] == [(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.125)]  # the resumed values win
-    content = report.build(_cfg(run_folder), str(run_folder))
+    content = report.gather(_cfg(run_folder), str(run_folder))
     page = content["html"]
     for needle in ("id='curves'", "id='confusion-matrix'", "id='samples'", "ckpt-30, ckpt-40",
                    "launcher attempts: 2", "resumed from step 20", "120.5 examples/s", "accuracy <b>0.889</b>",
@@ -73,8 +76,42 @@ def test_report_content(run_folder):
 def test_report_without_verification_or_events_still_renders(tmp_path):
     from jobs import report
 
-    content = report.build(_cfg(tmp_path), str(tmp_path))
+    content = report.gather(_cfg(tmp_path), str(tmp_path))
     assert "no TensorBoard scalars were found" in content["html"] and "not verified" in content["html"]
+    assert report.gather(None)["html"].startswith("<!doctype html>")  # nothing at all: still a page
+
+
+def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_sections(tmp_path):
+    """What Keras' TensorBoard callback writes: train/ and validation/ sub-folders with epoch_loss and
+    epoch_mae, plus a non-scalar ``keras`` tag (the model config) that must be skipped, not an error."""
+    import tensorflow as tf
+
+    from jobs import report
+
+    for run, scale in (("train", 1.0), ("validation", 0.5)):
+        writer = tf.summary.create_file_writer(str(tmp_path / "logs" / run))
+        with writer.as_default():
+            tf.summary.text("keras", '{"class_name": "Functional"}', step=0)
+            for epoch in range(3):
+                tf.summary.scalar("epoch_loss", scale / (epoch + 1), step=epoch)
+                tf.summary.scalar("epoch_mae", scale / (epoch + 2), step=epoch)
+        writer.flush()
+    (tmp_path / "verification.json").write_text(json.dumps({
+        "signature": "serving_default", "inputs": {"features": "float32 [None, 8]"},
+        "outputs": {"value": "float32 [None, 1]"}, "instances": 2, "input_source": "serving.sample_request",
+        "predictions": [{"value": [1.5]}, {"value": [-0.25]}], "latency_ms": {"median": 0.4, "first_call": 20}}))
+    cfg = config_lib.load("local", [f"output.base_dir={tmp_path}", "trainer.module=trainer.task", "data.source=none",
+                                    f"trainer.source_dir={tmp_path}"])
+    content = report.gather(cfg, str(tmp_path))
+    page = content["html"]
+    for series in ("train/epoch_loss", "validation/epoch_loss", "train/epoch_mae", "validation/epoch_mae"):
+        assert f"<td>{series}</td>" in page, series  # named in the text, not only inside the picture
+    assert "keras" not in page.split("id='scalars'")[1].split("</table>")[0]
+    assert "id='curves'" in page and "<td>[-0.25]</td>" in page and "features" in page
+    assert "python -m trainer.task" in page
+    for classifier_only in ("confusion-matrix", "id='samples'", "id='validation'"):
+        assert classifier_only not in page
+    assert content["classes"] == [] and content["confusion_matrix"] == []
 
 
 @pytest.mark.skipif(not shutil.which("chromedriver") and not os.environ.get("CI"),
@@ -86,7 +123,7 @@ def test_report_renders_in_headless_chromium(run_folder):
 
     from jobs import report
 
-    path, _ = report.write(_cfg(run_folder), str(run_folder))
+    path = report.write(str(run_folder / "report.html"), report.gather(_cfg(run_folder), str(run_folder)))
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1600"):
         options.add_argument(arg)

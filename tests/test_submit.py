@@ -160,7 +160,8 @@ BAD = {
     "model label": (["--set", "serving.labels={Team: x}"], "error: serving.labels: 'Team=x': a label is key=value"),
     "job id": (["--set", "name=9flowers"], "error: name: the job id '9flowers-"),
     "local output": (["--set", "output.base_dir=./runs/x"],
-                     "error: output.base_dir: './runs/x': a Vertex job writes its model, checkpoints and logs to "
+                     f"error: output.base_dir: '{os.path.abspath('runs/x')}': a Vertex job writes its model, checkpoints "
+                     "and logs to "
                      "Cloud Storage; give a gs:// folder of your own bucket; valid choices: "
                      "gs://my-pipelines/runs/flowers-local"),
     "local data": (["--set", "data.source=images", "--set", "data.path=/tmp/flowers"], "error: data.path: '/tmp/flowers'"),

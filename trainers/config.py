@@ -2,16 +2,24 @@
 
 A job config describes everything needed to run one training job, locally or on Vertex AI:
 
-* ``data``       where the images or TFRecord shards are (local path, ``gs://`` or ``/gcs/``);
+* ``trainer``    a user's own trainer (``python -m <module> <args>`` in ``source_dir``); empty = the built-in one;
+* ``data``       where the images or TFRecord shards are (local path, ``gs://`` or ``/gcs/``), or ``none``;
 * ``model``      which architecture (the seed lab's small CNN, or a ``keras.applications`` network);
 * ``training``   steps/epochs, per-replica batch (global batch = per-replica x replicas), optimizer;
 * ``checkpoint`` how often to save and how many to keep;
 * ``topology``   the strategy and the four Vertex worker pools (chief, worker, parameter_server,
   evaluator) with machine type, accelerator type/count and replica count;
-* ``container``  the image and the worker command (any command: the user's own trainer works too);
+* ``container``  the image (and, for a trainer that is not a Python module, the raw container command);
 * ``output``     the base output directory (Vertex derives AIP_MODEL_DIR etc. from it);
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
-* ``serving``    the Model Registry entry: prediction container, display name, parent model, labels.
+* ``serving``    the Model Registry entry (prediction container, display name, parent model, labels) and the
+  sample request the verify step sends to the exported model.
+
+Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
+``serving.sample_request``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
+``trainer.requirements`` is relative to ``trainer.source_dir``); in a preset and in ``--set`` they are
+relative to the current directory. :func:`load` makes them absolute, so the config passed between pipeline
+steps never depends on a working directory.
 
 Loading checks the *shape* (unknown fields, wrong types) and reports every problem at once as
 ``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
@@ -39,8 +47,22 @@ Strategy = Literal["one_device", "mirrored", "multi_worker", "tpu"]
 
 
 @dataclasses.dataclass
+class Trainer:
+    """A user's own trainer. Empty ``module``: the built-in trainer (``python -m trainers.task``)."""
+    #: the user's code: the replicas' working directory (and first on their PYTHONPATH) locally, and the
+    #: last layer of the image (its WORKDIR) for Vertex; empty = the job file's folder.
+    source_dir: str = ""
+    #: every replica runs ``python -m <module> <args>``, e.g. ``trainer.task`` (the Vertex labs' layout).
+    module: str = ""
+    args: list[str] = dataclasses.field(default_factory=list)
+    #: a pip requirements file, relative to ``source_dir``: installed in the image before the code.
+    requirements: str = ""
+
+
+@dataclasses.dataclass
 class Data:
-    source: Literal["synthetic", "images", "tfrecord"] = "synthetic"
+    #: ``none``: the trainer reads its own data (a user's trainer); the pipeline has no prepare step.
+    source: Literal["synthetic", "images", "tfrecord", "none"] = "synthetic"
     #: images: ``<path>/<class>/*.jpg``; tfrecord: a folder written by ``python -m trainers.prepare``;
     #: synthetic: where a small generated image folder is written (empty = under output.base_dir).
     path: str = ""
@@ -151,6 +173,10 @@ class Topology:
         return [p.replica_count for p in self.pools()]
 
 
+#: The built-in trainer's command (``trainer.module`` empty and ``container.command`` left as is).
+BUILTIN_COMMAND = ["python", "-m", "trainers.task"]
+
+
 @dataclasses.dataclass
 class Container:
     #: the exact image every replica runs; empty = chosen by ``jobs.images`` from ``image_repository`` and
@@ -158,7 +184,9 @@ class Container:
     image_uri: str = ""
     #: where ``pipelines/run.py build`` pushes the trainer image (no tag: the tag is the sources' hash).
     image_repository: str = ""
-    command: list[str] = dataclasses.field(default_factory=lambda: ["python", "-m", "trainers.task"])
+    #: the raw container command, for a trainer that is not a Python module (``["bash", "run.sh"]``);
+    #: ``trainer.module`` sets the command for you and cannot be combined with a changed ``command``.
+    command: list[str] = dataclasses.field(default_factory=lambda: list(BUILTIN_COMMAND))
     args: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -185,18 +213,22 @@ class Scheduling:
 class Serving:
     """How the verified model is registered in the Vertex AI Model Registry (Vertex runs only)."""
     #: prediction container; empty = Google's prebuilt TensorFlow container for the region and device
-    #: (``jobs.cloud.vertex.default_serving_image``: the newest tf2-cpu/tf2-gpu <= the trainer's TF version).
+    #: (``jobs.cloud.vertex.prebuilt_serving_image``: tf2-cpu/tf2-gpu 2.15, the newest Google publishes).
     image_uri: str = ""
     #: Model Registry display name; empty = the job ``name``.
     display_name: str = ""
     #: ``projects/P/locations/R/models/ID``: register as a new version of that model instead of a new model.
     parent_model: str = ""
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: a JSON file ``{"instances": [...]}`` as Vertex online prediction takes it: the verify step runs the
+    #: model's ``serving_default`` signature on it (empty: on an input generated from the signature).
+    sample_request: str = ""
 
 
 @dataclasses.dataclass
 class JobConfig:
     name: str = "tf-train"
+    trainer: Trainer = dataclasses.field(default_factory=Trainer)
     data: Data = dataclasses.field(default_factory=Data)
     model: Model = dataclasses.field(default_factory=Model)
     training: Training = dataclasses.field(default_factory=Training)
@@ -212,6 +244,12 @@ class JobConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    @property
+    def user_trainer(self) -> bool:
+        """True when the replicas run a user's code (``trainer.module`` or a changed ``container.command``)
+        rather than the built-in trainer."""
+        return bool(self.trainer.module) or list(self.container.command) != BUILTIN_COMMAND
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,11 +401,43 @@ def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return doc
 
 
+def is_preset(source: str) -> bool:
+    """A preset name (``local``), not a file path."""
+    return not Path(source).suffix and not Path(source).exists() and source in presets()
+
+
+#: Paths a job file may give relative to its own folder (see the module docstring).
+RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "data.path", "data.prepared_dir",
+                    "output.base_dir")
+
+
+def _is_local_relative(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and "://" not in value and not os.path.isabs(value)
+
+
+def absolute_paths(doc: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``doc`` with its relative local paths (:data:`RELATIVE_TO_FILE`) made absolute against ``folder``;
+    a user trainer's empty ``trainer.source_dir`` becomes ``folder`` itself."""
+    for dotted in RELATIVE_TO_FILE:
+        section, key = dotted.split(".")
+        node = doc.get(section)
+        if isinstance(node, dict) and _is_local_relative(node.get(key)):
+            node[key] = os.path.normpath(os.path.join(folder, node[key]))
+    trainer = doc.get("trainer")
+    if isinstance(trainer, dict) and trainer.get("module") and not trainer.get("source_dir"):
+        trainer["source_dir"] = os.path.abspath(folder)
+    return doc
+
+
 def load_document(source: str | None = "local", overrides: list[str] | None = None) -> dict[str, Any]:
-    """The plain document of a preset name or YAML file with overrides applied (not yet type-checked)."""
-    doc = _read_yaml(source or "local")
+    """The plain document of a preset name or YAML file with overrides applied (not yet type-checked).
+    Relative paths become absolute: a job file's against its folder, a preset's and ``--set``'s against
+    the current directory."""
+    source = source or "local"
+    doc = _read_yaml(source)
     doc.pop("description", None)
-    return apply_overrides(doc, list(overrides or []))
+    doc = absolute_paths(doc, os.getcwd() if is_preset(source) else str(Path(source).resolve().parent))
+    return absolute_paths(apply_overrides(doc, list(overrides or [])), os.getcwd())
 
 
 def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:

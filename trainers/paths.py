@@ -12,3 +12,17 @@ def join(*parts: str) -> str:
 
 def is_uri(path: str) -> bool:
     return "://" in path
+
+
+#: Where Vertex AI mounts Cloud Storage in training replicas and pipeline tasks (Cloud Storage FUSE).
+FUSE_ROOT = "/gcs"
+
+
+def readable(uri: str) -> str:
+    """A path Python's own file functions can read for ``uri``: ``gs://B/P`` -> ``/gcs/B/P`` where that mount
+    exists (a Vertex replica or pipeline task), else ``uri`` unchanged (local paths; ``gs://`` elsewhere)."""
+    import os
+
+    if uri.startswith("gs://") and os.path.isdir(FUSE_ROOT):
+        return FUSE_ROOT + "/" + uri[len("gs://"):]
+    return uri

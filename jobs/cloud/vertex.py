@@ -134,25 +134,10 @@ def _uses_gpu(cfg: config_lib.JobConfig) -> bool:
     return any(p.replica_count and cat.is_gpu(p.accelerator_type) for p in cfg.topology.pools())
 
 
-def default_serving_image(region: str, gpu: bool = False) -> str:
-    """Google's prebuilt TF prediction container for ``region``'s family (us/europe/asia-docker.pkg.dev),
-    resolved by the SDK's own table so the URI is one Google publishes. Other regions (northamerica-*,
-    me-*, ...) have no copy of their own: the us one is used (pulled across regions)."""
-    from google.cloud.aiplatform import helpers
-
-    def uri(where: str) -> str:
-        return helpers.get_prebuilt_prediction_container_uri(
-            framework="tensorflow", framework_version=SERVING_TF_VERSION, region=where,
-            accelerator="gpu" if gpu else "cpu")
-
-    try:
-        return uri(region)
-    except ValueError:
-        return uri("us-central1")
-
-
 def serving_image(cfg: config_lib.JobConfig, location: str) -> str:
-    return cfg.serving.image_uri or default_serving_image(location, _uses_gpu(cfg))
+    """``serving.image_uri``, else Google's prebuilt TensorFlow container for ``location`` (GPU when a pool
+    trains on GPUs)."""
+    return cfg.serving.image_uri or prebuilt_serving_image(location, _uses_gpu(cfg))
 
 
 def model_artifact_uri(model_dir: str) -> str:
@@ -161,25 +146,16 @@ def model_artifact_uri(model_dir: str) -> str:
 
 
 def model_labels(cfg: config_lib.JobConfig) -> dict[str, str]:
-    return {"job": cfg.name[:63], "model": re.sub(r"[^a-z0-9_-]", "-", cfg.model.name.lower())[:63],
-            **cfg.serving.labels}
+    """``job`` and ``model`` (the built-in architecture, or a user trainer's module), plus ``serving.labels``."""
+    model = cfg.trainer.module or cfg.model.name
+    return {"job": cfg.name[:63], "model": re.sub(r"[^a-z0-9_-]", "-", model.lower())[:63], **cfg.serving.labels}
 
 
 def model_upload_request(cfg: config_lib.JobConfig, model_dir: str, project: str, location: str) -> dict[str, Any]:
-    """The ``models:upload`` request (REST JSON, camelCase), built through the real API types
-    (``aiplatform_v1.UploadModelRequest`` / ``Model``) so a wrong field fails here, not in the cloud."""
-    from google.cloud import aiplatform_v1
-    from google.protobuf import json_format
-
-    model = aiplatform_v1.Model(
-        display_name=cfg.serving.display_name or cfg.name,
-        artifact_uri=model_artifact_uri(model_dir),
-        container_spec=aiplatform_v1.ModelContainerSpec(image_uri=serving_image(cfg, location)),
-        labels=model_labels(cfg),
-    )
-    request = aiplatform_v1.UploadModelRequest(parent=f"projects/{project or '-'}/locations/{location}", model=model,
-                                               parent_model=cfg.serving.parent_model)
-    return json_format.MessageToDict(aiplatform_v1.UploadModelRequest.pb(request))
+    """The ``models:upload`` request for a job's model: :func:`upload_request` with the job's serving fields."""
+    return upload_request(model_dir, display_name=cfg.serving.display_name or cfg.name,
+                          serving_image=serving_image(cfg, location), project=project, location=location,
+                          labels=model_labels(cfg), parent_model=cfg.serving.parent_model)
 
 
 def upload_model(request: dict[str, Any], location: str, api_endpoint: str | None = None,
@@ -200,12 +176,37 @@ def upload_model(request: dict[str, Any], location: str, api_endpoint: str | Non
     return f"{response.model}@{response.model_version_id}" if response.model_version_id else response.model
 
 
-def write_upload_request(cfg: config_lib.JobConfig, model_dir: str, project: str, location: str) -> dict[str, Any]:
-    """Build :func:`model_upload_request` and write it beside the model (``<base>/model_upload_request.json``,
-    local path or gs://): a local run shows exactly what a Vertex run registers; a Vertex run keeps a record."""
-    from trainers import fileio
-    from trainers.paths import join
+# --------------------------------------------------------------------------------------------------
+# The upload request, built without the client library (no aiplatform import: 2-5 s a step need not pay)
 
-    request = model_upload_request(cfg, model_dir, project, location)
-    fileio.write_json_atomic(join(model_dir.rstrip("/").rsplit("/", 1)[0], "model_upload_request.json"), request)
+#: Region families with a copy of Google's prebuilt prediction containers (``<family>-docker.pkg.dev``).
+PREDICTION_FAMILIES = ("us", "europe", "asia")
+
+
+def prebuilt_serving_image(location: str, gpu: bool = False, tf_version: str = SERVING_TF_VERSION) -> str:
+    """Google's prebuilt TensorFlow prediction container for ``location``'s family, the same URI the SDK's
+    ``helpers.get_prebuilt_prediction_container_uri`` gives (a test holds the two together for every region
+    family), without importing the SDK (3-5 s). Regions outside the families (``northamerica-*``, ``me-*``,
+    ...) get the ``us`` copy."""
+    family = location.split("-", 1)[0]
+    family = family if family in PREDICTION_FAMILIES else "us"
+    return (f"{family}-docker.pkg.dev/vertex-ai/prediction/tf2-{'gpu' if gpu else 'cpu'}."
+            f"{tf_version.replace('.', '-')}:latest")
+
+
+def upload_request(model_uri: str, *, display_name: str, serving_image: str, project: str, location: str,
+                   labels: dict[str, str] | None = None, parent_model: str = "", pipeline_job: str = "") -> dict[str, Any]:
+    """The ``models:upload`` request body (REST JSON, camelCase) for the SavedModel folder ``model_uri``:
+    what a local run writes beside the model and what a Vertex run sends (``pipeline_job``: the pipeline
+    job's resource name, for lineage). Built as plain data; a test parses it strictly as
+    ``aiplatform_v1.UploadModelRequest`` (no unknown field, every value typed)."""
+    model: dict[str, Any] = {"displayName": display_name, "artifactUri": model_artifact_uri(model_uri),
+                             "containerSpec": {"imageUri": serving_image}}
+    if labels:
+        model["labels"] = dict(labels)
+    if pipeline_job:  # the pipeline job that produced it: Vertex ML Metadata links the two
+        model["pipelineJob"] = pipeline_job
+    request: dict[str, Any] = {"parent": f"projects/{project or '-'}/locations/{location}", "model": model}
+    if parent_model:
+        request["parentModel"] = parent_model
     return request

@@ -113,11 +113,14 @@ def read_record(base: str) -> dict[str, Any]:
 
 
 def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
-    """Written (atomically) only when a run succeeded: what makes a later rerun a no-op."""
+    """Written (atomically) only when a run succeeded: what makes a later rerun a no-op. Top level:
+    ``status``, ``finished``, ``config``, ``summary``, ``steps`` (each pipeline step's wall time) and
+    ``verification`` (what the verify step found: signature, input/output specs, predictions, latency)."""
     from trainers import fileio
 
     fileio.write_json_atomic(join(base, RECORD_NAME), {
-        "status": "succeeded", "finished": _now(), "config": json.loads(config_json), "summary": summary})
+        "status": "succeeded", "finished": _now(), "config": json.loads(config_json), "summary": summary,
+        "steps": summary.get("steps") or [], "verification": summary.get("verification") or {}})
 
 
 def finished_record(base: str, config_json: str) -> dict[str, Any] | None:
@@ -163,15 +166,63 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     return (path, int(step.group(1))) if step else None
 
 
+# -- the steps' wall times (kfp.local logs each task's start and end) ----------------------------------
+class StepTimer:
+    """Records each pipeline task's wall time from kfp.local's own log records (``Executing task 'x'`` ...
+    ``Task 'x' finished with status SUCCESS``, logged on the root logger), for the run's duration:
+    ``steps`` is ``[{"name", "seconds", "status"}]`` in the order the tasks ended. A filter on the root
+    logger, not a handler: kfp.local replaces the root logger's handlers while a pipeline runs."""
+
+    _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+    _START = re.compile(r"^Executing task '([^']+)'")
+    _END = re.compile(r"^Task '([^']+)' finished with status (\w+)")
+
+    def __init__(self) -> None:
+        import logging
+
+        self.steps: list[dict[str, Any]] = []
+        self._started: dict[str, float] = {}
+        timer = self
+
+        class _Filter(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                timer.seen(record.getMessage(), record.created)
+                return True
+
+        self._filter = _Filter()
+
+    def seen(self, message: str, at: float) -> None:
+        text = self._ANSI.sub("", message)
+        start, end = self._START.match(text), self._END.match(text)
+        if start:
+            self._started[start.group(1)] = at
+        elif end and end.group(1) in self._started:
+            self.steps.append({"name": end.group(1), "seconds": round(at - self._started.pop(end.group(1)), 2),
+                               "status": end.group(2)})
+
+    def __enter__(self) -> "StepTimer":
+        import logging
+
+        logging.getLogger().addFilter(self._filter)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import logging
+
+        logging.getLogger().removeFilter(self._filter)
+
+
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
-def run_summary(cfg, elapsed_s: float, log_file: str | None = None) -> dict[str, Any]:
+def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
+                ) -> dict[str, Any]:
     from jobs import stages
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
-            "pipeline_root": join(base, "pipeline_root"),
-            "training": stages.read_metrics(cfg), "verification": stages.read_verification(cfg),
+            "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
+            "training": stages.read_metrics(cfg), "trainer": stages.read_training(cfg),
+            "verification": {k: v for k, v in stages.read_verification(cfg).items() if k != "gallery"},
             "log_file": log_file, "report": join(base, "report.html")}
 
 
@@ -179,9 +230,14 @@ def _num(value: Any, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
 
 
-def _training_line(t: dict[str, Any]) -> str:
+def _training_line(t: dict[str, Any], trainer: dict[str, Any]) -> str:
     steps = t.get("steps")
     if not isinstance(steps, int):
+        if trainer:  # a user's trainer: what ran and the last value of every scalar it wrote
+            scalars = trainer.get("scalars") or {}
+            shown = ", ".join(f"{k} {_num(v, '.4g')}" for k, v in list(scalars.items())[:4]) or "no TensorBoard scalars"
+            return (f"{trainer.get('trainer', '?')}: {sum(trainer.get('replica_counts') or [])} replicas, "
+                    f"{trainer.get('attempts', '?')} attempt(s), {_num(trainer.get('seconds'), '.0f')} s; final {shown}")
         return "no training metrics were written (metrics.json missing)"
     resumed = t.get("resumed_from_step") if isinstance(t.get("resumed_from_step"), int) else 0
     job = (f"{t.get('replicas', '?')} replicas ({t.get('strategy', '?')}), "
@@ -191,6 +247,19 @@ def _training_line(t: dict[str, Any]) -> str:
     since = f" (resumed from step {resumed})" if resumed else ""
     return (f"{steps} steps{since}, {job}, final train loss {_num(t.get('train_loss'), '.4f')}, "
             f"train accuracy {_num(t.get('train_accuracy'), '.3f')}")
+
+
+def _verification_line(v: dict[str, Any]) -> str:
+    if not v:
+        return "none recorded"
+    latency = v.get("latency_ms") or {}
+    line = (f"{v.get('signature', '?')}({', '.join(v.get('inputs') or {})}) ran on {v.get('instances', '?')} "
+            f"instances ({v.get('input_source', '?')}), {_num(latency.get('median'), '.1f')} ms median, in a process "
+            "that never trained")
+    if "accuracy" in v:  # a classifier's held-out figures (n/a when missing)
+        line += (f"; accuracy {_num(v.get('accuracy'), '.3f')}, loss {_num(v.get('loss'), '.4f')} on "
+                 f"{v.get('examples', '?')} {v.get('split', '')} examples")
+    return line
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
@@ -203,11 +272,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
              *([f"  run report          {s['report']}"] if s.get("report") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
-             f"  training            {_training_line(t)}"]
-    if v:
-        lines.append(f"  verification        accuracy {_num(v.get('accuracy'), '.3f')}, loss "
-                     f"{_num(v.get('loss'), '.4f')} on {v.get('examples', '?')} {v.get('split', '')} examples "
-                     "(SavedModel loaded in a fresh process)")
-    else:
-        lines.append("  verification        none recorded")
+             f"  training            {_training_line(t, s.get('trainer') or {})}",
+             f"  verification        {_verification_line(v)}"]
+    steps = s.get("steps") or []
+    if steps:
+        lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))
     return lines + ["=" * 72]

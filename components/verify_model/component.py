@@ -1,0 +1,53 @@
+"""verify_model: a Model (a SavedModel, made by anything) in; loaded, run and timed; a verified Model,
+Metrics and the full verification record out."""
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+
+from components.base import component
+
+
+@component
+def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Output[Metrics],
+                 verification: Output[Artifact], sample_request: str = "", dataset: Input[Dataset] = None,
+                 record_dir: str = ""):
+    """Load the SavedModel at ``model``'s URI in this task's own process (it never trained: the export must
+    stand alone), run its ``serving_default`` signature on ``sample_request`` (JSON text
+    ``{"instances": [...]}`` as Vertex online prediction takes it; empty: an input generated from the
+    signature's specs) and time it. For the built-in classifier with its ``dataset``, also accuracy, loss,
+    the confusion matrix and sample predictions on the held-out split.
+
+    Fails with one ``error:`` line for a folder without a SavedModel, a model without ``serving_default``,
+    or a sample that does not fit (naming the signature's inputs). Outputs: ``verified_model`` (same URI;
+    metadata: framework and version, signatures, inputs and outputs, latency, accuracy for a classifier),
+    ``metrics``, ``verification`` (a JSON file: the whole record, predictions included); with
+    ``record_dir``, the record is also written to ``<record_dir>/verification.json``."""
+    import json
+
+    from jobs import stages
+    from jobs.verify import VerifyError
+
+    data_dir = dataset.uri if dataset is not None else ""
+    try:
+        record = stages.verify_model(model.uri, sample_request, data_dir, record_dir)
+    except VerifyError as exc:
+        print(f"error: {exc}")
+        raise SystemExit(1) from None
+    with open(verification.path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+    latency = record["latency_ms"]
+    metrics.log_metric("latency_ms_median", float(latency["median"]))
+    metrics.log_metric("latency_ms_first_call", float(latency["first_call"]))
+    metrics.log_metric("instances", float(record["instances"]))
+    summary = {k: record[k] for k in ("signature", "signatures", "inputs", "outputs", "framework",
+                                      "framework_version", "latency_ms")}
+    for key in ("accuracy", "loss", "examples"):
+        if isinstance(record.get(key), (int, float)):
+            metrics.log_metric(key, float(record[key]))
+            summary[key] = record[key]
+    if record.get("classes"):
+        summary["classes"] = record["classes"]
+    verified_model.uri = model.uri
+    verified_model.metadata.update({**dict(model.metadata), **summary, "verified": True})
+    shown = "; ".join(f"{k}={record[k]:.3f}" for k in ("accuracy", "loss") if isinstance(record.get(k), (int, float)))
+    print(f"verified {model.uri}: {record['signature']}({', '.join(record['inputs'])}) on {record['instances']} "
+          f"instances ({record['input_source']}), {latency['median']:.1f} ms median{'; ' + shown if shown else ''}; "
+          f"first prediction: {json.dumps(record['predictions'][0])[:200]}")

@@ -1,0 +1,91 @@
+"""A user's own trainer, written the way the Vertex AI distributed-training lab writes one.
+
+Keras ``fit`` under ``MultiWorkerMirroredStrategy``, with the legacy Keras 2 API (``tf_keras``, selected by
+``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported: Keras 3's ``fit`` fails under this strategy,
+keras-team/keras#20585). It reads only what Vertex AI gives every replica: ``TF_CONFIG`` (through the
+strategy), ``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR`` and ``AIP_TENSORBOARD_LOG_DIR``. The chief saves the
+model to ``AIP_MODEL_DIR``; the other workers save to a temporary folder (saving involves a collective, so
+every worker must save), as in the lab. ``BackupAndRestore`` makes a restarted job resume at the last
+finished epoch.
+
+The data is its own: a synthetic tabular regression problem (8 features, y = x . w + noise), so the
+pipeline has no prepare step (``data.source: none`` in job.yaml).
+
+    python -m trainer.task --epochs 3
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+FEATURES = 8
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32, help="per replica")
+    parser.add_argument("--examples", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=7)
+    return parser.parse_args(argv)
+
+
+def make_data(examples, seed):
+    rng = np.random.default_rng(seed)
+    weights = rng.normal(size=(FEATURES, 1)).astype("float32")
+    x = rng.normal(size=(examples, FEATURES)).astype("float32")
+    y = x @ weights + 0.1 * rng.normal(size=(examples, 1)).astype("float32")
+    split = int(examples * 0.8)
+    return (x[:split], y[:split]), (x[split:], y[split:])
+
+
+def create_model():
+    inputs = tf.keras.Input(shape=(FEATURES,), name="features")
+    hidden = tf.keras.layers.Dense(32, activation="relu")(inputs)
+    outputs = tf.keras.layers.Dense(1, name="value")(hidden)
+    return tf.keras.Model(inputs, outputs)
+
+
+def _is_chief(task_type, task_id):
+    return task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0
+                                                         and "chief" not in _cluster())
+
+
+def _cluster():
+    return json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+
+
+def write_filepath(filepath, task_type, task_id):
+    """The chief writes ``filepath``; every other worker a temporary ``workertemp_<id>`` folder (the lab's pattern)."""
+    if _is_chief(task_type, task_id):
+        return filepath
+    path = os.path.join(os.path.dirname(filepath.rstrip("/")), f"workertemp_{task_id}")
+    tf.io.gfile.makedirs(path)
+    return path
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    tf.keras.utils.set_random_seed(args.seed)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
+    (x, y), (vx, vy) = make_data(args.examples, args.seed)
+    train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=args.seed).batch(global_batch)
+    validation = tf.data.Dataset.from_tensor_slices((vx, vy)).batch(global_batch)
+    with strategy.scope():
+        model = create_model()
+        model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    model_dir = os.environ.get("AIP_MODEL_DIR", "model")
+    callbacks = [tf.keras.callbacks.BackupAndRestore(os.environ.get("AIP_CHECKPOINT_DIR", "checkpoints")),
+                 tf.keras.callbacks.TensorBoard(os.environ.get("AIP_TENSORBOARD_LOG_DIR", "logs"))]
+    model.fit(train, validation_data=validation, epochs=args.epochs, callbacks=callbacks, verbose=2)
+    resolver = strategy.cluster_resolver
+    model.save(write_filepath(model_dir, resolver.task_type, resolver.task_id))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""The reusable components: one folder each, YAMLs generated from the definitions (expected files), loadable
+by any KFP user, typed artifacts between steps, the image as one setting, and light steps (no TensorFlow or
+aiplatform import where the step does not need it).
+
+``UPDATE_EXPECTED=1 python -m pytest tests/test_components.py`` regenerates ``components/*/component.yaml``."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import components
+from tests.conftest import ROOT
+
+IMAGE = "us-central1-docker.pkg.dev/team/training/tf-trainer:ctx-1@sha256:" + "b" * 64
+
+
+def _generated(tmp_path: Path, image: str | None = None) -> Path:
+    out = tmp_path / "generated"
+    components.write_yamls(out, image)
+    return out
+
+
+def test_every_component_yaml_is_generated_from_its_definition(tmp_path):
+    out = _generated(tmp_path)
+    stale = []
+    for name in components.NAMES:
+        generated, committed = components.yaml_path(name, out), components.yaml_path(name)
+        if os.environ.get("UPDATE_EXPECTED"):
+            committed.write_text(generated.read_text())
+        if not committed.is_file() or committed.read_text() != generated.read_text():
+            stale.append(name)
+    assert not stale, (f"components/<name>/component.yaml out of date for {stale}: regenerate with "
+                       "UPDATE_EXPECTED=1 python -m pytest tests/test_components.py")
+
+
+def test_each_folder_holds_one_component_and_the_package_exports_it():
+    folders = sorted(p.name for p in (ROOT / "components").iterdir() if (p / "component.py").is_file())
+    assert folders == sorted(components.NAMES)
+    for name in components.NAMES:
+        assert getattr(components, name).name == name.replace("_", "-")
+
+
+EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifacts a KFP user wires (kfp's spelling)
+    "prepare_data": ({}, {"dataset": "system.Dataset@0.0.1"}),
+    "train": ({"dataset": "system.Dataset@0.0.1"}, {"model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1",
+                                              "checkpoints": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1"}),
+    "verify_model": ({"model": "system.Model@0.0.1", "dataset": "system.Dataset@0.0.1"},
+                     {"verified_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "verification": "system.Artifact@0.0.1"}),
+    "upload_model": ({"model": "system.Model@0.0.1"}, {"vertex_model": "google.VertexModel@0.0.1"}),
+    "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
+               {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
+}
+
+
+@pytest.mark.parametrize("name", components.NAMES)
+def test_a_kfp_user_loads_each_yaml_with_typed_artifacts(name):
+    from kfp import components as kfp_components
+
+    loaded = kfp_components.load_component_from_file(str(components.yaml_path(name)))
+    spec = loaded.component_spec
+    assert spec.implementation.container.image == components.base.DEFAULT_IMAGE
+    assert "kfp.dsl.executor_main" in " ".join(spec.implementation.container.command)
+    inputs, outputs = EXPECTED_TYPES.get(name, ({}, {}))
+    assert {k: v.type for k, v in (spec.inputs or {}).items() if k in inputs} == inputs
+    assert {k: v.type for k, v in (spec.outputs or {}).items() if k in outputs} == outputs
+    assert spec.description, "the YAML carries the definition's docstring"
+
+
+def test_run_py_components_writes_the_set_for_an_image(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "components", "--image", IMAGE,
+                           "--out", str(tmp_path / "set")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    written = [Path(line) for line in proc.stdout.split()]
+    assert sorted(p.parent.name for p in written) == sorted(components.NAMES)
+    for path in written:
+        doc = yaml.safe_load(path.read_text())
+        (executor,) = doc["deploymentSpec"]["executors"].values()
+        assert executor["container"]["image"] == IMAGE
+    # the same files as the committed ones, but for the image line
+    committed = components.yaml_path("train").read_text()
+    assert (tmp_path / "set" / "train" / "component.yaml").read_text() == committed.replace(
+        components.base.DEFAULT_IMAGE, IMAGE)
+
+
+@pytest.mark.parametrize("image,why", [("us-central1-docker.pkg.dev/p/r/tf-trainer:v1", "names no digest"),
+                                       ("us-central1-docker.pkg.dev/p/r/tf-trainer@sha256:abc", "sha256:<64 hex"),
+                                       ("TF Trainer:v1", "bad image reference")])
+def test_run_py_components_refuses_an_image_not_pinned_by_digest(tmp_path, image, why):
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "components", "--image", image,
+                           "--out", str(tmp_path / "set")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: --image: ") and why in line
+    assert not (tmp_path / "set").exists()
+
+
+def test_published_components_run_in_the_given_image():
+    c = components.published(IMAGE)
+    for name in components.NAMES:
+        assert getattr(c, name).component_spec.implementation.container.image == IMAGE
+    assert components.published().train.component_spec.implementation.container.image == components.base.DEFAULT_IMAGE
+
+
+def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
+    """No private path: every container task of the compiled pipeline runs a component whose executor is the
+    committed YAML's, byte for byte but for the image."""
+    from pipelines.training_pipeline import compile_pipeline
+    from trainers import config as config_lib
+
+    compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / "p.yaml"),
+                                                    base_image=IMAGE)).read_text())
+    published = {}
+    for name in components.NAMES:
+        doc = yaml.safe_load(components.yaml_path(name).read_text())
+        (executor,) = doc["deploymentSpec"]["executors"].values()
+        published[json.dumps(executor["container"]["command"])] = name
+    ours = [e for e in compiled["deploymentSpec"]["executors"].values()
+            if "container" in e and "kfp.dsl.executor_main" in " ".join(e["container"]["command"])]
+    assert ours and all(json.dumps(e["container"]["command"]) in published for e in ours)
+    assert {e["container"]["image"] for e in ours} == {IMAGE}
+
+
+LIGHT = """
+import json, sys, time
+started = time.perf_counter()
+from trainers import config as config_lib
+from components import validate_config, upload_model
+cfg = config_lib.load("local")
+out = validate_config.python_func(cfg.to_json(), location="europe-west4")
+from kfp.dsl import Model
+from google_cloud_pipeline_components.types.artifact_types import VertexModel
+upload_model.python_func(model=Model(uri=sys.argv[1] + "/model"), vertex_model=VertexModel(uri="", metadata={}),
+                         location="us-central1", dry_run=True, record_dir=sys.argv[1])
+heavy = sorted(m for m in ("tensorflow", "keras", "google.cloud.aiplatform", "google.cloud.aiplatform_v1",
+                           "matplotlib") if m in sys.modules)
+print(json.dumps({"heavy": heavy, "seconds": time.perf_counter() - started}))
+"""
+
+
+def test_steps_that_need_no_tensorflow_import_none(tmp_path):
+    """validate_config and the upload request (a local run's dry run) import neither TensorFlow nor Keras,
+    aiplatform or matplotlib (their wall time is in benchmarks/pipeline_steps.py, not asserted here)."""
+    proc = subprocess.run([sys.executable, "-c", LIGHT, str(tmp_path)], capture_output=True, text=True, cwd=str(ROOT),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["heavy"] == []
+    assert (tmp_path / "model_upload_request.json").is_file()

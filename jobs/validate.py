@@ -100,6 +100,15 @@ def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+def _value_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
+    warnings = []
+    if cfg.trainer.module and cfg.data.source != "none":
+        warnings.append(problem("data.source", f"{cfg.data.source} makes the pipeline prepare TFRecords in "
+                                               f"{config_lib.prepared_data_dir(cfg)}, which your trainer reads only if "
+                                               "it knows that folder; set none when it reads its own data", ["none"]))
+    return warnings
+
+
 def _modules_in(root: Path, limit: int = 5) -> list[str]:
     """Modules under ``root`` that look runnable (``if __name__ == "__main__"``), for a did-you-mean."""
     found = []
@@ -228,7 +237,7 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     errors = _value_checks(cfg) + list(report.errors)
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg)
-    return Report(errors=errors, warnings=list(report.warnings))
+    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg))
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:

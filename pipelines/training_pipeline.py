@@ -17,12 +17,14 @@ from trainers import config as config_lib
 
 
 def sample_request_json(cfg: config_lib.JobConfig) -> str:
-    """``serving.sample_request``'s content: it travels in the pipeline (a Vertex task cannot read the
-    submitter's files)."""
+    """``serving.sample_request``'s content, as one line of JSON: it travels in the pipeline (a Vertex task
+    cannot read the submitter's files; kfp writes parameter defaults into a one-line YAML comment)."""
+    import json
+
     if not cfg.serving.sample_request:
         return ""
     with open(cfg.serving.sample_request, encoding="utf-8") as f:
-        return f.read()
+        return json.dumps(json.load(f), separators=(",", ":"))
 
 
 def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):

@@ -18,7 +18,7 @@ NOISE = ["executor_input", "I0000", "W0000", "oneDNN", "Warning", "warnings.warn
 
 KFP_LINES = """\
 08:35:13.714 - INFO - Running pipeline: \x1b[95m'flowers-local'\x1b[0m
-08:35:13.719 - INFO - Executing task \x1b[96m'train-local'\x1b[0m
+08:35:13.719 - INFO - Executing task \x1b[96m'train'\x1b[0m
     I0000 00:00:1795336308.443507   20081 port.cc:153] oneDNN custom operations are on.
     [launcher] attempt 1: started chief-0 (pid 1), worker-0 (pid 2)
     [worker-0] WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
@@ -33,8 +33,8 @@ KFP_LINES = """\
     [chief-0] step 30/30 loss=0.0109 accuracy=1.0000
     warnings: ''
     {"executor_input": {"inputs": {"parameterValues": {"config_json": "{...}"}}}}
-08:36:07.341 - INFO - Task \x1b[96m'train-local'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
-08:36:07.342 - INFO - Task \x1b[96m'train-local'\x1b[0m outputs:
+08:36:07.341 - INFO - Task \x1b[96m'train'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
+08:36:07.342 - INFO - Task \x1b[96m'train'\x1b[0m outputs:
     model_dir: '/x/model'
 /site-packages/kfp/local/subprocess_task_handler.py:81: RuntimeWarning: You may be attemping to run a task
   warnings.warn(
@@ -54,8 +54,8 @@ def _feed(lines: str, **kw) -> list[str]:
 def test_steps_progress_resumes_and_restarts_are_shown_and_noise_is_not():
     shown = _feed(KFP_LINES)
     text = "\n".join(shown)
-    assert shown[0] == "▸ train-local"
-    assert re.search(r"^✓ train-local \(\d+\.\d s\)$", text, re.M)
+    assert shown[0] == "▸ train"
+    assert re.search(r"^✓ train \(\d+\.\d s\)$", text, re.M)
     assert "training: 2 replicas (CollectiveAllReduceStrategy), global batch 16, steps 0 → 30" in text
     assert re.search(r"step 30/30  loss 0.0109  accuracy 1.0000  \d+ examples/s  ETA 0 s", text)
     assert "resumed from step 10" in text and "[launcher] restart 1/2" in text
@@ -120,7 +120,7 @@ def test_the_readmes_first_command_twice(tmp_path):
     lines = console.strip().splitlines()
     assert len(lines) < 60, console
     assert not [n for n in NOISE if n in console], console
-    for step in ("validate-config", "prepare-data", "train-local", "verify-model"):
+    for step in ("validate-config", "prepare-data", "train", "verify-model"):
         assert f"▸ {step}" in console and re.search(rf"✓ {step} \(\d+\.\d s\)", console)
     assert re.search(r"step 30/30  loss [\d.]+  accuracy [\d.]+  \d+ examples/s", console)
     log_file = re.search(r"full log +(\S+)", console).group(1)

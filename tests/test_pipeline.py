@@ -142,7 +142,7 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
     assert trained["tensorboard"]["artifacts"][0]["uri"] == str(base / "logs")
     (prepare_out,) = (tmp_path / "root").glob("*/prepare-data/executor_output.json")
     dataset = json.loads(prepare_out.read_text())["artifacts"]["dataset"]["artifacts"][0]
-    assert dataset["uri"] == str(base / "data") and dataset["metadata"]["format"] == "tfrecord"
+    assert dataset["uri"] == prepared_data and dataset["metadata"]["format"] == "tfrecord"
     report_out = json.loads(next((tmp_path / "root").glob("*/report/executor_output.json")).read_text())["artifacts"]
     assert set(report_out) == {"report", "summary", "confusion"}
     confusion = report_out["confusion"]["artifacts"][0]["metadata"]["confusionMatrix"]

@@ -34,7 +34,7 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     assert (base / "model" / "saved_model.pb").exists() and (base / "model" / "metadata.json").exists()
     assert not [p for p in base.iterdir() if p.name.startswith(".model.tmp")]
 
-    verified = stages.verify(str(base / "model"), prepared_data)  # loads in a fresh process
+    verified = stages.verify_model(str(base / "model"), data_dir=prepared_data)  # this process never trained
     manifest = json.loads((Path(prepared_data) / "manifest.json").read_text())
     assert verified["examples"] == manifest["num_examples"]["validation"]
     assert 0.0 <= verified["accuracy"] <= 1.0 and verified["loss"] > 0

@@ -429,6 +429,14 @@ def absolute_paths(doc: dict[str, Any], folder: str) -> dict[str, Any]:
     return doc
 
 
+def _user_trainer_defaults(doc: dict[str, Any]) -> dict[str, Any]:
+    """A job file naming ``trainer.module`` and no ``data.source``: the trainer reads its own data."""
+    trainer, data = doc.get("trainer"), doc.get("data")
+    if isinstance(trainer, dict) and trainer.get("module") and not (isinstance(data, dict) and "source" in data):
+        doc["data"] = {**(data if isinstance(data, dict) else {}), "source": "none"}
+    return doc
+
+
 def load_document(source: str | None = "local", overrides: list[str] | None = None) -> dict[str, Any]:
     """The plain document of a preset name or YAML file with overrides applied (not yet type-checked).
     Relative paths become absolute: a job file's against its folder, a preset's and ``--set``'s against
@@ -437,7 +445,7 @@ def load_document(source: str | None = "local", overrides: list[str] | None = No
     doc = _read_yaml(source)
     doc.pop("description", None)
     doc = absolute_paths(doc, os.getcwd() if is_preset(source) else str(Path(source).resolve().parent))
-    return absolute_paths(apply_overrides(doc, list(overrides or [])), os.getcwd())
+    return absolute_paths(_user_trainer_defaults(apply_overrides(doc, list(overrides or []))), os.getcwd())
 
 
 def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:

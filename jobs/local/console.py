@@ -6,7 +6,8 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
 
 * one line when a pipeline step starts and one when it ends (status, duration);
 * training progress: a live bar on a terminal (rich), otherwise a line at most every few seconds, with
-  step/total, loss, accuracy, examples/s and ETA; resumes and restarts when they happen;
+  step/total, loss, accuracy, examples/s and ETA; for a user's Keras trainer, each epoch's metrics as
+  ``fit`` prints them; resumes and restarts when they happen;
 * warnings and errors (``warning:``/``error:`` lines, the launcher's failures); a failed step's last
   meaningful lines and the log file's path;
 * this process's own lines (summary, notes) unchanged.
@@ -34,6 +35,9 @@ REPLICA = re.compile(r"^\[(chief|worker|ps|evaluator)-(\d+)\] ?(.*)$")
 STEP = re.compile(r"^step (\d+)/(\d+) loss=([-\d.naif]+) accuracy=([-\d.naif]+)")
 SHARD = re.compile(r"^shard (\d+)/(\d+) written \((\d+)/(\d+) images, (\d+) images/s\)")
 SETUP = re.compile(r"^strategy=(\S+) replicas=(\d+) global_batch=(\d+) steps=(\d+) \(from (\d+)\)")
+# Keras fit(verbose=2), as a user's trainer prints it: "Epoch 2/3", then "26/26 - 1s - loss: 0.09 - mae: 0.24 ..."
+KERAS_EPOCH = re.compile(r"^Epoch (\d+)/(\d+)$")
+KERAS_END = re.compile(r"^\d+/\d+ - .*?\b(loss: .*)$")
 NOISE = (
     re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]"),          # absl / TF C++ log lines
     re.compile(r"^WARNING: All log messages before absl::InitializeLog"),
@@ -193,7 +197,13 @@ class Console:
                 self._show(f"  [{role}] {body}")
             return
         setup, step, shard = SETUP.match(body), STEP.match(body), SHARD.match(body)
-        if shard:
+        epoch, epoch_end = KERAS_EPOCH.match(body), KERAS_END.match(body)
+        if epoch:
+            self._train["epoch"] = body
+        elif epoch_end:
+            metrics = re.sub(r" - \d+m?s/(epoch|step)", "", epoch_end.group(1)).replace(": ", " ")
+            self._show(f"  {self._train.get('epoch', 'epoch').lower()}  {metrics}")
+        elif shard:
             if self._due(int(shard.group(1)) == int(shard.group(2))):
                 self._show(f"  {body}")
         elif setup:

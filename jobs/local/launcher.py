@@ -105,12 +105,18 @@ class ReplicaFailure:
     log_file: str | None = None
     timed_out_after: float | None = None   # set when the job hit timeout_s
     still_running: list[str] = dataclasses.field(default_factory=list)
+    #: the replica's own error: the exception line that ended its last traceback, or its last ``error:`` line
+    error_line: str | None = None
 
     @property
     def name(self) -> str:
         return f"{self.role}-{self.replica.rsplit('-', 1)[-1]}"
 
     def describe(self) -> str:
+        """One head line; then the replica's error line and a hint for a known failure (``jobs.local.hints``);
+        then its last lines."""
+        from jobs.local.hints import hint_for
+
         if self.timed_out_after is not None:
             head = (f"job timed out after {self.timed_out_after:g} s (attempt {self.attempt}); "
                     f"still running: {', '.join(self.still_running) or 'none'}.")
@@ -118,10 +124,17 @@ class ReplicaFailure:
             head = (f"{self.name} ({self.replica}, attempt {self.attempt}) exited with status "
                     f"{status_text(self.exit_status)}.")
         where = f" ({self.log_file})" if self.log_file else ""
-        if not self.last_lines:
+        if not self.last_lines and not self.error_line:
             return f"{head} {self.name} printed nothing{where}."
+        cause = []
+        if self.error_line:
+            line = " ".join(self.error_line.split())
+            cause.append(f"  {self.name}'s error: {line if len(line) <= 300 else line[:297] + '...'}")
+        hint = hint_for([self.error_line or "", *self.last_lines])
+        if hint:
+            cause.append(f"  hint: {hint}")
         body = "\n".join(f"  | {line}" for line in self.last_lines)
-        return f"{head} Last {len(self.last_lines)} lines of {self.name}{where}:\n{body}"
+        return "\n".join([head, *cause, f"  last {len(self.last_lines)} lines of {self.name}{where}:", body])
 
 
 @dataclasses.dataclass
@@ -191,6 +204,8 @@ class _Replica:
         self.proc: subprocess.Popen | None = None
         self.returncode: int | None = None
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.error_line: str | None = None  # see ReplicaFailure.error_line
+        self._in_traceback = False
         self.buf = b""
         self.fd: int | None = None
         self.logfile = None
@@ -232,6 +247,12 @@ class _Attempt:
     def _emit(self, r: _Replica, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r")
         r.tail.append(text)
+        if text.startswith("Traceback (most recent call last)"):
+            r._in_traceback = True
+        elif r._in_traceback and text and not text[0].isspace():  # the exception line ends the traceback
+            r.error_line, r._in_traceback = text, False
+        elif text.startswith("error: "):
+            r.error_line = text
         self.log(f"[{r.name}] {text}")
         self.on_line(r, text)
 
@@ -381,7 +402,7 @@ class _Attempt:
         status = r.returncode if r.returncode is not None else 0
         return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
                               last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
-                              **extra)
+                              error_line=r.error_line, **extra)
 
 
 def _job_returncode(status: int) -> int:

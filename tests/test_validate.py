@@ -92,3 +92,27 @@ def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expecte
     ok = validate(config_lib.load("local", ["output.tensorboard=projects/p/locations/us-central1/tensorboards/7"]),
                   check_data=False)
     assert not [e for e in ok.errors if e.field == "output.tensorboard"]
+
+
+def test_the_validate_command_honours_set_and_refuses_unknown_flags(capsys, tmp_path):
+    from jobs.hardware.cli import validate_main
+    from tests.conftest import ROOT
+
+    job = str(ROOT / "examples" / "tabular-regressor" / "job.yaml")
+    assert validate_main([job, "--set", "topology.worker.replica_count=3"]) == 0
+    assert "4 replica(s) in sync" in capsys.readouterr().out
+    assert validate_main([job, "--set=topology.worker.machine_type=n1-bogus-1"]) == 2
+    assert "topology.worker.machine_type" in capsys.readouterr().err
+    assert validate_main([job, "--wroker-count", "3"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: --wroker-count: unknown flag;") and "--set KEY=VALUE" in line
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text("trainingInput: {scaleTier: CUSTOM, masterType: n1-standard-4, workerType: n1-standard-4, "
+                      "workerCount: 1}\n")
+    # a pasted gcloud command keeps working: its flags without hardware meaning are accepted
+    assert validate_main([str(legacy), "--package-path", "trainer/", "--staging-bucket", "gs://b", "--worker-count", "2"]) == 0
+    capsys.readouterr()
+    assert validate_main([str(legacy), "--worker-cuont", "2"]) == 2
+    assert "error: --worker-cuont: unknown flag" in capsys.readouterr().err
+    assert validate_main([str(legacy), "--set", "training.steps=3"]) == 2
+    assert "error: --set: applies to this project's job configs" in capsys.readouterr().err

@@ -20,7 +20,8 @@ from jobs.hardware.gcloud_flags import parse_flags
 from jobs.hardware.legacy import import_legacy, is_legacy
 from jobs.hardware.rules import num_replicas
 
-USAGE = "usage: validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS]"
+USAGE = ("usage: validate FILE.yaml [--set KEY=VALUE ...] (a job config of this project)\n"
+         "       validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS] (AI Platform trainingInput)")
 ROLE_NAMES = ("chief", "worker", "parameter_server", "evaluator")
 
 
@@ -87,6 +88,27 @@ def _print_problems(kind: str, problems: Sequence[Problem], stream: TextIO) -> N
         print(f"{kind}: {p}", file=stream)
 
 
+def _split_sets(argv: list[str]) -> tuple[list[str], list[str], list[Problem]]:
+    """(argv without ``--set``, the ``KEY=VALUE`` overrides, problems) -- only before a bare ``--``."""
+    rest, sets, problems = [], [], []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            rest += argv[i:]
+            break
+        if token == "--set" or token.startswith("--set="):
+            value = token[len("--set="):] if token.startswith("--set=") else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if token.startswith("--set=") else 2
+            if "=" not in value:
+                problems.append(Problem("--set", f"{value!r} is not KEY=VALUE", ["training.steps=50"]))
+            sets.append(value)
+            continue
+        rest.append(token)
+        i += 1
+    return rest, sets, problems
+
+
 def validate_main(argv: Sequence[str]) -> int:
     """Entry point of ``validate``; returns the exit status (0 valid, 2 invalid or bad input)."""
     argv = [str(a) for a in argv]
@@ -97,6 +119,9 @@ def validate_main(argv: Sequence[str]) -> int:
         print(USAGE)
         return 0
     try:
+        argv, sets, set_problems = _split_sets(argv)
+        if set_problems:
+            raise ConfigError(set_problems)
         parsed = parse_flags(argv)
         files = parsed.positionals
         if files[:1] == ["gcloud"]:  # a pasted `gcloud [beta] ai-platform jobs submit training JOB ...`
@@ -115,22 +140,36 @@ def validate_main(argv: Sequence[str]) -> int:
         _print_problems("error", exc.problems, sys.stderr)
         return 2
 
-    if doc is None or is_legacy(doc):
+    legacy = doc is None or is_legacy(doc)
+    unknown = [Problem(f, "unknown flag" + ("; gcloud-style flags apply only to AI Platform configs (trainingInput), "
+                                             "and this is a job config of this project" if not legacy else ""),
+                       ["--set KEY=VALUE"] if not legacy else ["--worker-count 2", "--set KEY=VALUE (job configs)"])
+               for f in parsed.unknown]
+    if legacy:
         result = import_legacy(doc, argv)
         job, report, pools = result.job, result.report, result.pools
         source = "AI Platform trainingInput"
+        report.errors.extend(unknown)
+        if sets:
+            report.errors.append(Problem("--set", "applies to this project's job configs; an AI Platform config takes "
+                                                  "gcloud-style flags", ["--worker-count 2"]))
     else:
         # The project's own format: the full validation every run.py command runs (schema, values, data
-        # folder, hardware rules), then the worker pools the pipeline would submit.
+        # folder, a user trainer's files, hardware rules), then the worker pools the pipeline would submit.
         from jobs import stages
         from jobs import validate as validate_lib
+        from trainers import config as config_lib
 
         source = "project job config"
         flags = sorted(set(parsed.sources.values()))
-        doc = dict(doc)
-        doc.pop("description", None)
+        try:
+            doc = config_lib.load_document(path, sets)  # relative paths against the file, --set applied
+        except ConfigError as exc:
+            _print_problems("error", exc.problems, sys.stderr)
+            return 2
         cfg, report = validate_lib.validate_document(doc)
         job = cfg.to_dict() if cfg else doc
+        report.errors.extend(unknown)
         report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); "
                                         "set this in the file's topology section") for f in flags)
         pools = stages.vertex_job(cfg)["worker_pool_specs"] if cfg and report.ok else []

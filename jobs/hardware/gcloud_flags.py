@@ -1,7 +1,8 @@
 """``gcloud ai-platform jobs submit training`` flags -> overrides in ``trainingInput`` form.
 
-Only the cluster/hardware flags of the seeds are translated; other gcloud flags (``--package-path``,
-``--staging-bucket``...) and positionals (the job name) are ignored.  Everything after a bare ``--`` is
+Only the cluster/hardware flags of the seeds are translated; gcloud's other flags (``--package-path``,
+``--staging-bucket``..., :data:`IGNORED_FLAGS`) and positionals (the job name) are ignored; any other flag
+is collected in ``ParsedFlags.unknown`` for the caller to refuse.  Everything after a bare ``--`` is
 user args.  A flag overrides the same setting of the ``--config`` file (seed rule): :func:`merge`.
 Malformed flags raise :class:`ConfigError` naming the flag; values that parse but are wrong (a count
 that is not a number) are kept as given, for ``translate`` to report against the flag.
@@ -40,7 +41,13 @@ FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
     "--module-name": (("pythonModule",), "str"),
     "--job-dir": (("jobDir",), "str"),
 }
-BOOLEAN_FLAGS = {"--stream-logs", "--async", "--enable-web-access", "--quiet", "-q", "--no-user-output-enabled"}
+BOOLEAN_FLAGS = {"--stream-logs", "--async", "--enable-web-access", "--quiet", "-q", "--no-user-output-enabled",
+                 "--use-chief-in-tf-config"}
+#: flags of ``gcloud ai-platform jobs submit training`` (and gcloud's global ones) with no hardware meaning:
+#: accepted and ignored, so a pasted command validates; any other flag is an error (a typo must not pass).
+IGNORED_FLAGS = {"--package-path", "--packages", "--staging-bucket", "--labels", "--service-account", "--network",
+                 "--kms-key", "--kms-keyring", "--kms-location", "--kms-project", "--project", "--account",
+                 "--billing-project", "--impersonate-service-account", "--format", "--verbosity", "--configuration"}
 REPLACED_WHOLE = {"acceleratorConfig"}  # a flag replaces the file's acceleratorConfig as a whole
 
 
@@ -51,6 +58,7 @@ class ParsedFlags:
     config: str | None = None
     positionals: list[str] = dataclasses.field(default_factory=list)
     sources: dict[str, str] = dataclasses.field(default_factory=dict)  # "trainingInput.x.y" -> flag
+    unknown: list[str] = dataclasses.field(default_factory=list)  # flags that are neither ours nor gcloud's
 
 
 def _maybe_int(text: str) -> int | str:
@@ -95,12 +103,17 @@ def parse_flags(argv: Sequence[str]) -> ParsedFlags:
         flag, eq, value = token.partition("=")
         if flag in BOOLEAN_FLAGS:
             continue
+        if flag not in FLAGS and flag not in IGNORED_FLAGS and flag != "--config":
+            parsed.unknown.append(flag)
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                i += 1  # its value
+            continue
         if not eq:
             following = args[i] if i < len(args) else "--"
             if following.startswith("--"):
                 if flag in FLAGS or flag == "--config":
                     problems.append(problem(flag, "needs a value"))
-                continue  # (an unknown flag without a value is skipped)
+                continue
             value = following
             i += 1
         if flag == "--config":

@@ -215,6 +215,13 @@ def with_data(cfg: config_lib.JobConfig, data_uri: str) -> config_lib.JobConfig:
     return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source="tfrecord", path=data_uri))
 
 
+def with_images(cfg: config_lib.JobConfig, images_uri: str) -> config_lib.JobConfig:
+    """``cfg`` preparing the image folder ``images_uri`` (``<class>/*.jpg``) into ``<base>/data``."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source="images", path=images_uri))
+
+
 def serving_fields(cfg: config_lib.JobConfig, location: str) -> dict[str, Any]:
     """The Model Registry fields of a job: display name, labels, prediction container for ``location``,
     parent model."""

@@ -151,3 +151,43 @@ def test_steps_that_need_no_tensorflow_import_none(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["heavy"] == []
     assert (tmp_path / "model_upload_request.json").is_file()
+
+
+# -- a KFP user's own pipeline (examples/kfp-pipeline) ------------------------------------------------------
+def _example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kfp_example", ROOT / "examples" / "kfp-pipeline" / "pipeline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_users_pipeline_from_the_components_compiles_for_vertex(tmp_path):
+    out = tmp_path / "mine.yaml"
+    assert _example().main(["--compile", str(out), "--image", IMAGE, "--base-dir", "gs://b/runs/x"]) == 0
+    compiled = yaml.safe_load(out.read_text())
+    tasks = compiled["root"]["dag"]["tasks"]
+    assert list(tasks) == ["make-images", "prepare-data", "report", "train", "verify-model"]
+    assert tasks["prepare-data"]["inputs"]["artifacts"]["images"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "images", "producerTask": "make-images"}
+    assert tasks["train"]["inputs"]["artifacts"]["dataset"]["taskOutputArtifact"]["producerTask"] == "prepare-data"
+    assert tasks["verify-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "model", "producerTask": "train"}
+    assert {e["container"]["image"] for e in compiled["deploymentSpec"]["executors"].values()} == {IMAGE}
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_a_users_pipeline_from_the_components_runs_under_kfp_local(tmp_path):
+    """Their own data step, then this project's prepare -> train (2 workers) -> verify -> report."""
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "kfp-pipeline" / "pipeline.py"), "--local",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=540, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "run" / "model" / "saved_model.pb").is_file()
+    (verify_out,) = (tmp_path / "run" / "pipeline_root").glob("*/verify-model/executor_output.json")
+    meta = json.loads(verify_out.read_text())["artifacts"]["verified_model"]["artifacts"][0]["metadata"]
+    assert meta["classes"] == ["class_0", "class_1", "class_2"] and meta["verified"] is True
+    assert 0 <= meta["accuracy"] <= 1
+    (report_out,) = (tmp_path / "run" / "pipeline_root").glob("*/report/executor_output.json")
+    assert set(json.loads(report_out.read_text())["artifacts"]) == {"report", "summary", "confusion"}

@@ -1,24 +1,29 @@
 """prepare_data: image folders (or generated images, or shards already prepared) in, a Dataset of sharded
 TFRecords out."""
-from kfp.dsl import Dataset, Output
+from kfp.dsl import Dataset, Input, Output
 
 from components.base import component
 
 
 @component
-def prepare_data(config_json: str, dataset: Output[Dataset]):
+def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Dataset] = None):
     """Image folder ``<path>/<class>/*.jpg`` (``data.source: images``), generated images (``synthetic``) or
     prepared shards (``tfrecord``) -> sharded TFRecords with a class map, per-class counts and
-    ``manifest.json``.
+    ``manifest.json``; split, shard count, image size and encoding from the config's ``data`` section.
 
-    ``dataset``: its URI is the folder of shards (local path or ``gs://``), its metadata the classes,
-    example counts, image size and encoding. ``train`` reads it; so can any step of yours."""
+    ``images`` (optional): an image folder made by a step of yours (``<uri>/<class>/*.jpg|png``): it
+    replaces ``data.path``. ``dataset``: its URI is the folder of shards (local path or ``gs://``), its
+    metadata the classes, example counts, image size and encoding. ``train`` reads it; so can any step of
+    yours."""
     from jobs import stages
     from trainers import config as config_lib
     from trainers.errors import ConfigError
 
     try:
-        data_dir, manifest = stages.prepare(config_lib.load_json(config_json))
+        cfg = config_lib.load_json(config_json)
+        if images is not None:
+            cfg = stages.with_images(cfg, images.uri)
+        data_dir, manifest = stages.prepare(cfg)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}")

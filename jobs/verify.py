@@ -68,6 +68,8 @@ def _decode(value: Any) -> Any:
     """``{"b64": "..."}`` -> bytes, recursively (Vertex's JSON form for binary values)."""
     if isinstance(value, dict) and set(value) == {"b64"}:
         return base64.b64decode(value["b64"])
+    if isinstance(value, dict):
+        return {k: _decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value

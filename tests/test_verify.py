@@ -1,0 +1,90 @@
+"""Verifying any SavedModel (jobs.verify): the serving signature run on a Vertex-style sample request or on
+an input generated from its specs, timed; every way it can fail is one line naming the signature's inputs."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from jobs.verify import VerifyError, inputs_from_instances, parse_request, verify
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Three SavedModels: two named inputs (float + string), one that has no serving_default, one Keras."""
+    import tensorflow as tf
+
+    root = tmp_path_factory.mktemp("models")
+
+    class TwoInputs(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x"),
+                                      tf.TensorSpec([None], tf.string, name="tag")])
+        def serve(self, x, tag):
+            return {"total": tf.reduce_sum(x, axis=1), "tag_length": tf.strings.length(tag)}
+
+    two = TwoInputs()
+    tf.saved_model.save(two, str(root / "two"), signatures={"serving_default": two.serve})
+
+    class Unnamed(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+        def predict(self, x):
+            return {"y": x * 2}
+
+    unnamed = Unnamed()
+    tf.saved_model.save(unnamed, str(root / "no-default"), signatures={"predict": unnamed.predict})
+    return root
+
+
+def test_a_sample_request_with_named_inputs_and_b64_bytes(models):
+    request = {"instances": [{"x": [1, 2, 3], "tag": {"b64": base64.b64encode(b"abcd").decode()}},
+                             {"x": [0.5, 0.5, 0], "tag": "xy"}]}
+    record = verify(str(models / "two"), json.dumps(request))
+    assert record["inputs"] == {"tag": "string [None]", "x": "float32 [None, 3]"}
+    assert record["outputs"] == {"tag_length": "int32 [None]", "total": "float32 [None]"}
+    assert record["predictions"] == [{"tag_length": 4, "total": 6.0}, {"tag_length": 2, "total": 1.0}]
+    assert record["input_source"] == "serving.sample_request" and record["instances"] == 2
+    assert record["latency_ms"]["runs"] == 5 and record["latency_ms"]["median"] > 0
+    assert "metadata" not in record and "accuracy" not in record  # not the built-in classifier
+
+
+def test_without_a_sample_the_input_is_generated_from_the_specs(models):
+    record = verify(str(models / "two"))
+    assert record["input_source"] == "generated from the signature" and len(record["predictions"]) == 2
+    assert all(p["tag_length"] > 0 for p in record["predictions"])  # a PNG's bytes for a string input
+
+
+@pytest.mark.parametrize("request_doc, expected", [
+    ({"instances": [{"x": [1, 2]}]}, "instance 0 names ['x'], the signature serving_default takes tag: string [None], "
+                                     "x: float32 [None, 3]"),
+    ({"instances": [[1, 2, 3]]}, "instance 0 is not an object, but the signature serving_default takes several inputs"),
+    ({"instances": [{"x": [1, 2], "tag": "a"}]}, "input 'x' has shape [1, 2], the signature serving_default takes"),
+    ({"instances": [{"x": ["a", "b", "c"], "tag": "a"}]}, "input 'x' does not fit the signature serving_default"),
+])
+def test_a_sample_that_does_not_fit_is_one_line_naming_the_inputs(models, request_doc, expected):
+    with pytest.raises(VerifyError) as e:
+        verify(str(models / "two"), json.dumps(request_doc))
+    assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_no_savedmodel_and_no_serving_signature_are_one_line_each(models, tmp_path):
+    with pytest.raises(VerifyError, match=r"^model: .* holds no SavedModel \(no saved_model.pb\): the trainer must "
+                                          r"save one to AIP_MODEL_DIR"):
+        verify(str(tmp_path))
+    with pytest.raises(VerifyError, match=r"has no serving_default signature \(it has: predict\)"):
+        verify(str(models / "no-default"))
+
+
+@pytest.mark.parametrize("text, expected", [("{", "not valid JSON"), ('{"instances": []}', 'non-empty "instances"'),
+                                            ("[1]", 'non-empty "instances"')])
+def test_a_malformed_request_is_one_line(text, expected):
+    with pytest.raises(VerifyError, match=expected):
+        parse_request(text)
+
+
+def test_one_input_signatures_take_plain_values():
+    import tensorflow as tf
+
+    specs = {"features": tf.TensorSpec([None, 2], tf.float32)}
+    inputs = inputs_from_instances([[1, 2], [3, 4]], specs)
+    assert inputs["features"].numpy().tolist() == [[1, 2], [3, 4]]

@@ -13,7 +13,7 @@ from kfp import dsl
 from components import steps
 
 STEP_FUNCTIONS = (steps.build_image, steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model,
-                  steps.model_upload_request, steps.run_report)
+                  steps.custom_training_job, steps.model_upload_request, steps.run_report)
 
 
 def make_components(base_image: str) -> types.SimpleNamespace:

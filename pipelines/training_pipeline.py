@@ -14,7 +14,7 @@ from trainers import config as config_lib
 
 def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
     """The pipeline function for ``cfg`` (its config is the default of the ``config_json`` parameter)."""
-    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+    from google_cloud_pipeline_components import _placeholders
 
     from jobs.images import component_image  # components run the cpu image (or container.image_uri)
 
@@ -42,17 +42,20 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
                                    location=location).after(verified).set_display_name("model-upload-request")
             c.run_report(config_json=job.outputs["config_json"]).after(verified).set_display_name("report")
         with dsl.Else(name="train-on-vertex"):
-            custom_job = CustomTrainingJobOp(
+            # our own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool that
+            # keeps an evaluator at index 3 (jobs/cloud/custom_job.py)
+            custom_job = c.custom_training_job(
                 display_name=job.outputs["display_name"],
                 worker_pool_specs=job.outputs["worker_pool_specs"],
                 base_output_directory=job.outputs["base_output_directory"],
                 restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
-                strategy=job.outputs["scheduling_strategy"],
+                scheduling_strategy=job.outputs["scheduling_strategy"],
                 timeout=job.outputs["timeout"],
                 service_account=service_account,
                 network=network,
                 tensorboard=job.outputs["tensorboard"],
                 location=location,
+                project=_placeholders.PROJECT_ID_PLACEHOLDER,
             ).after(data).set_display_name("train-vertex")
             verified = c.verify_model(model_dir=job.outputs["model_dir"], data_dir=data.outputs["Output"]
                                       ).after(custom_job).set_display_name("verify-vertex-model")

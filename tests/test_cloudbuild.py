@@ -149,7 +149,7 @@ def run_step(ws: Path, step_id: str, subs: dict[str, str], timeout: float = 300)
     script.write_text(steps()[step_id]["script"])
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     env = {**os.environ, **subs, "PATH": f"{ws.parent / 'bin'}:{os.environ['PATH']}",
-           "FAKE_DOCKER_LOG": str(ws.parent / "docker.log"), "NO_GCE_CHECK": "True"}
+           "FAKE_DOCKER_LOG": str(ws.parent / "docker.log"), "NO_GCE_CHECK": "true"}
     env.pop("PYTHONPATH", None)  # the step sees the workspace's sources, not this checkout's
     return subprocess.run([str(script)], cwd=ws, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -202,7 +202,8 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
     from trainers import config as config_lib
 
     with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as registry:
-        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines")
+        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines",
+                             _TEMPLATE_BUCKET="ci-templates")
         run_image_steps(workspace, subs)
         pinned = check_docker_commands(workspace, alias="abc1234")
         outputs = {}

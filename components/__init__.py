@@ -13,11 +13,11 @@ from kfp import dsl
 from components import steps
 
 STEP_FUNCTIONS = (steps.build_image, steps.validate_config, steps.prepare_data, steps.train_local, steps.verify_model,
-                  steps.custom_training_job, steps.model_upload_request, steps.run_report)
+                  steps.model_upload_request, steps.run_report)
 
 
 def make_components(base_image: str) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{
         fn.__name__: dsl.component(fn, base_image=base_image, install_kfp_package=False)
         for fn in STEP_FUNCTIONS
-    })
+    }, custom_training_job=steps.custom_training_job(base_image))

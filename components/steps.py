@@ -6,7 +6,7 @@ SubprocessRunner runs them in this Python environment.
 """
 from typing import NamedTuple
 
-from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model, Output, OutputPath
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model, Output
 
 
 def build_image(config_json: str, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
@@ -48,21 +48,28 @@ def validate_config(config_json: str, image_uri: str = "") -> NamedTuple("Valida
                stages.output_dirs(cfg)["model"], "\n".join(str(w) for w in report.warnings), spec["tensorboard"])
 
 
-def custom_training_job(display_name: str, worker_pool_specs: list, base_output_directory: str, tensorboard: str,
-                        restart_job_on_worker_restart: bool, scheduling_strategy: str, timeout: str,
-                        service_account: str, network: str, location: str, project: str,
-                        gcp_resources: OutputPath(str), api_endpoint: str = ""):
+def custom_training_job(image: str):
     """The Vertex branch's training: one CustomJob with the worker pools by position (chief 0, workers 1,
-    parameter servers 2, evaluator 3), created, followed, cancelled with the pipeline
-    (``jobs.cloud.custom_job``: why not GCPC's CustomTrainingJobOp)."""
-    from jobs.cloud import custom_job
+    parameter servers 2, evaluator 3), created, followed, cancelled with the pipeline (``jobs.cloud.custom_job``
+    says why not GCPC's CustomTrainingJobOp). A container component running ``python3 -m jobs.cloud.custom_job``
+    in ``image``, as GCPC's launcher runs: Python must be the container's own process to get the SIGTERM of a
+    cancelled pipeline, and a lightweight component runs under ``sh -ec``, which does not pass it on."""
+    from kfp import dsl
 
-    custom_job.run_component(display_name=display_name, worker_pool_specs=worker_pool_specs,
-                             base_output_directory=base_output_directory, tensorboard=tensorboard,
-                             restart_job_on_worker_restart=restart_job_on_worker_restart,
-                             scheduling_strategy=scheduling_strategy, timeout=timeout,
-                             service_account=service_account, network=network, location=location, project=project,
-                             gcp_resources=gcp_resources, api_endpoint=api_endpoint)
+    @dsl.container_component
+    def custom_training_job(display_name: str, worker_pool_specs: list, base_output_directory: str, tensorboard: str,
+                            restart_job_on_worker_restart: bool, scheduling_strategy: str, timeout: str,
+                            service_account: str, network: str, location: str, project: str,
+                            gcp_resources: dsl.OutputPath(str), api_endpoint: str = ""):
+        return dsl.ContainerSpec(image=image, command=["python3", "-u", "-m", "jobs.cloud.custom_job"], args=[
+            "--display_name", display_name, "--worker_pool_specs", worker_pool_specs,
+            "--base_output_directory", base_output_directory, "--tensorboard", tensorboard,
+            "--restart_job_on_worker_restart", restart_job_on_worker_restart,
+            "--scheduling_strategy", scheduling_strategy, "--timeout", timeout, "--service_account", service_account,
+            "--network", network, "--location", location, "--project", project, "--gcp_resources", gcp_resources,
+            "--api_endpoint", api_endpoint])
+
+    return custom_training_job
 
 
 def prepare_data(config_json: str, dataset: Output[Dataset]) -> str:

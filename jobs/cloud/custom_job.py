@@ -9,7 +9,10 @@ documented, no other form stands in for it. GCPC's launcher
 (``google_cloud_pipeline_components/container/v1/gcp_launcher/job_remote_runner.py``,
 ``JobRemoteRunner.create_job``) passes the payload through ``json_util.recursive_remove_empty`` before
 the create call, which deletes that ``{}``: the evaluator is sent at index 2 and Vertex runs it as a
-parameter server (FACTS.md). This module makes the create call without that removal.
+parameter server (FACTS.md). This module makes the create call without that removal. The pipeline runs it
+as a container component (``python3 -m jobs.cloud.custom_job``, :func:`main`), as GCPC runs its launcher:
+a lightweight component's ``sh -ec`` wrapper does not pass SIGTERM on to Python (seen here), and the
+cancellation below needs it.
 
 What it does, as GCPC's launcher does otherwise:
 
@@ -40,8 +43,9 @@ _RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_S
             "JOB_STATE_UPDATING", "JOB_STATE_UNSPECIFIED")
 
 
-class Terminated(Exception):
-    """SIGTERM reached the task: the pipeline was cancelled."""
+class Terminated(BaseException):
+    """SIGTERM reached the task: the pipeline was cancelled. A BaseException, like KeyboardInterrupt, so that
+    no ``except Exception`` on the way (a call in flight) turns it into an ordinary failure."""
 
 
 def pools_by_position(worker_pool_specs: Sequence[Any]) -> list[dict[str, Any]]:
@@ -157,6 +161,7 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
         name = created.name
         write_gcp_resources(gcp_resources, name, location, api_endpoint)
         log(f"created CustomJob {name} with {len(job.job_spec.worker_pool_specs)} worker pools")
+    clients.keeps_running(f"CustomJob {name}", hint(name))
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _follow(client, name, log, sleep)
@@ -191,15 +196,45 @@ def _follow(client, name: str, log: Callable[[str], None], sleep: Callable[[floa
         interval *= 2
 
 
-def run_component(**kwargs) -> None:
-    """What the pipeline's ``custom_training_job`` component runs: :func:`run`, with every failure one
-    ``error:`` line and a non-zero exit (143 when the pipeline was cancelled), never a traceback."""
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m jobs.cloud.custom_job --display_name ... --gcp_resources PATH``: what the pipeline's
+    ``custom_training_job`` container runs (``components.steps``), its arguments filled in by Vertex (lists
+    as JSON, booleans as true/false). Every failure is one ``error:`` line and exit 1; a cancelled pipeline
+    (SIGTERM) exits 143 after cancelling the job; never a traceback."""
+    import argparse
     import sys
 
+    p = argparse.ArgumentParser(prog="python3 -m jobs.cloud.custom_job")
+    for flag in ("display_name", "worker_pool_specs", "base_output_directory", "tensorboard",
+                 "restart_job_on_worker_restart", "scheduling_strategy", "timeout", "service_account", "network",
+                 "location", "project", "gcp_resources", "api_endpoint"):
+        p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "worker_pool_specs", "location",
+                                                                 "project", "gcp_resources"))
+    args = p.parse_args(argv)
     try:
-        run(**kwargs)
+        pools = json.loads(args.worker_pool_specs)
+    except ValueError:
+        pools = None
+    if not isinstance(pools, list):
+        print(f"error: --worker_pool_specs: {args.worker_pool_specs[:80]!r} is not a JSON list of worker pools",
+              file=sys.stderr, flush=True)
+        return 1
+    try:
+        run(display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
+            tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
+            == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
+            service_account=args.service_account, network=args.network, location=args.location, project=args.project,
+            gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint)
     except clients.CloudError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
+        return 1
     except Terminated:
-        raise SystemExit(143) from None
+        return 143
+    except KeyboardInterrupt:
+        print(clients.interrupted_line(), file=sys.stderr, flush=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -170,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         module, function = SUBCOMMANDS[argv[0]].split(":")
         return getattr(importlib.import_module(module), function)(argv[1:])
     args = parse_args(argv)
+    from jobs.cloud import submit
+
+    flag_problems = submit.vertex_flag_problems(args)  # a cloud run never silently becomes a local one
+    if flag_problems:
+        return _fail(ConfigError(flag_problems))
     if args.project is not None or args.compile_only or args.verbose:
         return _main(args, argv, None)
     from jobs.local.console import Console
@@ -181,9 +186,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     from jobs.cloud import submit
 
-    flag_problems = submit.vertex_flag_problems(args)  # a cloud run never silently becomes a local one
-    if flag_problems:
-        return _fail(ConfigError(flag_problems))
     try:
         from jobs import validate
 

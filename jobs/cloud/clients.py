@@ -284,7 +284,7 @@ def call(method: Callable, *args, kind: str = READ, doing: str, unsure: str = ""
     e.g. "the job may still be running: ..."; ``hints``: appended for an HTTP status (403: which role)."""
     try:
         return method(*args, retry=retry(kind), timeout=ConnectReadTimeout(), **kwargs)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CloudError):
         raise
     except Exception as exc:  # google.api_core / google.auth / requests / protobuf parse errors
         hint = (hints or {}).get(getattr(exc, "code", None) if not isinstance(getattr(exc, "code", None), str) else None)
@@ -430,6 +430,11 @@ def run_command(main: Callable[[list[str]], int], argv: list[str]) -> int:
     """Run a cloud command: a CloudError that escaped is one ``error:`` line (exit 1); Ctrl-C anywhere is
     one line naming what keeps running in the cloud (exit 130)."""
     _RUNNING.clear()
+    try:
+        policy()  # a bad VTP_CLOUD_* value is bad input: said before anything is done
+    except CloudError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
     try:
         return main(argv)
     except KeyboardInterrupt:

@@ -102,7 +102,7 @@ def submit_pipeline(request, *, project: str, location: str, job_id: str, api_en
         created = client.create_pipeline_job(parent=f"projects/{project}/locations/{location}", pipeline_job=request,
                                              pipeline_job_id=job_id, retry=clients.retry(clients.CREATE_OWN_ID),
                                              timeout=clients.ConnectReadTimeout())
-    except core.AlreadyExists:
+    except core.Conflict:  # 409 ALREADY_EXISTS (REST maps it to Conflict): an attempt whose answer was lost
         log(f"pipeline job {name} was created by an attempt whose answer was lost; following it")
         created = clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
                                unsure=f"it may exist: {job_hint(name)}")
@@ -111,6 +111,9 @@ def submit_pipeline(request, *, project: str, location: str, job_id: str, api_en
         raise
     except Exception as exc:
         raise clients.CloudError(clients.failure_line(exc, doing, f"it may exist even so: {job_hint(name)}")) from None
+    if created.name != name:  # never print (or follow) a job the answer did not name
+        raise clients.CloudError(f"{doing}: the answer named {created.name or 'no job'!r}, not that job; it may exist "
+                                 f"even so: {job_hint(name)}")
     return client, created
 
 

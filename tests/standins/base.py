@@ -21,6 +21,7 @@ import json
 import re
 import threading
 import socket
+import sys
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -182,7 +183,12 @@ class StandIn(LoopbackServer):
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
-        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), _H))
+        class _Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):  # a client that hung up (Ctrl-C, a timeout): quiet
+                if not isinstance(sys.exc_info()[1], (ConnectionError, OSError)):
+                    super().handle_error(request, client_address)
+
+        self._serve(_Server(("127.0.0.1", 0), _H))
         return self
 
     def __enter__(self) -> "StandIn":

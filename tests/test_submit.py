@@ -312,3 +312,13 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsy
                         rf"{job} keeps running \(see or cancel it at https://console\.cloud\.google\.com/vertex-ai/"
                         rf"locations/europe-west4/pipelines/runs/{job}\?project=my-proj \(REST: .*\)\)", line), line
     assert len(vertex.calls("POST", "/pipelineJobs$")) == 1
+
+
+def test_job_ids_made_in_the_same_second_differ_and_keep_vertexs_rule():
+    from jobs.cloud import submit
+
+    ids = {submit.job_id_for("flowers-local", now=1_800_000_000) for _ in range(50)}
+    assert len(ids) > 45  # 36^4 suffixes: a collision in 50 draws is rare, never systematic
+    assert all(re.fullmatch(r"flowers-local-20270115080000-[a-z0-9]{4}", i) and submit.JOB_ID_RE.match(i) for i in ids)
+    longest = submit.job_id_for("a" * 108)
+    assert len(longest) == 128 and submit.JOB_ID_RE.match(longest)

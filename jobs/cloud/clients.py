@@ -287,7 +287,8 @@ def call(method: Callable, *args, kind: str = READ, doing: str, unsure: str = ""
     except (KeyboardInterrupt, CloudError):
         raise
     except Exception as exc:  # google.api_core / google.auth / requests / protobuf parse errors
-        hint = (hints or {}).get(getattr(exc, "code", None) if not isinstance(getattr(exc, "code", None), str) else None)
+        code = getattr(exc, "code", None)
+        hint = (hints or {}).get(code) if isinstance(code, int) else None
         raise CloudError(failure_line(exc, doing, unsure) + (f" ({hint})" if hint else "")) from None
 
 

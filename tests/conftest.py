@@ -55,6 +55,22 @@ class Killer(KillOnLine):
         super().__init__(marker, pool, trigger, sig, stderr_echo if echo else None)
 
 
+def signal_when(proc, ready, sig: int, wait_s: float = 90, timeout: float = 30) -> tuple[str, str]:
+    """Send ``sig`` to ``proc`` once ``ready()`` is true (or ``wait_s`` passed, or it died), then reap it:
+    (stdout, stderr). Never leaves the process behind."""
+    try:
+        deadline = time.monotonic() + wait_s
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready(), f"never ready; exit {proc.poll()}"
+        proc.send_signal(sig)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def assert_no_processes_left(marker: str, wait_s: float = 10) -> None:
     deadline = time.monotonic() + wait_s
     while pids_with_env(marker) and time.monotonic() < deadline:

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, signal_when
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild
 from tests.standins.gcs import Gcs
@@ -158,16 +158,7 @@ def test_ctrl_c_in_a_real_process_while_following(tmp_path):
         proc = subprocess.Popen([sys.executable, str(ROOT / "pipelines" / "run.py"), *submit_args(vertex)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
                                 env=clean_env(tmp_path))
-        try:
-            deadline = time.monotonic() + 90
-            while not vertex.calls("GET", "/pipelineJobs/") and time.monotonic() < deadline:
-                time.sleep(0.1)
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _, err = signal_when(proc, lambda: vertex.calls("GET", "/pipelineJobs/"), signal.SIGINT)
     assert proc.returncode == 130, err
     (line,) = err.strip().splitlines()
     assert re.fullmatch(rf"interrupted \(Ctrl-C\): pipeline job {JOB} keeps running \(see or cancel it at .*\)", line)

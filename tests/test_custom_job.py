@@ -13,14 +13,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, signal_when
 from tests.standins.vertex import VertexStandIn
 from trainers import config as config_lib
 
@@ -176,17 +174,7 @@ def test_sigterm_cancels_the_custom_job(tmp_path, when):
         if when == "during a poll":
             vertex.fault("hang", r"/customJobs/\d+$", method="GET", times=None)
         proc = start_executor(compiled, _inputs(_pools(), vertex.url), tmp_path)
-        try:
-            deadline = time.monotonic() + 90
-            while not vertex.calls("GET", r"/customJobs/\d+$") and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert vertex.calls("GET", r"/customJobs/\d+$"), proc.stderr.read() if proc.poll() is not None else ""
-            proc.send_signal(signal.SIGTERM)
-            stdout, stderr = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stdout, stderr = signal_when(proc, lambda: vertex.calls("GET", r"/customJobs/\d+$"), signal.SIGTERM)
         (cancel,) = vertex.calls("POST", r"/customJobs/\d+:cancel$")
     assert proc.returncode == 143, stderr[-2000:]
     assert cancel.path.endswith(f"{vertex.cancelled[0]}:cancel")

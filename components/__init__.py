@@ -2,7 +2,8 @@
 
 ``make_components(base_image)`` turns the plain functions of ``components.steps`` into components that
 run in ``base_image`` (the trainer image built from ``containers/Dockerfile``, which has this package
-and kfp installed, hence ``install_kfp_package=False``).
+and kfp installed, hence ``install_kfp_package=False``), plus the Vertex branch's ``custom_training_job``,
+a container component in the same image (``python3 -m jobs.cloud.custom_job``; see ``components.steps``).
 """
 from __future__ import annotations
 

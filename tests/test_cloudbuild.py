@@ -264,3 +264,16 @@ def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: gpu-1x4 needs the gpu image, which this build did not push (build/ci/gpu.digest is missing): "
         "add gpu to _VARIANTS")
+
+
+def test_templates_are_not_uploaded_without_a_bucket_of_their_own(workspace):
+    """A template carries only what submit accepts: without _TEMPLATE_BUCKET the presets would name the
+    placeholder bucket, so nothing is uploaded (and the step says why)."""
+    from tests.standins.kfp_registry import KfpRegistryStandIn
+
+    with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as registry:
+        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines")
+        proc = run_step(workspace, "upload-templates", subs)
+        assert proc.returncode == 0, proc.stderr
+        assert registry.requests == []
+    assert "_TEMPLATE_BUCKET is empty: templates not uploaded" in proc.stdout

@@ -52,7 +52,7 @@ def split_image(image: str) -> tuple[str, str]:
         raise CloudError(f"image {image!r} already names a digest; give repo:tag to build")
     if not ref.tag:
         raise CloudError(f"image {image!r} has no tag; give REPO:TAG, e.g. {image}:ctx-<hash>")
-    return image.rsplit(":", 1)[0], ref.tag
+    return ref.repository, ref.tag
 
 
 def staged_name(context_tar: Path) -> str:

@@ -209,3 +209,28 @@ def test_pools_by_position_unit():
         custom_job.pools_by_position([{}, b])
     with pytest.raises(CloudError, match="is not valid: .*machineTypo"):
         custom_job.custom_job(display_name="x", worker_pool_specs=[{"machineTypo": "n1"}])
+
+
+def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monkeypatch):
+    """Each poll is a read under the policy: a 503 or a dropped connection is retried; a poll that keeps
+    failing ends in one line saying the job may still run and how to see and cancel it."""
+    from jobs.cloud import custom_job
+    from jobs.cloud.clients import CloudError
+
+    monkeypatch.setenv("VTP_CLOUD_READ_TIMEOUT_S", "1")
+    monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "2")
+    spec = dict(display_name="flowers-local", worker_pool_specs=_pools(), project="my-proj", location="europe-west4")
+    with VertexStandIn() as vertex:
+        vertex.fault(503, r"/customJobs/\d+$", method="GET")
+        vertex.fault("drop", r"/customJobs/\d+$", method="GET")
+        name = custom_job.run(gcp_resources=str(tmp_path / "a"), api_endpoint=vertex.url, log=lambda _: None, **spec)
+        assert name.startswith("projects/my-proj/locations/europe-west4/customJobs/")
+        vertex.fault("hang", r"/customJobs/\d+$", method="GET", times=None)
+        with pytest.raises(CloudError) as err:
+            custom_job.run(gcp_resources=str(tmp_path / "b"), api_endpoint=vertex.url, log=lambda _: None, **spec)
+    job_id = vertex.custom_jobs and sorted(vertex.custom_jobs)[-1]
+    assert str(err.value) == (
+        f"reading CustomJob projects/my-proj/locations/europe-west4/customJobs/{job_id}: gave up after retrying for "
+        f"2 s: no answer from {vertex.url.removeprefix('http://')} within 1 s; the job may still be running: gcloud ai "
+        f"custom-jobs describe {job_id} --region europe-west4 --project my-proj; cancel: gcloud ai custom-jobs cancel "
+        f"{job_id} --region europe-west4 --project my-proj")

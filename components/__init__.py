@@ -34,7 +34,8 @@ import types
 from pathlib import Path
 
 #: Every component, in pipeline order.
-NAMES = ("validate_config", "build_image", "prepare_data", "train", "verify_model", "upload_model", "report")
+NAMES = ("validate_config", "build_image", "prepare_data", "train", "custom_training_job", "verify_model",
+         "upload_model", "report")
 HERE = Path(__file__).resolve().parent
 YAML_NAME = "component.yaml"
 

@@ -20,14 +20,14 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     from jobs.build_context import BuildError
-    from jobs.images import split_reference
+    from jobs.images import parse_reference
 
     try:
-        _, _, digest = split_reference(args.image)
+        pinned = parse_reference(args.image).pinned
     except BuildError as exc:
         print(f"error: --image: {exc}", file=sys.stderr)
         return 2
-    if not digest:
+    if not pinned:
         print(f"error: --image: {args.image} names no digest; components must run exactly the image you pushed: "
               "give REPO:TAG@sha256:<64 hex> (the last line of python pipelines/run.py build)", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ def write_tags(context: Path, repository: str, variants: list[str], alias: str, 
 
     if not alias:
         raise ValueError("--alias is empty: give the commit's short SHA or manual-<BUILD_ID>")
-    images.split_reference(f"{repository}:{alias}")  # a bad alias/repository fails here, not in docker
+    images.parse_reference(f"{repository}:{alias}")  # a bad alias/repository fails here, not in docker
     ctx = make_context(context, dockerfile)
     out.mkdir(parents=True, exist_ok=True)
     tags = {}
@@ -51,9 +51,8 @@ def image_for(config: str, images_dir: Path, overrides: list[str] | None = None)
         raise ValueError(f"{config} needs the {variant} image, which this build did not push "
                          f"({digest} is missing): add {variant} to _VARIANTS")
     ref = digest.read_text().strip()
-    images.split_reference(ref)
-    if "@sha256:" not in ref:
-        raise ValueError(f"{digest} holds {ref!r}, not an image pinned by digest")
+    if not images.parse_reference(ref).pinned:
+        raise ValueError(f"{digest} holds {ref!r}, not an image pinned by digest (REPO:TAG@sha256:<64 hex>)")
     return ref
 
 

@@ -21,6 +21,7 @@ tag already in the registry" without an engine: ``jobs.cloud.registry``. Every f
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from jobs.build_context import BuildError
@@ -75,43 +76,79 @@ def variant_for(cfg: Any) -> str:
     return "gpu" if "gpu" in found else "cpu"
 
 
-def split_reference(ref: str) -> tuple[str, str | None, str | None]:
-    """``REPO[:TAG][@sha256:DIGEST]`` -> (repository, tag, digest); :class:`BuildError` when malformed."""
-    text = ref.strip()
+@dataclass(frozen=True)
+class ImageRef:
+    """An image reference as docker's grammar reads it (distribution/reference), normalised:
+    ``registry`` is the host[:port] (``docker.io`` for Docker Hub, also when written ``index.docker.io`` or
+    left out), ``path`` the repository inside it (``library/NAME`` for Hub's one-part names), ``tag`` and
+    ``digest`` (``sha256:`` + 64 lowercase hex digits) when given."""
+
+    registry: str
+    path: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def repository(self) -> str:
+        """``registry/path``: what a tag is pushed to (Docker Hub spelt out as ``docker.io/...``)."""
+        return f"{self.registry}/{self.path}"
+
+    @property
+    def api_host(self) -> str:
+        """The host serving the registry's /v2/ API (Docker Hub's is registry-1.docker.io)."""
+        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
+
+    @property
+    def pinned(self) -> bool:
+        return self.digest is not None
+
+    def __str__(self) -> str:
+        return self.repository + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+DOCKER_HUB, DOCKER_HUB_API = "docker.io", "registry-1.docker.io"
+DIGEST_HINT = "sha256:<64 lowercase hex digits>"
+
+
+def parse_reference(ref: str) -> ImageRef:
+    """THE image-reference parser (build, submit, upload-template, the Cloud Build trigger helper, the
+    registry client): ``[HOST[:PORT]/]PATH[:TAG][@sha256:HEX]`` -> :class:`ImageRef`; :class:`BuildError`
+    with one line saying what is wrong and what a valid reference looks like."""
+    text = ref if isinstance(ref, str) else ""
+    example = "e.g. us-central1-docker.pkg.dev/PROJECT/REPO/tf-trainer:TAG@sha256:..."
+    if not text or text != text.strip():
+        raise BuildError(f"bad image reference {ref!r}: empty or surrounded by spaces; {example}")
     digest = None
     if "@" in text:
         text, digest = text.split("@", 1)
         if not _DIGEST_RE.match(digest):
-            raise BuildError(f"bad image reference {ref!r}: digest must be sha256:<64 hex digits>")
+            raise BuildError(f"bad image reference {ref!r}: digest must be {DIGEST_HINT}")
     tag = None
     last = text.rsplit("/", 1)[-1]
     if ":" in last:
         text, tag = text.rsplit(":", 1)
         if not _TAG_RE.match(tag):
-            raise BuildError(f"bad image reference {ref!r}: tag {tag!r} is not a valid tag")
+            raise BuildError(f"bad image reference {ref!r}: tag {tag!r} is not a valid tag (letters, digits, "
+                             "'_', '.', '-', at most 128, not starting with '.' or '-')")
     first, _, rest = text.partition("/")
     has_domain = bool(rest) and ("." in first or ":" in first or first == "localhost")  # docker's rule
     valid = (_DOMAIN_RE.match(first) and _PATH_RE.match(rest)) if has_domain else _PATH_RE.match(text)
     if not valid or len(text) > 255:
         raise BuildError(f"bad image reference {ref!r}: expected HOST[:PORT]/PATH with lowercase letters, digits "
-                         "and . _ - separators, e.g. us-central1-docker.pkg.dev/PROJECT/REPO/tf-trainer")
-    return text, tag, digest
-
-
-def registry_host(repository: str) -> str:
-    """The registry part of a repository (Docker Hub's ``docker.io`` when the first part is no host)."""
-    first, _, rest = repository.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
+                         f"and . _ - separators; {example}")
+    registry, path = (first, rest) if has_domain else (DOCKER_HUB, text)
+    if registry == "index.docker.io":
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and "/" not in path:
+        path = f"library/{path}"
+    return ImageRef(registry, path, tag, digest)
 
 
 def repository_for(base_repository: str, variant: str) -> str:
     """``base`` for cpu, ``base-gpu`` / ``base-tpu`` for the others."""
     if variant not in VARIANTS:
         raise BuildError(f"unknown image variant {variant!r}; valid choices: {', '.join(VARIANTS)}")
-    repository, _, _ = split_reference(base_repository)
-    return repository + VARIANT_SUFFIX[variant]
+    return parse_reference(base_repository).repository + VARIANT_SUFFIX[variant]
 
 
 def build_repository(cfg: Any, variant: str | None = None) -> str:
@@ -131,7 +168,7 @@ def build_repository(cfg: Any, variant: str | None = None) -> str:
                              "PROJECT/REPO/tf-trainer, or pass --image REPO_URI")
         return repository
     if explicit:
-        return split_reference(explicit)[0]
+        return parse_reference(explicit).repository
     raise BuildError("the config names no image repository: set container.image_repository "
                      "(e.g. us-central1-docker.pkg.dev/PROJECT/REPO/tf-trainer) or pass --image")
 

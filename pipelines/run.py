@@ -180,7 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         module, function = SUBCOMMANDS[argv[0]].split(":")
         return getattr(importlib.import_module(module), function)(argv[1:])
     args = parse_args(argv)
-    if args.project or args.compile_only or args.verbose:
+    from jobs.cloud import submit
+
+    flag_problems = submit.vertex_flag_problems(args)  # a cloud run never silently becomes a local one
+    if flag_problems:
+        return _fail(ConfigError(flag_problems))
+    if args.project is not None or args.compile_only or args.verbose:
         return _main(args, argv, None)
     from jobs.local.console import Console
 
@@ -189,12 +194,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, argv: list[str], console) -> int:
+    from jobs.cloud import submit
+
     try:
         from jobs import validate
 
         # a Vertex job runs in --region: its machines and accelerators are checked there (a malformed
         # --region is reported by the submit preflight)
-        from jobs.cloud.submit import REGION_RE
+        from jobs.hardware.rules import REGION_RE
 
         region = [f"topology.region={args.region}"] if args.project and REGION_RE.match(args.region or "") else []
         doc = config_lib.load_document(args.config, args.overrides + region)
@@ -206,8 +213,6 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     except ConfigError as exc:
         return _fail(exc)
     if args.project:
-        from jobs.cloud import submit
-
         return submit.submit(cfg, args)
     if args.compile_only:
         from pipelines.training_pipeline import compile_pipeline

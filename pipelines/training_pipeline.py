@@ -30,7 +30,6 @@ def sample_request_json(cfg: config_lib.JobConfig) -> str:
 def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
     """The pipeline function for ``cfg`` (its config is the default of the ``config_json`` parameter)."""
     from google_cloud_pipeline_components import _placeholders
-    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
 
     from jobs.images import component_image  # components run the cpu image (or container.image_uri)
 
@@ -65,17 +64,20 @@ def build_pipeline(cfg: config_lib.JobConfig, base_image: "str | None" = None):
                      checkpoints=trained.outputs["checkpoints"], config_json=config,
                      record_dir=job.outputs["base_dir"])
         with dsl.Else(name="train-on-vertex"):
-            custom_job = CustomTrainingJobOp(
+            # the project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
+            # that keeps an evaluator at index 3 (jobs/cloud/custom_job.py)
+            custom_job = c.custom_training_job(
                 display_name=job.outputs["display_name"],
                 worker_pool_specs=job.outputs["worker_pool_specs"],
                 base_output_directory=job.outputs["base_output_directory"],
                 restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
-                strategy=job.outputs["scheduling_strategy"],
+                scheduling_strategy=job.outputs["scheduling_strategy"],
                 timeout=job.outputs["timeout"],
                 service_account=service_account,
                 network=network,
                 tensorboard=job.outputs["tensorboard"],
                 location=location,
+                project=_placeholders.PROJECT_ID_PLACEHOLDER,
             )
             if data is not None:
                 custom_job.after(data)

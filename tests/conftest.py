@@ -15,7 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.docker_servers"]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Nothing in the tests may probe a metadata server: cloud clients talk to stand-ins on 127.0.0.1 only.
-os.environ["NO_GCE_CHECK"] = "True"
+# google-auth honours only the lowercase value (`os.getenv("NO_GCE_CHECK") == "true"`): "True" still probes.
+os.environ["NO_GCE_CHECK"] = "true"
+# The client policy shrunk (jobs/cloud/clients.py, one env reader): a fault test ends in a few seconds.
+# Tests that need other values set them with monkeypatch.setenv; subprocesses inherit these.
+TEST_POLICY = {"VTP_CLOUD_CONNECT_TIMEOUT_S": "2", "VTP_CLOUD_READ_TIMEOUT_S": "5", "VTP_CLOUD_RETRY_TOTAL_S": "3",
+               "VTP_CLOUD_RETRY_FIRST_S": "0.05", "VTP_CLOUD_RETRY_MAX_S": "0.5", "VTP_CLOUD_POLL_S": "0.05"}
+for _key, _value in TEST_POLICY.items():
+    os.environ.setdefault(_key, _value)
 # Worker processes (launcher, kfp.local tasks) must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
@@ -46,6 +53,22 @@ class Killer(KillOnLine):
 
     def __init__(self, marker: str, pool: str, trigger: str, sig: int = signal.SIGKILL, echo: bool = True):
         super().__init__(marker, pool, trigger, sig, stderr_echo if echo else None)
+
+
+def signal_when(proc, ready, sig: int, wait_s: float = 90, timeout: float = 30) -> tuple[str, str]:
+    """Send ``sig`` to ``proc`` once ``ready()`` is true (or ``wait_s`` passed, or it died), then reap it:
+    (stdout, stderr). Never leaves the process behind."""
+    try:
+        deadline = time.monotonic() + wait_s
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready(), f"never ready; exit {proc.poll()}"
+        proc.send_signal(sig)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def assert_no_processes_left(marker: str, wait_s: float = 10) -> None:

@@ -161,55 +161,54 @@ def test_missing_context_and_dockerfile(context, tmp_path, capsys):
     _one_error(status, out, err, 2, "Dockerfile nope/Dockerfile not found")
 
 
-def test_registry_api_and_cloudbuild_backend_skip_a_built_tag(docker_env, registry, context, capsys):
-    """The tag check without an engine (what the Cloud Build backend uses): HEAD /v2/.../manifests/TAG."""
+def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(docker_env, registry, context, capsys):
+    """The tag check without an engine (what the Cloud Build backend uses): HEAD /v2/.../manifests/TAG, read
+    back from a real registry; its answer came without Google credentials from a registry that is not
+    Google's, so it is reported and not taken as proof: Cloud Build builds anyway."""
     from jobs.cloud.registry import registry_digest
-    from tests.docker_servers import free_port
+    from jobs.images import parse_reference
+    from tests.standins.base import StandIn
+    from tests.standins.cloudbuild import CloudBuild
+    from tests.standins.gcs import Gcs
 
     repo = f"{registry.host}/tests/both"
     status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile", "--image", repo)
     assert status == 0, err
     reference = out[-1]
     tag, digest = reference.split(":", 2)[-1].split("@")
-    assert registry_digest(repo, tag) == digest
-    assert registry_digest(repo, "ctx-0000000000000000") is None
+    answer = registry_digest(parse_reference(f"{repo}:{tag}"))
+    assert (answer.digest, answer.trusted) == (digest, False)
+    assert registry_digest(parse_reference(f"{repo}:ctx-0000000000000000")).digest is None
 
-    # same sources through --backend cloudbuild: the registry has the tag, Cloud Build is never called
-    # (its endpoint here has nothing listening)
-    status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile", "--image", repo,
-                             "--backend", "cloudbuild", "--project", "p", "--staging-bucket", "gs://b/builds",
-                             "--api-endpoint", f"http://127.0.0.1:{free_port()}")
-    assert status == 0, err
-    assert out[-1] == reference
-    assert any("already built" in line for line in out)
-
-
-def test_registry_token_challenge_is_answered():
-    """Artifact Registry style: 401 + Bearer challenge -> token from the realm (oauth2accesstoken) -> 200."""
-    import base64
-
-    from jobs.cloud.registry import registry_digest
-    from tests.standins.base import StandIn
-
-    digest = "sha256:" + "c" * 64
     with StandIn() as server:
-        def manifest(req, m):
-            if req.headers.get("Authorization") == "Bearer registry-token":
-                return 200, b"", {"Docker-Content-Digest": digest}
-            return 401, b"", {"WWW-Authenticate": f'Bearer realm="{server.url}/v2/token",service="reg",'
-                                                  f'scope="repository:p/r/img:pull"'}
+        builds = CloudBuild(server, gcs=Gcs(server, buckets={"stage"}))
+        status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile", "--image", repo,
+                                 "--backend", "cloudbuild", "--project", "my-proj", "--staging-bucket", "gs://stage/builds",
+                                 "--api-endpoint", server.url)
+    assert status == 0, err
+    assert any(f"says it has tests/both:{tag} ({digest}), but {registry.host} is not a Google registry: not proof" in line
+               for line in out), out
+    assert len(builds.builds) == 1 and out[-1].startswith(f"{repo}:{tag}@sha256:")
 
-        def token(req, m):
-            expected = "Basic " + base64.b64encode(b"oauth2accesstoken:google-token").decode()
-            return (200, {"token": "registry-token"}) if req.headers.get("Authorization") == expected else (403, {})
 
-        server.route("HEAD", r"/v2/p/r/img/manifests/ctx-1", manifest)
-        server.route("GET", r"/v2/token", token)
+def test_a_registry_that_is_not_googles_never_gets_the_google_token():
+    """401 + Bearer challenge -> token from the realm: asked anonymously (a loopback registry and realm are
+    not Google hosts over https), so a realm that wants Google credentials grants nothing, and nothing is
+    believed."""
+    from jobs.cloud.registry import registry_digest
+    from jobs.images import parse_reference
+    from tests.standins.registry import RegistryStandIn, TokenRealm, basic_credentials
+
+    with RegistryStandIn(realm="", granted="registry-token") as server:
+        server.realm = f"{server.url}/v2/token"
+        server.tags = {("p/r/img", "ctx-1"): "sha256:" + "c" * 64}
+        TokenRealm(server, "/v2/token", granted="registry-token", require_basic="google-token")
         host = server.url.removeprefix("http://")
-        assert registry_digest(f"{host}/p/r/img", "ctx-1", access_token="google-token") == digest
-        grant = server.calls("GET", "/v2/token")[0]
-        assert grant.query == {"service": ["reg"], "scope": ["repository:p/r/img:pull"]}
-        assert registry_digest(f"{host}/p/r/img", "ctx-1", access_token="wrong") is None  # cannot look: build
+        answer = registry_digest(parse_reference(f"{host}/p/r/img:ctx-1"), google_token="google-token")
+        (grant,) = server.calls("GET", "/v2/token")
+    assert basic_credentials(grant) is None and "google-token" not in str(grant.headers)
+    assert grant.query == {"service": ["registry"], "scope": ["repository:p/r/img:pull"]}
+    assert (answer.digest, answer.trusted) == (None, False)
 
 
 def test_presets_placeholder_repository_is_refused(context, capsys):

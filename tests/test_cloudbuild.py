@@ -149,7 +149,7 @@ def run_step(ws: Path, step_id: str, subs: dict[str, str], timeout: float = 300)
     script.write_text(steps()[step_id]["script"])
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     env = {**os.environ, **subs, "PATH": f"{ws.parent / 'bin'}:{os.environ['PATH']}",
-           "FAKE_DOCKER_LOG": str(ws.parent / "docker.log"), "NO_GCE_CHECK": "True"}
+           "FAKE_DOCKER_LOG": str(ws.parent / "docker.log"), "NO_GCE_CHECK": "true"}
     env.pop("PYTHONPATH", None)  # the step sees the workspace's sources, not this checkout's
     return subprocess.run([str(script)], cwd=ws, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -202,7 +202,8 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
     from trainers import config as config_lib
 
     with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as registry:
-        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines")
+        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines",
+                             _TEMPLATE_BUCKET="ci-templates")
         run_image_steps(workspace, subs)
         pinned = check_docker_commands(workspace, alias="abc1234")
         outputs = {}
@@ -263,3 +264,16 @@ def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: gpu-1x4 needs the gpu image, which this build did not push (build/ci/gpu.digest is missing): "
         "add gpu to _VARIANTS")
+
+
+def test_templates_are_not_uploaded_without_a_bucket_of_their_own(workspace):
+    """A template carries only what submit accepts: without _TEMPLATE_BUCKET the presets would name the
+    placeholder bucket, so nothing is uploaded (and the step says why)."""
+    from tests.standins.kfp_registry import KfpRegistryStandIn
+
+    with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as registry:
+        subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines")
+        proc = run_step(workspace, "upload-templates", subs)
+        assert proc.returncode == 0, proc.stderr
+        assert registry.requests == []
+    assert "_TEMPLATE_BUCKET is empty: templates not uploaded" in proc.stdout

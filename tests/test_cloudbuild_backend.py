@@ -77,7 +77,7 @@ def test_build_and_push_uploads_the_context_builds_and_returns_the_digest(cloud,
     # 3. the requests, in order, as the real clients make them
     paths = [(r.method, r.path) for r in server.requests if not r.path.startswith("/storage/v1/b/")]
     assert paths[:2] == [("POST", "/upload/storage/v1/b/stage/o"), ("POST", "/v1/projects/proj/builds")]
-    assert {m for m, _ in paths[2:]} == {"GET"} and all(p.startswith("/v1/operations/build/proj/") for _, p in paths[2:])
+    assert {m for m, _ in paths[2:]} == {"GET"} and all(p.startswith("/v1/projects/proj/builds/") for _, p in paths[2:])
     assert len(paths) - 2 == builds.polls_to_finish
     # 4. state changes, one line each
     states = [line.rsplit(": ", 1)[1] for line in lines if line.startswith("cloud build ") and "created" not in line]
@@ -119,7 +119,8 @@ def test_a_failed_build_is_one_line_with_cloud_builds_detail(cloud, context_tar,
      "creating a Cloud Build build in project proj: 403 The caller does not have permission (the caller needs "
      "roles/cloudbuild.builds.editor"),
     (400, "invalid build: invalid image name", "creating a Cloud Build build in project proj: 400 invalid build"),
-    (500, "Internal error encountered.", "creating a Cloud Build build in project proj: 500 Internal error"),
+    (500, "Internal error encountered.", "creating a Cloud Build build in project proj: 500 Internal error encountered.; "
+                                         "a build may have been created even so: gcloud builds list --ongoing --project proj"),
     (503, "The service is currently unavailable.", "creating a Cloud Build build in project proj: 503 The service"),
 ])
 def test_an_api_error_on_create_is_one_line_and_creates_no_second_build(cloud, context_tar, status, message, expected):
@@ -135,9 +136,9 @@ def test_an_api_error_on_create_is_one_line_and_creates_no_second_build(cloud, c
 
 def test_a_transient_error_while_polling_is_ridden_out(cloud, context_tar):
     server, _, builds = cloud
-    server.fail_next(503, "backend unavailable", r"/v1/operations/")
+    server.fail_next(503, "backend unavailable", r"/builds/")
     assert _build(server, context_tar).endswith(CloudBuild.digest_for(IMAGE))
-    assert len(server.calls("GET", r"/v1/operations/")) == builds.polls_to_finish + 1
+    assert len(server.calls("GET", r"/builds/")) == builds.polls_to_finish + 1
 
 
 def test_a_success_without_the_images_digest_is_not_taken_for_one(cloud, context_tar):
@@ -161,8 +162,8 @@ def test_waiting_is_bounded_by_the_builds_timeout(cloud, monkeypatch):
 
 def test_a_lost_operation_is_one_line(cloud, context_tar):
     server, _, _ = cloud
-    server.fail_next(404, "operation not found", r"/v1/operations/")
-    with pytest.raises(CloudError, match=r"^following Cloud Build build 00000000-\S+: 404 operation not found$"):
+    server.fail_next(404, "build not found", r"/builds/")
+    with pytest.raises(CloudError, match=r"^following Cloud Build build 00000000-\S+: 404 build not found$"):
         _build(server, context_tar)
 
 
@@ -293,7 +294,7 @@ def _run_build(tmp_path, *extra, env=None, timeout=120):
 
 def test_run_py_build_with_the_cloudbuild_backend_prints_the_image_by_digest(cloud, tmp_path):
     server, storage, builds = cloud
-    proc, _ = _run_build(tmp_path, "--project", "proj", "--staging-bucket", "gs://stage/staging",
+    proc, _ = _run_build(tmp_path, "--project", "my-proj", "--staging-bucket", "gs://stage/staging",
                          "--api-endpoint", server.url)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
@@ -309,7 +310,7 @@ def test_run_py_build_with_the_cloudbuild_backend_prints_the_image_by_digest(clo
 def test_run_py_build_cloud_failure_is_one_error_line(cloud, tmp_path):
     server, _, builds = cloud
     builds.outcome, builds.status_detail = "FAILURE", "step exited with non-zero status: 1"
-    proc, _ = _run_build(tmp_path, "--project", "proj", "--staging-bucket", "gs://stage/s", "--api-endpoint", server.url)
+    proc, _ = _run_build(tmp_path, "--project", "my-proj", "--staging-bucket", "gs://stage/s", "--api-endpoint", server.url)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert proc.stderr.startswith("error: cloud build ") and "FAILURE: step exited with non-zero status: 1" in proc.stderr
@@ -320,8 +321,8 @@ def test_run_py_build_without_credentials_or_endpoint_is_one_line_and_quick(tmp_
     home.mkdir()
     env = {k: v for k, v in os.environ.items()
            if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG")}
-    env.update(HOME=str(home), NO_GCE_CHECK="True", CLOUDSDK_CONFIG=str(home / "gcloud"))
-    proc, took = _run_build(tmp_path, "--project", "proj", "--staging-bucket", "gs://stage/s", env=env, timeout=60)
+    env.update(HOME=str(home), NO_GCE_CHECK="true", CLOUDSDK_CONFIG=str(home / "gcloud"))
+    proc, took = _run_build(tmp_path, "--project", "my-proj", "--staging-bucket", "gs://stage/s", env=env, timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     # the first API the command needs (the registry's "is this tag there already?", or storage) says it

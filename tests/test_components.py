@@ -65,7 +65,8 @@ def test_a_kfp_user_loads_each_yaml_with_typed_artifacts(name):
     loaded = kfp_components.load_component_from_file(str(components.yaml_path(name)))
     spec = loaded.component_spec
     assert spec.implementation.container.image == components.base.DEFAULT_IMAGE
-    assert "kfp.dsl.executor_main" in " ".join(spec.implementation.container.command)
+    entry = " ".join(spec.implementation.container.command)
+    assert "kfp.dsl.executor_main" in entry or (name == "custom_training_job" and "jobs.cloud.custom_job" in entry)
     inputs, outputs = EXPECTED_TYPES.get(name, ({}, {}))
     assert {k: v.type for k, v in (spec.inputs or {}).items() if k in inputs} == inputs
     assert {k: v.type for k, v in (spec.outputs or {}).items() if k in outputs} == outputs
@@ -89,7 +90,7 @@ def test_run_py_components_writes_the_set_for_an_image(tmp_path):
 
 
 @pytest.mark.parametrize("image,why", [("us-central1-docker.pkg.dev/p/r/tf-trainer:v1", "names no digest"),
-                                       ("us-central1-docker.pkg.dev/p/r/tf-trainer@sha256:abc", "sha256:<64 hex"),
+                                       ("us-central1-docker.pkg.dev/p/r/tf-trainer@sha256:abc", "sha256:<64 lowercase hex"),
                                        ("TF Trainer:v1", "bad image reference")])
 def test_run_py_components_refuses_an_image_not_pinned_by_digest(tmp_path, image, why):
     proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "components", "--image", image,
@@ -119,10 +120,11 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
     for name in components.NAMES:
         doc = yaml.safe_load(components.yaml_path(name).read_text())
         (executor,) = doc["deploymentSpec"]["executors"].values()
-        published[json.dumps(executor["container"]["command"])] = name
-    ours = [e for e in compiled["deploymentSpec"]["executors"].values()
-            if "container" in e and "kfp.dsl.executor_main" in " ".join(e["container"]["command"])]
-    assert ours and all(json.dumps(e["container"]["command"]) in published for e in ours)
+        published[json.dumps([executor["container"]["command"], executor["container"].get("args")])] = name
+    ours = [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
+    used = {published.get(json.dumps([e["container"]["command"], e["container"].get("args")])) for e in ours}
+    assert None not in used, "a container task that is not one of the published components"
+    assert used == set(components.NAMES)  # every one of them, the CustomJob step included
     assert {e["container"]["image"] for e in ours} == {IMAGE}
 
 

@@ -59,30 +59,54 @@ def test_vertex_job_runs_the_variant_image():
     assert specs[0]["container_spec"]["image_uri"] == f"{AR}-gpu:latest"
 
 
-@pytest.mark.parametrize("ref, parts", [
-    (AR, (AR, None, None)),
-    (f"{AR}:ctx-0123", (AR, "ctx-0123", None)),
-    (f"{AR}:ctx-0123@sha256:{'b' * 64}", (AR, "ctx-0123", f"sha256:{'b' * 64}")),
-    ("127.0.0.1:5000/tests/x", ("127.0.0.1:5000/tests/x", None, None)),
-    ("localhost:5000/a_b/c-d.e:1.0", ("localhost:5000/a_b/c-d.e", "1.0", None)),
-    ("busybox", ("busybox", None, None)),
+D = "sha256:" + "b" * 64
+
+
+@pytest.mark.parametrize("ref, parsed", [
+    (AR, ("us-central1-docker.pkg.dev", "my-project/training/tf-trainer", None, None)),
+    (f"{AR}:ctx-0123", ("us-central1-docker.pkg.dev", "my-project/training/tf-trainer", "ctx-0123", None)),
+    (f"{AR}:ctx-0123@{D}", ("us-central1-docker.pkg.dev", "my-project/training/tf-trainer", "ctx-0123", D)),
+    (f"{AR}@{D}", ("us-central1-docker.pkg.dev", "my-project/training/tf-trainer", None, D)),
+    ("127.0.0.1:5000/tests/x", ("127.0.0.1:5000", "tests/x", None, None)),
+    ("localhost:5000/a_b/c-d.e:1.0", ("localhost:5000", "a_b/c-d.e", "1.0", None)),
+    # Docker Hub, however it is written: registry docker.io, official images under library/
+    ("busybox", ("docker.io", "library/busybox", None, None)),
+    ("user/name:v1", ("docker.io", "user/name", "v1", None)),
+    ("docker.io/user/name", ("docker.io", "user/name", None, None)),
+    ("index.docker.io/user/name", ("docker.io", "user/name", None, None)),
+    ("docker.io/busybox", ("docker.io", "library/busybox", None, None)),
 ])
-def test_split_reference(ref, parts):
-    assert images.split_reference(ref) == parts
+def test_parse_reference(ref, parsed):
+    got = images.parse_reference(ref)
+    assert (got.registry, got.path, got.tag, got.digest) == parsed
+    assert got.pinned == (parsed[3] is not None)
+    assert images.parse_reference(str(got)) == got  # the normalised form parses to the same reference
 
 
-@pytest.mark.parametrize("ref", ["", "UPPER/case", "reg.io/p/x:", "reg.io/p/x@sha256:12", "reg.io//x", "a b",
-                                 "reg.io/p/x:-bad", "reg.io/p/x_"])
-def test_bad_references_are_one_line(ref):
+def test_docker_hub_is_asked_at_its_api_host_without_the_docker_io_prefix():
+    from jobs.cloud.registry import registry_url
+
+    assert registry_url(images.parse_reference("docker.io/user/name:v1")) == \
+        "https://registry-1.docker.io/v2/user/name/manifests/v1"
+    assert registry_url(images.parse_reference("127.0.0.1:5000/t/x:v1")) == "http://127.0.0.1:5000/v2/t/x/manifests/v1"
+    assert registry_url(images.parse_reference(f"{AR}:v1")) == \
+        "https://us-central1-docker.pkg.dev/v2/my-project/training/tf-trainer/manifests/v1"
+
+
+@pytest.mark.parametrize("ref, why", [
+    ("", "empty"), (" reg.io/p/x", "empty or surrounded by spaces"), ("UPPER/case", "expected HOST"),
+    ("reg.io/p/x:", "is not a valid tag"), ("reg.io/p/x@sha256:12", "digest must be sha256:<64"),
+    ("reg.io/p/x@sha256:" + "A" * 64, "digest must be sha256:<64 lowercase"),
+    ("reg.io/p/x@md5:" + "a" * 32, "digest must be"), ("reg.io//x", "expected HOST"), ("a b", "expected HOST"),
+    ("TF Trainer:v1", "expected HOST"), ("reg.io/p/x:-bad", "is not a valid tag"), ("reg.io/p/x_", "expected HOST"),
+])
+def test_bad_references_are_one_line(ref, why):
     with pytest.raises(BuildError) as err:
-        images.split_reference(ref)
-    assert "\n" not in str(err.value) and "bad image reference" in str(err.value)
+        images.parse_reference(ref)
+    assert "\n" not in str(err.value) and "bad image reference" in str(err.value) and why in str(err.value)
 
 
-def test_registry_host_and_variant_repository():
-    assert images.registry_host(AR) == "us-central1-docker.pkg.dev"
-    assert images.registry_host("127.0.0.1:5000/x") == "127.0.0.1:5000"
-    assert images.registry_host("library/busybox") == "docker.io"
+def test_variant_repository():
     assert images.repository_for(AR, "tpu") == AR + "-tpu"
     with pytest.raises(BuildError, match="valid choices: cpu, gpu, tpu"):
         images.repository_for(AR, "fpga")

@@ -14,9 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.standins.tls_proxy import TlsProxy
-from tests.standins.vertex import VertexStandIn
-from tests.test_submit import clean_env, run_main
+from tests.test_submit import run_main
 from trainers import config as config_lib
 
 MODEL_DIR = "gs://my-pipelines/runs/flowers/model"
@@ -131,25 +129,32 @@ def test_register_model_sends_the_request_and_waits_for_its_operation(vertex, ca
     expected = vertex_lib.model_upload_request(config_lib.load("local"), MODEL_DIR, "my-proj", "europe-west4")
     assert upload.json() == {"model": expected["model"]}  # the parent travels in the path
     assert vertex.calls("GET", r"/models/\d+/operations/\d+$")
-    assert re.fullmatch(r"registered projects/my-proj/locations/europe-west4/models/\d+@1 \(container "
+    assert re.fullmatch(r"model upload operation projects/my-proj/locations/europe-west4/models/\d+/operations/\d+ "
+                        r"started\nregistered projects/my-proj/locations/europe-west4/models/\d+@1 \(container "
                         r"europe-docker\.pkg\.dev/vertex-ai/prediction/tf2-cpu\.2-15:latest\)\n", out)
 
 
-@pytest.mark.parametrize("status,message", [(400, "Model artifact_uri has no saved_model.pb"),
-                                            (403, "Permission 'aiplatform.models.upload' denied"),
-                                            (500, "Internal error encountered.")])
-def test_register_model_errors_are_one_line(vertex, capsys, status, message):
+@pytest.mark.parametrize("status,message,tail", [
+    (400, "Model artifact_uri has no saved_model.pb", ""),
+    (403, "Permission 'aiplatform.models.upload' denied", ""),
+    # the model's id is the server's: a 5xx is not repeated (it may have been registered) and says how to look
+    (500, "Internal error encountered.", "; a model may have been registered even so: gcloud ai models list --region "
+                                         "europe-west4 --project my-proj --filter=display_name=flowers-local"),
+])
+def test_register_model_errors_are_one_line(vertex, capsys, status, message, tail):
     vertex.fail_next(status, message, "models:upload")
     assert run_main("register-model", "--project", "my-proj", "--region", "europe-west4", "--model-dir", MODEL_DIR,
                     "--api-endpoint", vertex.url) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"error: uploading the model to the Model Registry: {status} {message}"]
+        f"error: uploading the model to the Model Registry: {status} {message}{tail}"]
+    assert len(vertex.calls("POST", "models:upload")) == 1
 
 
 def test_register_model_refuses_a_local_folder(vertex, capsys):
     assert run_main("register-model", "--project", "my-proj", "--model-dir", "runs/local/model",
                     "--api-endpoint", vertex.url) == 2
-    assert "error: --model-dir: 'runs/local/model': Vertex serves models from Cloud Storage" in capsys.readouterr().err
+    assert ("error: --model-dir: 'runs/local/model': only Cloud Storage (gs://) works here, not a path on this machine"
+            in capsys.readouterr().err)
     assert vertex.requests == []
 
 

@@ -4,6 +4,7 @@
 to the same stand-in by a TLS-terminating proxy (tests/standins/tls_proxy.py)."""
 from __future__ import annotations
 
+import os
 import hashlib
 import re
 from pathlib import Path
@@ -17,6 +18,9 @@ from tests.standins.vertex import VertexStandIn
 from tests.test_submit import GOOD, _cli, clean_env, run_main
 from trainers import config as config_lib
 
+# what submit accepts (an image pinned by digest, gs:// output) in the image's region
+TEMPLATE = [*GOOD, "--set", "topology.region=europe-west4"]
+
 
 @pytest.fixture
 def registry():
@@ -28,7 +32,7 @@ def registry():
 def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_path):
     from pipelines.training_pipeline import compile_pipeline
 
-    rc = run_main("upload-template", "--config", "local", "--set", "training.steps=7", "--host", registry.host,
+    rc = run_main("upload-template", "--config", "local", "--set", "training.steps=7", *TEMPLATE, "--host", registry.host,
                   "--tag", "v1", "--tag", "latest")
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -40,7 +44,7 @@ def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_
     fields = multipart_fields(upload)
     assert set(fields) == {"content", "tags"}
     assert fields["tags"] == b"v1,latest"
-    expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7"]), str(tmp_path / "p.yaml")))
+    expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7", *TEMPLATE[1::2]]), str(tmp_path / "p.yaml")))
     assert yaml.safe_load(fields["content"]) == yaml.safe_load(expected.read_text())
     digest = hashlib.sha256(fields["content"]).hexdigest()
     assert out.strip() == f"flowers-local/sha256:{digest}"
@@ -52,13 +56,23 @@ def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_
     (403, "Permission 'artifactregistry.repositories.uploadArtifacts' denied",
      "403 Permission 'artifactregistry.repositories.uploadArtifacts' denied (the account needs "
      "roles/artifactregistry.writer on the repository)"),
-    (500, "Internal error", "500 Internal error"),
 ])
 def test_registry_errors_are_one_line(registry, capsys, status, message, expected):
     registry.fail_next(status, message)
-    assert run_main("upload-template", "--host", registry.host) == 1
+    assert run_main("upload-template", *TEMPLATE, "--host", registry.host) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: uploading the template to {registry.host}: {expected}"]
+    assert len(registry.requests) == 1, "a definite refusal is not retried"
+
+
+@pytest.mark.parametrize("answer", ["ok", "queued", "flowers-local/sha256:" + "0" * 64])
+def test_a_200_that_is_not_the_upload_is_refused(registry, capsys, answer):
+    """The registry must answer <package>/sha256:<sha256 of the bytes sent>; anything else is no upload."""
+    registry.routes.insert(0, ("POST", r"/my-proj/pipelines/?", lambda req, m: (200, answer)))
+    assert run_main("upload-template", *TEMPLATE, "--host", registry.host) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: uploading the template to {registry.host}: the registry answered 200 '{answer}', "
+                           "not flowers-local/sha256:") and "the upload is not confirmed" in line
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -66,9 +80,21 @@ def test_registry_errors_are_one_line(registry, capsys, status, message, expecte
                                             "repository in Artifact Registry"),
     (["--tag", "sha256:abc"], "error: --tag: 'sha256:abc' is not a tag"),
     (["--set", "training.stepz=3"], "error: training.stepz: unknown field"),
+    # what submit refuses, a template refuses too (one preflight: jobs.cloud.preflight.job_problems)
+    (["--set", "container.image_uri="], "error: container.image_uri: europe-west4-docker.pkg.dev/my-proj/training/"
+                                        "tf-trainer:latest is not pinned by digest"),
+    (["--set", "container.image_uri=europe-west4-docker.pkg.dev/my-proj/t/tf:latest"],
+     "error: container.image_uri: europe-west4-docker.pkg.dev/my-proj/t/tf:latest is not pinned by digest"),
+    (["--set", "container.image_uri=", "--set", "container.image_repository=us-central1-docker.pkg.dev/my-project/t/x"],
+     "still names the presets' placeholder project 'my-project'"),
+    (["--set", "output.base_dir=gs://my-bucket/runs"], "error: output.base_dir: 'gs://my-bucket/runs' still names the "
+                                                       "presets' placeholder bucket 'my-bucket'"),
+    (["--set", "output.base_dir=./runs/local"], f"error: output.base_dir: '{os.path.abspath('runs/local')}': only Cloud Storage (gs://)"),
+    (["--image", "python:3.11"], "error: --image: python:3.11 is not pinned by digest"),
 ])
 def test_bad_arguments_stop_before_any_upload(registry, capsys, args, expected):
-    argv = ["upload-template", "--host", registry.host, *args] if args[0] != "--host" else ["upload-template", *args]
+    argv = (["upload-template", *TEMPLATE, "--host", registry.host, *args] if args[0] != "--host"
+            else ["upload-template", *TEMPLATE, *args])
     assert run_main(*argv) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
@@ -76,9 +102,8 @@ def test_bad_arguments_stop_before_any_upload(registry, capsys, args, expected):
 
 
 def test_a_real_host_without_credentials_is_one_line(tmp_path):
-    proc, took = _cli(["upload-template", "--host", "https://us-central1-kfp.pkg.dev/my-proj/pipelines"],
-                      clean_env(tmp_path))
-    assert proc.returncode == 1
+    proc, took = _cli(["upload-template", *TEMPLATE, "--host", "https://europe-west4-kfp.pkg.dev/my-proj/pipelines"], clean_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: no Google Cloud credentials found for Artifact Registry: run `gcloud auth application-default "
         "login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"]
@@ -88,7 +113,7 @@ def test_a_real_host_without_credentials_is_one_line(tmp_path):
 def test_submit_from_an_uploaded_template(registry, tmp_path):
     """Upload, then ``--template https://europe-west4-kfp.pkg.dev/...``: aiplatform downloads the template over
     https (through the proxy, certificate verified) and the job carries it and its templateUri."""
-    assert run_main("upload-template", "--host", registry.host, "--tag", "v1", *GOOD) == 0
+    assert run_main("upload-template", "--host", registry.host, "--tag", "v1", *TEMPLATE) == 0
     uploaded = registry.packages["flowers-local"]
     (content,) = [v["content"] for v in uploaded.values() if "v1" in v["tags"]]
     template = "https://europe-west4-kfp.pkg.dev/my-proj/pipelines/flowers-local/v1"

@@ -53,16 +53,30 @@ def resolve_target(args: argparse.Namespace) -> tuple[str, str]:
     from jobs import images
 
     if args.image:
-        repository, tag, digest = images.split_reference(args.image)
-        if tag or digest:
+        ref = images.parse_reference(args.image)
+        if ref.tag or ref.digest:
             raise BuildError(f"--image {args.image}: give the repository only; the tag is the content hash "
-                             f"of the build context")
-        return repository, args.variant or _config_variant(args)
+                             f"of the build context; valid choices: {ref.repository}")
+        return ref.repository, args.variant or _config_variant(args)
     from trainers import config as config_lib
 
     cfg = config_lib.load(args.config, args.overrides)
     variant = args.variant or images.variant_for(cfg)
     return images.build_repository(cfg, variant), variant
+
+
+def backend_problems(args: argparse.Namespace) -> list[str]:
+    """The Cloud Build backend's flags: a project id, a gs:// staging folder; none of them with docker."""
+    from jobs.cloud import preflight
+
+    if args.backend == "docker":
+        given = [flag for flag, value in (("--project", args.project), ("--staging-bucket", args.staging_bucket),
+                                          ("--api-endpoint", args.api_endpoint)) if value is not None]
+        return [f"{flag}: only for --backend cloudbuild; add --backend cloudbuild or remove it" for flag in given]
+    problems = [str(p) for p in preflight.project_problems("--project", args.project)]
+    problems += [str(p) for p in preflight.gcs_problems("--staging-bucket", args.staging_bucket, "gs://BUCKET/builds",
+                                                        path_required=False)]
+    return problems
 
 
 def _config_variant(args: argparse.Namespace) -> str:
@@ -73,21 +87,30 @@ def _config_variant(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str]) -> int:
-    args = parse_args(list(argv))
+    from jobs.cloud import clients
+
+    return clients.run_command(_main, list(argv))
+
+
+def _main(argv: list[str]) -> int:
+    args = parse_args(argv)
     from jobs.cloud.clients import CloudError
     from trainers.errors import ConfigError
 
     try:
+        problems = backend_problems(args)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            return 2
         repository, variant = resolve_target(args)
         build_args = {"VARIANT": variant}
         for item in args.build_args:
             key, sep, value = item.partition("=")
             if not sep or not key:
-                raise BuildError(f"--build-arg {item!r}: expected KEY=VALUE")
+                raise BuildError(f"--build-arg {item!r}: expected KEY=VALUE; valid choices: BASE_IMAGE=python:3.11-slim")
             build_args[key] = value
         ctx = make_context(Path(args.context), args.dockerfile)
-        if args.backend == "cloudbuild" and not (args.project and args.staging_bucket):
-            raise BuildError("--backend cloudbuild needs --project and --staging-bucket gs://BUCKET/path")
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -116,29 +139,27 @@ def _progress(line: str) -> None:
 
 
 def _already_built(repository: str, tag: str, args: argparse.Namespace) -> str | None:
-    """``REPO:TAG@DIGEST`` when the registry already has the tag (asked over its HTTP API with the caller's
-    Google credentials), else None. Against a loopback Cloud Build stand-in only a loopback registry is
-    asked (a test must never reach a real registry)."""
+    """``REPO:TAG@DIGEST`` when the registry already has the tag, else None.
+
+    Only a Google registry asked with the caller's Google token (``jobs.cloud.registry``'s rule: the token
+    goes to Google hosts only) is taken at its word; any other registry is asked anonymously and its
+    answer only reported: the build goes ahead. Against a loopback Cloud Build stand-in only a loopback
+    registry is asked (a test never reaches a real registry)."""
     from jobs import images
     from jobs.cloud import clients, registry
 
-    if clients.is_local_endpoint(args.api_endpoint):
-        if not clients.is_local_endpoint(images.registry_host(repository)):
-            return None
-        token = None
-    else:
-        import google.auth.transport.requests
-
-        creds = clients.credentials(args.api_endpoint, "Artifact Registry")
-        try:
-            creds.refresh(google.auth.transport.requests.Request())
-        except Exception as exc:  # google.auth.exceptions.RefreshError and transport errors
-            raise BuildError(clients.one_line(exc, "getting an access token for the registry")) from None
-        token = creds.token
-    digest = registry.registry_digest(repository, tag, access_token=token)
-    if digest:
-        _progress(f"already built: {repository}:{tag} is in the registry ({digest}); nothing to build")
-        return f"{repository}:{tag}@{digest}"
+    ref = images.parse_reference(f"{repository}:{tag}")
+    stand_in = clients.is_local_endpoint(args.api_endpoint)
+    if stand_in and not clients.is_local_endpoint(ref.api_host):
+        return None
+    google = clients.may_receive_google_token(registry.registry_url(ref)) and not stand_in
+    answer = registry.registry_digest(ref, google_token=clients.access_token("Artifact Registry") if google else None)
+    if answer.digest and answer.trusted:
+        _progress(f"already built: {repository}:{tag} is in the registry ({answer.digest}); nothing to build")
+        return f"{repository}:{tag}@{answer.digest}"
+    if answer.digest:
+        _progress(f"registry {ref.registry} says it has {ref.path}:{tag} ({answer.digest}), but {answer.why}: "
+                  "not proof that the image is there; building")
     return None
 
 

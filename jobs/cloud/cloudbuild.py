@@ -11,8 +11,8 @@ Steps (each one request through the real client library):
 2. ``CloudBuildClient.create_build`` (REST) with one ``docker build -f DOCKERFILE -t IMAGE .`` step and
    ``images: [IMAGE]`` (Cloud Build pushes the images listed there after the steps succeed, and reports
    each pushed digest in ``results.images``);
-3. the returned long-running operation is polled (``GET /v1/operations/build/P/ID``), each status change
-   printed as one line, until the build ends;
+3. the build is followed (``GET /v1/projects/P/builds/ID``, a read under the policy of
+   :mod:`jobs.cloud.clients`), each status change printed as one line, until the build ends;
 4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
 
 A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
@@ -42,14 +42,17 @@ CONTENT_TAG = re.compile(r"ctx-[0-9a-f]{8,64}")
 
 
 def split_image(image: str) -> tuple[str, str]:
-    """``host/path/name:tag`` -> (``host/path/name``, ``tag``); a build needs an explicit tag, because
-    ``results.images`` is matched by name and an untagged push would silently be ``:latest``."""
-    if "@" in image:
+    """``host/path/name:tag`` -> (``host/path/name``, ``tag``) through THE reference parser; a build needs
+    an explicit tag, because ``results.images`` is matched by name and an untagged push would silently be
+    ``:latest``."""
+    from jobs.images import parse_reference
+
+    ref = parse_reference(image)
+    if ref.digest:
         raise CloudError(f"image {image!r} already names a digest; give repo:tag to build")
-    repo, sep, tag = image.rpartition(":")
-    if not sep or "/" in tag or not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
+    if not ref.tag:
         raise CloudError(f"image {image!r} has no tag; give REPO:TAG, e.g. {image}:ctx-<hash>")
-    return repo, tag
+    return ref.repository, ref.tag
 
 
 def staged_name(context_tar: Path) -> str:
@@ -104,62 +107,53 @@ def build_client(endpoint: str | None = None):
 
 
 def run_build(build, *, project: str, endpoint: str | None = None, log: Callable[[str], None] = print,
-              poll: tuple[float, float] = (1.0, 10.0), client=None):
+              poll: tuple[float, float] | None = None, client=None):
     """Create ``build`` in ``project``, follow it to the end, return the finished ``Build``.
 
-    ``poll`` = (first interval, longest interval) in seconds; intervals grow by half each time.
-    """
-    from google.api_core import exceptions as core
-
+    The build's id is Cloud Build's, so the create is repeated only when nothing can have been created
+    (429, no connection): after a 5xx or a dropped connection the line says a build may exist and the
+    command that lists them. Following is a read (``GET projects/P/builds/ID``) under the policy.
+    ``poll`` = (first interval, longest interval) in seconds (default: 1, ``VTP_CLOUD_POLL_S``)."""
     client = client or build_client(endpoint)
-    try:
-        operation = client.create_build(project_id=project, build=build)
-    except core.GoogleAPICallError as exc:
-        hint = (" (the caller needs roles/cloudbuild.builds.editor, and the Cloud Build API must be enabled: "
-                "gcloud services enable cloudbuild.googleapis.com)" if exc.code == 403 else "")
-        raise CloudError(clients.one_line(exc, f"creating a Cloud Build build in project {project}") + hint) from None
-    except core.RetryError as exc:
-        raise CloudError(f"creating a Cloud Build build in project {project}: gave up: {exc.cause}") from None
-    current = operation.metadata.build
-    log(f"cloud build {current.id}: created in project {project}; logs: {current.log_url}")
+    poll = poll or (min(1.0, clients.policy().poll_s), clients.policy().poll_s)
+    operation = clients.call(client.create_build, project_id=project, build=build, kind=clients.CREATE_SERVER_ID,
+                             doing=f"creating a Cloud Build build in project {project}",
+                             unsure=f"a build may have been created even so: gcloud builds list --ongoing --project {project}",
+                             hints={403: "the caller needs roles/cloudbuild.builds.editor, and the Cloud Build API must "
+                                         "be enabled: gcloud services enable cloudbuild.googleapis.com"})
+    current = getattr(operation.metadata, "build", None)
+    if current is None or not current.id:
+        raise CloudError(f"creating a Cloud Build build in project {project}: the answer named no build; "
+                         f"see: gcloud builds list --ongoing --project {project}")
+    build_id = current.id
+    see = f"gcloud builds describe {build_id} --project {project}; cancel: gcloud builds cancel {build_id} --project {project}"
+    clients.keeps_running(f"Cloud Build build {build_id}", see)
+    log(f"cloud build {build_id}: created in project {project}; logs: {current.log_url}")
     limit_s = (build.timeout.total_seconds() or BUILD_TIMEOUT_S) + QUEUE_MARGIN_S
     deadline = time.monotonic() + limit_s
-    interval, transient, last = poll[0], 0, None
+    interval, last = poll[0], None
     while True:
         status = current.status.name
         if status != last:
-            log(f"cloud build {current.id}: {status}")
+            log(f"cloud build {build_id}: {status}")
             last = status
-        try:
-            done = operation.done()
-            transient = 0
-        except (core.ServiceUnavailable, core.InternalServerError, core.TooManyRequests,
-                core.GatewayTimeout) as exc:
-            transient += 1  # polling is safe to repeat; give up after 5 failures in a row
-            if transient >= 5:
-                raise CloudError(clients.one_line(exc, f"following Cloud Build build {current.id}")) from None
-            done = False
-        except core.GoogleAPICallError as exc:
-            raise CloudError(clients.one_line(exc, f"following Cloud Build build {current.id}")) from None
-        if operation.metadata is not None:
-            current = operation.metadata.build
-        if done:
+        if status not in ("QUEUED", "WORKING", "PENDING", "STATUS_UNKNOWN"):
             break
         if time.monotonic() > deadline:
-            raise CloudError(f"cloud build {current.id}: still {current.status.name} after {limit_s:.0f}s "
+            raise CloudError(f"cloud build {build_id}: still {status} after {limit_s:.0f}s "
                              f"(its timeout + {QUEUE_MARGIN_S}s in the queue); stopped waiting, the build may "
-                             f"still finish; logs: {current.log_url}")
+                             f"still finish: {see}; logs: {current.log_url}")
         time.sleep(interval)
         interval = min(interval * 1.5, poll[1])
-    status = current.status.name
-    if status != last:
-        log(f"cloud build {current.id}: {status}")
-    if status in FAILED or operation.exception() is not None:
-        detail = current.failure_info.detail or current.status_detail or (
-            operation.exception().message if operation.exception() is not None else "")
-        raise CloudError(f"cloud build {current.id} {status}: {' '.join(detail.split()) or 'no detail given'}; "
+        current = clients.call(client.get_build, project_id=project, id=build_id,
+                               doing=f"following Cloud Build build {build_id}",
+                               unsure=f"the build may still be running: {see}")
+    clients.ended(f"Cloud Build build {build_id}")
+    if status != "SUCCESS":
+        detail = current.failure_info.detail or current.status_detail
+        raise CloudError(f"cloud build {build_id} {status}: {' '.join(detail.split()) or 'no detail given'}; "
                          f"logs: {current.log_url}")
-    return operation.result()
+    return current
 
 
 def image_by_digest(build, image: str) -> str:
@@ -173,7 +167,7 @@ def image_by_digest(build, image: str) -> str:
 
 def build_from_storage(source_uri: str, image: str, dockerfile: str, *, project: str,
                        build_args: Mapping[str, str] | None = None, endpoint: str | None = None,
-                       log: Callable[[str], None] = print, poll: tuple[float, float] = (1.0, 10.0)) -> str:
+                       log: Callable[[str], None] = print, poll: tuple[float, float] | None = None) -> str:
     """Build ``image`` from a context tarball already in Cloud Storage; returns ``image@sha256:...``."""
     build = build_request(source_uri, image, dockerfile, build_args)
     log(f"building {image} from {source_uri} (-f {dockerfile}) with Cloud Build in project {project}")
@@ -182,13 +176,11 @@ def build_from_storage(source_uri: str, image: str, dockerfile: str, *, project:
 
 def build_and_push(context_tar: Path, image: str, dockerfile: str, *, project: str, staging_bucket: str,
                    build_args: Mapping[str, str] | None = None, endpoint: str | None = None,
-                   log: Callable[[str], None] = print, poll: tuple[float, float] = (1.0, 10.0)) -> str:
+                   log: Callable[[str], None] = print, poll: tuple[float, float] | None = None) -> str:
     """Upload the build context ``context_tar`` to ``staging_bucket`` (``gs://B[/PATH]``), build and push
     ``image`` (``repo:tag``) with Cloud Build; returns ``repo:tag@sha256:...``."""
     context_tar = Path(context_tar)
     split_image(image)  # a bad reference fails before anything is uploaded
-    if not staging_bucket.startswith("gs://"):
-        staging_bucket = f"gs://{staging_bucket}"
     bucket, prefix = gcs.parse_uri(staging_bucket)
     with tempfile.TemporaryDirectory(prefix="cloudbuild-") as tmp:
         source = gzipped(context_tar, Path(tmp))
@@ -203,9 +195,13 @@ def build_and_push(context_tar: Path, image: str, dockerfile: str, *, project: s
 def registry_project(repository: str) -> str | None:
     """The project that owns an Artifact Registry (``REGION-docker.pkg.dev/PROJECT/...``) or Container
     Registry (``[REGION.]gcr.io/PROJECT/...``) repository; None for any other registry."""
-    parts = repository.split("/")
-    if len(parts) >= 3 and (parts[0].endswith("-docker.pkg.dev") or parts[0] == "gcr.io" or parts[0].endswith(".gcr.io")):
-        return parts[1]
+    from jobs.images import parse_reference
+
+    ref = parse_reference(repository)
+    parts = ref.path.split("/")
+    if len(parts) >= 2 and (ref.registry.endswith("-docker.pkg.dev") or ref.registry == "gcr.io"
+                            or ref.registry.endswith(".gcr.io")):
+        return parts[0]
     return None
 
 
@@ -222,7 +218,7 @@ def tag_for_source(source_uri: str) -> str:
 
 def build_job_image(source_uri: str, repository: str, *, variant: str, dockerfile: str, project: str = "",
                     endpoint: str | None = None, log: Callable[[str], None] = print,
-                    poll: tuple[float, float] = (1.0, 10.0)) -> str:
+                    poll: tuple[float, float] | None = None) -> str:
     """What the pipeline's build step does: build ``repository:<tag from the object name>`` from the
     staged context with ``VARIANT=variant``, in ``project`` (default: the registry's own project)."""
     project = project or registry_project(repository) or ""

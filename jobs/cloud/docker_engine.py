@@ -2,6 +2,13 @@
 
 The engine's own registry credentials are used for pushes and for "does this tag exist". Every failure
 is a :class:`~jobs.build_context.BuildError` whose text is one line.
+
+Timeouts (the policy of :mod:`jobs.cloud.clients`): ping and "does this tag exist" use the policy's read
+timeout (the docker SDK takes one value for connect and read); the tag check is retried like any read
+(the engine answers 5xx when the registry is unreachable). The ping is not retried: an engine that is
+not there is not a transient fault. A build or push streams the engine's output and can stay silent
+while a step works (a pip install of TensorFlow), so those calls wait up to :data:`STREAM_TIMEOUT_S`
+between two chunks, as long as Cloud Build gives a whole build.
 """
 from __future__ import annotations
 
@@ -11,7 +18,12 @@ import tempfile
 from typing import Any, Callable, Mapping
 
 from jobs.build_context import BuildContext, BuildError, write_tar
-from jobs.images import registry_host
+from jobs.cloud import clients
+from jobs.images import parse_reference
+
+#: the longest a build or push may stay silent (Cloud Build's own bound for a whole build: 1 h)
+STREAM_TIMEOUT_S = 3600
+
 
 def _first_line(text: Any) -> str:
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
@@ -33,11 +45,17 @@ def _build_failure(message: Any) -> str:
     return _first_line(text)
 
 
-def docker_client(timeout_s: float = 600) -> Any:
-    """A low-level ``docker.APIClient`` for ``DOCKER_HOST`` (or the default socket), checked with a ping."""
+def registry_host(repository: str) -> str:
+    return parse_reference(repository).registry
+
+
+def docker_client(timeout_s: float | None = None) -> Any:
+    """A low-level ``docker.APIClient`` for ``DOCKER_HOST`` (or the default socket), checked with a ping;
+    ``timeout_s``: the policy's read timeout unless given."""
     import docker
     import requests
 
+    timeout_s = timeout_s or clients.policy().read_s
     where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
         client = docker.APIClient(version="auto", timeout=timeout_s, **docker.utils.kwargs_from_env())
@@ -54,13 +72,19 @@ def remote_digest(client: Any, repository: str, tag: str) -> str | None:
     import docker
 
     try:
-        answer = client.inspect_distribution(f"{repository}:{tag}")
+        answer = clients.retry(clients.READ)(client.inspect_distribution)(f"{repository}:{tag}")
+    except KeyboardInterrupt:
+        raise
     except docker.errors.APIError as exc:
         text = str(getattr(exc, "explanation", "") or exc).lower()
         if exc.status_code in (401, 403, 404) or "not found" in text or "manifest unknown" in text:
             return None  # not there, or not visible to us: build (pushing the same content is harmless)
         raise BuildError(f"cannot reach registry {registry_host(repository)}: {_first_line(exc.explanation or exc)}") \
             from None
+    except Exception as exc:  # gave up retrying (RetryError), the engine's connection dropped
+        cause = getattr(exc, "cause", None) or exc
+        detail = getattr(cause, "explanation", None) or clients.describe(exc)
+        raise BuildError(f"cannot reach registry {registry_host(repository)}: {_first_line(detail)}") from None
     return (answer.get("Descriptor") or {}).get("digest")
 
 
@@ -80,7 +104,8 @@ def build_image(client: Any, ctx: BuildContext, image: str, build_args: Mapping[
         tar.seek(0)
         try:
             stream = client.build(fileobj=tar, custom_context=True, dockerfile=ctx.dockerfile, tag=image,
-                                  buildargs=dict(build_args or {}), rm=True, forcerm=True, pull=False, decode=True)
+                                  buildargs=dict(build_args or {}), rm=True, forcerm=True, pull=False, decode=True,
+                                  timeout=STREAM_TIMEOUT_S)
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     message = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error")
@@ -142,6 +167,10 @@ def build_and_push_docker(ctx: BuildContext, repository: str, tag: str, build_ar
         if existing:
             log(f"already built: {repository}:{tag} is in the registry ({existing}); nothing to build")
             return f"{repository}:{tag}@{existing}", False
+    finally:
+        client.close()
+    client = docker_client(STREAM_TIMEOUT_S)  # build and push stream output with silences in between
+    try:
         log(f"building {repository}:{tag} from {ctx.root} ({len(ctx.files)} files, -f {ctx.dockerfile})")
         build_image(client, ctx, f"{repository}:{tag}", build_args, log)
         digest = push_image(client, repository, tag, log)

@@ -22,9 +22,12 @@ from jobs.cloud.clients import CloudError
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
-    """``gs://bucket/some/path`` -> ``("bucket", "some/path")`` (path may be empty)."""
-    if not uri.startswith("gs://") or not uri[5:].split("/", 1)[0]:
-        raise CloudError(f"{uri!r} is not a Cloud Storage URI; expected gs://BUCKET[/PATH]")
+    """``gs://bucket/some/path`` -> ``("bucket", "some/path")`` (path may be empty); only gs://."""
+    from jobs.cloud import preflight
+
+    problems = preflight.gcs_problems("uri", uri, "gs://BUCKET/PATH", path_required=False)
+    if problems:
+        raise CloudError(problems[0].message)
     bucket, _, path = uri[5:].partition("/")
     return bucket, path.strip("/")
 
@@ -49,14 +52,15 @@ def storage_client(project: str | None = None, endpoint: str | None = None):
 
 
 def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint: str | None = None,
-           content_type: str = "application/octet-stream", client=None, retry_s: float | None = None,
-           label: str | None = None) -> str:
+           content_type: str = "application/octet-stream", client=None, label: str | None = None) -> str:
     """Upload ``local`` to the object ``uri`` (``gs://bucket/name``); returns ``uri``. ``label`` names the
     file in error lines when ``local`` is a temporary copy.
 
     Small files go as one multipart request, large ones as a resumable upload (the client decides).
-    Transient failures (5xx, 429, connection errors) are retried for ``retry_s`` seconds; that is safe
-    here because the callers' object names are content-addressed (a repeat writes the same bytes).
+    The client policy of ``jobs.cloud.clients`` applies through the storage client's own ``timeout`` and
+    ``retry`` arguments (its predicate knows its transport's errors): transient failures (5xx, 429,
+    connection errors) are retried with the policy's backoff and total; that is safe here because the
+    callers' object names are content-addressed (a repeat writes the same bytes).
     """
     from google.api_core import exceptions as core
     from google.cloud.storage.retry import DEFAULT_RETRY
@@ -68,11 +72,17 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
     doing = f"uploading {label or local} to {uri}"
     client = client or storage_client(project, endpoint)
     blob = client.bucket(bucket_name).blob(name)
+    p = clients.policy()
+    retry = DEFAULT_RETRY.with_timeout(p.total_s).with_delay(initial=p.first_s, maximum=p.max_s, multiplier=2.0)
     try:
-        blob.upload_from_filename(str(local), content_type=content_type, retry=DEFAULT_RETRY.with_timeout(
-            retry_s if retry_s is not None else (10.0 if storage_endpoint(endpoint) else 120.0)))
+        blob.upload_from_filename(str(local), content_type=content_type, retry=retry, timeout=p.timeout)
+    except KeyboardInterrupt:
+        raise
     except core.RetryError as exc:  # gave up on transient failures: say the last one
-        raise CloudError(f"{doing}: gave up after retrying: {_status_and_message(exc.cause or exc)[1]}") from None
+        cause = exc.cause or exc
+        detail = clients.describe(cause) if clients.failure_kind(cause) else _status_and_message(cause)[1]
+        raise CloudError(f"{doing}: gave up after retrying for {p.total_s:g} s: {detail}; the same upload can be "
+                         "run again safely") from None
     except (core.GoogleAPICallError, InvalidResponse) as exc:
         status, message = _status_and_message(exc)
         if status == 404:
@@ -82,8 +92,8 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
         hint = (f" (the caller needs roles/storage.objectCreator on gs://{bucket_name})"
                 if status == 403 else "")
         raise CloudError(f"{doing}: {status or ''} {message}{hint}".replace(":  ", ": ")) from None
-    except OSError as exc:  # connection refused, unreadable file
-        raise CloudError(f"{doing}: {' '.join(str(exc).split())[:300]}") from None
+    except (ValueError, OSError) as exc:  # an answer that is not JSON, an unreadable file
+        raise CloudError(clients.failure_line(exc, doing)) from None
     return uri
 
 

@@ -1,18 +1,26 @@
-"""Upload the compiled pipeline to Artifact Registry as a Vertex AI Pipelines template.
+"""Pipeline templates in Artifact Registry: upload the compiled pipeline, download one to run it.
 
 ``python pipelines/run.py upload-template --config X --host https://REGION-kfp.pkg.dev/PROJECT/REPO
-[--tag T ...] [--set k=v]`` compiles the pipeline exactly as ``--compile-only`` does and uploads it with
-``kfp.registry.RegistryClient`` (a multipart POST of the YAML with the tags). It prints
-``<package>/sha256:<hex>`` and the URI that ``run.py --project P --template URI`` (or the console's "Create
-run from template") runs.
+[--tag T ...] [--set k=v]`` runs the preflight that submit runs (``jobs.cloud.preflight.job_problems``: a
+template never carries what submit would refuse: images pinned by digest, no placeholders, gs:// output),
+compiles the pipeline exactly as ``--compile-only`` does and uploads it: one multipart POST of the YAML
+(``content``) with the tags (``tags``, comma-separated), the request ``kfp.registry.RegistryClient``
+sends. It prints ``<package>/sha256:<hex>`` and the URI that ``run.py --project P --template URI`` runs.
 
-Credentials: for a Kubeflow Pipelines host in Artifact Registry (``https://*-kfp.pkg.dev``), Application
-Default Credentials through :mod:`jobs.cloud.clients`; for a loopback stand-in (``http://127.0.0.1:P/proj/repo``)
-a fixed token, nothing else. Every failure is one line and exit status 1 (2 for bad arguments/config).
+Why not ``RegistryClient`` itself: it posts with the module-level ``requests.post`` and no timeout, and
+offers no session or timeout to set; an endpoint that accepts the connection and never answers hung it
+forever. The same request goes through ``jobs.cloud.clients.http`` instead (connect/read timeouts; the
+same bytes give the same version, so a lost answer is retried). The answer must be exactly
+``<pipeline name>/sha256:<sha256 of the bytes sent>``: a 200 saying anything else is not an upload.
+
+Credentials: for ``https://*-kfp.pkg.dev`` the Application Default Credentials' token (Google hosts only);
+for a loopback stand-in (``http://127.0.0.1:P/proj/repo``) a fixed dummy bearer token, nothing else.
+Exit status: 0 uploaded, 2 bad arguments/config, 1 the upload failed, 130 Ctrl-C.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 import tempfile
@@ -22,57 +30,78 @@ from jobs.cloud import clients
 from trainers import config as config_lib
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
+LOCAL_HOST_RE = re.compile(r"^http://(?:127\.[0-9.]+|localhost):[0-9]+/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
 TAG_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$")
+STAND_IN_TOKEN = "local-stand-in"
 
 
 def host_problem(host: str) -> str | None:
     """None when ``host`` is an Artifact Registry KFP repository (or a loopback stand-in), else why not."""
-    if AR_HOST_RE.match(host) or (clients.is_local_endpoint(host) and host.startswith("http")):
+    if AR_HOST_RE.match(host) or LOCAL_HOST_RE.match(host):
         return None
     return (f"--host: {host!r} is not a Kubeflow Pipelines repository in Artifact Registry; expected "
             "https://REGION-kfp.pkg.dev/PROJECT/REPO (create one with: gcloud artifacts repositories create REPO "
             "--repository-format=kfp --location=REGION); valid choices: https://us-central1-kfp.pkg.dev/PROJECT/REPO")
 
 
-def _registry_auth(host: str):
-    if clients.is_local_endpoint(host):
-        from kfp.registry.registry_client import ApiAuth
-
-        return ApiAuth("local-stand-in")  # the stand-in checks only that a bearer token comes
-    return clients.credentials(None, "Artifact Registry")
-
-
-def _http_error(exc: Exception, host: str) -> str:
-    import requests
-
-    response = getattr(exc, "response", None)
-    if isinstance(exc, requests.HTTPError) and response is not None:
-        try:
-            message = response.json()["error"]["message"]
-        except Exception:
-            message = response.text or response.reason
-        hint = " (the account needs roles/artifactregistry.writer on the repository)" if response.status_code == 403 else ""
-        return clients.one_line(RuntimeError(f"{response.status_code} {message}{hint}"), f"uploading the template to {host}")
-    return clients.one_line(exc, f"uploading the template to {host}")
+def _auth(url: str) -> tuple[dict[str, str], str | None]:
+    """(extra headers, Google token): a dummy bearer for a loopback stand-in, else the ADC token."""
+    if clients.is_local_endpoint(url):
+        return {"Authorization": f"Bearer {STAND_IN_TOKEN}"}, None
+    return {}, clients.access_token("Artifact Registry")
 
 
 def upload(package_path: str, host: str, tags: list[str] | None = None) -> tuple[str, str]:
     """Upload a compiled pipeline YAML; returns (package name, ``sha256:<hex>`` version)."""
-    import requests
-    from kfp.registry import RegistryClient
+    import yaml
 
-    auth = _registry_auth(host)
+    content = Path(package_path).read_bytes()
+    package = yaml.safe_load(content)["pipelineInfo"]["name"]
+    version = "sha256:" + hashlib.sha256(content).hexdigest()
+    headers, token = _auth(host)
+    doing = f"uploading the template to {host}"
+    response = clients.http("POST", host, kind=clients.CREATE_OWN_ID, doing=doing, headers=headers, google_token=token,
+                            files={"content": (Path(package_path).name, content)},
+                            data={"tags": ",".join(tags)} if tags else None,
+                            unsure="the same bytes can be uploaded again safely")
+    if response.status_code != 200:
+        hint = " (the account needs roles/artifactregistry.writer on the repository)" if response.status_code == 403 else ""
+        raise clients.CloudError(f"{doing}: {response.status_code} {clients.http_message(response)}{hint}")
+    answer = " ".join(response.text.split())
+    if answer != f"{package}/{version}":
+        shown = answer if len(answer) <= 120 and not answer.startswith("<") else "(an HTML page or long text)"
+        raise clients.CloudError(f"{doing}: the registry answered 200 {shown!r}, not {package}/{version}: the upload "
+                                 "is not confirmed; check --host (an Artifact Registry KFP repository) and try again")
+    return package, version
+
+
+def download(uri: str, path: str, api_endpoint: str | None = None) -> str:
+    """Download template ``uri`` to ``path`` (for ``run.py --template``): the ADC token goes only to the
+    Google host (none when ``api_endpoint`` is a loopback stand-in: a test run has no credentials)."""
+    token = None if clients.is_local_endpoint(api_endpoint) else clients.access_token("Artifact Registry")
+    doing = f"downloading the template {uri}"
+    response = clients.http("GET", uri, doing=doing, google_token=token)
+    if response.status_code != 200:
+        raise clients.CloudError(f"{doing}: {response.status_code} {clients.http_message(response)}")
+    import yaml
+
     try:
-        client = RegistryClient(host=host, auth=auth)
-        return client.upload_pipeline(file_name=package_path, tags=list(tags or []) or None)
-    except (requests.RequestException, ValueError, OSError) as exc:
-        raise clients.CloudError(_http_error(exc, host)) from None
-    except Exception as exc:  # google.auth refresh errors and the like
-        raise clients.CloudError(clients.one_line(exc, f"uploading the template to {host}")) from None
+        spec = yaml.safe_load(response.content)
+        spec["pipelineInfo"]["name"]
+    except Exception:
+        raise clients.CloudError(f"{doing}: the answer is not a compiled pipeline (an HTML page or other text)") \
+            from None
+    Path(path).write_bytes(response.content)
+    return path
 
 
 def main(argv: list[str]) -> int:
+    return clients.run_command(_main, argv)
+
+
+def _main(argv: list[str]) -> int:
     from jobs import validate
+    from jobs.cloud import preflight
     from trainers.errors import ConfigError
 
     p = argparse.ArgumentParser(prog="python pipelines/run.py upload-template", description=__doc__.split("\n\n")[0])
@@ -85,12 +114,21 @@ def main(argv: list[str]) -> int:
     problems = [host_problem(args.host)] + [
         f"--tag: {t!r} is not a tag (letters, digits, '.', '_', '-'; not sha256:...); valid choices: latest, v1"
         for t in args.tags if not TAG_RE.match(t)]
+    warnings: list[str] = []
     try:
         cfg, report = validate.validate_document(config_lib.load_document(args.config, args.overrides), check_data=False)
         problems += [str(e) for e in report.errors]
     except ConfigError as exc:
+        cfg = None
         problems += [str(e) for e in exc.problems]
+    match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
+    if cfg is not None and match:
+        errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
+                                                  components_image=args.image or "")
+        problems += [str(e) for e in errors]
     problems = [x for x in problems if x]
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     for x in problems:
         print(f"error: {x}", file=sys.stderr)
     if problems:
@@ -99,11 +137,7 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), base_image=args.image)
-        try:
-            package, version = upload(path, args.host, args.tags)
-        except clients.CloudError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        package, version = upload(path, args.host, args.tags)
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version
     print(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root gs://BUCKET/PATH "

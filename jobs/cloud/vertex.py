@@ -35,53 +35,86 @@ def endpoint_for(location: str, api_endpoint: str | None = None) -> str:
     return api_endpoint or f"{location}-aiplatform.googleapis.com"
 
 
-def init(project: str, location: str, api_endpoint: str | None = None) -> None:
-    """Point the aiplatform SDK at ``project``/``location`` (and a stand-in endpoint when given)."""
-    from google.cloud import aiplatform
-
-    kwargs: dict[str, Any] = {"project": project, "location": location,
-                              "credentials": clients.credentials(api_endpoint, "Vertex AI")}
-    if api_endpoint:
-        kwargs.update(api_endpoint=api_endpoint, api_transport="rest")
-    aiplatform.init(**kwargs)
-
-
 def console_url(project: str, location: str, job_id: str) -> str:
     return CONSOLE_URL.format(project=project, location=location, job_id=job_id)
 
 
-def submit_pipeline(template_path: str, *, project: str, location: str, job_id: str, display_name: str,
-                    pipeline_root: str, parameter_values: dict[str, Any], labels: dict[str, str] | None = None,
-                    service_account: str | None = None, network: str | None = None,
-                    enable_caching: bool | None = None) -> tuple[Any, Any]:
-    """Create the pipeline job (one POST ``pipelineJobs``); returns (pipeline service client, created job).
+def job_hint(name: str) -> str:
+    """How to see (and cancel) pipeline job ``name``: gcloud has no pipeline-jobs command; the console and
+    the REST API do it."""
+    _, project, _, location, _, job_id = name.split("/")[:6]
+    return (f"see or cancel it at {console_url(project, location, job_id)} (REST: GET https://{location}-"
+            f"aiplatform.googleapis.com/v1/{name}, POST ...:cancel)")
 
-    ``aiplatform.PipelineJob`` builds the request (loads the template, types the parameter values,
-    runtime config, labels) and its own client sends it. ``PipelineJob.submit()`` is not used: before
-    creating the job it probes the pipeline root's bucket through the Storage and Resource Manager
-    APIs (creating the bucket and granting IAM roles when it is missing), endpoints that cannot be
-    redirected, and on any failure logs a traceback and goes on. The bucket must exist (README).
-    ``enable_caching``: None keeps the compiled spec's caching options; False turns caching off.
-    Call :func:`init` first. Raises ``CloudError`` with one line on any API, auth or template error."""
+
+def pipeline_client(location: str, api_endpoint: str | None = None):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.PipelineServiceClient(**clients.client_kwargs(endpoint_for(location, api_endpoint),
+                                                                       "Vertex AI"))
+
+
+def pipeline_job_request(template_path: str, *, project: str, location: str, job_id: str, display_name: str,
+                         pipeline_root: str, parameter_values: dict[str, Any], labels: dict[str, str] | None = None,
+                         service_account: str | None = None, network: str | None = None,
+                         enable_caching: bool | None = None, template_uri: str = ""):
+    """The ``PipelineJob`` to create, built by ``aiplatform.PipelineJob`` (it loads the compiled template,
+    types the parameter values, runtime config, labels) from a local file: its own https download of a
+    template (urllib, no timeout, the token kept across redirects) is never used."""
+    from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform, aiplatform_v1
     from google.protobuf import json_format
 
     try:
         job = aiplatform.PipelineJob(display_name=display_name, template_path=template_path, job_id=job_id,
                                      pipeline_root=pipeline_root, parameter_values=parameter_values,
-                                     labels=labels or None, enable_caching=enable_caching)
+                                     labels=labels or None, enable_caching=enable_caching, project=project,
+                                     location=location, credentials=AnonymousCredentials())
         message = aiplatform_v1.PipelineJob.pb()()
         json_format.ParseDict(job.to_dict(), message)
-        request = aiplatform_v1.PipelineJob.wrap(message)
-        if service_account:
-            request.service_account = service_account
-        if network:
-            request.network = network
-        created = job.api_client.create_pipeline_job(parent=f"projects/{project}/locations/{location}",
-                                                     pipeline_job=request, pipeline_job_id=job_id)
-    except Exception as exc:  # google.api_core / google.auth / urllib errors: one line, no traceback
-        raise clients.CloudError(clients.one_line(exc, "submitting the pipeline job")) from None
-    return job.api_client, created
+    except Exception as exc:  # a template aiplatform cannot read, a parameter it cannot type
+        raise clients.CloudError(clients.failure_line(exc, "preparing the pipeline job")) from None
+    request = aiplatform_v1.PipelineJob.wrap(message)
+    if service_account:
+        request.service_account = service_account
+    if network:
+        request.network = network
+    if template_uri:
+        request.template_uri = template_uri
+    return request
+
+
+def submit_pipeline(request, *, project: str, location: str, job_id: str, api_endpoint: str | None = None,
+                    log: Callable[[str], None] = print) -> tuple[Any, Any]:
+    """Create the pipeline job (POST ``pipelineJobs?pipelineJobId=ID``); returns (client, created job).
+
+    The id is ours, so a create whose answer was lost (dropped connection, 5xx, no answer) is repeated by
+    the policy; if the lost attempt did create it, the repeat answers ALREADY_EXISTS and the job is read
+    back instead. ``PipelineJob.submit()`` is not used: it first probes the pipeline root's bucket through
+    the Storage and Resource Manager APIs (creating it and granting IAM roles when missing), endpoints that
+    cannot be redirected, logging a traceback on failure. The bucket must exist (README)."""
+    from google.api_core import exceptions as core
+
+    client = pipeline_client(location, api_endpoint)
+    name = f"projects/{project}/locations/{location}/pipelineJobs/{job_id}"
+    doing = f"creating pipeline job {name}"
+    try:
+        created = client.create_pipeline_job(parent=f"projects/{project}/locations/{location}", pipeline_job=request,
+                                             pipeline_job_id=job_id, retry=clients.retry(clients.CREATE_OWN_ID),
+                                             timeout=clients.ConnectReadTimeout())
+    except core.Conflict:  # 409 ALREADY_EXISTS (REST maps it to Conflict): an attempt whose answer was lost
+        log(f"pipeline job {name} was created by an attempt whose answer was lost; following it")
+        created = clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
+                               unsure=f"it may exist: {job_hint(name)}")
+    except KeyboardInterrupt:
+        clients.keeps_running(f"pipeline job {name} (if the create reached Vertex AI)", job_hint(name))
+        raise
+    except Exception as exc:
+        raise clients.CloudError(clients.failure_line(exc, doing, f"it may exist even so: {job_hint(name)}")) from None
+    if created.name != name:  # never print (or follow) a job the answer did not name
+        raise clients.CloudError(f"{doing}: the answer named {created.name or 'no job'!r}, not that job; it may exist "
+                                 f"even so: {job_hint(name)}")
+    return client, created
 
 
 def _state_name(state: Any) -> str:
@@ -104,13 +137,13 @@ def failure_message(job_resource: Any) -> str:
 def follow(client, name: str, poll_s: float = 20.0, log: Callable[[str], None] = print,
            timeout_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> tuple[str, str]:
     """Poll job ``name`` until it ends; log one line per state change (with the time). Returns (final
-    state, failure message). The interval starts at 1 s and doubles up to ``poll_s``."""
+    state, failure message). The interval starts at 1 s and doubles up to ``poll_s``. Each read is
+    retried by the policy (503, dropped connections, no answer); a give-up is one line saying the job
+    may still be running and where to see it."""
     last, interval, started = None, min(1.0, poll_s), time.monotonic()
     while True:
-        try:
-            resource = client.get_pipeline_job(name=name)
-        except Exception as exc:
-            raise clients.CloudError(clients.one_line(exc, f"reading pipeline job {name}")) from None
+        resource = clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
+                                unsure=f"the job may still be running: {job_hint(name)}")
         state = _state_name(resource.state)
         if state != last:
             log(f"{time.strftime('%H:%M:%S')}  {state.replace('PIPELINE_STATE_', '')}")
@@ -159,20 +192,47 @@ def model_upload_request(cfg: config_lib.JobConfig, model_dir: str, project: str
 
 
 def upload_model(request: dict[str, Any], location: str, api_endpoint: str | None = None,
-                 timeout_s: float = 600) -> str:
-    """Send a :func:`model_upload_request` and wait for its operation; returns ``models/ID@version``."""
+                 log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Send a :func:`model_upload_request` and wait for its operation; returns ``models/ID@version``.
+
+    The model's id is the server's, so the upload is not repeated after an answer that may have come too
+    late (5xx, dropped connection): the line says a model may have been registered and how to look.
+    Each poll of the operation is a read under the policy, at most every ``VTP_CLOUD_POLL_S``."""
     from google.cloud import aiplatform_v1
+    from google.longrunning import operations_pb2
     from google.protobuf import json_format
 
-    kwargs = clients.client_kwargs(endpoint_for(location, api_endpoint), "Vertex AI Model Registry")
-    try:
-        client = aiplatform_v1.ModelServiceClient(**kwargs)
-        message = aiplatform_v1.UploadModelRequest.pb()()
-        json_format.ParseDict(request, message)
-        operation = client.upload_model(request=aiplatform_v1.UploadModelRequest.wrap(message))
-        response = operation.result(timeout=timeout_s)
-    except Exception as exc:
-        raise clients.CloudError(clients.one_line(exc, "uploading the model to the Model Registry")) from None
+    parent = request.get("parent", "")
+    project = parent.split("/")[1] if parent.count("/") >= 3 else "PROJECT"
+    display_name = request.get("model", {}).get("displayName", "")
+    listing = (f"gcloud ai models list --region {location} --project {project} "
+               f"--filter=display_name={display_name}")
+    client = aiplatform_v1.ModelServiceClient(**clients.client_kwargs(endpoint_for(location, api_endpoint),
+                                                                      "Vertex AI Model Registry"))
+    message = aiplatform_v1.UploadModelRequest.pb()()
+    json_format.ParseDict(request, message)
+    operation = clients.call(client.upload_model, request=aiplatform_v1.UploadModelRequest.wrap(message),
+                             kind=clients.CREATE_SERVER_ID, doing="uploading the model to the Model Registry",
+                             unsure=f"a model may have been registered even so: {listing}")
+    name = operation.operation.name
+    see = f"gcloud ai operations describe {name.rsplit('/', 1)[-1]} --region {location} --project {project}"
+    clients.keeps_running(f"model upload operation {name}", see)
+    log(f"model upload operation {name} started")
+    interval, poll_s = 1.0, clients.policy().poll_s
+    state = operation.operation
+    while not state.done:
+        sleep(min(interval, poll_s))
+        interval *= 2
+        state = clients.call(client.get_operation, operations_pb2.GetOperationRequest(name=name),
+                             doing=f"reading model upload operation {name}",
+                             unsure=f"the upload may still finish: {see}")
+    clients.ended(f"model upload operation {name}")
+    if state.HasField("error") and state.error.code:
+        raise clients.CloudError(f"model upload operation {name} failed: {state.error.code} "
+                                 f"{' '.join(state.error.message.split())}")
+    response = aiplatform_v1.UploadModelResponse.pb()()
+    if not state.response.Unpack(response):
+        raise clients.CloudError(f"model upload operation {name} ended without an UploadModelResponse; {see}")
     return f"{response.model}@{response.model_version_id}" if response.model_version_id else response.model
 
 

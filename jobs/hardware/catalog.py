@@ -209,8 +209,12 @@ def load_catalog(path: str | None = None) -> Catalog:
 
 
 def pytorch_image_version(image_uri: str) -> str | None:
-    """tpuTfVersion a prebuilt PyTorch XLA image needs (``...pytorch-xla.1-11[:tag|@digest]``)."""
-    base = image_uri.split("@", 1)[0]
-    if ":" in base.rsplit("/", 1)[-1]:
-        base = base.rsplit(":", 1)[0]
-    return load_catalog().pytorch_images.get(base)
+    """tpuTfVersion a prebuilt PyTorch XLA image needs (``...pytorch-xla.1-11[:tag|@digest]``); None for any
+    other image, or a reference that does not parse (``jobs.images.parse_reference`` says why elsewhere)."""
+    from jobs.build_context import BuildError
+    from jobs.images import parse_reference
+
+    try:
+        return load_catalog().pytorch_images.get(parse_reference(image_uri).repository)
+    except BuildError:
+        return None

@@ -5,10 +5,11 @@ Routes are what the real client (google-cloud-build 3.43, REST transport) was se
 * ``POST /v1/projects/P/builds`` (or ``/v1/projects/P/locations/L/builds``) with the Build as JSON
   (``$alt=json;enum-encoding=int``): answered with a long-running Operation named
   ``operations/build/P/<base64 id>`` whose metadata is a ``BuildOperationMetadata`` holding the build;
-* ``GET /v1/<operation name>``: the operation, moving QUEUED -> WORKING -> the final status over
-  ``polls_to_finish`` polls; when done, ``response`` is the Build (SUCCESS, with
-  ``results.images[].digest`` for each of ``build.images``) or ``error`` plus ``status``/``statusDetail``/
-  ``failureInfo`` in the metadata's build, as the real service reports a failed build.
+* ``GET /v1/projects/P/builds/ID`` (``get_build``, how the product follows a build) and
+  ``GET /v1/<operation name>``: the build (or the operation holding it), moving QUEUED -> WORKING -> the
+  final status over ``polls_to_finish`` polls; when done the Build is SUCCESS, with
+  ``results.images[].digest`` for each of ``build.images``, or carries ``status``/``statusDetail``/
+  ``failureInfo`` as the real service reports a failed build (the operation: ``response`` or ``error``).
 
 The request body is parsed into the ``Build`` proto (unknown fields fail the request with 400, as the
 real API does). When a :class:`~tests.standins.gcs.Gcs` is given, a ``storageSource`` object that was
@@ -23,7 +24,7 @@ import itertools
 import json
 import re
 
-from tests.standins.base import Request, StandIn, google_error
+from tests.standins.base import Request, StandIn, decode, google_error
 
 BUILD_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.Build"
 METADATA_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata"
@@ -40,6 +41,7 @@ class CloudBuild:
         self._ids = itertools.count(1)
         standin.route("POST", r"/v1/projects/([^/]+)(?:/locations/[^/]+)?/builds", self._create)
         standin.route("GET", r"/v1/(operations/build/([^/]+)/([^/]+))", self._get_operation)
+        standin.route("GET", r"/v1/projects/([^/]+)(?:/locations/[^/]+)?/builds/([^/:]+)", self._get_build)
 
     @property
     def requests(self) -> list[dict]:
@@ -52,13 +54,9 @@ class CloudBuild:
 
     def _create(self, req: Request, m: re.Match):
         from google.cloud.devtools import cloudbuild_v1
-        from google.protobuf import json_format
 
         body = req.json()
-        try:
-            json_format.ParseDict(body, cloudbuild_v1.Build.pb(cloudbuild_v1.Build()))
-        except json_format.ParseError as exc:
-            return 400, google_error(400, f"Invalid JSON payload received. {exc}")
+        decode(req, cloudbuild_v1.Build)  # unknown fields, bad enums or durations: 400 as the real API
         build_id = f"00000000-0000-4000-8000-{next(self._ids):012d}"
         self.builds[build_id] = {"request": body, "project": m.group(1), "polls": 0}
         return 200, self._operation(req, build_id)
@@ -69,6 +67,13 @@ class CloudBuild:
             return 404, google_error(404, f"operation {m.group(1)} not found")
         self.builds[build_id]["polls"] += 1
         return 200, self._operation(req, build_id)
+
+    def _get_build(self, req: Request, m: re.Match):
+        build_id = m.group(2)
+        if build_id not in self.builds or self.builds[build_id]["project"] != m.group(1):
+            return 404, google_error(404, f"build {build_id} not found")
+        self.builds[build_id]["polls"] += 1
+        return 200, self._operation(req, build_id)["metadata"]["build"]
 
     def _status(self, build_id: str) -> tuple[str, str, dict]:
         """(status, statusDetail, failureInfo) of the build after the polls it has had."""

@@ -28,6 +28,24 @@ import google_crc32c
 from tests.standins.base import Request, StandIn, google_error
 
 
+#: the fields of the JSON API's Object resource (https://cloud.google.com/storage/docs/json_api/v1/objects):
+#: google-cloud-storage has no typed message for it, so the stand-in checks names as the real API does
+#: ("Invalid JSON payload received. Unknown name ...": 400)
+OBJECT_FIELDS = frozenset("""acl bucket cacheControl componentCount contentDisposition contentEncoding contentLanguage
+contentType contexts crc32c customTime customerEncryption etag eventBasedHold generation hardDeleteTime id kind
+kmsKeyName md5Hash mediaLink metadata metageneration name owner restoreToken retention retentionExpirationTime
+selfLink size softDeleteTime storageClass temporaryHold timeCreated timeDeleted timeFinalized
+timeStorageClassUpdated updated""".split())
+
+
+def check_object(meta: dict) -> None:
+    from tests.standins.base import BadRequest
+
+    unknown = sorted(set(meta) - OBJECT_FIELDS) if isinstance(meta, dict) else ["(not an object)"]
+    if unknown:
+        raise BadRequest(f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.')
+
+
 def header(req: Request, name: str) -> str:
     """A request header, whatever case the client wrote it in."""
     return next((v for k, v in req.headers.items() if k.lower() == name.lower()), "")
@@ -71,6 +89,7 @@ class Gcs:
         return 200, self.objects[key][0]
 
     def _store(self, bucket: str, meta: dict, data: bytes):
+        check_object(meta)
         name = meta["name"]
         crc = base64.b64encode(google_crc32c.Checksum(bytes(data)).digest()).decode()
         if meta.get("crc32c", crc) != crc:  # the real server refuses bytes that do not match their checksum
@@ -94,6 +113,7 @@ class Gcs:
             return self._store(bucket, {"name": req.query["name"][0]}, req.body)
         if kind == "resumable":
             meta = req.json() or {"name": req.query["name"][0]}
+            check_object(meta)
             upload_id = str(next(self._ids))
             self._sessions[upload_id] = (bucket, meta, bytearray())
             location = f"{self.standin.url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable&upload_id={upload_id}"

@@ -7,7 +7,8 @@ Answers what ``kfp.registry.RegistryClient`` sends for a host ``http://127.0.0.1
 * ``GET /PROJECT/REPO/PACKAGE/(sha256:HEX|TAG)`` -> the YAML (what a template URI downloads).
 
 Uploads are kept in ``packages[package][version] = {"content", "tags"}``; a request without a bearer
-token is answered 401 as the real host does.
+token is answered 401 as the real host does; a form with other fields, or content that does not parse
+strictly as the real type (``kfp.pipeline_spec.pipeline_spec_pb2.PipelineSpec``), is answered 400.
 """
 from __future__ import annotations
 
@@ -48,10 +49,16 @@ class KfpRegistryStandIn(StandIn):
     def _upload(self, req: Request, m) -> tuple[int, Any]:
         if self._unauthorized(req):
             return 401, {"error": {"code": 401, "message": "Request is missing required authentication credential."}}
+        from google.protobuf import json_format
+        from kfp.pipeline_spec import pipeline_spec_pb2
+
         fields = multipart_fields(req)
+        if not set(fields) <= {"content", "tags"} or "content" not in fields:
+            return 400, {"error": {"code": 400, "message": f"unexpected form fields {sorted(fields)}"}}
         content = fields.get("content") or b""
         try:
-            name = yaml.safe_load(content)["pipelineInfo"]["name"]
+            spec = json_format.ParseDict(yaml.safe_load(content), pipeline_spec_pb2.PipelineSpec())
+            name = spec.pipeline_info.name
         except Exception:
             return 400, {"error": {"code": 400, "message": "the uploaded file is not a compiled KFP pipeline"}}
         version = "sha256:" + hashlib.sha256(content).hexdigest()

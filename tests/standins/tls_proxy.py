@@ -1,11 +1,14 @@
 """Make ``https://<host>/...`` reach a local stand-in, for clients whose https host cannot be configured.
 
-aiplatform downloads a template ``https://REGION-kfp.pkg.dev/P/R/PACKAGE/TAG`` itself with ``urllib``;
-only its standard proxy variables can redirect it. :class:`TlsProxy` is an HTTP ``CONNECT`` proxy on
-127.0.0.1 that terminates TLS with a self-signed certificate for the given host names and hands the
-decrypted request to a :class:`~tests.standins.base.StandIn`. A client process run with
-``HTTPS_PROXY=<proxy.url>``, ``NO_PROXY=127.0.0.1,localhost`` and ``SSL_CERT_FILE=<proxy.cert_file>``
-then really speaks https to "REGION-kfp.pkg.dev", verified, and the stand-in records the request.
+Some clients cannot be pointed elsewhere (GCPC's launchers, google-auth's token refresh at
+oauth2.googleapis.com), and the credentials rule (``jobs.cloud.clients.may_receive_google_token``) is
+decided on the real scheme and host name, so a test of it must speak https to the real names.
+:class:`TlsProxy` is an HTTP ``CONNECT`` proxy on 127.0.0.1 that terminates TLS with a self-signed
+certificate for the given host names and hands the decrypted request to the :class:`~tests.standins.base.StandIn`
+mapped to that host (one stand-in for all, or ``{host: standin}``; a host not in the map is refused, so
+nothing real is ever reached). A client process run with :meth:`TlsProxy.env` (``HTTPS_PROXY``,
+``NO_PROXY=127.0.0.1,localhost``, ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE``) then really speaks https to
+"REGION-kfp.pkg.dev", verified, and the stand-in records the request with its ``Host`` header.
 """
 from __future__ import annotations
 
@@ -40,8 +43,9 @@ def self_signed(hostnames: list[str], directory: Path) -> tuple[Path, Path]:
 
 
 class TlsProxy(LoopbackServer):
-    def __init__(self, standin: StandIn, hostnames: list[str], directory: Path):
-        self.standin = standin
+    def __init__(self, standin: "StandIn | dict[str, StandIn]", hostnames: list[str] | None, directory: Path):
+        self.standins = dict(standin) if isinstance(standin, dict) else {h: standin for h in hostnames or []}
+        hostnames = list(self.standins)
         self.cert_file, key_file = self_signed(hostnames, directory)
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.load_cert_chain(self.cert_file, key_file)
@@ -59,14 +63,21 @@ class TlsProxy(LoopbackServer):
                     self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
                     return
                 proxy.connects.append(line[1])
+                target = proxy.standins.get(line[1].rsplit(":", 1)[0])
+                if target is None:  # never reach anything real
+                    self.wfile.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+                    return
                 self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 self.wfile.flush()
                 try:
                     tls = proxy.context.wrap_socket(self.request, server_side=True)
                 except (ssl.SSLError, OSError):  # a client that does not trust us: it reports the failure
                     return
-                server = proxy.standin.server
-                server.RequestHandlerClass(tls, self.client_address, server)
+                server = target.server
+                try:
+                    server.RequestHandlerClass(tls, self.client_address, server)
+                except (ssl.SSLError, OSError):  # the client hung up (a fault test)
+                    pass
 
         self._serve(socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Connect))
         return self
@@ -74,4 +85,5 @@ class TlsProxy(LoopbackServer):
     def env(self) -> dict[str, str]:
         """What a client process needs to go through this proxy and trust its certificate."""
         return {"HTTPS_PROXY": self.url, "https_proxy": self.url, "NO_PROXY": "127.0.0.1,localhost",
-                "no_proxy": "127.0.0.1,localhost", "SSL_CERT_FILE": str(self.cert_file)}
+                "no_proxy": "127.0.0.1,localhost", "SSL_CERT_FILE": str(self.cert_file),
+                "REQUESTS_CA_BUNDLE": str(self.cert_file)}

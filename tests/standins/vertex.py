@@ -1,15 +1,21 @@
-"""A local stand-in of the Vertex AI v1 REST API: pipeline jobs and Model Registry uploads.
+"""A local stand-in of the Vertex AI v1 REST API: pipeline jobs, CustomJobs and Model Registry uploads.
 
-Answers what ``google.cloud.aiplatform`` (PipelineJob) and ``aiplatform_v1.ModelServiceClient`` send
-over the REST transport:
+Answers what ``aiplatform_v1`` clients (and GCPC's model-upload launcher) send over the REST transport.
+Every body is decoded with the real API type, strictly (``tests.standins.base.decode``: an unknown field
+is a 400, as the real API answers), and every answer is a real response type:
 
-* ``POST /v1/projects/P/locations/L/pipelineJobs?pipelineJobId=ID`` -> the job, state PENDING;
-* ``GET  /v1/projects/P/locations/L/pipelineJobs/ID`` -> the job, its state advancing one step of
-  ``states`` per GET (e.g. RUNNING, RUNNING, SUCCEEDED); a FAILED end carries ``error.message`` and a
-  failed task in ``jobDetail.taskDetails``;
-* ``POST /v1/projects/P/locations/L/models:upload`` -> a long-running operation, not done (done at
-  once with ``upload_done=True``);
-* ``GET  /v1/projects/P/locations/L/models/M/operations/O`` -> done, ``UploadModelResponse``.
+* ``POST /v1/projects/P/locations/L/pipelineJobs?pipelineJobId=ID`` (a ``PipelineJob``) -> the job, state
+  PENDING; the same id again -> 409 ALREADY_EXISTS (the id is the client's);
+* ``GET  .../pipelineJobs/ID`` -> the job, its state advancing one step of ``states`` per GET (e.g.
+  RUNNING, RUNNING, SUCCEEDED); a FAILED end carries ``error.message`` and a failed task in
+  ``jobDetail.taskDetails``;
+* ``POST .../customJobs`` (a ``CustomJob``) -> the job with a server-assigned id, state PENDING; kept in
+  ``custom_jobs`` (what would be sent to Vertex: the worker pools by position);
+* ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states``; a FAILED end carries
+  ``custom_error``; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
+* ``POST .../models:upload`` (an ``UploadModelRequest`` without its parent) -> a long-running operation,
+  not done (done at once with ``upload_done=True``); ``GET .../models/M/operations/O`` -> done, with an
+  ``UploadModelResponse``.
 
 Everything is recorded in ``requests`` (see ``tests.standins.base``).
 """
@@ -18,7 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tests.standins.base import Request, StandIn
+from tests.standins.base import Request, StandIn, decode, google_error, typed
 
 _PREFIX = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
 
@@ -26,17 +32,24 @@ _PREFIX = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
 class VertexStandIn(StandIn):
     def __init__(self, states=("RUNNING", "SUCCEEDED"), error_message: str = "The DAG failed because some tasks failed.",
                  failed_task: str = "train-vertex", task_message: str = "Replica workerpool0-0 exited with a non-zero status of 1.",
-                 upload_done: bool = False):
+                 upload_done: bool = False, custom_states=("RUNNING", "SUCCEEDED"),
+                 custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1."):
         super().__init__()
         self.upload_done = upload_done  # answer models:upload with a finished operation (no polling)
         self.states = list(states)
         self.error_message, self.failed_task, self.task_message = error_message, failed_task, task_message
+        self.custom_states, self.custom_error = list(custom_states), custom_error
         self.jobs: dict[str, dict[str, Any]] = {}
         self.gets: dict[str, int] = {}
+        self.custom_jobs: dict[str, Any] = {}  # id -> the aiplatform_v1.CustomJob as received (+ name/state)
+        self.cancelled: list[str] = []
         self.models: list[dict[str, Any]] = []
         self._ids = itertools.count(1000)
         self.route("POST", _PREFIX + r"/pipelineJobs", self._create_job)
-        self.route("GET", _PREFIX + r"/pipelineJobs/(?P<job>[^/]+)", self._get_job)
+        self.route("GET", _PREFIX + r"/pipelineJobs/(?P<job>[^/:]+)", self._get_job)
+        self.route("POST", _PREFIX + r"/customJobs", self._create_custom_job)
+        self.route("GET", _PREFIX + r"/customJobs/(?P<job>[^/:]+)", self._get_custom_job)
+        self.route("POST", _PREFIX + r"/customJobs/(?P<job>[^/:]+):cancel", self._cancel_custom_job)
         self.route("POST", _PREFIX + r"/models:upload", self._upload_model)
         # aiplatform_v1's REST transport reads operations under /ui/ (its first HTTP rule); /v1/ also works.
         self.route("GET", r"/(?:v1|ui)" + _PREFIX[3:] + r"/models/(?P<model>[^/]+)/operations/(?P<op>[^/]+)",
@@ -44,44 +57,101 @@ class VertexStandIn(StandIn):
 
     # -- pipeline jobs ---------------------------------------------------------------------------
     def _create_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        job = decode(req, aiplatform_v1.PipelineJob)
         job_id = (req.query.get("pipelineJobId") or [f"job-{next(self._ids)}"])[0]
-        name = f"projects/{m['project']}/locations/{m['location']}/pipelineJobs/{job_id}"
-        job = dict(req.json(), name=name, state="PIPELINE_STATE_PENDING", createTime="2026-11-22T08:00:00Z")
-        self.jobs[job_id] = job
-        return 200, job
+        if job_id in self.jobs:
+            return 409, google_error(409, f"PipelineJob {job_id} already exists")
+        job.name = f"projects/{m['project']}/locations/{m['location']}/pipelineJobs/{job_id}"
+        job.state = aiplatform_v1.PipelineState.PIPELINE_STATE_PENDING
+        job.create_time = "2026-11-22T08:00:00Z"
+        self.jobs[job_id] = typed(req, job) | {"_message": job}
+        return 200, typed(req, job)
 
     def _get_job(self, req: Request, m) -> tuple[int, Any]:
-        job = self.jobs.get(m["job"])
-        if job is None:
-            return 404, {"error": {"code": 404, "message": f"pipeline job {m['job']} not found", "status": "NOT_FOUND"}}
+        from google.cloud import aiplatform_v1
+
+        entry = self.jobs.get(m["job"])
+        if entry is None:
+            return 404, google_error(404, f"pipeline job {m['job']} not found")
         n = self.gets[m["job"]] = self.gets.get(m["job"], 0) + 1
         state = self.states[min(n, len(self.states)) - 1]
-        job = dict(job, state=f"PIPELINE_STATE_{state}")
+        job = entry["_message"]
+        job.state = aiplatform_v1.PipelineState[f"PIPELINE_STATE_{state}"]
         if state == "FAILED":
-            job["error"] = {"code": 9, "message": self.error_message}
-            job["jobDetail"] = {"taskDetails": [
-                {"taskName": "validate-config", "state": "SUCCEEDED"},
-                {"taskName": self.failed_task, "state": "FAILED", "error": {"code": 9, "message": self.task_message}},
+            job.error = {"code": 9, "message": self.error_message}
+            job.job_detail = {"task_details": [
+                {"task_name": "validate-config", "state": "SUCCEEDED"},
+                {"task_name": self.failed_task, "state": "FAILED", "error": {"code": 9, "message": self.task_message}},
             ]}
-        self.jobs[m["job"]] = job
-        return 200, job
+        return 200, typed(req, job)
+
+    # -- custom jobs -----------------------------------------------------------------------------
+    def _create_custom_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        job = decode(req, aiplatform_v1.CustomJob)
+        if not job.job_spec.worker_pool_specs or not job.job_spec.worker_pool_specs[0].machine_spec.machine_type:
+            return 400, google_error(400, "job_spec.worker_pool_specs[0] must specify a machine type")
+        job_id = str(next(self._ids))
+        job.name = f"projects/{m['project']}/locations/{m['location']}/customJobs/{job_id}"
+        job.state = aiplatform_v1.JobState.JOB_STATE_PENDING
+        job.create_time = "2026-11-22T08:00:00Z"
+        self.custom_jobs[job_id] = job
+        self.gets[job_id] = 0
+        return 200, typed(req, job)
+
+    def _get_custom_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        job = self.custom_jobs.get(m["job"])
+        if job is None:
+            return 404, google_error(404, f"CustomJob {m['job']} not found")
+        if job.name.rsplit("/", 1)[-1] not in self.cancelled:
+            n = self.gets[m["job"]] = self.gets.get(m["job"], 0) + 1
+            state = self.custom_states[min(n, len(self.custom_states)) - 1]
+            job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
+            if state == "FAILED":
+                job.error = {"code": 3, "message": self.custom_error}
+        return 200, typed(req, job)
+
+    def _cancel_custom_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        decode(req, aiplatform_v1.CancelCustomJobRequest, body=req.json() or {})
+        job = self.custom_jobs.get(m["job"])
+        if job is None:
+            return 404, google_error(404, f"CustomJob {m['job']} not found")
+        self.cancelled.append(m["job"])
+        job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
+        return 200, {}
 
     # -- models ----------------------------------------------------------------------------------
     def _upload_model(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+        from google.longrunning import operations_pb2
+
+        decode(req, aiplatform_v1.UploadModelRequest)
         model_id = str(next(self._ids))
         self.models.append(req.json())
         op = f"projects/{m['project']}/locations/{m['location']}/models/{model_id}/operations/{next(self._ids)}"
         if self.upload_done:
-            return 200, self._done(op, f"projects/{m['project']}/locations/{m['location']}/models/{model_id}")
-        return 200, {"name": op, "metadata": {
-            "@type": "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelOperationMetadata"}}
+            return 200, self._done(req, op, f"projects/{m['project']}/locations/{m['location']}/models/{model_id}")
+        operation = operations_pb2.Operation(name=op)
+        operation.metadata.Pack(aiplatform_v1.UploadModelOperationMetadata.pb()())
+        return 200, typed(req, operation)
 
     def _get_operation(self, req: Request, m) -> tuple[int, Any]:
         model = f"projects/{m['project']}/locations/{m['location']}/models/{m['model']}"
-        return 200, self._done(req.path.split("/", 2)[2], model)
+        return 200, self._done(req, req.path.split("/", 2)[2], model)
 
     @staticmethod
-    def _done(operation: str, model: str) -> dict[str, Any]:
-        return {"name": operation, "done": True, "response": {
-            "@type": "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse",
-            "model": model, "modelVersionId": "1"}}
+    def _done(req: Request, operation: str, model: str) -> dict[str, Any]:
+        from google.cloud import aiplatform_v1
+        from google.longrunning import operations_pb2
+
+        done = operations_pb2.Operation(name=operation, done=True)
+        done.response.Pack(aiplatform_v1.UploadModelResponse.pb(aiplatform_v1.UploadModelResponse(
+            model=model, model_version_id="1")))
+        return typed(req, done)

@@ -1,0 +1,31 @@
+"""custom_training_job: the Vertex job spec (validate_config's outputs) in; one Vertex AI CustomJob with the
+worker pools by position, created, followed and cancelled with the pipeline; gcp_resources out."""
+from kfp import dsl
+
+from components.base import DEFAULT_IMAGE
+
+
+@dsl.container_component
+def custom_training_job(display_name: str, worker_pool_specs: list, base_output_directory: str, tensorboard: str,
+                        restart_job_on_worker_restart: bool, scheduling_strategy: str, timeout: str,
+                        service_account: str, network: str, location: str, project: str,
+                        gcp_resources: dsl.OutputPath(str), api_endpoint: str = ""):
+    """Run the job's worker pools as one Vertex AI CustomJob: chief 0, workers 1, parameter servers 2,
+    evaluator 3, an empty pool kept empty where Vertex needs the position (an evaluator without parameter
+    servers), every replica in its pool's ``container_spec``; ``base_output_directory`` gives the replicas
+    ``AIP_MODEL_DIR``/``AIP_CHECKPOINT_DIR``/``AIP_TENSORBOARD_LOG_DIR``. Follows it to its end under the
+    project's client policy and cancels it when the pipeline is cancelled (SIGTERM); a retried task follows
+    the job it already created. Output ``gcp_resources`` (GCPC's format: the console links the job).
+
+    Why not GCPC's ``CustomTrainingJobOp``: its launcher removes empty entries recursively before the create
+    call, so an evaluator without parameter servers would land at index 2 and run as a parameter server
+    (``jobs/cloud/custom_job.py``). A container component, not a lightweight one: Python must be the
+    container's own process to receive the SIGTERM of a cancelled pipeline (a lightweight component runs
+    under ``sh -ec``, which does not pass it on)."""
+    return dsl.ContainerSpec(image=DEFAULT_IMAGE, command=["python3", "-u", "-m", "jobs.cloud.custom_job"], args=[
+        "--display_name", display_name, "--worker_pool_specs", worker_pool_specs,
+        "--base_output_directory", base_output_directory, "--tensorboard", tensorboard,
+        "--restart_job_on_worker_restart", restart_job_on_worker_restart,
+        "--scheduling_strategy", scheduling_strategy, "--timeout", timeout, "--service_account", service_account,
+        "--network", network, "--location", location, "--project", project, "--gcp_resources", gcp_resources,
+        "--api_endpoint", api_endpoint])

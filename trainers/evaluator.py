@@ -13,7 +13,7 @@ weights from it, evaluates them on the whole validation split and records
 When several checkpoints appeared since the last look only the newest is evaluated (as ``SidecarEvaluator``
 does). It exits 0 after evaluating the checkpoint of the last step, which it computes from the config as the
 chief does (``trainers.plan``: the known step count, like ``SidecarEvaluator``'s); the chief therefore spends
-no time on evaluation. SIGTERM: exits 42 at the next look (nothing to save: a restart evaluates again).
+no time on evaluation. SIGTERM: exits 42 at once (nothing to save: a restart evaluates again).
 A user's own trainer gets no such loop: the launcher (and Vertex) runs the user's command in pool 3 with the
 evaluator's environment, and that command decides what to do.
 """
@@ -70,9 +70,31 @@ def evaluate(model, dataset) -> dict[str, float]:
     return {"loss": float(total[0] / total[2]), "accuracy": float(total[1] / total[2]), "examples": int(total[2])}
 
 
-def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, poll_s: float = 2.0,
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    """SIGTERM (maintenance, Spot, the launcher stopping the job): nothing to save, a restart evaluates again."""
+    import os
+    import sys
+
+    print(f"evaluator: SIGTERM received; exiting {EXIT_PREEMPTED}", flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_PREEMPTED)
+
+
+def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, poll_s: float = 1.0,
                   sleep: Callable[[float], None] = time.sleep, batch_size: int = 64) -> dict[str, Any]:
-    """Evaluate each new checkpoint until the last step's; returns the last result (as in evaluation.json)."""
+    """Evaluate each new checkpoint until the last step's; returns the last result (as in evaluation.json).
+    SIGTERM ends the process (exit 42) while it runs; the caller's handler is put back when it returns."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _evaluate_checkpoints(cfg, env, poll_s, sleep, batch_size)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _evaluate_checkpoints(cfg: config_lib.JobConfig, env: dict[str, str] | None, poll_s: float,
+                          sleep: Callable[[float], None], batch_size: int) -> dict[str, Any]:
     import tensorflow as tf
 
     from trainers import data as data_lib
@@ -84,10 +106,6 @@ def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, 
     info = cluster_lib.read_cluster(env)
     base = config_lib.resolved_base_dir(cfg)
     dirs = cluster_lib.output_dirs(info, base)
-    import signal
-
-    stop: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))  # noqa: ARG005
     plan = make_plan(cfg, replicas_in_sync(cfg))
     precision_lib.apply(precision_lib.Choice("float32", False, "evaluation"))  # variables are float32 anyway
     model = build_model(cfg.model.name, plan.image_size, len(plan.classes))
@@ -98,12 +116,10 @@ def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, 
           f"{plan.total_steps}", flush=True)
     earlier = fileio.read_json(join(base, EVALUATION_FILE))  # a restarted evaluator keeps the history
     earlier = earlier if isinstance(earlier, dict) else {}
-    history: list[dict[str, Any]] = [h for h in earlier.get("history") or [] if isinstance(h, dict)]
+    history: list[dict[str, Any]] = [h for h in earlier.get("history") or []
+                                     if isinstance(h, dict) and isinstance(h.get("step"), int)]
     done_step = None
     while True:
-        if stop:
-            print(f"evaluator: SIGTERM received; exiting {EXIT_PREEMPTED}", flush=True)
-            raise SystemExit(EXIT_PREEMPTED)
         found = latest_checkpoint(dirs["checkpoints"])
         if found and found[1] != done_step:
             path, step = found
@@ -117,8 +133,8 @@ def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, 
                 tf.summary.scalar("loss", result["loss"], step=step)
                 tf.summary.scalar("accuracy", result["accuracy"], step=step)
             writer.flush()
-            history = [h for h in history if h.get("step") != step] + [
-                {k: result[k] for k in ("step", "loss", "accuracy")}]
+            history = sorted([h for h in history if h.get("step") != step]
+                             + [{k: result[k] for k in ("step", "loss", "accuracy")}], key=lambda h: h["step"])
             record = {**result, "final": step >= plan.total_steps, "total_steps": plan.total_steps,
                       "history": history}
             fileio.write_json_atomic(join(base, EVALUATION_FILE), record)

@@ -439,5 +439,5 @@ def test_the_parameter_server_preset_validates_cleanly():
     report = validate(cfg, check_data=False)
     assert report.errors == [] and report.warnings == []
     assert cfg.scheduling.restart_job_on_worker_restart is False
-    assert [p.replica_count for p in cfg.topology.pools()] == [1, 4, 2, 1]
+    assert [p.replica_count for p in cfg.topology.pools()] == [1, 4, 1, 1]
     assert not any(p.accelerator_type for p in cfg.topology.pools())  # CPU pools, as the guides' example

@@ -141,6 +141,7 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
         model = build_model(cfg.model.name, plan.image_size, len(plan.classes))
         optimizer = make_optimizer(cfg, choice.loss_scaling)
         optimizer.build(model.trainable_variables)
+    print(placement_line(model.trainable_variables + optimizer.variables), flush=True)
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")  # on the chief: the coordinator's count
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
     checkpointer = Checkpointer(ckpt, dirs["checkpoints"], dirs["checkpoints"], cfg.checkpoint.keep,
@@ -213,6 +214,23 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
               "parameter_servers": servers, "strategy": type(strategy).__name__, "classes": plan.classes,
               "precision": choice.policy}
     return export_and_record(cfg, info, model, plan, choice, result)
+
+
+def placement_line(variables) -> str:
+    """Where the variables live: bytes per parameter server. Whole variables go round-robin in creation order,
+    so a model with one large variable loads one parameter server (the SageMaker seed: check the balance)."""
+    import math
+    import re
+
+    import tensorflow as tf
+
+    per: dict[str, int] = {}
+    for v in variables:
+        device = getattr(getattr(v, "value", v), "device", "") or "?"
+        m = re.search(r"/job:(\w+)/replica:\d+/task:(\d+)", device)
+        where = f"{m.group(1)}-{m.group(2)}" if m else device
+        per[where] = per.get(where, 0) + math.prod(v.shape) * tf.as_dtype(v.dtype).size
+    return "variables per parameter server: " + ", ".join(f"{k} {b / 1e6:.2f} MB" for k, b in sorted(per.items()))
 
 
 def _lost_message(exc: Exception, step: int, checkpointer: Checkpointer) -> str:

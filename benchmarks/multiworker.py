@@ -3,7 +3,7 @@ training with 1 and 2 workers, measured here, then a PROJECTION for the cloud pr
 step vs step time at published GPU rates; for the parameter-server preset, variable traffic per worker and per
 parameter server vs a CPU worker's step).
 
-    python benchmarks/multiworker.py [--per-class 120] [--image-size 96] [--epochs 3]
+    python benchmarks/multiworker.py [--per-class 120] [--image-size 96] [--epochs 3] [--rounds 2]
                                      [--arms one_device,mirrored,multi_worker,ps1,ps2]
     python benchmarks/multiworker.py --projection-only
 
@@ -25,6 +25,14 @@ TensorFlow figure for one T4 with mixed precision, batch 32: 972 images/s infere
 DeepLearningExamples, TensorFlow/Classification/ConvNets/resnet50v1.5/README.md) x 8.2 GFLOP per image
 = 8 TFLOP/s of 65. Training at batch 32 is unlikely to do better, so compute times are if anything
 optimistic, and the communication share pessimistic only by as much.
+
+Parameter-server projection (the ``parameter-server`` preset: CPU workers): a worker's step = its compute
+(training FLOPs x batch at an n1-standard-8's float32 peak -- 4 physical Skylake cores x 16 lanes x 2 FMA x 2
+x 2.0 GHz = 512 GFLOP/s -- times the fraction of peak the one-device run reached HERE) plus pulling every
+variable and pushing every gradient through its 2 GB/s NIC, with no overlap (pessimistic); a parameter server
+serves at most 2 GB/s / (2 x the bytes it holds) steps/s, variables placed whole and round-robin as TF does
+without a partitioner. Compared with the same machines under MWMS, where the chief computes too. Stragglers
+and preempted workers, where asynchronous training gains most, are not modelled.
 """
 from __future__ import annotations
 
@@ -185,6 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--projection-only", action="store_true")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="run every arm this many times, alternating the order; each arm's best epoch counts")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -206,15 +216,20 @@ def main(argv=None) -> int:
             print(f"{m['num_examples']['train']} examples {args.image_size}x{args.image_size}, per-replica batch 32, "
                   f"{args.epochs} epochs, {os.cpu_count()} CPUs; figure: best epoch, global examples/s")
             rows = {}
-            for kind in [a for a in args.arms.split(",") if a]:
+            arms = [a for a in args.arms.split(",") if a]
+            for kind in arms:
                 if kind not in ARMS:
                     parser.error(f"unknown arm {kind!r}; arms: {', '.join(ARMS)}")
-                res = measure(kind, data, f"{tmp}/{kind}", args.epochs)
-                rows[kind] = res
-                workers = f" workers {res['workers']}" if res.get("workers") else ""
-                print(f"{kind:<13} {res['strategy']:<32} replicas {res['replicas']}{workers} global batch "
-                      f"{res['global_batch']:>3}  epochs {' '.join(f'{x:.0f}' for x in res['rates'])}  "
-                      f"best {max(res['rates']):.0f} ex/s", flush=True)
+            for r in range(max(1, args.rounds)):  # alternating order: a drift in load hits every arm alike
+                for kind in (arms if r % 2 == 0 else arms[::-1]):
+                    res = measure(kind, data, f"{tmp}/{kind}-{r}", args.epochs)
+                    if kind in rows:
+                        res["rates"] = rows[kind]["rates"] + res["rates"]
+                    rows[kind] = res
+                    workers = f" workers {res['workers']}" if res.get("workers") else ""
+                    print(f"round {r + 1} {kind:<13} {res['strategy']:<28} replicas {res['replicas']}{workers} "
+                          f"global batch {res['global_batch']:>3}  epochs {' '.join(f'{x:.0f}' for x in res['rates'])}"
+                          f"  best {max(res['rates']):.0f} ex/s", flush=True)
             if "one_device" in rows:
                 base = max(rows["one_device"]["rates"])
                 global UTILISATION_HERE

@@ -113,6 +113,11 @@ def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
     return _read_json(cfg, "metrics.json")
 
 
+def read_evaluation(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What the side-car evaluator wrote (``<base>/evaluation.json``; empty without an evaluator pool)."""
+    return _read_json(cfg, "evaluation.json")
+
+
 def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What :func:`verify` found (``<base>/verification.json``)."""
     return _read_json(cfg, "verification.json")

@@ -172,6 +172,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None) -> dict[str,
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
             "pipeline_root": join(base, "pipeline_root"),
             "training": stages.read_metrics(cfg), "verification": stages.read_verification(cfg),
+            "evaluation": stages.read_evaluation(cfg),
             "log_file": log_file, "report": join(base, "report.html")}
 
 
@@ -204,6 +205,12 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              *([f"  run report          {s['report']}"] if s.get("report") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
              f"  training            {_training_line(t)}"]
+    e = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
+    if e:
+        evaluated = len(e["history"]) if isinstance(e.get("history"), list) else 0
+        lines.append(f"  evaluator           accuracy {_num(e.get('accuracy'), '.3f')}, loss {_num(e.get('loss'), '.4f')} "
+                     f"at step {e.get('step', '?')} on {e.get('examples', '?')} validation examples "
+                     f"({evaluated} checkpoint(s) evaluated; scalars in <logs>/validation)")
     if v:
         lines.append(f"  verification        accuracy {_num(v.get('accuracy'), '.3f')}, loss "
                      f"{_num(v.get('loss'), '.4f')} on {v.get('examples', '?')} {v.get('split', '')} examples "

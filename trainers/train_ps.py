@@ -180,9 +180,9 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
     schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
     writer = summary_writer(info, dirs["logs"])
     step, last_saved = start_step, start_step if restored else -1
-    print(f"strategy={type(strategy).__name__} workers={workers} parameter_servers={servers} "
-          f"global_batch={plan.global_batch} steps={plan.total_steps} (from {start_step}) "
-          f"classes={len(plan.classes)}", flush=True)
+    print(f"strategy={type(strategy).__name__} replicas={plan.replicas} global_batch={plan.global_batch} "  # console
+          f"steps={plan.total_steps} (from {start_step}) classes={len(plan.classes)} workers={workers} "
+          f"parameter_servers={servers}", flush=True)
     progress = Progress(cfg, plan, start_step)
     with writer.as_default():
         while step < plan.total_steps:

@@ -38,6 +38,7 @@ Failures (TensorFlow's "Handling Task Failure" for ClusterCoordinator):
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -114,8 +115,6 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
     from trainers import precision as precision_lib
     from trainers import strategy as strategy_lib
     from trainers.models import build_model
-
-    import logging
 
     # "Waiting for all global closures to be finished" at every join, "Reduce to ... then broadcast" per trace,
     # and a retracing warning at every save (the saver's function is traced per checkpoint path)

@@ -1,13 +1,18 @@
-"""Multi-replica figures: one device vs MirroredStrategy (2 logical CPUs) vs 2-worker MWMS, measured here,
-then a PROJECTION for the cloud presets (all-reduce bytes per step vs step time at published GPU rates).
+"""Multi-replica figures: one device vs MirroredStrategy (2 logical CPUs) vs 2-worker MWMS vs parameter-server
+training with 1 and 2 workers, measured here, then a PROJECTION for the cloud presets (all-reduce bytes per
+step vs step time at published GPU rates; for the parameter-server preset, variable traffic per worker and per
+parameter server vs a CPU worker's step).
 
-    python benchmarks/multiworker.py [--per-class 120] [--image-size 96] [--epochs 3]
+    python benchmarks/multiworker.py [--per-class 120] [--image-size 96] [--epochs 3] [--rounds 2]
+                                     [--arms one_device,mirrored,multi_worker,ps1,ps2]
     python benchmarks/multiworker.py --projection-only
 
-Measured (the real trainer, per-replica batch 32, the seed CNN, precision auto, best epoch; MWMS runs as
-two processes on loopback through the local launcher, exactly as ``pipelines/run.py`` runs the local preset).
-On a 2-core machine the replicas share the same 2 cores, so more replicas cannot be faster: these runs
-prove the multi-replica code paths (sharding, all-reduce, checkpoints), not speed-up.
+Measured (the real trainer, per-replica batch 32, the seed CNN, precision auto, best epoch; MWMS and
+parameter-server jobs run as processes on loopback through the local launcher, exactly as
+``pipelines/run.py`` runs them: ``psN`` = chief + N workers + 1 parameter server, each step one worker's
+batch of 32, asynchronous). On a 2-core machine the replicas share the same 2 cores, so more replicas cannot
+be faster: these runs prove the multi-replica code paths (sharding, all-reduce, coordinator, checkpoints)
+and show their overhead here, not speed-up.
 
 Projection (printed as such; nothing is measured): per step each replica computes ``flops/example x
 per-replica batch`` and the all-reduce moves the float32 gradients, ring all-reduce sending
@@ -20,6 +25,14 @@ TensorFlow figure for one T4 with mixed precision, batch 32: 972 images/s infere
 DeepLearningExamples, TensorFlow/Classification/ConvNets/resnet50v1.5/README.md) x 8.2 GFLOP per image
 = 8 TFLOP/s of 65. Training at batch 32 is unlikely to do better, so compute times are if anything
 optimistic, and the communication share pessimistic only by as much.
+
+Parameter-server projection (the ``parameter-server`` preset: CPU workers): a worker's step = its compute
+(training FLOPs x batch at an n1-standard-8's float32 peak -- 4 physical Skylake cores x 16 lanes x 2 FMA x 2
+x 2.0 GHz = 512 GFLOP/s -- times the fraction of peak the one-device run reached HERE) plus pulling every
+variable and pushing every gradient through its 2 GB/s NIC, with no overlap (pessimistic); a parameter server
+serves at most 2 GB/s / (2 x the bytes it holds) steps/s, variables placed whole and round-robin as TF does
+without a partitioner. Compared with the same machines under MWMS, where the chief computes too. Stragglers
+and preempted workers, where asynchronous training gains most, are not modelled.
 """
 from __future__ import annotations
 
@@ -43,23 +56,30 @@ PRESET_LINKS = {  # preset -> (link between replicas, bytes/s)
 }
 
 
-def _doc(data: str, out: str, epochs: int, strategy: str) -> dict:
+ARMS = {"one_device": ("one_device", 0), "mirrored": ("mirrored", 0), "multi_worker": ("multi_worker", 1),
+        "ps1": ("parameter_server", 1), "ps2": ("parameter_server", 2)}  # arm -> (strategy, workers)
+
+
+def _doc(data: str, out: str, epochs: int, strategy: str, workers: int = 0) -> dict:
     doc = {"name": "bench-mw", "data": {"source": "tfrecord", "path": data, "shuffle_buffer": 1000},
            "training": {"epochs": epochs, "per_replica_batch_size": 32, "log_every_steps": 1000},
            "checkpoint": {"every_steps": 0}, "output": {"base_dir": out},
            "topology": {"strategy": strategy, "chief": {"replica_count": 1, "machine_type": "n1-standard-4"}}}
     if strategy == "mirrored":
         doc["topology"]["chief"]["accelerator_count"] = 2  # locally: 2 logical CPU devices
-    if strategy == "multi_worker":
-        doc["topology"]["worker"] = {"replica_count": 1, "machine_type": "n1-standard-4"}
+    if workers:
+        doc["topology"]["worker"] = {"replica_count": workers, "machine_type": "n1-standard-4"}
+    if strategy == "parameter_server":
+        doc["topology"]["parameter_server"] = {"replica_count": 1, "machine_type": "n1-highmem-8"}
     return doc
 
 
 def measure(kind: str, data: str, out: str, epochs: int) -> dict:
     from trainers import config as config_lib
 
-    cfg = config_lib.from_dict(_doc(data, out, epochs, kind))
-    if kind == "multi_worker":
+    strategy, workers = ARMS[kind]
+    cfg = config_lib.from_dict(_doc(data, out, epochs, strategy, workers))
+    if workers:
         from jobs import stages
 
         lines: list[str] = []
@@ -75,7 +95,8 @@ def measure(kind: str, data: str, out: str, epochs: int) -> dict:
             raise RuntimeError(proc.stderr[-2000:])
         metrics = json.loads((Path(out) / "result.json").read_text())
     return {"rates": metrics["epoch_examples_per_second"], "replicas": metrics["replicas"],
-            "global_batch": metrics["global_batch_size"], "strategy": metrics["strategy"]}
+            "global_batch": metrics["global_batch_size"], "strategy": metrics["strategy"],
+            "workers": metrics.get("workers")}
 
 
 def projection() -> None:
@@ -102,12 +123,78 @@ def projection() -> None:
         print(f"{'':<12} link: {link}; T4 {T4_FP16_TFLOPS:.0f} TFLOP/s fp16 x {ASSUMED_UTILISATION:.0%} (from NVIDIA's T4 ResNet-50 figure)")
 
 
+# n1-standard-8 (the parameter-server preset's workers): 8 vCPUs = 4 physical cores of an Intel Xeon Scalable
+# (Skylake, N1's newest platform; GCP CPU platforms page: 2.0 GHz base), AVX-512 with 2 FMA units.
+N1_STANDARD_8_FP32_GFLOPS = 4 * 16 * 2 * 2 * 2.0
+N1_EGRESS_BYTES_S = 16e9 / 8  # 8 vCPUs x 2 Gbit/s (GCP VPC egress per vCPU), n1-standard-8 and n1-highmem-8
+
+
+def _utilisation_here(examples_per_s: float, image_size: int) -> float:
+    """Fraction of this CPU's float32 peak that the one-device run reached (the seed CNN at ``image_size``)."""
+    from machine import peak, training_flops_per_example
+    from trainers.models import build_model
+
+    flops = training_flops_per_example(build_model("small_cnn", image_size, 5))[1]
+    used = examples_per_s * flops / (peak()["fp32_gflops"] * 1e9)
+    print(f"one device here: {used:.0%} of this CPU's float32 peak ({peak()['how']})")
+    return used
+
+
+def ps_projection(utilisation: float | None = None) -> None:
+    """The parameter-server preset: per step each worker pulls every variable and pushes every gradient (float32,
+    whole variables placed round-robin: the parameter server holding the largest variable is the hottest), vs
+    the same 5 machines under MultiWorkerMirroredStrategy (ring all-reduce). Compute time from the CPU's peak
+    at ``utilisation`` (default: measured here, the one-device step of the seed CNN vs this CPU's peak)."""
+    from machine import training_flops_per_example
+    from trainers import config as config_lib
+    from trainers.models import build_model
+
+    cfg = config_lib.load("parameter-server")
+    model = build_model(cfg.model.name, cfg.data.image_size, 5)
+    sizes = [int(w.numpy().size) * 4 for w in model.trainable_weights]
+    ps_count, workers, batch = cfg.topology.parameter_server.replica_count, cfg.topology.worker.replica_count, \
+        cfg.training.per_replica_batch_size
+    per_ps = [sum(sizes[i::ps_count]) for i in range(ps_count)]  # round-robin in creation order
+    total = sum(sizes)
+    if utilisation is None:
+        utilisation, source = UTILISATION_HERE
+    else:
+        source = "given"
+    flops = training_flops_per_example(model)[1] * batch
+    compute_s = flops / (N1_STANDARD_8_FP32_GFLOPS * 1e9 * utilisation)
+    worker_comm_s = 2 * total / N1_EGRESS_BYTES_S  # pull variables + push gradients through the worker's NIC
+    worker_rate = 1 / (compute_s + worker_comm_s)  # steps/s of one worker, no overlap (pessimistic)
+    hot_rate = N1_EGRESS_BYTES_S / (2 * max(per_ps))  # steps/s the hottest parameter server can serve, all workers
+    ps_steps = min(workers * worker_rate, hot_rate)
+    n = workers + 1  # MWMS: the chief computes too
+    ring_s = 2 * (n - 1) / n * total / N1_EGRESS_BYTES_S
+    mwms_steps = 1 / (compute_s + ring_s)  # synchronous: n replicas per step
+    print(f"\nPROJECTION for the parameter-server preset (computed, not measured): {cfg.model.name} "
+          f"{cfg.data.image_size}x{cfg.data.image_size}, {total / 1e6:.1f} MB of float32 variables, batch {batch}/step/worker")
+    print(f"  worker n1-standard-8: {flops / 1e9:.1f} GFLOP/step at {N1_STANDARD_8_FP32_GFLOPS:.0f} GFLOP/s x "
+          f"{utilisation:.0%} ({source}) = {compute_s * 1e3:.0f} ms compute + {worker_comm_s * 1e3:.0f} ms pulling variables and "
+          f"pushing gradients at {N1_EGRESS_BYTES_S / 1e9:.0f} GB/s -> {worker_rate:.2f} steps/s")
+    print(f"  {ps_count} parameter servers (n1-highmem-8), whole variables round-robin: "
+          f"{', '.join(f'{b / 1e6:.1f} MB' for b in per_ps)}; the hottest serves at most {hot_rate:.1f} steps/s")
+    print(f"  {workers} workers: {ps_steps:.2f} steps/s = {ps_steps * batch:.0f} examples/s "
+          f"({'worker-bound' if workers * worker_rate < hot_rate else 'parameter-server-bound'})")
+    print(f"  same {n} machines under MultiWorkerMirroredStrategy (ring all-reduce {ring_s * 1e3:.0f} ms/step): "
+          f"{mwms_steps * n * batch:.0f} examples/s -> parameter servers {ps_steps * batch / (mwms_steps * n * batch):.2f}x")
+
+
+#: fraction of a CPU's float32 peak a training step reaches: measured when the one_device arm runs (main)
+UTILISATION_HERE = (0.35, "assumed: run the one_device arm to measure it here")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-class", type=int, default=120)
     parser.add_argument("--image-size", type=int, default=96)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--projection-only", action="store_true")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="run every arm this many times, alternating the order; each arm's best epoch counts")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -128,16 +215,34 @@ def main(argv=None) -> int:
             m = prepare_tfrecords(images, data, args.image_size, num_shards=8, validation_fraction=0.0)
             print(f"{m['num_examples']['train']} examples {args.image_size}x{args.image_size}, per-replica batch 32, "
                   f"{args.epochs} epochs, {os.cpu_count()} CPUs; figure: best epoch, global examples/s")
-            rows = []
-            for kind in ("one_device", "mirrored", "multi_worker"):
-                res = measure(kind, data, f"{tmp}/{kind}", args.epochs)
-                rows.append((kind, res))
-                print(f"{kind:<13} {res['strategy']:<32} replicas {res['replicas']} global batch {res['global_batch']:>3}  "
-                      f"epochs {' '.join(f'{x:.0f}' for x in res['rates'])}  best {max(res['rates']):.0f} ex/s", flush=True)
-            base = max(rows[0][1]["rates"])
-            for kind, res in rows[1:]:
-                print(f"{kind}: {max(res['rates']) / base:.2f}x one device (same 2 cores shared by every replica)")
+            rows = {}
+            arms = [a for a in args.arms.split(",") if a]
+            for kind in arms:
+                if kind not in ARMS:
+                    parser.error(f"unknown arm {kind!r}; arms: {', '.join(ARMS)}")
+            for r in range(max(1, args.rounds)):  # alternating order: a drift in load hits every arm alike
+                for kind in (arms if r % 2 == 0 else arms[::-1]):
+                    res = measure(kind, data, f"{tmp}/{kind}-{r}", args.epochs)
+                    if kind in rows:
+                        res["rates"] = rows[kind]["rates"] + res["rates"]
+                    rows[kind] = res
+                    workers = f" workers {res['workers']}" if res.get("workers") else ""
+                    print(f"round {r + 1} {kind:<13} {res['strategy']:<28} replicas {res['replicas']}{workers} "
+                          f"global batch {res['global_batch']:>3}  epochs {' '.join(f'{x:.0f}' for x in res['rates'])}"
+                          f"  best {max(res['rates']):.0f} ex/s", flush=True)
+            if "one_device" in rows:
+                base = max(rows["one_device"]["rates"])
+                global UTILISATION_HERE
+                UTILISATION_HERE = (_utilisation_here(base, args.image_size), "measured here, one device")
+                for kind, res in rows.items():
+                    if kind != "one_device":
+                        print(f"{kind}: {max(res['rates']) / base:.2f}x one device (same {os.cpu_count()} cores "
+                              "shared by every replica)")
+            if "ps1" in rows and "ps2" in rows:
+                print(f"parameter servers, 1 -> 2 workers: {max(rows['ps2']['rates']) / max(rows['ps1']['rates']):.2f}x "
+                      f"(same {os.cpu_count()} cores)")
     projection()
+    ps_projection()
     return 0
 
 

@@ -86,6 +86,17 @@ def replica_env(cfg: config_lib.JobConfig) -> dict[str, str]:
     return env
 
 
+def launch_rules(cfg: config_lib.JobConfig) -> dict[str, str]:
+    """The launcher's done and worker-failure rules for the config's strategy. Parameter-server training:
+    workers and parameter servers are servers, so the job is done when the chief (and the evaluator) exit 0,
+    and a dead worker is tolerated (the chief reschedules its steps), as Vertex keeps the job running when
+    ``restart_job_on_worker_restart`` is false. All-reduce strategies: every worker must finish, and any
+    replica's death restarts the whole job (its peers cannot go on without it)."""
+    if cfg.topology.strategy == "parameter_server":  # a user's own trainer too: TF's PS architecture
+        return {"done_when": "chief", "on_worker_failure": "tolerate"}
+    return {"done_when": "all", "on_worker_failure": "restart"}
+
+
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
     """Run the job's worker pools as processes on this machine, exactly as Vertex would run them: a user's
     trainer in its ``trainer.source_dir``.
@@ -104,7 +115,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     return launcher.launch(
         command, cfg.topology.replica_counts(), config_lib.resolved_base_dir(cfg),
         job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
-        env=replica_env(cfg), cwd=cfg.trainer.source_dir or None,
+        env=replica_env(cfg), cwd=cfg.trainer.source_dir or None, **launch_rules(cfg),
     )
 
 
@@ -146,6 +157,11 @@ def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
 def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What the chief wrote at the end of training (``<base>/metrics.json``)."""
     return _read_json(cfg, "metrics.json")
+
+
+def read_evaluation(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What the side-car evaluator wrote (``<base>/evaluation.json``; empty without an evaluator pool)."""
+    return _read_json(cfg, "evaluation.json")
 
 
 def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:

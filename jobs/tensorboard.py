@@ -9,27 +9,35 @@ the folder itself), every *scalar* series found, sorted by step; a step written 
 keeps its last value. Anything that is not a scalar (text, images, histograms, the ``keras`` config tag) is
 skipped, never an error; a missing or unreadable folder gives ``{}``.
 
-Why not through TensorFlow: importing it costs 2-9 s, and a report or a summary needs none of it.
-TensorBoard's own ``EventAccumulator`` reads the files; it imports TensorFlow when it can, unless
-``tensorboard.compat.notf`` exists, which this module provides (the switch TensorBoard's own
-``//tensorboard/compat:no_tensorflow`` build target uses). It reads local paths, which covers Vertex too:
-a KFP task sees ``gs://B/P`` at ``/gcs/B/P``.
+Why a reader of our own (40 lines: the TFRecord framing and TensorBoard's own ``Event`` protobuf): TensorBoard's
+loaders (``EventAccumulator``) reach the file system through ``tensorboard.compat``, which imports TensorFlow
+(2-9 s, which a report or a summary does not need) unless a process-wide switch is set, and that switch then
+breaks ``tf.summary`` for the rest of the process. It reads local paths, which covers Vertex too: a KFP task
+sees ``gs://B/P`` at ``/gcs/B/P``.
 """
 from __future__ import annotations
 
 import os
-import sys
-import types
 
 #: sub-folders that never hold the job's own summaries (the launcher's logs, MWMS workers' temp copies)
 SKIP_DIRS = ("replicas",)
 
 
-def _accumulator():
-    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
-    from tensorboard.backend.event_processing import event_accumulator
+def _records(path: str):
+    """The records of one TFRecord file (length, its CRC, data, its CRC); a truncated tail (a file still being
+    written, or cut by a kill) ends the file quietly."""
+    import struct
 
-    return event_accumulator
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)
+            if len(header) < 12:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            data = f.read(length)
+            if len(data) < length or len(f.read(4)) < 4:
+                return
+            yield data
 
 
 def _run_dirs(logs_dir: str) -> list[tuple[str, str]]:
@@ -43,35 +51,46 @@ def _run_dirs(logs_dir: str) -> list[tuple[str, str]]:
     return runs
 
 
+def _scalar(value, plugin: str) -> float | None:
+    """A summary value as a float when it is a scalar (TF1 ``simple_value``, or a TF2 tensor of the ``scalars``
+    plugin, or of none, holding one number), else None."""
+    if value.HasField("simple_value"):
+        return float(value.simple_value)
+    if not value.HasField("tensor") or plugin not in ("scalars", ""):
+        return None
+    from tensorboard.util import tensor_util
+
+    try:
+        array = tensor_util.make_ndarray(value.tensor)
+    except (ValueError, TypeError):
+        return None
+    return float(array.reshape(())) if array.size == 1 and array.dtype.kind in "fiu" else None
+
+
 def read_scalars(logs_dir: str) -> dict[str, list[tuple[int, float]]]:
     """Every scalar series under ``logs_dir`` (see the module docstring)."""
     if not logs_dir or not os.path.isdir(logs_dir):
         return {}
-    ea = _accumulator()
-    from tensorboard.util import tensor_util
+    from tensorboard.compat.proto import event_pb2
 
     out: dict[str, list[tuple[int, float]]] = {}
     for run, folder in _run_dirs(logs_dir):
-        acc = ea.EventAccumulator(folder, size_guidance={ea.TENSORS: 0, ea.SCALARS: 0})
-        try:
-            acc.Reload()
-        except Exception:  # a truncated or foreign file: the other runs still count
-            continue
-        for tag in acc.Tags().get("tensors", []):
-            if acc.SummaryMetadata(tag).plugin_data.plugin_name not in ("scalars", ""):
+        series: dict[str, dict[int, float]] = {}
+        plugins: dict[str, str] = {}  # TF2 writes a tag's metadata with its first value only
+        for name in sorted(f for f in os.listdir(folder) if ".tfevents." in f):
+            try:
+                for data in _records(os.path.join(folder, name)):
+                    event = event_pb2.Event.FromString(data)
+                    for value in event.summary.value:
+                        if value.metadata.plugin_data.plugin_name:
+                            plugins.setdefault(value.tag, value.metadata.plugin_data.plugin_name)
+                        number = _scalar(value, plugins.get(value.tag, ""))
+                        if number is not None:
+                            series.setdefault(value.tag, {})[int(event.step)] = number
+            except Exception:  # a foreign or corrupt file: the other files and runs still count
                 continue
-            by_step: dict[int, float] = {}
-            for event in acc.Tensors(tag):
-                try:
-                    value = tensor_util.make_ndarray(event.tensor_proto)
-                    if value.size != 1 or value.dtype.kind not in "fiu":
-                        raise ValueError("not a number")
-                    by_step[int(event.step)] = float(value.reshape(()))
-                except (ValueError, TypeError):
-                    by_step = {}
-                    break
-            if by_step:
-                out[f"{run}/{tag}" if run else tag] = sorted(by_step.items())
+        for tag, by_step in series.items():
+            out[f"{run}/{tag}" if run else tag] = sorted(by_step.items())
     return out
 
 

@@ -1,21 +1,32 @@
 #!/usr/bin/env python
-"""Kill a replica of a real 2-worker MultiWorkerMirroredStrategy job at random steps; check that it survives.
+"""Kill a replica of a real multi-replica job at random steps; check that it survives.
 
     python scripts/kill_trials.py --trials 5 [--steps 40] [--every-steps 5] [--seed 0]
-                                  [--signal KILL|TERM] [--target chief|worker|random]
+                                  [--signal KILL|TERM] [--target chief|worker|ps|random]
+                                  [--strategy multi_worker|parameter_server] [--loss-band 0.15]
+
+``--strategy multi_worker`` (default): chief + 1 worker under MultiWorkerMirroredStrategy, compared BITWISE.
+``--strategy parameter_server``: the ``parameter-server`` preset scaled down (chief + 2 workers + 1 parameter
+server + the evaluator). Asynchronous training is not bitwise reproducible, so a trial survives when the job
+completes, the coordinator's step in the last checkpoint is ``--steps``, and the evaluator's final validation
+loss is within ``--loss-band`` of the uninterrupted reference's; a killed worker must not restart the job (it
+is tolerated), a killed chief or parameter server must cost at most one checkpoint interval. Only the chief
+prints steps there, so the signal is sent when the CHIEF prints ``step K/`` (K a multiple of the log interval).
 
 1. Makes a small prepared data set once (3 classes x 40 images, 32x32, 4 TFRecord shards; the tests' set).
-2. Runs one uninterrupted reference job (chief + 1 worker on 127.0.0.1, ``training.deterministic=true``).
+2. Runs one uninterrupted reference job (multi_worker: chief + 1 worker on 127.0.0.1,
+   ``training.deterministic=true``).
 3. Each trial runs the same job with restarts allowed, and when the chosen replica prints ``step K/`` (K
-   random in 1..steps-1) sends it the signal. The launcher restarts the whole job, which resumes from the
-   last complete checkpoint. The final checkpoint (model, optimizer, step) and the exported SavedModel are
-   then compared BITWISE with the reference's (every variable but ``save_counter``).
+   random in 1..steps-1) sends it the signal. The launcher restarts the whole job (parameter_server: not
+   for a worker, which is tolerated), which resumes from the last complete checkpoint. multi_worker: the
+   final checkpoint (model, optimizer, step) and the exported SavedModel are then compared BITWISE with the
+   reference's (every variable but ``save_counter``); parameter_server: see above.
 
 Per trial it prints: the replica killed, the kill step (the last step the job completed before the signal
 took effect, read from the replicas' logs; the step whose log line triggered the signal in brackets), the
-step the restart resumed from, the steps redone (kill step - resumed step), bitwise equal yes/no, and the
-wall time. Then a summary: how many trials survived (completed AND bitwise equal), the most steps redone and
-the mean wall time. Exit status: 0 when every trial survived, 1 otherwise, 130 on Ctrl-C.
+step the restart resumed from, the steps redone (kill step - resumed step), the restarts, the tolerated
+worker deaths, the result (ok/no) and the wall time. Then a summary: how many trials survived (completed AND
+bitwise equal, or within the loss band), the most steps redone and the mean wall time. Exit status: 0 when every trial survived, 1 otherwise, 130 on Ctrl-C.
 
 Bounded and clean: every job runs under ``--trial-timeout``; the launcher kills and reaps every process it
 started when a job ends, fails, times out or is interrupted (Ctrl-C, SIGTERM, SIGHUP), and any process
@@ -45,13 +56,17 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 STEP_RE = re.compile(r"^\[(chief|worker)-0\] step (\d+)/\d+ ")
-POOLS = {"chief": "workerpool0", "worker": "workerpool1"}
+POOLS = {"chief": "workerpool0", "worker": "workerpool1", "ps": "workerpool2"}
+TARGETS = {"multi_worker": ("chief", "worker"), "parameter_server": ("chief", "worker", "ps")}
+PS_LOG_EVERY = 5  # parameter-server steps run in chunks up to each log line: 1 would make them synchronous
 
 
-def trigger(marker: str, target: str, step: int, sig: int, verbose: bool) -> KillOnLine:
-    """Launcher log callback: signals ``target``'s replica when it prints ``step K/``; keeps every line."""
+def trigger(marker: str, target: str, step: int, sig: int, verbose: bool, strategy: str) -> KillOnLine:
+    """Launcher log callback: signals ``target``'s replica when it (under parameter_server: the chief, the only
+    one that prints steps) prints ``step K/``; keeps every line."""
     echo = (lambda line: print(f"    {line}", flush=True)) if verbose else None
-    return KillOnLine(marker, POOLS[target], f"[{target}-0] step {step}/", sig, echo)
+    who = target if strategy == "multi_worker" else "chief"
+    return KillOnLine(marker, POOLS[target], f"[{who}-0] step {step}/", sig, echo)
 
 
 # -- comparison -----------------------------------------------------------------------------------------
@@ -92,25 +107,50 @@ def make_data(work: Path) -> str:
 def job(base: Path, data: str, args, max_restarts: int):
     from trainers import config as config_lib
 
-    return config_lib.load("local", [
-        f"output.base_dir={base}", "data.source=tfrecord", f"data.path={data}",
-        f"training.steps={args.steps}", f"checkpoint.every_steps={args.every_steps}", "checkpoint.keep=3",
-        "training.log_every_steps=1", "training.deterministic=true", f"scheduling.max_restarts={max_restarts}",
-    ])
+    common = [f"output.base_dir={base}", "data.source=tfrecord", f"data.path={data}",
+              f"training.steps={args.steps}", f"checkpoint.every_steps={args.every_steps}", "checkpoint.keep=3",
+              f"scheduling.max_restarts={max_restarts}"]
+    if args.strategy == "parameter_server":
+        return config_lib.load("parameter-server", common + [
+            "topology.worker.replica_count=2",
+            "training.per_replica_batch_size=8", f"training.log_every_steps={PS_LOG_EVERY}"])
+    return config_lib.load("local", common + ["training.log_every_steps=1", "training.deterministic=true"])
+
+
+def within_band(base: Path, reference: Path, args, result) -> tuple[bool, str]:
+    """parameter_server: final validation loss near the reference's, the coordinator's step complete, a killed
+    worker tolerated (no restart), a restart costing at most one checkpoint interval."""
+    import json
+
+    import tensorflow as tf
+
+    try:
+        got, want = (json.loads((b / "evaluation.json").read_text()) for b in (base, reference))
+        reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(base / "checkpoints")))
+        step = int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+    except Exception as exc:  # missing or unreadable: simply "not within the band"
+        return False, f"cannot read the result: {type(exc).__name__}: {exc}"
+    if step != args.steps or not got.get("final"):
+        return False, f"checkpoint step {step}, evaluation of step {got.get('step')}"
+    if abs(got["loss"] - want["loss"]) > args.loss_band:
+        return False, f"validation loss {got['loss']:.4f} vs reference {want['loss']:.4f}"
+    return True, f"loss {got['loss']:.3f} (ref {want['loss']:.3f})"
 
 
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
     from jobs import stages
     from jobs.local.launcher import JobFailed
 
-    target = rng.choice(["chief", "worker"]) if args.target == "random" else args.target
+    target = rng.choice(TARGETS[args.strategy]) if args.target == "random" else args.target
     trigger_step = rng.randint(1, args.steps - 1)
+    if args.strategy == "parameter_server":  # the chief prints every PS_LOG_EVERY steps
+        trigger_step = max(PS_LOG_EVERY, trigger_step // PS_LOG_EVERY * PS_LOG_EVERY)
     base = work / f"trial-{i}"
     shutil.rmtree(base, ignore_errors=True)
-    trig = trigger(str(base), target, trigger_step, sig, args.verbose)
+    trig = trigger(str(base), target, trigger_step, sig, args.verbose, args.strategy)
     t0 = time.monotonic()
     row = {"trial": i, "target": target, "trigger": trigger_step, "kill_step": None, "resumed": None,
-           "redone": None, "restarts": 0, "ok": False, "equal": False, "note": ""}
+           "redone": None, "restarts": 0, "tolerated": 0, "ok": False, "equal": False, "note": ""}
     try:
         try:
             result = stages.run_local(job(base, data, args, args.max_restarts), log=trig,
@@ -130,7 +170,15 @@ def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.
             resumed = result.restarts[0].resumed_step
             row["resumed"] = 0 if resumed is None else resumed  # no "resumed from" line: started over
             row["redone"] = row["kill_step"] - row["resumed"]
-        if row["ok"]:
+        row["tolerated"] = len(result.tolerated)
+        if row["ok"] and args.strategy == "parameter_server":
+            row["equal"], why = within_band(base, reference, args, result)
+            if target == "worker" and sig == signal.SIGKILL and (result.restarts or not result.tolerated):
+                row["equal"], why = False, "a killed worker must be tolerated without a restart"
+            elif row["redone"] is not None and row["redone"] > args.every_steps:
+                row["equal"], why = False, f"{row['redone']} steps redone (> one interval of {args.every_steps})"
+            row["note"] = why
+        elif row["ok"]:
             row["equal"], why = bitwise_equal(base, reference, args.steps)
             if why:
                 row["note"] = why
@@ -145,7 +193,7 @@ def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.
 
 
 HEADER = (f"{'trial':>5}  {'killed':<7} {'kill step':>14}  {'resumed':>7}  {'redone':>6}  {'restarts':>8}  "
-          f"{'bitwise':>7}  {'wall s':>6}  note")
+          f"{'tolerated':>9}  {'result':>7}  {'wall s':>6}  note")
 
 
 def fmt(row: dict) -> str:
@@ -153,16 +201,16 @@ def fmt(row: dict) -> str:
         return "-" if v is None else str(v)
 
     kill = f"{val(row['kill_step'])} (line {row['trigger']})"
-    equal = "yes" if row["equal"] else "no"
+    equal = "ok" if row["equal"] else "no"
     return (f"{row['trial']:>5}  {row['target']:<7} {kill:>14}  {val(row['resumed']):>7}  {val(row['redone']):>6}  "
-            f"{row['restarts']:>8}  {equal:>7}  {row['wall']:>6.1f}  {row['note']}")
+            f"{row['restarts']:>8}  {row['tolerated']:>9}  {equal:>7}  {row['wall']:>6.1f}  {row['note']}")
 
 
-def summary(rows: list[dict], planned: int) -> str:
+def summary(rows: list[dict], planned: int, check: str = "bitwise equal") -> str:
     survived = sum(1 for r in rows if r["ok"] and r["equal"])
     redone = [r["redone"] for r in rows if r["redone"] is not None]
     walls = [r["wall"] for r in rows]
-    text = f"summary: {survived}/{len(rows)} trials survived (completed and bitwise equal)"
+    text = f"summary: {survived}/{len(rows)} trials survived (completed and {check})"
     if len(rows) != planned:
         text += f" ({planned} planned)"
     text += f"; max steps redone: {max(redone) if redone else '-'}"
@@ -184,7 +232,12 @@ def main(argv=None) -> int:
     p.add_argument("--every-steps", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
-    p.add_argument("--target", choices=["chief", "worker", "random"], default="random")
+    p.add_argument("--target", choices=["chief", "worker", "ps", "random"], default="random")
+    p.add_argument("--strategy", choices=list(TARGETS), default="multi_worker",
+                   help="multi_worker: compared bitwise; parameter_server: asynchronous, compared by final "
+                        "validation loss (--loss-band)")
+    p.add_argument("--loss-band", type=float, default=0.15,
+                   help="parameter_server: largest |final validation loss - the reference's| that survives")
     p.add_argument("--max-restarts", type=int, default=2)
     p.add_argument("--trial-timeout", type=float, default=300.0, help="seconds per job, restarts included")
     p.add_argument("--workdir", help="where data, reference and trials go (default: a new temp dir, removed)")
@@ -193,6 +246,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.trials < 1 or args.steps < 2 or args.every_steps < 0:
         p.error("need --trials >= 1, --steps >= 2, --every-steps >= 0")
+    if args.target not in TARGETS[args.strategy] + ("random",):
+        p.error(f"--target {args.target} needs --strategy parameter_server (multi_worker has no parameter server)")
+    if args.strategy == "parameter_server" and args.steps <= PS_LOG_EVERY:
+        p.error(f"--strategy parameter_server needs --steps > {PS_LOG_EVERY} (the chief logs every {PS_LOG_EVERY})")
 
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _stop)
@@ -208,17 +265,18 @@ def main(argv=None) -> int:
 
         print(f"work folder: {work}", flush=True)
         data = make_data(work)
-        reference = work / "reference"
+        reference = work / f"reference-{args.strategy}"
         if not (reference / "checkpoints" / f"ckpt-{args.steps}.index").exists():
             shutil.rmtree(reference, ignore_errors=True)
             t0 = time.monotonic()
             res = stages.run_local(job(reference, data, args, 0), log=(lambda line: print(f"    {line}", flush=True))
                                  if args.verbose else (lambda line: None), timeout_s=args.trial_timeout)
-            print(f"reference: {args.steps} steps, 2 workers, uninterrupted, {time.monotonic() - t0:.1f} s "
+            print(f"reference: {args.steps} steps, {args.strategy}, uninterrupted, {time.monotonic() - t0:.1f} s "
                   f"(exit {res.returncode})", flush=True)
         kill_leftovers(str(reference))
-        print(f"{args.trials} trials: SIG{args.signal} to {args.target} at a random step, checkpoint every "
-              f"{args.every_steps} steps, up to {args.max_restarts} restarts, seed {args.seed}", flush=True)
+        print(f"{args.trials} trials ({args.strategy}): SIG{args.signal} to {args.target} at a random step, "
+              f"checkpoint every {args.every_steps} steps, up to {args.max_restarts} restarts, seed {args.seed}",
+              flush=True)
         print(HEADER, flush=True)
         for i in range(1, args.trials + 1):
             row = run_trial(i, work, data, reference, args, rng, sig)
@@ -233,7 +291,9 @@ def main(argv=None) -> int:
         if left:
             print(f"killed leftover processes {left}", file=sys.stderr, flush=True)
         if rows:
-            print(summary(rows, args.trials), flush=True)
+            check = "bitwise equal" if args.strategy == "multi_worker" else \
+                f"final validation loss within {args.loss_band:g} of the reference's"
+            print(summary(rows, args.trials, check), flush=True)
         if own_work and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return code

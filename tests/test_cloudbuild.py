@@ -36,7 +36,7 @@ BUILTINS = {"PROJECT_ID", "PROJECT_NUMBER", "LOCATION", "BUILD_ID", "SHORT_SHA",
             "SERVICE_ACCOUNT_EMAIL", "SERVICE_ACCOUNT"}
 PROJECT, BUILD_ID = "my-proj-123", "5f0c1d2e-0000-4000-8000-00000000abcd"
 VARIANTS = ["cpu", "gpu", "tpu"]
-PRESETS = ["local", "gpu-1x4", "multiworker", "tpu"]
+PRESETS = ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"]
 
 
 def build_doc() -> dict:
@@ -213,7 +213,7 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
             outputs[step_id] = proc.stdout
         uploads = registry.packages
     # every preset compiled against the image of the variant its accelerators need, pinned by digest
-    need = {"local": "cpu", "gpu-1x4": "gpu", "multiworker": "gpu", "tpu": "tpu"}
+    need = {"local": "cpu", "gpu-1x4": "gpu", "multiworker": "gpu", "parameter-server": "cpu", "tpu": "tpu"}
     for preset in PRESETS:
         compiled = yaml.safe_load((workspace / f"build/ci/pipelines/{preset}.yaml").read_text())
         cfg = config_lib.load_json(compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"])

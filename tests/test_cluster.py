@@ -102,3 +102,19 @@ def test_launcher_environment_round_trips_through_the_reader(tmp_path):
     info = read_cluster(env)
     assert (info.task_type, info.task_index, info.num_workers, info.is_chief) == ("worker", 1, 3, False)
     assert output_dirs(info, "unused")["checkpoints"] == str(tmp_path / "checkpoints")
+
+
+@pytest.mark.parametrize("pool,strategy,role", [
+    ("workerpool0", "parameter_server", "train"), ("workerpool1", "parameter_server", "serve"),
+    ("workerpool2", "parameter_server", "serve"), ("workerpool3", "parameter_server", "evaluate"),
+    ("workerpool0", "multi_worker", "train"), ("workerpool1", "multi_worker", "train"),
+    ("workerpool2", "multi_worker", "idle"), ("workerpool3", "multi_worker", "evaluate"),
+    ("workerpool3", "one_device", "evaluate"),
+])
+def test_replica_role(pool, strategy, role):
+    from trainers.cluster import replica_role
+
+    pools = {"workerpool0": [A], "workerpool1": [B], "workerpool2": [C], "workerpool3": ["10.0.0.4:2222"]}
+    info = read_cluster(spec(pools, pool))
+    assert replica_role(info, strategy) == role
+    assert "evaluator" not in info.cluster  # TensorFlow's cluster never lists the evaluator

@@ -11,7 +11,7 @@ def messages(exc: ConfigError) -> list[str]:
     return [str(p) for p in exc.problems]
 
 
-@pytest.mark.parametrize("preset", ["local", "gpu-1x4", "multiworker", "tpu"])
+@pytest.mark.parametrize("preset", ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"])
 def test_every_preset_loads(preset):
     cfg = config_lib.load(preset)
     assert cfg.topology.chief.replica_count == 1

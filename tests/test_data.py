@@ -302,3 +302,17 @@ def test_configure_threads_after_init_explains():
     data.configure_threads(current, 0) if current > 0 else None  # same value: accepted
     with pytest.raises(RuntimeError, match="before any TF op"):
         data.configure_threads(current + 3, 0)
+
+
+@pytest.mark.parametrize("fixture", ["four", "one"])  # FILE and DATA sharding
+def test_parameter_server_worker_shards_equal_the_pipelines_of_an_input_context(fixture, request):
+    """ParameterServerStrategy runs ONE traced input function on every worker; the worker is told apart at run
+    time (``worker_index``, a tensor): worker i must get exactly what input pipeline i of n gets, resume skip
+    included (start_step = the steps that worker did)."""
+    path, m = request.getfixturevalue(fixture)
+    for worker in (0, 1):
+        plain = data.train_dataset_fn(path, m, 2, seed=7, start_step=3, cache=False)(_ctx(2, worker, replicas=2))
+        ps = data.train_dataset_fn(path, m, 2, seed=7, start_step=3, cache=False, num_workers=2,
+                                   worker_index=lambda w=worker: tf.constant(w, tf.int64))(_ctx(1, 0, replicas=1))
+        a, b = _take(plain, 12), _take(ps, 12)
+        assert len(a) == len(b) == 12 and all(np.array_equal(x1, x2) and np.array_equal(y1, y2) for (x1, y1), (x2, y2) in zip(a, b))

@@ -361,3 +361,83 @@ def test_worker_pool_specs():
     assert tpu[1:] == [{}, {}, {}]
     vm = worker_pool_specs(tpu_job({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}), "img")
     assert vm[0]["machine_spec"] == {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}
+
+
+# ---- parameter servers and the evaluator ------------------------------------------------------------
+PS = {"replica_count": 2, "machine_type": "n1-highmem-8"}
+EVALUATOR = {"replica_count": 1, "machine_type": "n1-standard-4"}
+
+
+def ps_job(**pools):
+    return job(strategy="parameter_server", **{"worker": {"replica_count": 2}, "parameter_server": PS, **pools})
+
+
+def test_parameter_server_job_is_valid_and_quiet():
+    report = check_job(ps_job(evaluator=EVALUATOR))
+    assert report.ok and report.warnings == []
+    assert infer_strategy(ps_job()) == "parameter_server"
+    assert num_replicas(ps_job()) == 1
+    assert num_replicas(ps_job(worker=gpu("n1-standard-8", "NVIDIA_TESLA_T4", 2, replicas=3))) == 2
+
+
+@pytest.mark.parametrize("pools,field,valid", [
+    ({"parameter_server": {"replica_count": 0}}, "topology.parameter_server.replica_count", ("1", "2")),
+    ({"worker": NO_WORKERS}, "topology.worker.replica_count", ("2", "4")),
+])
+def test_parameter_server_needs_servers_and_workers(pools, field, valid):
+    report = check_job(ps_job(**pools))
+    [p] = report.errors
+    assert (p.field, p.valid) == (field, valid) and "strategy parameter_server needs" in p.message
+    assert report.warnings == []  # the error says it all: no second line about the same pool
+
+
+def test_parameter_server_with_a_tpu_is_refused_naming_the_pool():
+    errors = check_job(ps_job(chief=TPU_V3_8, worker=NO_WORKERS)).errors
+    assert [p.field for p in errors] == ["topology.parameter_server.replica_count", "topology.strategy"]
+    assert "no parameter servers with a TPU" in errors[0].message and errors[0].valid == ("0",)
+
+
+def test_parameter_server_warnings():
+    gpus = ps_job(parameter_server=gpu("n1-standard-8", "NVIDIA_TESLA_T4", 1, replicas=2),
+                  chief=gpu("n1-standard-8", "NVIDIA_TESLA_T4", 1))
+    report = check_job(gpus)
+    assert report.ok, report.errors  # allowed (no "same GPUs as the chief" rule under parameter_server)
+    assert fields(report.warnings) == ["topology.parameter_server.accelerator_count", "topology.chief.accelerator_count"]
+    assert "parameter servers only store and update the variables" in report.warnings[0].message
+    assert "the chief only coordinates" in report.warnings[1].message and report.warnings[1].valid == ("0",)
+
+    restart = ps_job()
+    restart["scheduling"]["restart_job_on_worker_restart"] = True
+    [w] = check_job(restart).warnings
+    assert w.field == "scheduling.restart_job_on_worker_restart" and w.valid == ("false",)
+    assert "restarts the whole job" in w.message
+    restart["scheduling"].update(strategy="SPOT", restart_job_on_worker_restart=False)
+    assert check_job(restart).warnings == []  # SPOT workers rejoin: no "set restart to true" advice here
+
+
+@pytest.mark.parametrize("strategy,extra", [("multi_worker", {}), ("one_device", {"worker": NO_WORKERS})])
+def test_parameter_servers_idle_under_other_strategies(strategy, extra):
+    [w] = [w for w in check_job(job(strategy=strategy, parameter_server=PS, **extra)).warnings
+           if w.field == "topology.parameter_server.replica_count" and "idle" in w.message]
+    assert "would sit idle" in w.message and "use strategy parameter_server" in w.message and w.valid == ("0",)
+
+
+def test_evaluator_rules():
+    [p] = check_job(ps_job(evaluator={**EVALUATOR, "replica_count": 2})).errors
+    assert p.field == "topology.evaluator.replica_count" and p.valid == ("0", "1") and "same checkpoints" in p.message
+    [p] = check_job(job(strategy="tpu", worker=NO_WORKERS, chief=TPU_V3_8, evaluator=EVALUATOR)).errors
+    assert p.field == "topology.evaluator.replica_count" and "strategy tpu has no side-car evaluator" in p.message
+    for strategy, extra in (("multi_worker", {}), ("one_device", {"worker": NO_WORKERS})):
+        assert check_job(job(strategy=strategy, evaluator=EVALUATOR, **extra)).ok
+
+
+def test_the_parameter_server_preset_validates_cleanly():
+    from trainers import config as config_lib
+    from jobs.validate import validate
+
+    cfg = config_lib.load("parameter-server")
+    report = validate(cfg, check_data=False)
+    assert report.errors == [] and report.warnings == []
+    assert cfg.scheduling.restart_job_on_worker_restart is False
+    assert [p.replica_count for p in cfg.topology.pools()] == [1, 4, 1, 1]
+    assert not any(p.accelerator_type for p in cfg.topology.pools())  # CPU pools, as the guides' example

@@ -360,6 +360,64 @@ def test_chief_may_finish_first_and_evaluator_must_succeed(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+def test_parameter_server_rules_done_with_the_chief_and_a_dead_worker_tolerated(tmp_path, pid_dir):
+    """done_when="chief": workers and ps are servers (they ignore SIGTERM here, as train_ps's do) and are
+    killed at once when the chief is done; on_worker_failure="tolerate": a worker's death is logged, no restart."""
+    log = Log()
+    res = launch(fake(pid_dir, "chief=sleep:1.5", "evaluator=sleep:0.5", "worker-0=kill-self",
+                      "worker-1=ignore-term", "ps=ignore-term"),
+                 [1, 2, 1, 1], str(tmp_path), grace_s=30, log=log, max_restarts=2, done_when="chief",
+                 on_worker_failure="tolerate")
+    assert (res.returncode, res.attempts, res.restarts) == (0, 1, [])
+    assert [(f.name, f.exit_status) for f in res.tolerated] == [("worker-0", -signal.SIGKILL)]
+    assert ("[launcher] worker-0 exited with status -9 (SIGKILL); tolerated: the chief reschedules its steps "
+            "on worker-1") in log
+    assert log.index("[launcher] chief-0 exited with status 0") < log.index(
+        "[launcher] stopping worker-1, ps-0 (SIGKILL: with the chief gone, servers hold nothing to save)")
+    assert not any("ignored SIGTERM" in line for line in log)  # no grace spent on servers
+    assert_nothing_left(pid_dir, log, expect=5)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("actions,failed,status", [
+    (("worker=kill-self",), "worker-1", 137),     # no worker left: the chief could not go on
+    (("ps=exit:3",), "ps-0", 3),                   # a parameter server is never tolerated
+    (("chief=exit:5",), "chief-0", 5),
+])
+def test_parameter_server_rules_restart_on_chief_ps_or_last_worker(tmp_path, pid_dir, actions, failed, status):
+    log = Log()
+    res = launch(fake(pid_dir, "chief=sleep", "worker=sleep", "ps=sleep", *actions), [1, 2, 1, 0], str(tmp_path),
+                 grace_s=0.5, log=log, max_restarts=0, check=False, done_when="chief", on_worker_failure="tolerate")
+    assert res.returncode == status and res.failure.name in ({failed, "worker-0"} if failed == "worker-1"
+                                                            else {failed}), res.message
+    assert_nothing_left(pid_dir, log, expect=4)
+
+
+@pytest.mark.timeout(30)
+def test_launch_rules_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="done_when must be one of all, chief, got 'workers'"):
+        launch(["true"], [1], str(tmp_path), log=Log(), done_when="workers")
+    with pytest.raises(ValueError, match="on_worker_failure must be one of restart, tolerate"):
+        launch(["true"], [1], str(tmp_path), log=Log(), on_worker_failure="ignore")
+    with pytest.raises(ValueError, match="'tolerate' needs done_when='chief'"):
+        launch(["true"], [1], str(tmp_path), log=Log(), on_worker_failure="tolerate")
+
+
+@pytest.mark.timeout(60)
+def test_cli_parameter_server_rules(tmp_path, pid_dir, capsys):
+    rc = launcher.main(["--replicas", "1,2,1", "--base-output-dir", str(tmp_path), "--done-when", "chief",
+                        "--on-worker-failure", "tolerate", "--", *fake(pid_dir, "chief=sleep:1", "worker-1=exit:9",
+                                                                     "worker-0=sleep", "ps=sleep")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "[launcher] worker-1 exited with status 9; tolerated" in out and "[launcher] job succeeded" in out
+    assert launcher.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--on-worker-failure",
+                          "tolerate", "--", "true"]) == 2
+    assert "needs done_when='chief'" in capsys.readouterr().err
+    assert_nothing_left(pid_dir, out, expect=4)
+
+
+@pytest.mark.timeout(60)
 def test_interrupt_in_library_use_cleans_up(tmp_path, pid_dir):
     class Interrupting(Log):
         def __call__(self, line):

@@ -14,7 +14,7 @@ from trainers import config as config_lib
 from jobs import stages
 
 EXPECTED = Path(__file__).parent / "expected"
-PRESETS = ["local", "gpu-1x4", "multiworker", "tpu"]
+PRESETS = ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"]
 
 
 def structure(compiled: dict) -> dict:

@@ -117,6 +117,14 @@ def test_summary_handles_missing_and_null_fields(training, expected):
     assert "\n".join(runs.summary_lines({}))  # an empty record prints too
 
 
+def test_summary_names_the_side_car_evaluation():
+    record = {"evaluation": {"step": 80, "loss": 0.0123, "accuracy": 1.0, "examples": 27,
+                             "history": [{"step": 40}, {"step": 80}]}}
+    assert ("  evaluator           accuracy 1.000, loss 0.0123 at step 80 on 27 validation examples "
+            "(2 checkpoint(s) evaluated; scalars in <logs>/validation)") in runs.summary_lines(record)
+    assert not any("evaluator" in line for line in runs.summary_lines({"evaluation": ["garbage"]}))
+
+
 # -- the real command --------------------------------------------------------------------------------
 def _start(base: Path, data: str, marker: str, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, RUNS_TEST_MARKER=marker)

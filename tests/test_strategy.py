@@ -123,3 +123,35 @@ def test_watchdog_cancelled_in_time_does_nothing():
     with Watchdog(30, "quick step") as dog:
         time.sleep(0.1)
     assert dog._proc is None
+
+
+def test_parameter_server_needs_its_cluster_and_says_how_to_run_it():
+    with pytest.raises(ConfigError) as e:
+        make_strategy("parameter_server", read_cluster({}))
+    msg = str(e.value)
+    assert msg.startswith("topology.strategy: parameter_server needs a cluster with a chief (the coordinator), "
+                          "workers and parameter servers") and "launcher" in msg
+    chief_and_worker = {"CLUSTER_SPEC": json.dumps({"cluster": {"workerpool0": ["127.0.0.1:1"],
+                                                                "workerpool1": ["127.0.0.1:2"]},
+                                                    "task": {"type": "workerpool0", "index": 0}})}
+    with pytest.raises(ConfigError, match="parameter_server needs a cluster"):
+        make_strategy("parameter_server", read_cluster(chief_and_worker))
+
+
+def test_only_workers_and_parameter_servers_run_a_server():
+    from trainers.strategy import make_server
+
+    with pytest.raises(ConfigError, match="only workers and parameter servers of a parameter_server job run a server, "
+                                          "not chief-0"):
+        make_server(read_cluster({}))
+
+
+def test_replicas_in_sync_from_the_config():
+    from trainers import config as config_lib
+    from trainers.strategy import replicas_in_sync
+
+    assert replicas_in_sync(config_lib.load("local")) == 2
+    assert replicas_in_sync(config_lib.load("gpu-1x4")) == 4
+    assert replicas_in_sync(config_lib.load("multiworker")) == 8
+    assert replicas_in_sync(config_lib.load("parameter-server")) == 1  # a step runs on one worker
+    assert replicas_in_sync(config_lib.load("tpu")) == 8

@@ -17,9 +17,17 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.timeout(300)
 def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, prepared_data):
-    cfg = job_config(tmp_path / "run", prepared_data, "training.steps=12", "checkpoint.every_steps=5")
-    result = stages.run_local(cfg, timeout_s=240)
-    assert result.returncode == 0 and result.attempts == 1
+    """...with the side-car evaluator (pool 3) beside MultiWorkerMirroredStrategy: it never joins the
+    collective (that was ``KeyError: 'evaluator'``) and evaluates the checkpoints until the last one."""
+    cfg = job_config(tmp_path / "run", prepared_data, "training.steps=12", "checkpoint.every_steps=5",
+                     "topology.evaluator.replica_count=1", "topology.evaluator.machine_type=n1-standard-4")
+    lines: list[str] = []
+    result = stages.run_local(cfg, timeout_s=240, log=lines.append)
+    assert result.returncode == 0 and result.attempts == 1, "\n".join(lines[-30:])
+    assert not any("KeyError" in line for line in lines)
+    evaluation = json.loads((Path(cfg.output.base_dir) / "evaluation.json").read_text())
+    assert evaluation["final"] and evaluation["step"] == 12 and {h["step"] for h in evaluation["history"]} <= {5, 10, 12}
+    assert list((Path(cfg.output.base_dir) / "logs" / "validation").glob("events.out.tfevents.*"))
 
     metrics = stages.read_metrics(cfg)
     assert metrics["strategy"] == "CollectiveAllReduceStrategy"  # MultiWorkerMirroredStrategy
@@ -72,7 +80,7 @@ def test_a_replica_crash_fails_the_job_clearly_and_leaves_no_process(tmp_path, p
     # The killed worker, or the chief that lost its peer, is named with its status and last lines.
     assert failure.role in ("worker", "chief") and failure.last_lines
     message = str(exc.value)
-    assert "exited with status" in message and "Last" in message
+    assert "exited with status" in message and "last " in message
     assert_no_processes_left(str(base))
 
 

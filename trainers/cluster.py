@@ -80,6 +80,30 @@ class ClusterInfo:
         return f"{self.task_type}-{self.task_index}"
 
 
+#: What a replica does, by :func:`replica_role`.
+ROLE_TRAIN, ROLE_SERVE, ROLE_EVALUATE, ROLE_IDLE = "train", "serve", "evaluate", "idle"
+
+
+def replica_role(info: ClusterInfo, strategy: str) -> str:
+    """What this replica runs under ``topology.strategy`` (``trainers.task`` dispatches on it):
+
+    * ``evaluate``  the evaluator (pool 3, any strategy): the side-car loop of ``trainers.evaluator``. It must
+      never build a multi-worker strategy: TensorFlow's multi-worker set-up has no ``evaluator`` task
+      (``KeyError: 'evaluator'``).
+    * ``serve``     under ``parameter_server``, every worker and parameter server: a ``tf.distribute.Server``
+      that runs what the chief (the coordinator) sends it, until it is stopped.
+    * ``idle``      a parameter server under a strategy that does not use one (validation warns): nothing to do.
+    * ``train``     the chief, and every worker under the all-reduce strategies: the training loop.
+    """
+    if info.task_type == "evaluator":
+        return ROLE_EVALUATE
+    if strategy == "parameter_server" and info.task_type in ("worker", "ps"):
+        return ROLE_SERVE
+    if info.task_type == "ps":
+        return ROLE_IDLE
+    return ROLE_TRAIN
+
+
 def _parse_json(name: str, text: str) -> dict:
     try:
         doc = json.loads(text)

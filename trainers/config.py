@@ -43,7 +43,7 @@ from trainers.paths import join
 
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 
-Strategy = Literal["one_device", "mirrored", "multi_worker", "tpu"]
+Strategy = Literal["one_device", "mirrored", "multi_worker", "parameter_server", "tpu"]
 
 
 @dataclasses.dataclass

@@ -112,10 +112,11 @@ def _options():
     return options
 
 
-def _reader(files: list[str]):
+def _reader(files, count: int | None = None):
+    """TFRecords of ``files`` (a list, or a dataset of ``count`` file names)."""
     import tensorflow as tf
 
-    reads = min(len(files), MAX_PARALLEL_READS)
+    reads = min(len(files) if count is None else count, MAX_PARALLEL_READS)
     return tf.data.TFRecordDataset(files, buffer_size=READ_BUFFER_BYTES,
                                    num_parallel_reads=reads if reads > 1 else None)
 
@@ -155,7 +156,8 @@ def choose_sharding(shards: list[dict], num_pipelines: int, pipeline_id: int,
 def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: int, seed: int,
                      start_step: int = 0, shuffle_buffer: int = 1024, cache: bool | None = None,
                      cache_budget_mb: int = -1, augment: bool = False,
-                     replicas_per_machine: int | None = None) -> Callable[[Any], Any]:
+                     replicas_per_machine: int | None = None,
+                     worker_index: Callable[[], Any] | None = None, num_workers: int = 1) -> Callable[[Any], Any]:
     """Return ``dataset_fn(input_context)`` for ``strategy.distribute_datasets_from_function``.
 
     Each element is one per-replica batch ``(images float32 [b,H,W,3], labels int32 [b])``; the
@@ -164,6 +166,12 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     ``cache``: None = decided by ``cache_budget_mb`` (``trainers.input_cache``), True/False forces it.
     ``augment``: seeded stateless random crop + flip (resume stays exact). ``replicas_per_machine``
     (for the default cache budget): None = read from this process's cluster environment.
+
+    ``worker_index`` (parameter-server training): ParameterServerStrategy gives every worker the SAME input
+    function (one input pipeline in its input context), so the worker is told apart at run time by
+    ``worker_index()`` (``tf.distribute.coordinator.experimental_get_current_worker_index``, a tensor) and the
+    data is sharded over ``num_workers`` with it; every step is one worker's batch, and ``start_step`` is then
+    the steps THIS worker already did.
     """
     problems = []
     if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
@@ -193,27 +201,34 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     def dataset_fn(input_context=None):
         import tensorflow as tf
 
-        if input_context is None:
-            n, i, replicas = 1, 0, 1
+        replicas = input_context.num_replicas_in_sync if input_context is not None else 1
+        if worker_index is not None:  # a tensor: the same traced function runs on every worker
+            n, i, per_pipeline_replicas = max(1, num_workers), worker_index(), replicas
+        elif input_context is None:
+            n, i, per_pipeline_replicas = 1, 0, 1
         else:
             n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
-            replicas = input_context.num_replicas_in_sync
-        per_pipeline_replicas = max(1, replicas // n)
-        policy, idx, examples, reason = choose_sharding(shards, n, i, per_replica_batch_size)
+            per_pipeline_replicas = max(1, replicas // n)
+        static_i = 0 if worker_index is not None else i  # the decision is the same for every pipeline
+        policy, idx, examples, reason = choose_sharding(shards, n, static_i, per_replica_batch_size)
         if examples < per_replica_batch_size:
             raise ConfigError(problem(
-                F_BATCH, f"input pipeline {i} of {n} gets {examples} training examples per epoch, fewer "
+                F_BATCH, f"input pipeline {static_i} of {n} gets {examples} training examples per epoch, fewer "
                          f"than one batch of {per_replica_batch_size}; use a smaller per-replica batch, "
                          "fewer workers or more data"))
-        log.info("input pipeline %d/%d: %s sharding (%s); %d examples, %d batches of %d per epoch",
-                 i, n, policy, reason, examples, examples // per_replica_batch_size, per_replica_batch_size)
+        log.info("input pipeline %s/%d: %s sharding (%s); %d examples, %d batches of %d per epoch",
+                 "w" if worker_index is not None else i, n, policy, reason, examples,
+                 examples // per_replica_batch_size, per_replica_batch_size)
         use_cache, why = (cache, "forced by the caller") if cache is not None else input_cache.decide(
             input_cache.pipeline_bytes([sizes[k] for k in idx], sum(int(shards[k]["num_examples"]) for k in idx),
                                        policy, n),
             cache_budget_mb, memory, on_machine)
-        log.info("input pipeline %d/%d: %s records, %s (%s)%s", i, n, encoding,
-                 "cached" if use_cache else "streamed", why, ", augmented" if augment else "")
-        ds = _reader([files[k] for k in idx])
+        log.info("input pipeline %s/%d: %s records, %s (%s)%s", "w" if worker_index is not None else i, n,
+                 encoding, "cached" if use_cache else "streamed", why, ", augmented" if augment else "")
+        if worker_index is not None and policy == "FILE":
+            ds = _reader(tf.data.Dataset.from_tensor_slices(files).shard(n, i), len(idx))
+        else:
+            ds = _reader([files[k] for k in idx])
         if policy == "DATA":
             ds = ds.shard(n, i)
         if use_cache:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +204,15 @@ def apply(choice: Choice) -> None:
     import keras
 
     keras.mixed_precision.set_global_policy(choice.policy)
+
+
+def setup(training: Any, device: Device) -> Choice:
+    """Resolve ``training.precision`` for ``device``, apply the policy (before the model is built) and print the
+    one line that says what was chosen and why; returns the choice. ``training`` is the config's section."""
+    requested, deprecation = resolve(training.precision, training.mixed_precision)
+    if deprecation:
+        print(f"warning: {deprecation}", flush=True)
+    choice = choose(requested, device)
+    apply(choice)
+    print(choice.line(requested), flush=True)
+    return choice

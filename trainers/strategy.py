@@ -8,6 +8,11 @@
   constructor or its first collective blocks forever when a peer never starts, so the trainer runs
   start-up under a :class:`Watchdog` (from strategy creation to the first completed step) that ends the
   process (SIGKILL) after printing one clear line.
+* ``parameter_server`` ``ParameterServerStrategy`` on the chief, which coordinates (``ClusterCoordinator``,
+  ``trainers.train_ps``); workers and parameter servers run :func:`make_server` instead. No variable
+  partitioner: TF 2.21 + Keras 3 fail in ``tape.gradient`` on a ``ShardedVariable`` (``'ShardedVariable' object
+  has no attribute 'handle'``), so whole variables are placed round-robin over the parameter servers. The
+  constructor waits for every server to answer: bounded by the same :class:`Watchdog`.
 * ``tpu``           ``TPUStrategy`` through ``TPUClusterResolver``: with AI Platform's ``TPU_CONFIG`` the
   resolver is retried while the TPU is provisioned (TPU seed); otherwise built with no arguments so the
   service's environment supplies the connection. Connecting is bounded by the same watchdog, because
@@ -105,8 +110,8 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
                 "(python -m jobs.local.launcher / pipelines/run.py) or on Vertex",
                 ["one_device", "mirrored"],
             )])
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec({k: list(v) for k, v in info.cluster.items()}),
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(  # a ps pool sits idle: not a peer
+            tf.train.ClusterSpec({k: list(v) for k, v in info.cluster.items() if k in ("chief", "worker")}),
             task_type=info.task_type, task_id=info.task_index, rpc_layer="grpc",
         )
         implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL
@@ -116,6 +121,9 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
             cluster_resolver=resolver,
             communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation),
         )
+    if name == "parameter_server":
+        _check_ps_cluster(info)
+        return tf.distribute.ParameterServerStrategy(_ps_resolver(info), variable_partitioner=None)
     if name == "tpu":
         resolver = resolve_tpu(info, tpu_name=tpu_name, retries=tpu_retries, wait_s=tpu_wait_s)
         with Watchdog(startup_timeout_s, "connecting to the TPU"):
@@ -125,8 +133,60 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
                 return tf.distribute.TPUStrategy(resolver)
             except (tf.errors.OpError, IndexError, ValueError) as exc:
                 raise TPUUnavailable(f"could not initialise the TPU: {type(exc).__name__}: {exc}") from None
-    raise ConfigError([problem("topology.strategy", f"unknown strategy {name!r}",
-                               ["one_device", "mirrored", "multi_worker", "tpu"])])
+    raise ConfigError([problem("topology.strategy", f"unknown strategy {name!r}", STRATEGIES)])
+
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker", "parameter_server", "tpu")
+
+
+def _check_ps_cluster(info: ClusterInfo) -> None:
+    if info.task_type != "chief" or not info.cluster.get("ps") or not info.cluster.get("worker"):
+        raise ConfigError([problem(
+            "topology.strategy",
+            f"parameter_server needs a cluster with a chief (the coordinator), workers and parameter servers, "
+            f"but this replica is {info.replica_id} in {sorted(info.cluster) or 'no cluster'} (source: {info.source}); "
+            "run it through the launcher (python -m jobs.local.launcher / pipelines/run.py) or on Vertex",
+            ["one_device", "mirrored"])])
+
+
+def _ps_resolver(info: ClusterInfo) -> Any:
+    import tensorflow as tf
+
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec({k: list(v) for k, v in info.cluster.items()}),
+        task_type=info.task_type, task_id=info.task_index, rpc_layer="grpc")
+
+
+def make_server(info: ClusterInfo) -> Any:
+    """The ``tf.distribute.Server`` a worker or parameter server of a ``parameter_server`` job runs (started).
+
+    ``GRPC_FAIL_FAST=use_caller`` first, as TensorFlow's parameter-server tutorial sets it on workers and
+    parameter servers: a call to an unreachable peer fails at once instead of waiting."""
+    import tensorflow as tf
+
+    if info.task_type not in ("worker", "ps") or not info.cluster.get(info.task_type):
+        raise ConfigError([problem("topology.strategy", f"only workers and parameter servers of a parameter_server "
+                                                        f"job run a server, not {info.replica_id}")])
+    os.environ["GRPC_FAIL_FAST"] = "use_caller"
+    return tf.distribute.Server(tf.train.ClusterSpec({k: list(v) for k, v in info.cluster.items()}),
+                                job_name=info.task_type, task_index=info.task_index, protocol="grpc", start=True)
+
+
+def replicas_in_sync(cfg: Any) -> int:
+    """Replicas of one training step as the CONFIG describes them (the evaluator cannot see the trainers'
+    devices): one_device 1; mirrored the chief's GPUs (or logical CPUs locally); multi_worker chief + workers
+    x max(1, GPUs); parameter_server one worker's GPUs (a step runs on one worker); tpu its cores (8 unless a
+    pod). The chief checks it against ``strategy.num_replicas_in_sync`` (``trainers.plan``)."""
+    t = cfg.topology
+    if t.strategy == "mirrored":
+        return max(1, t.chief.accelerator_count)
+    if t.strategy == "multi_worker":
+        return sum(p.replica_count * max(1, p.accelerator_count) for p in (t.chief, t.worker)) or 1
+    if t.strategy == "parameter_server":
+        return max(1, t.worker.accelerator_count)
+    if t.strategy == "tpu":
+        return t.chief.accelerator_count if t.chief.accelerator_count > 0 else 8
+    return 1
 
 
 class TPUUnavailable(RuntimeError):

@@ -1,12 +1,16 @@
 """Worker entry point: ``python -m trainers.task --config local [--set key=value ...]``.
 
 The same command runs on every replica, locally under ``jobs.local.launcher`` and on Vertex AI (it is the
-container's command). The replica's role comes from the environment (see ``trainers.cluster``).
+container's command). The replica's role comes from the environment (``trainers.cluster.replica_role``): the
+evaluator runs the side-car loop (``trainers.evaluator``); under ``parameter_server`` the chief coordinates
+(``trainers.train_ps``) while workers and parameter servers serve it; otherwise every replica trains
+(``trainers.train``); a parameter server that no strategy uses says so and exits 0.
 ``--config-json`` takes the whole config as JSON (how the pipeline passes it to Vertex replicas).
 ``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.
 
 Exit codes: 0 done; 2 bad config/data (one line per problem); 42 preempted after saving a checkpoint
-(``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; 4 on a cloud machine, the pool asked for
+(``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; 5 a parameter server was lost (parameter-server
+training: restart the job, it resumes from the last checkpoint; ``trainers.train_ps.EXIT_PS_LOST``); 4 on a cloud machine, the pool asked for
 GPUs/a TPU VM that this TensorFlow does not see (``trainers.strategy.EXIT_NO_ACCELERATOR``: one line naming
 the pool, what it asked for and what TF sees; never a silent CPU run); killed by SIGKILL after one
 ``ERROR: ... did not finish within N s`` line when the cluster never came up (``scheduling.startup_timeout_s``).
@@ -44,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
             cfg = config_lib.load(args.config, overrides)
         from trainers import cluster as cluster_lib
         from trainers.strategy import check_accelerators
-        from trainers.train import train_and_evaluate
 
-        note = check_accelerators(cfg, cluster_lib.read_cluster())
+        info = cluster_lib.read_cluster()
+        note = check_accelerators(cfg, info)
         if note:
             print(f"note: {note}", flush=True)
-        train_and_evaluate(cfg)
+        run_role(cfg, info)
     except ConfigError as exc:
         for p in exc.problems:
             print(f"error: {p}", file=sys.stderr)
@@ -63,8 +67,45 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, AcceleratorMissing):
             print(f"error: {exc}", file=sys.stderr, flush=True)
             return EXIT_NO_ACCELERATOR
+        from trainers.train_ps import EXIT_PS_LOST, ParameterServerLost
+
+        if isinstance(exc, ParameterServerLost):
+            print(f"error: topology.parameter_server: {exc}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(EXIT_PS_LOST)  # the coordinator's threads would keep a process with a lost cluster alive
         raise
     return 0
+
+
+def run_role(cfg: config_lib.JobConfig, info) -> None:
+    """Run what this replica does in the job (``trainers.cluster.replica_role``)."""
+    from trainers import cluster as cluster_lib
+
+    role = cluster_lib.replica_role(info, cfg.topology.strategy)
+    if role == cluster_lib.ROLE_EVALUATE:
+        from trainers.evaluator import run_evaluator
+
+        run_evaluator(cfg)
+    elif role == cluster_lib.ROLE_SERVE:
+        from trainers.train_ps import serve
+
+        serve(info)
+    elif role == cluster_lib.ROLE_IDLE:
+        print(f"warning: topology.parameter_server: {info.replica_id} has nothing to do: strategy "
+              f"{cfg.topology.strategy} does not use parameter servers; exiting 0", flush=True)
+    elif cfg.topology.strategy == "parameter_server":
+        from trainers.train_ps import train_ps
+
+        train_ps(cfg)
+        # Everything is written (atomically) by now; left to itself, the interpreter then spends seconds
+        # winding down the coordinator's connections to servers that the launcher is about to kill.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    else:
+        from trainers.train import train_and_evaluate
+
+        train_and_evaluate(cfg)
 
 
 if __name__ == "__main__":

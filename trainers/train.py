@@ -29,6 +29,7 @@ from trainers import config as config_lib
 from trainers import fileio
 from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.paths import join
+from trainers.plan import evaluator_mismatch, make_plan
 
 log = logging.getLogger("trainers.train")
 
@@ -42,7 +43,7 @@ def _num_replicas_hint(cfg: config_lib.JobConfig) -> int:
     return max(1, cfg.topology.chief.accelerator_count) if cfg.topology.strategy == "mirrored" else 1
 
 
-def _make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
+def make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
     import keras
 
     from trainers.optim import FusedAdam, FusedSGD  # Keras's maths and state, one kernel per update
@@ -56,7 +57,7 @@ def _make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
     return opt
 
 
-def _summary_writer(info: cluster_lib.ClusterInfo, logs_dir: str):
+def summary_writer(info: cluster_lib.ClusterInfo, logs_dir: str):
     import tensorflow as tf
 
     if info.is_chief:
@@ -90,17 +91,89 @@ def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = N
     However it ends (done, nothing left to train, refused checkpoint, error), the start-up watchdog is
     disarmed and the caller's SIGTERM handler is put back, so calling it in a long-lived process (a test,
     a notebook, a KFP task) is safe."""
+    return run_guarded(_train_and_evaluate, cfg, env)
+
+
+def run_guarded(loop, cfg: config_lib.JobConfig, env: dict[str, str] | None) -> dict[str, Any]:
+    """``loop(cfg, env, watchdogs)`` with every start-up watchdog it armed cancelled and the caller's SIGTERM
+    handler restored however it ends (``trainers.train_ps`` runs its loop through this too)."""
     import signal
 
     watchdogs: list[Any] = []
     previous_sigterm = signal.getsignal(signal.SIGTERM)
     try:
-        return _train_and_evaluate(cfg, env, watchdogs)
+        return loop(cfg, env, watchdogs)
     finally:
         for watchdog in watchdogs:  # armed until the first step: a run with no step must not leave it armed
             watchdog.cancel()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def replica_step(model, optimizer, global_batch: int):
+    """One replica's share of a training step: forward, loss averaged over the global batch, backward, update.
+    Returns ``[loss_sum, correct, examples]`` of the replica's batch (summed over replicas by the caller)."""
+    import keras
+    import tensorflow as tf
+
+    def step(images, labels):
+        with tf.GradientTape() as tape:
+            probs = model(images, training=True)
+            per_example = keras.losses.sparse_categorical_crossentropy(labels, probs)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.cast(tf.equal(tf.argmax(probs, -1, output_type=tf.int32), tf.cast(labels, tf.int32)), tf.float32)
+        return tf.stack([tf.reduce_sum(per_example), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)])
+
+    return step
+
+
+class Progress:
+    """What a training loop reports as steps complete: examples/s per epoch (the figure the benchmarks
+    compare), and every ``log_every`` steps (and at the last) a ``step N/T loss=... accuracy=...`` line plus the
+    ``train/`` TensorBoard scalars (into the default summary writer)."""
+
+    def __init__(self, cfg: config_lib.JobConfig, plan, start_step: int):
+        import numpy as np
+
+        self.total, self.per_epoch, self.batch = plan.total_steps, plan.steps_per_epoch, plan.global_batch
+        self.log_every = cfg.training.log_every_steps
+        self.t0, self.seen0 = time.monotonic(), start_step
+        self.epoch_start, self.epoch_rates = (self.t0, start_step), []
+        self.window, self.final = np.zeros(3), {}
+
+    def add(self, sums) -> None:
+        self.window += sums
+
+    def done(self, step: int, force_log: bool = False) -> None:
+        import tensorflow as tf
+
+        if step % self.per_epoch == 0 or step == self.total:
+            now = time.monotonic()
+            rate = (step - self.epoch_start[1]) * self.batch / max(1e-9, now - self.epoch_start[0])
+            self.epoch_rates.append(rate)
+            print(f"epoch {-(-step // self.per_epoch)}: {rate:.1f} examples/s ({step - self.epoch_start[1]} steps)",
+                  flush=True)
+            self.epoch_start = (now, step)
+        if step % self.log_every == 0 or step == self.total or force_log:
+            w = self.window
+            loss, acc = float(w[0] / max(w[2], 1)), float(w[1] / max(w[2], 1))
+            tf.summary.scalar("train/loss", loss, step=step)
+            tf.summary.scalar("train/accuracy", acc, step=step)
+            tf.summary.scalar("train/examples_per_second",
+                              (step - self.seen0) * self.batch / max(1e-9, time.monotonic() - self.t0), step=step)
+            print(f"step {step}/{self.total} loss={loss:.4f} accuracy={acc:.4f}", flush=True)
+            self.final = {"loss": loss, "accuracy": acc}
+            w[:] = 0
+
+    def summary(self, step: int) -> dict[str, Any]:
+        elapsed = time.monotonic() - self.t0
+        return {"train_loss": self.final.get("loss"), "train_accuracy": self.final.get("accuracy"), "steps": step,
+                "examples_per_second": (step - self.seen0) * self.batch / elapsed
+                if elapsed > 0 and step > self.seen0 else None,
+                "epoch_examples_per_second": self.epoch_rates}
 
 
 def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: list[Any]) -> dict[str, Any]:
@@ -112,13 +185,11 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     data_lib.configure_threads(cfg.training.intra_op_threads, cfg.training.inter_op_threads)
 
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from trainers import input_cache
     from trainers import precision as precision_lib
     from trainers import strategy as strategy_lib
-    from trainers.export import export_model
     from trainers.models import build_model
 
     if cfg.training.deterministic:
@@ -134,35 +205,24 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     # handler (its preemption notifier), which swallows the signal; ours must replace it before anything else
     # (model, restore, input pipeline) takes time, or a SIGTERM in that window is lost.
     preempt = PreemptionFlag().install()
-    requested, deprecation = precision_lib.resolve(cfg.training.precision, cfg.training.mixed_precision)
-    if deprecation:
-        print(f"warning: {deprecation}", flush=True)
-    device = precision_lib.detect(cfg.topology.strategy, cfg.topology.chief.accelerator_type)
-    choice = precision_lib.choose(requested, device)
-    precision_lib.apply(choice)  # before the model is built
-    print(choice.line(requested), flush=True)
+    choice = precision_lib.setup(cfg.training, precision_lib.detect(cfg.topology.strategy,
+                                                                    cfg.topology.chief.accelerator_type))
     replicas = strategy.num_replicas_in_sync
-    per_replica = cfg.training.per_replica_batch_size
-    if cfg.training.global_batch_size:
-        per_replica = cfg.training.global_batch_size // replicas
-    global_batch = per_replica * replicas  # the seeds' rule: scale the batch with the replicas
-
-    data_dir = config_lib.prepared_data_dir(cfg)
-    manifest = data_lib.load_manifest(data_dir)
-    classes = list(manifest["classes"])
-    image_size = int(manifest["image_size"])
-    steps_per_epoch = data_lib.steps_per_epoch(manifest, global_batch)
-    total_steps = cfg.training.steps or cfg.training.epochs * steps_per_epoch
+    plan = make_plan(cfg, replicas)
+    mismatch = evaluator_mismatch(cfg, plan) if info.is_chief else None
+    if mismatch:
+        print(f"warning: {mismatch}", flush=True)
+    data_dir, manifest, classes, image_size = plan.data_dir, plan.manifest, plan.classes, plan.image_size
+    per_replica, global_batch = plan.per_replica_batch, plan.global_batch
+    total_steps = plan.total_steps
 
     with strategy.scope():
         model = build_model(cfg.model.name, image_size, len(classes))
-        optimizer = _make_optimizer(cfg, choice.loss_scaling)
+        optimizer = make_optimizer(cfg, choice.loss_scaling)
         optimizer.build(model.trainable_variables)
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    fingerprint = {"model": cfg.model.name, "classes": classes, "image_size": image_size,
-                   "optimizer": cfg.training.optimizer}
     checkpointer = Checkpointer(ckpt, dirs["checkpoints"], cluster_lib.replica_dir(info, dirs["checkpoints"]),
-                                cfg.checkpoint.keep, fingerprint, info.is_chief)
+                                cfg.checkpoint.keep, plan.fingerprint(cfg), info.is_chief)
     restored = checkpointer.restore()
     start_step = int(optimizer.iterations.numpy())
     _agree_on_step(strategy, start_step)
@@ -176,17 +236,10 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
                                                info.cluster, info.task_type, info.task_index))
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
 
+    one_replica = replica_step(model, optimizer, global_batch)
+
     def step_fn(images, labels, flags):
-        with tf.GradientTape() as tape:
-            probs = model(images, training=True)
-            per_example = keras.losses.sparse_categorical_crossentropy(labels, probs)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
-        grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        correct = tf.cast(tf.equal(tf.argmax(probs, -1, output_type=tf.int32), tf.cast(labels, tf.int32)), tf.float32)
-        sums = tf.stack([tf.reduce_sum(per_example), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)])
-        return sums, tf.identity(flags)
+        return one_replica(images, labels), tf.identity(flags)
 
     @tf.function
     def train_step(iterator, flags):
@@ -198,75 +251,74 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
                 strategy.reduce(tf.distribute.ReduceOp.SUM, shared, axis=None))
 
     schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
-    writer = _summary_writer(info, dirs["logs"])
+    writer = summary_writer(info, dirs["logs"])
     iterator = iter(dist_ds)
     step = start_step
-    t0, seen0 = time.monotonic(), start_step
     last_saved = start_step if restored else -1
-    final: dict[str, float] = {}
     print(f"strategy={type(strategy).__name__} replicas={replicas} "
           f"global_batch={global_batch} steps={total_steps} (from {start_step}) classes={len(classes)}", flush=True)
-    window = np.zeros(3)
-    epoch_start, epoch_rates = (t0, start_step), []
+    progress = Progress(cfg, plan, start_step)
     with writer.as_default():
         while step < total_steps:
             local = [float(schedule.due(step + 1) or step + 1 == total_steps), float(preempt.signalled)]
             sums, flags = train_step(iterator, tf.constant(local))
             step += 1
-            window += sums.numpy()
+            progress.add(sums.numpy())
             startup.cancel()
-            if step % steps_per_epoch == 0 or step == total_steps:  # the figure the benchmarks compare
-                now = time.monotonic()
-                rate = (step - epoch_start[1]) * global_batch / max(1e-9, now - epoch_start[0])
-                epoch_rates.append(rate)
-                print(f"epoch {-(-step // steps_per_epoch)}: {rate:.1f} examples/s ({step - epoch_start[1]} steps)",
-                      flush=True)
-                epoch_start = (now, step)
             want_save, stop = bool(flags[0] > 0), bool(flags[1] > 0)
-            if step % cfg.training.log_every_steps == 0 or step == total_steps or stop:
-                loss, acc = float(window[0] / max(window[2], 1)), float(window[1] / max(window[2], 1))
-                tf.summary.scalar("train/loss", loss, step=step)
-                tf.summary.scalar("train/accuracy", acc, step=step)
-                tf.summary.scalar("train/examples_per_second",
-                                  (step - seen0) * global_batch / max(1e-9, time.monotonic() - t0), step=step)
-                print(f"step {step}/{total_steps} loss={loss:.4f} accuracy={acc:.4f}", flush=True)
-                final = {"loss": loss, "accuracy": acc}
-                window[:] = 0
+            progress.done(step, force_log=stop)
             if want_save or stop:
                 path = checkpointer.save(step)
                 schedule.saved()
                 last_saved = step
                 if stop:
-                    print(f"preempted: checkpoint {path} at step {step}; exiting {EXIT_PREEMPTED}",
-                          flush=True)
-                    writer.flush()
-                    sys.stdout.flush()
-                    os._exit(EXIT_PREEMPTED)  # TF's own threads must not keep a preempted replica alive
+                    exit_preempted(path, step, writer)
     writer.flush()
     if last_saved != step:
         checkpointer.save(step)
-    elapsed = time.monotonic() - t0
     checkpointer.cleanup_throwaway()
 
-    weights_digest = float(np.sum([np.sum(np.asarray(w, dtype=np.float64)) for w in model.get_weights()]))
-    result = {
-        "train_loss": final.get("loss"), "train_accuracy": final.get("accuracy"),
-        "steps": step, "resumed_from_step": start_step if restored else None, "global_batch_size": global_batch,
-        "replicas": replicas, "strategy": type(strategy).__name__, "classes": classes, "precision": choice.policy,
-        "examples_per_second": (step - seen0) * global_batch / elapsed if elapsed > 0 and step > seen0 else None,
-        "epoch_examples_per_second": epoch_rates,
-        "weights_sum": weights_digest, "model_dir": dirs["model"], "checkpoint_dir": dirs["checkpoints"],
-        "tensorboard_dir": dirs["logs"],
-    }
+    result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
+              "global_batch_size": global_batch, "replicas": replicas, "strategy": type(strategy).__name__,
+              "classes": classes, "precision": choice.policy}
+    return export_and_record(cfg, info, model, plan, choice, result)
+
+
+def exit_preempted(path: str, step: int, writer) -> None:
+    """After the SIGTERM checkpoint: say so and exit ``EXIT_PREEMPTED`` at once (TF's own threads must not keep
+    a preempted replica alive)."""
+    print(f"preempted: checkpoint {path} at step {step}; exiting {EXIT_PREEMPTED}", flush=True)
+    writer.flush()
+    sys.stdout.flush()
+    os._exit(EXIT_PREEMPTED)
+
+
+def export_and_record(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, model, plan, choice,
+                      result: dict[str, Any]) -> dict[str, Any]:
+    """The end of every training loop: the chief exports the model (atomically) and writes ``metrics.json``
+    (atomically, naming the strategy that ran); every replica returns ``result`` with the weights' digest and
+    the output folders added."""
+    import numpy as np
+    import tensorflow as tf
+
+    from trainers import precision as precision_lib
+    from trainers.export import export_model
+    from trainers.models import build_model
+
+    base = config_lib.resolved_base_dir(cfg)
+    dirs = cluster_lib.output_dirs(info, base)
+    weights = model.get_weights()
+    result = {**result, "weights_sum": float(np.sum([np.sum(np.asarray(w, dtype=np.float64)) for w in weights])),
+              "model_dir": dirs["model"], "checkpoint_dir": dirs["checkpoints"], "tensorboard_dir": dirs["logs"]}
     if info.is_chief:
         # Rebuild outside the strategy from the trained weights: one export path for every strategy.
         # Under float32: variables are float32 under every mixed policy, and a float32 serving graph runs
         # on any serving device (a bf16 graph would be slow on CPUs without bf16 and on pre-Ampere GPUs).
         precision_lib.apply(precision_lib.Choice("float32", False, "export"))
-        plain = build_model(cfg.model.name, image_size, len(classes))
-        plain.set_weights(model.get_weights())
-        export_model(plain, dirs["model"], classes, image_size,
-                     metadata={"model": cfg.model.name, "steps": step, "job": cfg.name,
+        plain = build_model(cfg.model.name, plan.image_size, len(plan.classes))
+        plain.set_weights(weights)
+        export_model(plain, dirs["model"], plan.classes, plan.image_size,
+                     metadata={"model": cfg.model.name, "steps": result["steps"], "job": cfg.name,
                                "trained_precision": choice.policy})
         tf.io.gfile.makedirs(base)
         fileio.write_json_atomic(join(base, "metrics.json"), result)

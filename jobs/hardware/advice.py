@@ -5,7 +5,11 @@
 - strategy one_device on a machine with more than one GPU (the other GPUs sit idle).  The brief lists
   "one_device: <= 1 accelerator" among the strategy rules and "one_device with accelerator_count > 1"
   among the warnings; it runs, it only wastes money, so it is a warning;
-- parameter servers with a strategy that does not use them (MultiWorkerMirroredStrategy does not);
+- parameter servers with a strategy that does not use them: they would sit idle (only parameter_server
+  uses them);
+- parameter_server with GPUs on the parameter servers or on the chief (they store variables / coordinate:
+  the GPUs sit idle), or with ``restart_job_on_worker_restart: true`` (a restarted worker rejoins on its own;
+  true restarts the whole job, chief and parameter servers included, each time one worker restarts);
 - an evaluator or parameter server with no workers: GCPC's launcher drops empty ``{}`` pools and the
   evaluator would land in workerpool1 (FACTS.md);
 - legacy/retired GPU types (K80 retired, P4/P100 older generation: catalog ``status``/``note``);
@@ -17,7 +21,7 @@ from typing import Any
 
 from trainers.errors import Problem, problem
 from jobs.hardware.catalog import load_catalog
-from jobs.hardware.jobview import Pool, view
+from jobs.hardware.jobview import JobView, Pool, view
 from jobs.hardware.shared import has_tpu
 
 
@@ -31,7 +35,7 @@ def check_warnings(job: Any) -> list[Problem]:
         out.append(problem("checkpoint.every_steps", "SPOT accelerators can be preempted at any time and no "
                                                       "checkpointing is configured: a preemption loses all progress",
                            ["every_steps > 0", "every_seconds > 0"]))
-    if v.spot and not v.restart_on_worker_restart:
+    if v.spot and not v.restart_on_worker_restart and v.strategy != "parameter_server":
         out.append(problem("scheduling.restart_job_on_worker_restart",
                            "a SPOT job whose VM is preempted fails instead of restarting", ["true"]))
     chief = v.pools["chief"]
@@ -41,14 +45,18 @@ def check_warnings(job: Any) -> list[Problem]:
                            "the rest are paid for and idle; use strategy mirrored or accelerator_count 1",
                            [1]))
     ps = v.pools.get("parameter_server", Pool("parameter_server"))
-    if ps.used and not has_tpu(v) and v.strategy in cat.strategies:
+    if ps.used and not has_tpu(v) and v.strategy in cat.strategies and v.strategy != "parameter_server":
         what = "MultiWorkerMirroredStrategy does not use them" if v.strategy == "multi_worker" \
             else f"strategy {v.strategy} does not use them"
         out.append(problem("topology.parameter_server.replica_count",
-                           f"{ps.replica_count} parameter server(s) would be paid for but {what}", [0]))
+                           f"{ps.replica_count} parameter server(s) would sit idle, paid for: {what}; use "
+                           "strategy parameter_server or remove them", [0]))
+    out += ps_machine_warnings(v) + ps_restart_warnings(v)
     worker = v.pools.get("worker", Pool("worker"))
     for name in ("parameter_server", "evaluator"):
         pool = v.pools.get(name, Pool(name))
+        if name == "parameter_server" and v.strategy == "parameter_server":
+            continue  # an error there (rules.check_parameter_servers): workers are required
         if pool.used and not worker.used and not (name == "parameter_server" and has_tpu(v)):
             out.append(problem(f"topology.{name}.replica_count",
                                f"with no workers, Vertex drops the empty worker pool 1 and the {name} "
@@ -66,3 +74,31 @@ def check_warnings(job: Any) -> list[Problem]:
     if v.tpu_tf_version and not has_tpu(v):
         out.append(problem("topology.tpu_tf_version", "is ignored: the job has no TPU", [""]))
     return out
+
+
+def ps_machine_warnings(v: JobView) -> list[Problem]:
+    """parameter_server: GPUs on the parameter servers (they store and update variables) or on the chief (it
+    coordinates) are paid for and idle; only the workers compute."""
+    if v.strategy != "parameter_server" or has_tpu(v):
+        return []
+    out = []
+    roles = {"parameter_server": "parameter servers only store and update the variables",
+             "chief": "the chief only coordinates (schedules steps, writes checkpoints)"}
+    for name, role in roles.items():
+        pool = v.pools.get(name, Pool(name))
+        if pool.ok and pool.used and pool.accelerator_type and pool.accelerator_count > 0:
+            out.append(problem(f"topology.{name}.accelerator_count",
+                               f"{role}: its {pool.accelerator_count} x {pool.accelerator_type} would sit idle, paid "
+                               "for; only workers compute under parameter_server. Allowed, but a CPU machine does "
+                               "the same", [0]))
+    return out
+
+
+def ps_restart_warnings(v: JobView) -> list[Problem]:
+    """parameter_server with restart_job_on_worker_restart: true defeats asynchronous training's tolerance."""
+    if v.strategy != "parameter_server" or not v.restart_on_worker_restart:
+        return []
+    return [problem("scheduling.restart_job_on_worker_restart",
+                    "with parameter servers a restarted worker rejoins on its own and the chief reschedules its "
+                    "steps; true restarts the whole job (chief and parameter servers too) every time one worker "
+                    "restarts", ["false"])]

@@ -12,8 +12,10 @@ Choices (documented here because Vertex has no exact equivalent):
   "TPU_V2", "accelerator_count": 8}`` (TPU_V2 x 8 unless workerConfig.acceleratorConfig says
   otherwise): on Vertex the trainer runs on the TPU VM itself, so the master VM is dropped (warning);
 - BASIC_GPU -> one n1-standard-8 + 1 NVIDIA_TESLA_K80; BASIC_TPU -> cloud-tpu TPU_V2 x 8;
-- strategy: TPU -> tpu; more than one machine (master + workers) -> multi_worker; one machine with
-  more than one GPU -> mirrored; else one_device;
+- strategy: TPU -> tpu; parameter servers (``parameterServerType/Count``) -> parameter_server (TF2's
+  ParameterServerStrategy: the master becomes the coordinating chief, which computes nothing, so GPUs on it
+  are a warning); more than one machine (master + workers) -> multi_worker; one machine with more than one
+  GPU -> mirrored; else one_device;
 - tpu_tf_version = workerConfig.tpuTfVersion, or runtimeVersion for a TPU job without custom container;
 - container.image_uri = masterConfig.imageUri (for a TPU: workerConfig.imageUri, else the master's);
   pythonModule -> command ``python -m MODULE``; a custom container without command uses its entrypoint;

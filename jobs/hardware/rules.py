@@ -22,8 +22,8 @@ from jobs.hardware.shared import (checked_pools as _checked, has_tpu, infer_stra
                                       or_join as _or, tpu_cores, tpu_pool)
 from jobs.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 
-__all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_fields", "check_gpu_count",
-           "check_gpu_resources", "check_job", "check_machine_types", "check_regions", "check_same_gpus",
+__all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_evaluator", "check_fields",
+           "check_gpu_count", "check_gpu_resources", "check_job", "check_parameter_servers", "check_machine_types", "check_regions", "check_same_gpus",
            "check_strategy", "check_tpu_accelerators", "check_tpu_pools", "check_tpu_version", "check_zones",
            "gpu_resource_shortfall", "has_tpu", "infer_strategy", "num_replicas", "tpu_cores", "valid_gpu_counts"]
 
@@ -54,7 +54,8 @@ def _num(x: float) -> str:
 
 def num_replicas(job: Any) -> int:
     """Replicas in sync: one_device 1; mirrored the chief's accelerators; multi_worker the sum over
-    chief and worker machines of max(1, accelerators); tpu the TPU core count (8 for a v2-8/v3-8)."""
+    chief and worker machines of max(1, accelerators); parameter_server one worker's max(1, accelerators)
+    (a step runs on one worker, asynchronously); tpu the TPU core count (8 for a v2-8/v3-8)."""
     v = view(job)
     strategy = v.strategy if v.strategy in _cat().strategies else infer_strategy(v)
     chief, worker = v.pools["chief"], v.pools.get("worker", Pool("worker"))
@@ -62,6 +63,8 @@ def num_replicas(job: Any) -> int:
         return max(1, chief.accelerator_count)
     if strategy == "multi_worker":
         return max(1, sum(p.replica_count * max(1, p.accelerator_count) for p in (chief, worker)))
+    if strategy == "parameter_server":
+        return max(1, worker.accelerator_count)
     if strategy == "tpu":
         tpus = [p for p in v.used_pools if p.ok and tpu_pool(p)]
         return tpu_cores(tpus[0]) if tpus else 8
@@ -280,10 +283,12 @@ def check_zones(job: Any) -> list[Problem]:
 
 
 def check_same_gpus(job: Any) -> list[Problem]:
-    """Multi-worker: the chief and every worker have the same GPU type and count (lab seed)."""
+    """Multi-worker: the chief and every worker have the same GPU type and count (lab seed). Not under
+    parameter_server, where the chief only coordinates (GPUs there: a warning, ``jobs.hardware.advice``)."""
     v = view(job)
     chief, worker = v.pools["chief"], v.pools.get("worker", Pool("worker"))
-    if not (chief.used and worker.used and chief.ok and worker.ok) or tpu_pool(chief) or tpu_pool(worker):
+    if not (chief.used and worker.used and chief.ok and worker.ok) or tpu_pool(chief) or tpu_pool(worker) \
+            or v.strategy == "parameter_server":
         return []
     def gpus(p: Pool) -> str:
         return f"{p.accelerator_count} {p.accelerator_type}" if p.accelerator_count else "no GPU"
@@ -316,6 +321,44 @@ def check_strategy(job: Any) -> list[Problem]:
         return [problem("topology.strategy", "multi_worker needs at least 2 machines (chief + workers), but "
                                              "there is only the chief; add workers (topology.worker.replica_count "
                                              ">= 1) or use a single-machine strategy", [infer_strategy(v)])]
+    if s == "parameter_server":
+        return check_parameter_servers(job)
+    return []
+
+
+def check_parameter_servers(job: Any) -> list[Problem]:
+    """parameter_server: at least one parameter server (worker pool 2) holds the variables and at least one
+    worker (pool 1) computes; the chief only coordinates (TF2 ParameterServerStrategy)."""
+    v = view(job)
+    ps, worker = v.pools.get("parameter_server", Pool("parameter_server")), v.pools.get("worker", Pool("worker"))
+    out = []
+    if ps.ok and not ps.used:
+        out.append(problem("topology.parameter_server.replica_count",
+                           "strategy parameter_server needs parameter servers (worker pool 2) to hold the variables, "
+                           "but there are none; set a replica count and machine_type (e.g. n1-highmem-8), or use "
+                           "strategy multi_worker", [1, 2]))
+    if worker.ok and not worker.used:
+        out.append(problem("topology.worker.replica_count",
+                           "strategy parameter_server needs workers (worker pool 1) to compute: the chief only "
+                           "coordinates; set a replica count and machine_type", [2, 4]))
+    return out
+
+
+def check_evaluator(job: Any) -> list[Problem]:
+    """The evaluator (worker pool 3): one replica evaluates every checkpoint (two would evaluate the same ones
+    and write the same files); none with a TPU (TPU jobs have no side-car evaluator here)."""
+    v = view(job)
+    ev = v.pools.get("evaluator", Pool("evaluator"))
+    if not (ev.ok and ev.used):
+        return []
+    if has_tpu(v) or v.strategy == "tpu":
+        return [problem("topology.evaluator.replica_count",
+                        "strategy tpu has no side-car evaluator (it evaluates checkpoints of the other strategies); "
+                        "set it to 0 and evaluate the exported model (the pipeline's verify step does)", [0])]
+    if ev.replica_count > 1:
+        return [problem("topology.evaluator.replica_count",
+                        f"one evaluator evaluates every checkpoint; {ev.replica_count} would all evaluate the same "
+                        "checkpoints and write the same files", [0, 1])]
     return []
 
 
@@ -333,7 +376,7 @@ def check_batch(job: Any) -> list[Problem]:
 RULES: tuple[Callable[[Any], list[Problem]], ...] = (
     check_fields, check_machine_types, check_accelerator_types, check_gpu_count, check_gpu_resources,
     check_regions, check_zones, check_same_gpus, check_tpu_accelerators, check_tpu_pools, check_tpu_version,
-    check_strategy, check_batch,
+    check_strategy, check_evaluator, check_batch,
 )
 
 

@@ -40,10 +40,13 @@ def has_tpu(job_or_view: Any) -> bool:
 
 
 def infer_strategy(job_or_view: Any) -> str:
-    """TPU -> tpu; more than one machine -> multi_worker; one machine, >1 GPU -> mirrored; else one_device."""
+    """TPU -> tpu; parameter servers -> parameter_server; more than one machine -> multi_worker; one machine,
+    >1 GPU -> mirrored; else one_device."""
     v = job_or_view if isinstance(job_or_view, JobView) else view(job_or_view)
     if has_tpu(v):
         return "tpu"
+    if v.pools.get("parameter_server", Pool("parameter_server")).used:
+        return "parameter_server"
     chief, worker = v.pools["chief"], v.pools.get("worker", Pool("worker"))
     if chief.replica_count + worker.replica_count > 1:
         return "multi_worker"

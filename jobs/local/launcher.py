@@ -33,11 +33,27 @@ Log contract
     ``<base>/logs/replicas/attempt-<k>/<role>-<i>.log`` (k = 1, 2, ...).  The launcher's own lines
     are ``[launcher] ...``.  The last 20 lines of each replica are kept for failure reports.
 
+Done rule (``done_when``, CLI ``--done-when``)
+    ``"all"`` (default: all-reduce strategies): the job succeeds when every chief, worker and evaluator
+    replica has exited 0; parameter servers never exit on their own and are then stopped.  A chief
+    exiting 0 while workers run is fine.
+    ``"chief"`` (parameter-server training, where workers are servers too): the job succeeds when the
+    chief and every evaluator have exited 0; workers and parameter servers are then killed at once
+    (SIGKILL, no grace: a server holds nothing that must be saved once the chief is gone), with one
+    ``[launcher] stopping ... (SIGKILL: ...)`` line.
+
+Worker-failure rule (``on_worker_failure``, CLI ``--on-worker-failure``)
+    ``"restart"`` (default): any replica's failure fails the attempt (below).
+    ``"tolerate"`` (parameter-server training; needs ``done_when="chief"``): a worker exiting non-zero
+    or dying of a signal is logged (``[launcher] worker-1 exited with status -9 (SIGKILL); tolerated:
+    ...``) and the others go on, since the chief reschedules that worker's steps on the rest; only
+    when no worker is left does it fail the attempt.  Chief, parameter-server and evaluator failures
+    always fail it.
+
 Restart contract (Vertex's ``restart_job_on_worker_restart``)
-    The job succeeds when every chief, worker and evaluator replica has exited 0 (parameter servers
-    never exit on their own: they are then stopped).  A chief exiting 0 while workers run is fine.
-    When any replica exits non-zero or dies of a signal, all others are stopped (SIGTERM to each
-    process group, ``grace_s``, then SIGKILL: MWMS workers ignore SIGTERM) and, while restarts are
+    When a replica fails (as above), all others are stopped (SIGTERM to each process group,
+    ``grace_s``, then SIGKILL: MWMS workers ignore SIGTERM; under ``done_when="chief"`` the grace
+    ends as soon as only workers and parameter servers are left) and, while restarts are
     left, the WHOLE job starts again on new ports (``[launcher] restart 1/2: worker-0 exited with
     status -9 (SIGKILL); restarting all replicas``).  A trainer that resumes from a checkpoint
     should print ``resumed from step <N>`` (any case, anywhere in a line): the first such line of
@@ -75,6 +91,9 @@ __all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_
            "launch", "main", "RESUMED_RE", "TAIL_LINES"]
 
 RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
+#: done_when -> the roles that are servers (never exit on their own; stopped once the others are done).
+DONE_RULES = {"all": ("ps",), "chief": ("ps", "worker")}
+WORKER_FAILURE_RULES = ("restart", "tolerate")
 TAIL_LINES = 20
 _POLL_S = 0.05
 
@@ -152,6 +171,7 @@ class JobResult:
     attempts: int
     log_dir: str                # <base>/logs/replicas
     elapsed_s: float = 0.0
+    tolerated: list[ReplicaFailure] = dataclasses.field(default_factory=list)  # on_worker_failure="tolerate"
 
     @property
     def message(self) -> str:
@@ -216,6 +236,7 @@ class _Attempt:
 
     def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line):
         self.number, self.log, self.on_line = number, log, on_line
+        self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
         self.replicas = [_Replica(p, i, os.path.join(self.dir, f"{ROLES[p]}-{i}.log"))
@@ -321,19 +342,27 @@ class _Attempt:
                 except (ProcessLookupError, PermissionError):
                     pass
 
-    def close(self, grace_s: float) -> None:
-        """SIGTERM every group, wait up to grace_s, SIGKILL every group, reap, close files."""
+    def close(self, grace_s: float, servers: Sequence[str] = ()) -> None:
+        """SIGTERM every group, wait up to grace_s, SIGKILL every group, reap, close files.
+
+        Replicas whose role is in ``servers`` are not waited for: once only they run, the grace ends."""
+        def waiting() -> list[_Replica]:
+            return [r for r in self.running() if r.role not in servers]
+
         try:
             alive = self.running()
-            if alive and grace_s > 0:
+            if alive and not waiting():  # only servers left: the chief is gone, nothing to save there
+                self.log("[launcher] stopping " + ", ".join(r.name for r in alive)
+                         + " (SIGKILL: with the chief gone, servers hold nothing to save)")
+            elif alive and grace_s > 0:
                 self.log("[launcher] stopping " + ", ".join(r.name for r in alive)
                          + f" (SIGTERM, then SIGKILL after {grace_s:g} s)")
                 self._signal_groups(signal.SIGTERM)
                 end = time.monotonic() + grace_s
-                while self.running() and time.monotonic() < end:
+                while waiting() and time.monotonic() < end:
                     self.pump(min(_POLL_S, end - time.monotonic()))
                     self.reap()
-                stubborn = self.running()
+                stubborn = waiting()
                 if stubborn:
                     self.log("[launcher] " + ", ".join(r.name for r in stubborn)
                              + f" ignored SIGTERM for {grace_s:g} s; sending SIGKILL")
@@ -380,9 +409,12 @@ class _Attempt:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
     # -- waiting --------------------------------------------------------------------------------
-    def wait(self, deadline: float | None):
-        """Returns ("ok", None), ("failed", replica) or ("timeout", [running replicas])."""
-        must_finish = [r for r in self.replicas if r.role != "ps"]
+    def wait(self, deadline: float | None, servers: Sequence[str] = ("ps",), tolerate: bool = False):
+        """Returns ("ok", None), ("failed", replica) or ("timeout", [running replicas]).
+
+        Done when every replica whose role is not in ``servers`` exited 0; with ``tolerate`` a worker's
+        failure is logged and ignored while another worker runs."""
+        must_finish = [r for r in self.replicas if r.role not in servers]
         while True:
             now = time.monotonic()
             self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
@@ -391,6 +423,13 @@ class _Attempt:
                 if r.returncode == 0:
                     self.log(f"[launcher] {r.name} exited with status 0")
             failed = [r for r in done if r.returncode != 0]
+            if tolerate:
+                left = [r for r in self.running() if r.role == "worker"]
+                for r in [r for r in failed if r.role == "worker" and left]:
+                    self.log(f"[launcher] {r.name} exited with status {status_text(r.returncode)}; tolerated: "
+                             f"the chief reschedules its steps on {', '.join(w.name for w in left)}")
+                    self.tolerated.append(self.failure(r))
+                    failed.remove(r)
             if failed:
                 return "failed", failed[0]
             if all(r.returncode == 0 for r in must_finish):
@@ -412,11 +451,13 @@ def _job_returncode(status: int) -> int:
 def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_dir: str, *,
            env: Mapping[str, str] | None = None, job_id: str = "local", max_restarts: int = 0,
            timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
-           log: Callable[[str], None] = print, check: bool = True) -> JobResult:
+           log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
+           on_worker_failure: str = "restart") -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
-    :class:`JobFailed` instead.  See the module docstring for the contracts.
+    :class:`JobFailed` instead.  ``done_when`` ("all" | "chief") and ``on_worker_failure``
+    ("restart" | "tolerate"): see the module docstring, as for the other contracts.
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -433,6 +474,15 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
         raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
     if grace_s < 0:
         raise ValueError(f"grace_s must be >= 0, got {grace_s!r}")
+    if done_when not in DONE_RULES:
+        raise ValueError(f"done_when must be one of {', '.join(DONE_RULES)}, got {done_when!r}")
+    if on_worker_failure not in WORKER_FAILURE_RULES:
+        raise ValueError(f"on_worker_failure must be one of {', '.join(WORKER_FAILURE_RULES)}, "
+                         f"got {on_worker_failure!r}")
+    if on_worker_failure == "tolerate" and done_when != "chief":
+        raise ValueError("on_worker_failure='tolerate' needs done_when='chief': a worker that must finish "
+                         "cannot be tolerated when it dies")
+    servers = DONE_RULES[done_when]
 
     base = os.path.abspath(str(base_output_dir))
     for d in output_dirs(base).values():
@@ -449,8 +499,10 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
             if m:
                 restarts[-1].resumed_step = int(m.group(1))
 
+    tolerated: list[ReplicaFailure] = []
+
     def result(rc: int, failure: ReplicaFailure | None) -> JobResult:
-        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start)
+        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start, tolerated)
         if failure is not None:
             log(f"[launcher] job failed: {failure.describe().splitlines()[0]}")
             if check:
@@ -463,7 +515,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
         number += 1
         attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line)
         try:
-            outcome, what = attempt.wait(deadline)
+            outcome, what = attempt.wait(deadline, servers, on_worker_failure == "tolerate")
             if outcome == "failed":
                 failure = attempt.failure(what)
                 log(f"[launcher] {what.name} exited with status {status_text(what.returncode)}; "
@@ -475,7 +527,9 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
                 log(f"[launcher] timed out after {timeout_s:g} s; still running: "
                     + ", ".join(r.name for r in what))
         finally:
-            attempt.close(grace_s)  # stops ps after success; everything otherwise
+            # stops the servers after success; everything otherwise
+            attempt.close(grace_s, servers if done_when == "chief" else ())
+            tolerated.extend(attempt.tolerated)
 
         if outcome == "ok":
             return result(0, None)
@@ -517,6 +571,12 @@ def _parse(argv: Sequence[str]):
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--grace", type=float, default=5.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL when stopping replicas")
+    p.add_argument("--done-when", choices=list(DONE_RULES), default="all",
+                   help="all: every chief/worker/evaluator exits 0 (all-reduce); chief: the chief and evaluators "
+                        "exit 0, workers and parameter servers are servers (parameter-server training)")
+    p.add_argument("--on-worker-failure", choices=list(WORKER_FAILURE_RULES), default="restart",
+                   help="restart: any failure restarts the job; tolerate: a dead worker is logged while "
+                        "another runs (needs --done-when chief)")
     p.add_argument("--job-id", default="local")
     p.add_argument("--cwd", default=None)
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
@@ -555,7 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         res = launch(command, counts, args.base_output_dir, env=env, job_id=args.job_id,
                      max_restarts=args.max_restarts, timeout_s=args.timeout,
-                     grace_s=args.grace, cwd=args.cwd, log=out, check=False)
+                     grace_s=args.grace, cwd=args.cwd, log=out, check=False, done_when=args.done_when,
+                     on_worker_failure=args.on_worker_failure)
     except ValueError as e:
         print(f"launcher: error: {e}", file=sys.stderr, flush=True)
         return 2

@@ -223,6 +223,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
             "training": stages.read_metrics(cfg), "trainer": stages.read_training(cfg),
             "verification": {k: v for k, v in stages.read_verification(cfg).items() if k != "gallery"},
+            "evaluation": stages.read_evaluation(cfg),
             "log_file": log_file, "report": join(base, "report.html")}
 
 
@@ -272,8 +273,14 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
              *([f"  run report          {s['report']}"] if s.get("report") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
-             f"  training            {_training_line(t, s.get('trainer') or {})}",
-             f"  verification        {_verification_line(v)}"]
+             f"  training            {_training_line(t, s.get('trainer') or {})}"]
+    e = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
+    if e:
+        evaluated = len(e["history"]) if isinstance(e.get("history"), list) else 0
+        lines.append(f"  evaluator           accuracy {_num(e.get('accuracy'), '.3f')}, loss {_num(e.get('loss'), '.4f')} "
+                     f"at step {e.get('step', '?')} on {e.get('examples', '?')} validation examples "
+                     f"({evaluated} checkpoint(s) evaluated; scalars in <logs>/validation)")
+    lines.append(f"  verification        {_verification_line(v)}")
     steps = s.get("steps") or []
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))

@@ -218,8 +218,15 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
         compiled = yaml.safe_load((workspace / f"build/ci/pipelines/{preset}.yaml").read_text())
         cfg = config_lib.load_json(compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"])
         assert cfg.container.image_uri == pinned[need[preset]], preset
+    # every component published beside them, in the cpu image by digest, tagged with the commit
+    import components
+
+    published = {name.replace("_", "-") for name in components.NAMES}
+    for name in published:
+        (version,) = uploads[name].values()
+        assert "abc1234" in version["tags"] and pinned["cpu"].encode() in version["content"]
     # every preset uploaded as a template, tagged with the commit, holding the same pinned image
-    assert set(uploads) == {config_lib.load(p).name for p in PRESETS}
+    assert set(uploads) - published == {config_lib.load(p).name for p in PRESETS}
     for preset in PRESETS:
         (version,) = uploads[config_lib.load(preset).name].values()
         assert "abc1234" in version["tags"]

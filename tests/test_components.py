@@ -193,3 +193,26 @@ def test_a_users_pipeline_from_the_components_runs_under_kfp_local(tmp_path):
     assert 0 <= meta["accuracy"] <= 1
     (report_out,) = (tmp_path / "run" / "pipeline_root").glob("*/report/executor_output.json")
     assert set(json.loads(report_out.read_text())["artifacts"]) == {"report", "summary", "confusion"}
+
+
+def test_run_py_components_publishes_the_set_to_a_kfp_repository(tmp_path):
+    """``--host`` uploads each component.yaml as the KFP registry takes a package (the stand-in parses it as a
+    PipelineSpec, as the real repository does), tagged; a bad host or a tag without a host is one line."""
+    from tests.standins.kfp_registry import KfpRegistryStandIn
+
+    def run(*extra):
+        return subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "components", "--image", IMAGE,
+                               "--out", str(tmp_path / "set"), *extra], capture_output=True, text=True, timeout=180)
+
+    with KfpRegistryStandIn("proj", "components") as registry:
+        proc = run("--host", registry.host, "--tag", "v1")
+        assert proc.returncode == 0, proc.stderr
+        assert set(registry.packages) == {n.replace("_", "-") for n in components.NAMES}
+        for name, versions in registry.packages.items():
+            ((version, upload),) = versions.items()
+            assert upload["tags"] == ["v1"] and f"  published {name}/{version}" in proc.stdout
+            assert IMAGE.encode() in upload["content"]
+    bad = run("--host", "https://example.com/x")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --host: 'https://example.com/x' is not a Kubeflow")
+    lonely = run("--tag", "v1")
+    assert lonely.returncode == 2 and "error: --tag: tags the published versions; add --host" in lonely.stderr

@@ -64,7 +64,9 @@ def run_once(repo: Path, base: Path) -> tuple[dict[str, float], float]:
 
 def noop_task_seconds(rounds: int = 3) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        times = [float(subprocess.run([sys.executable, "-c", NOOP, tmp], capture_output=True, text=True,
+        script = Path(tmp) / "noop_pipeline.py"  # kfp reads a component's source from its file
+        script.write_text(NOOP)
+        times = [float(subprocess.run([sys.executable, str(script), tmp], capture_output=True, text=True,
                                       check=True, timeout=300).stdout.strip().splitlines()[-1]) for _ in range(rounds)]
     return statistics.median(times)
 

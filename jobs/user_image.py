@@ -379,6 +379,8 @@ def main(args: argparse.Namespace, build: Callable[..., str], log: Callable[[str
 
     started = time.monotonic()
     try:
+        if args.backend == "cloudbuild" and not (args.project and args.staging_bucket):
+            raise BuildError("--backend cloudbuild needs --project and --staging-bucket gs://BUCKET/path")
         cfg = config_lib.load(args.config, args.overrides)
         repository = user_repository(args.image)
         variant = args.variant or images.variant_for(cfg)
@@ -397,14 +399,9 @@ def main(args: argparse.Namespace, build: Callable[..., str], log: Callable[[str
         if base is None:
             trainer_repo = trainer_repository(cfg, repository, variant)
             trainer_ctx = make_context(Path(args.context), args.dockerfile)
-        if args.backend == "cloudbuild" and not (args.project and args.staging_bucket):
-            raise BuildError("--backend cloudbuild needs --project and --staging-bucket gs://BUCKET/path")
-    except ConfigError as exc:
-        for problem in exc.problems:
+    except (ConfigError, BuildError) as exc:  # bad input: one line per problem, nothing built
+        for problem in getattr(exc, "problems", [exc]):
             print(f"error: {problem}", file=sys.stderr)
-        return 2
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
         return 2
 
     try:

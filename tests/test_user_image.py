@@ -188,6 +188,7 @@ def _build(capsys, *args: str) -> tuple[int, list[str], list[str]]:
     ("", ("--set", "container.base_image=127.0.0.1:5000/t/tf-trainer:ctx-1"),
      ("error: container.base_image", "must be pinned by digest")),
     ("", ("--wheels", "/nonexistent"), ("error: --wheels:", "holds no .whl files")),
+    ("", ("--backend", "cloudbuild"), ("error: --backend cloudbuild needs --project and --staging-bucket",)),
 ])
 def test_bad_inputs_are_one_error_line_and_exit_2(project, capsys, change, args, fragments):
     job = project / "job.yaml"

@@ -3,9 +3,9 @@
 Image variants (``containers/Dockerfile`` ``--build-arg VARIANT=...``, pyproject extras of the same name):
 
 =======  ===========================================  ===============================================
-variant  TensorFlow in the image                      chosen when the job's pools ask for
+variant  TensorFlow in the image (+ tf_keras)         chosen when the job's pools ask for
 =======  ===========================================  ===============================================
-cpu      tensorflow-cpu 2.21                          no accelerator
+cpu      tensorflow 2.21 (the full wheel)             no accelerator
 gpu      tensorflow[and-cuda] 2.21 (CUDA/cuDNN wheels) a GPU (``NVIDIA_*``) in any pool
 tpu      tensorflow-tpu 2.20 + libtpu (no 2.21 build)  a TPU (``cloud-tpu``, TPU VM machine, ``TPU_*``)
 =======  ===========================================  ===============================================

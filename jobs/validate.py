@@ -198,6 +198,10 @@ def data_value_problems(d: config_lib.Data) -> list[Problem]:
     if d.cache_budget_mb < -1:
         p.append(problem("data.cache_budget_mb", f"must be -1 (derived from memory), 0 (never cache) or a size in "
                                                  f"MB, got {d.cache_budget_mb}"))
+    if d.source in ("images", "synthetic"):  # the pipeline prepares: the runner must be installed
+        from trainers.prepare_beam import beam_missing_problems
+
+        p += beam_missing_problems(d.prepare_runner)
     if d.prepare_runner == "dataflow":
         from trainers.prepare_beam import dataflow_problems
 

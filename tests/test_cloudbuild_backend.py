@@ -332,6 +332,43 @@ def test_run_py_build_without_credentials_or_endpoint_is_one_line_and_quick(tmp_
     assert took < 30
 
 
+def test_run_py_build_of_a_users_trainer_builds_the_trainer_image_then_the_users_over_it(cloud, tmp_path):
+    """`run.py build --config my-project/job.yaml --image REPO --backend cloudbuild`: two builds, each from
+    its own staged context; the second one's generated Dockerfile is FROM the first image's digest."""
+    import shutil
+
+    server, storage, builds = cloud
+    project = tmp_path / "elsewhere" / "my-project"
+    shutil.copytree(ROOT / "examples" / "tabular-regressor", project, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    (project / ".env").write_text("TOKEN=never-sent\n")
+    trainer_ctx = tmp_path / "trainer-ctx"
+    trainer_ctx.mkdir()
+    (trainer_ctx / "Dockerfile").write_text("FROM scratch\n")
+    cmd = [sys.executable, str(ROOT / "pipelines" / "run.py"), "build", "--backend", "cloudbuild",
+           "--config", str(project / "job.yaml"), "--image", "us-docker.pkg.dev/proj/repo/regressor",
+           "--context", str(trainer_ctx), "--dockerfile", "Dockerfile",
+           "--project", "team-proj", "--staging-bucket", "gs://stage/s", "--api-endpoint", server.url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    trainer, user = builds.requests
+    trainer_image, user_image = trainer["images"][0], user["images"][0]
+    assert trainer_image.startswith("us-docker.pkg.dev/proj/repo/tf-trainer:ctx-")  # beside --image, cpu variant
+    assert user_image.startswith("us-docker.pkg.dev/proj/repo/regressor:ctx-")
+    assert user["steps"][0]["args"] == ["build", "-f", "Dockerfile", "-t", user_image, "."]
+    source = user["source"]["storageSource"]
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(storage.objects[(source["bucket"], source["object"])][1]))) as tar:
+        names = tar.getnames()
+        dockerfile = tar.extractfile("Dockerfile").read().decode()
+    assert f"FROM us-docker.pkg.dev/proj/repo/tf-trainer@{CloudBuild.digest_for(trainer_image)}\n" in dockerfile
+    assert {"code/trainer/task.py", "code/job.yaml", "requirements/requirements.txt"} <= set(names)
+    assert not [n for n in names if ".env" in n]
+    out = proc.stdout.strip().splitlines()
+    assert "excluded .env (always: credential: .env file)" in "\n".join(out)
+    assert f"trainer image: {trainer_image}@{CloudBuild.digest_for(trainer_image)}" in out
+    assert out[-1] == f"{user_image}@{CloudBuild.digest_for(user_image)}"
+
+
 # ---- the compiled pipeline: the build step's output reaches every worker pool ------------------------
 
 def _source(compiled: dict, component: str, task: str, param: str) -> tuple[str, str]:

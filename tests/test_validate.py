@@ -116,3 +116,31 @@ def test_the_validate_command_honours_set_and_refuses_unknown_flags(capsys, tmp_
     assert "error: --worker-cuont: unknown flag" in capsys.readouterr().err
     assert validate_main([str(legacy), "--set", "training.steps=3"]) == 2
     assert "error: --set: applies to this project's job configs" in capsys.readouterr().err
+
+
+def test_a_beam_runner_without_apache_beam_is_one_line(monkeypatch, capsys):
+    """apache-beam is the `beam` extra: the trainer image and a plain install do not have it."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "apache_beam" else real(name, *a))
+    for runner in ("beam", "dataflow"):
+        report = validate(config_lib.load("local", [f"data.prepare_runner={runner}"]), check_data=False)
+        (line,) = [str(p) for p in report.errors if p.field == "data.prepare_runner"]
+        assert line == (f"data.prepare_runner: {runner} needs Apache Beam (apache_beam), which is not installed in "
+                        "this environment: pip install '.[beam]'; for the trainer image: python pipelines/run.py "
+                        "build --build-arg EXTRAS=beam; valid choices: local")
+    # nothing to prepare (TFRecords given, or the user's trainer reads its own data): no Beam needed
+    for source in ("tfrecord", "none"):
+        cfg = config_lib.load("local", ["data.prepare_runner=beam", f"data.source={source}"])
+        assert "data.prepare_runner" not in fields(validate(cfg, check_data=False))
+    # python pipelines/run.py validate says it in one line too
+    from pipelines.run import main
+
+    status = main(["validate", str(config_lib.PRESET_DIR / "local.yaml"), "--set", "data.prepare_runner=beam"])
+    out, err = capsys.readouterr()
+    assert status == 2, out + err
+    assert [line for line in (out + err).splitlines() if "prepare_runner" in line] == [
+        "error: data.prepare_runner: beam needs Apache Beam (apache_beam), which is not installed in this "
+        "environment: pip install '.[beam]'; for the trainer image: python pipelines/run.py build --build-arg "
+        "EXTRAS=beam; valid choices: local"]

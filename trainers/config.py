@@ -184,6 +184,9 @@ class Container:
     image_uri: str = ""
     #: where ``pipelines/run.py build`` pushes the trainer image (no tag: the tag is the sources' hash).
     image_repository: str = ""
+    #: a user trainer's image is built FROM this trainer image, pinned by digest (``REPO[:TAG]@sha256:...``);
+    #: empty = ``run.py build`` builds (or finds) the pools' variant of this repository's trainer image.
+    base_image: str = ""
     #: the raw container command, for a trainer that is not a Python module (``["bash", "run.sh"]``);
     #: ``trainer.module`` sets the command for you and cannot be combined with a changed ``command``.
     command: list[str] = dataclasses.field(default_factory=lambda: list(BUILTIN_COMMAND))

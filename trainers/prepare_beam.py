@@ -39,7 +39,20 @@ F_DATAFLOW = "data.dataflow"
 PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
 SERVICE_ACCOUNT_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@developer\.gserviceaccount\.com$")
-SDK_IMAGE_HINT = "an image FROM apache/beam_python3.11_sdk:2.77.0 with this package installed (pip install .[cpu])"
+SDK_IMAGE_HINT = "an image FROM apache/beam_python3.11_sdk:2.77.0 with this package installed (pip install .[cpu,beam])"
+BEAM_RUNNERS = ("beam", "dataflow")
+
+
+def beam_missing_problems(runner: str) -> list[Problem]:
+    """Apache Beam is the ``beam`` extra, not a base dependency: a Beam runner without it is one problem
+    (found without importing it; the trainer image has it only when built with ``EXTRAS=beam``)."""
+    import importlib.util
+
+    if runner not in BEAM_RUNNERS or importlib.util.find_spec("apache_beam") is not None:
+        return []
+    return [problem("data.prepare_runner", f"{runner} needs Apache Beam (apache_beam), which is not installed in "
+                                           "this environment: pip install '.[beam]'; for the trainer image: "
+                                           "python pipelines/run.py build --build-arg EXTRAS=beam", ["local"])]
 
 
 def dataflow_problems(df: Any) -> list[Problem]:
@@ -74,7 +87,10 @@ def dataflow_problems(df: Any) -> list[Problem]:
 
 def pipeline_options(runner: str, df: Any = None, job_name: str = "prepare-tfrecords"):
     """``PipelineOptions`` for ``beam`` (DirectRunner, this machine's cores) or ``dataflow`` (from ``df``).
-    Raises ConfigError naming the field when the Dataflow block is incomplete. Makes no cloud call."""
+    Raises ConfigError naming the field when the Dataflow block is incomplete or Beam is not installed.
+    Makes no cloud call."""
+    if beam_missing_problems(runner):
+        raise ConfigError(beam_missing_problems(runner))
     from apache_beam.options.pipeline_options import PipelineOptions
 
     if runner == "beam":
@@ -121,6 +137,8 @@ def write_shards(spec: ShardSpec, targets: list[tuple[str, list[tuple[str, int]]
                  options: Any = None) -> list[tuple[str, str]]:
     """Run the Beam pipeline writing every ``(temporary path, [(rel, label)])`` target; returns the
     ``[(rel, error)]`` of images that could not be read (sorted), like the local runner."""
+    if beam_missing_problems(runner):
+        raise ConfigError(beam_missing_problems(runner))
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 

@@ -4,6 +4,7 @@
     python pipelines/run.py build --config gpu-1x4                  # GPU pools -> the -gpu repository, VARIANT=gpu
     python pipelines/run.py build --image 127.0.0.1:5000/tf-trainer --variant cpu
     python pipelines/run.py build --backend cloudbuild --project P --staging-bucket gs://B/builds
+    python pipelines/run.py build --config my-project/job.yaml --image REPO   # your trainer: jobs/user_image.py
 
 The tag is the content hash of the build context (``ctx-<16 hex>``, see ``jobs.build_context``): the same
 sources give the same tag, so a registry that already has it means nothing is built. The last line
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from jobs.build_context import DEFAULT_DOCKERFILE, BuildError, content_tag, make_context, write_tar
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/cloud/build.py)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -30,9 +31,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--context", default=str(ROOT), help="build context directory (default: this repository)")
+    p.add_argument("--context", default=str(ROOT), help="build context directory (default: this repository); with "
+                                                         "a job's own trainer: the trainer image's")
     p.add_argument("--dockerfile", default=DEFAULT_DOCKERFILE, help="Dockerfile, relative to the context")
-    p.add_argument("--image", metavar="REPO_URI", help="repository to push to, without tag (default: from the config)")
+    p.add_argument("--image", metavar="REPO_URI", help="repository to push to, without tag (default: from the config); "
+                                                       "with a job's own trainer (trainer.module): your image's")
     p.add_argument("--variant", choices=("cpu", "gpu", "tpu"), help="image variant (default: from the accelerators)")
     p.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Dockerfile ARG, e.g. BASE_IMAGE=python:3.11-slim (repeatable; part of the tag)")
@@ -40,6 +43,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--project", help="cloudbuild: Google Cloud project")
     p.add_argument("--staging-bucket", help="cloudbuild: gs://BUCKET/path where the context tarball is uploaded")
     p.add_argument("--api-endpoint", help="cloudbuild: API endpoint (a local stand-in in tests)")
+    p.add_argument("--wheels", metavar="DIR", help="a job with its own trainer: install trainer.requirements offline "
+                                                   "from these wheels (--no-index; jobs/user_image.py)")
     return p.parse_args(argv)
 
 
@@ -94,15 +99,22 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     args = parse_args(argv)
+    from jobs import user_image
     from jobs.cloud.clients import CloudError
     from trainers.errors import ConfigError
 
+    problems = backend_problems(args)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if user_image.is_user_job(args):  # a job file with a trainer: section: the trainer image, then the user's
+        return user_image.main(args, build_with_backend, _progress)
+
     try:
-        problems = backend_problems(args)
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        if problems:
-            return 2
+        if args.wheels:
+            raise BuildError("--wheels: only for a job with its own trainer (trainer.module); the trainer image "
+                             "installs offline from containers/wheels/ in its context")
         repository, variant = resolve_target(args)
         build_args = {"VARIANT": variant}
         for item in args.build_args:
@@ -121,17 +133,21 @@ def _main(argv: list[str]) -> int:
     tag = content_tag(ctx, build_args)
     print(f"image {repository}:{tag} (variant {variant}, context {ctx.root}, {len(ctx.files)} files)", flush=True)
     try:
-        if args.backend == "docker":
-            from jobs.cloud.docker_engine import build_and_push_docker
-
-            reference, _ = build_and_push_docker(ctx, repository, tag, build_args, log=_progress)
-        else:
-            reference = _already_built(repository, tag, args) or _cloudbuild(ctx, f"{repository}:{tag}", build_args,
-                                                                             args)
+        reference = build_with_backend(ctx, repository, tag, build_args, args)
     except CloudError as exc:  # BuildError, and whatever jobs.cloud.cloudbuild raises
         return _error(str(exc), 1)
     print(reference)
     return 0
+
+
+def build_with_backend(ctx, repository: str, tag: str, build_args: dict[str, str], args: argparse.Namespace) -> str:
+    """Build and push ``repository:tag`` from ``ctx`` with ``args.backend`` unless the registry has it;
+    returns ``REPO:TAG@sha256:DIGEST``. Raises CloudError (BuildError) with one line."""
+    if args.backend == "docker":
+        from jobs.cloud.docker_engine import build_and_push_docker
+
+        return build_and_push_docker(ctx, repository, tag, build_args, log=_progress)[0]
+    return _already_built(repository, tag, args) or _cloudbuild(ctx, f"{repository}:{tag}", build_args, args)
 
 
 def _progress(line: str) -> None:

@@ -88,3 +88,27 @@ def test_one_input_signatures_take_plain_values():
     specs = {"features": tf.TensorSpec([None, 2], tf.float32)}
     inputs = inputs_from_instances([[1, 2], [3, 4]], specs)
     assert inputs["features"].numpy().tolist() == [[1, 2], [3, 4]]
+
+
+def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
+    """verify_model and report on a SavedModel this project did not train (as an importer of an existing
+    SavedModel, or a user's own training step, hands it over): a Model artifact with a URI and no metadata."""
+    from kfp.dsl import HTML, Artifact, ClassificationMetrics, Markdown, Metrics, Model
+
+    from components import report, verify_model
+
+    model = Model(name="model", uri=str(models / "two"), metadata={})
+    verified, metrics = Model(name="verified_model", uri="", metadata={}), Metrics(name="metrics", uri="", metadata={})
+    verification = Artifact(name="verification", uri=str(tmp_path / "verification.json"), metadata={})
+    verify_model.python_func(model=model, verified_model=verified, metrics=metrics, verification=verification,
+                             sample_request=json.dumps({"instances": [{"x": [1, 1, 1], "tag": "ab"}]}))
+    assert verified.uri == str(models / "two") and verified.metadata["verified"] is True
+    assert verified.metadata["inputs"] == {"tag": "string [None]", "x": "float32 [None, 3]"}
+    assert json.loads((tmp_path / "verification.json").read_text())["predictions"] == [{"tag_length": 2, "total": 3.0}]
+    page = HTML(name="report", uri=str(tmp_path / "report.html"), metadata={})
+    summary = Markdown(name="summary", uri=str(tmp_path / "summary.md"), metadata={})
+    confusion = ClassificationMetrics(name="confusion", uri=str(tmp_path / "c"), metadata={})
+    report.python_func(report=page, summary=summary, confusion=confusion, verification=verification)
+    html = (tmp_path / "report.html").read_text()
+    assert "serving_default" in html and "tag_length" in html and "no TensorBoard scalars were found" in html
+    assert confusion.metadata == {}  # not a classifier

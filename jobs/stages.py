@@ -129,8 +129,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     result = run_local(cfg, log=log)
     dirs = output_dirs(cfg)
     record: dict[str, Any] = {
-        "trainer": cfg.trainer.module or "trainers.task (built-in)", "command": worker_command(cfg)[:3 + len(cfg.trainer.args)]
-        if cfg.trainer.module else worker_command(cfg)[:3],
+        "trainer": cfg.trainer.module or "trainers.task (built-in)",
+        "command": _shown_command(cfg),
         "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
@@ -143,6 +143,12 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
         record["scalars"] = last_values(read_scalars(dirs["logs"]))
     fileio.write_json_atomic(join(config_lib.resolved_base_dir(cfg), "training.json"), record)
     return record
+
+
+def _shown_command(cfg: config_lib.JobConfig) -> list[str]:
+    """The replicas' command as a record shows it: the built-in trainer's config JSON elided (it is in run.json)."""
+    command = worker_command(cfg)
+    return command[:4] + ["<the job config>"] if command[3:4] == ["--config-json"] else command
 
 
 def read_training(cfg: config_lib.JobConfig) -> dict[str, Any]:

@@ -106,16 +106,29 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     after the grace period) before the interrupt propagates."""
     import sys
 
-    from jobs.local import launcher
+    from jobs.local import containers, launcher
 
-    command = worker_command(cfg)
-    if command[0] in ("python", "python3"):  # the container's python is this interpreter here
-        command[0] = sys.executable
+    base = config_lib.resolved_base_dir(cfg)
     timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
+    docker = containers.Settings.from_env()
+    if docker is not None:
+        # run.py --runner docker: this step runs in the job's image; each replica is a container running its
+        # pool's container_spec, exactly as the Vertex CustomJob gets it (jobs.local.containers)
+        specs = containers.worker_pool_specs_file(base, vertex_job(cfg)["worker_pool_specs"])
+        command, env, cwd = containers.launcher_command(specs), {}, None
+        engine = containers.client(docker.timeout_s)
+
+        def after_attempt() -> None:
+            containers.remove_labelled(engine, {containers.LABEL_RUN: docker.run_id,
+                                                containers.LABEL_KIND: "replica"}, log)
+    else:
+        command, env, cwd, after_attempt = worker_command(cfg), replica_env(cfg), cfg.trainer.source_dir or None, None
+        if command[0] in ("python", "python3"):  # the container's python is this interpreter here
+            command[0] = sys.executable
     return launcher.launch(
-        command, cfg.topology.replica_counts(), config_lib.resolved_base_dir(cfg),
+        command, cfg.topology.replica_counts(), base,
         job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
-        env=replica_env(cfg), cwd=cfg.trainer.source_dir or None, **launch_rules(cfg),
+        env=env, cwd=cwd, after_attempt=after_attempt, **launch_rules(cfg),
     )
 
 

@@ -8,9 +8,14 @@
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]   # jobs/cloud/templates.py
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
     python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
+    python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
 
-Local runs go through kfp.local (SubprocessRunner): the same pipeline definition Vertex runs, with the
-training step's worker pools started as real processes on loopback by ``jobs.local.launcher``.
+Local runs go through kfp.local: by default (``--runner process``) SubprocessRunner, every step a process
+in this environment; with ``--runner docker`` DockerRunner, every step a container of the job's image and
+every replica a container too (``jobs.local.containers``; without ``--image`` the image is built first, as
+``run.py build`` does, against the engine at ``DOCKER_HOST``). Either way the training step's worker pools
+are started on loopback by ``jobs.local.launcher``.
+
 A rerun of a finished job says so and exits 0; ``--fresh`` starts again (the old folder is kept); an
 unfinished job resumes from its last checkpoint; a folder in use by another live run is refused
 (``--wait`` waits); Ctrl-C checkpoints, stops every process and prints the command that resumes.
@@ -67,6 +72,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     local_run.add_argument("--fresh", action="store_true",
                            help="start again from step 0: the existing output folder is kept, renamed "
                                 "<base>.<timestamp>")
+    local_run.add_argument("--runner", choices=("process", "docker"), default="process",
+                           help="process: every step and replica a process here (fast iteration); docker: every "
+                                "step and replica a container of the job's image (the last check before Vertex)")
+    local_run.add_argument("--context", help="--runner docker without a pinned --image: the build context "
+                                             "(as run.py build --context)")
+    local_run.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY=VALUE",
+                           help="--runner docker without a pinned --image: a Dockerfile ARG (as run.py build)")
     local_run.add_argument("--wait", nargs="?", type=float, const=24 * 3600.0, default=0.0, metavar="SECONDS",
                            help="if another run is using the output folder, wait for it (default: refuse at once)")
     return p.parse_args(argv)
@@ -97,7 +109,8 @@ def _wait_for_children(timeout_s: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[str], console=None) -> int:
+def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[str], console=None,
+                image: str = "") -> int:
     from jobs.local import runs
 
     base = config_lib.resolved_base_dir(cfg)
@@ -123,6 +136,8 @@ def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[
                 return 0
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
+        if image:
+            return _run_in_containers(cfg, base, argv, console, image)
         return _run_pipeline(cfg, base, argv, console)
     except runs.FolderBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -131,7 +146,31 @@ def run_locally(cfg: config_lib.JobConfig, args: argparse.Namespace, argv: list[
         lock.release()
 
 
-def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console=None) -> int:
+def _run_in_containers(cfg: config_lib.JobConfig, base: str, argv: list[str], console, image: str) -> int:
+    """``--runner docker``: the probe first (one line per thing the image lacks), then the pipeline with
+    every step and replica in ``image``; every container of the run removed on every exit path."""
+    from jobs.local import containers
+
+    try:
+        session = containers.Session(image, base, containers.host_folders(cfg))
+    except containers.ContainerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        problems = session.probe(cfg)
+        if problems:
+            print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+            return 2
+        print(f"runner docker: every step and replica in {session.image} (engine "
+              f"{os.environ.get('DOCKER_HOST') or 'unix:///var/run/docker.sock'})", flush=True)
+        return _run_pipeline(cfg, base, argv, console, session)
+    finally:
+        session.close()
+
+
+def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console=None, session=None) -> int:
+    import contextlib
+
     from kfp import local
 
     from jobs import stages
@@ -143,14 +182,17 @@ def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console
     # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
     # tasks run in this environment, which has the image's packages (pip install -e .).
     warnings.filterwarnings("ignore", module=r"kfp\.local")
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(base, "pipeline_root"))
-    pipeline = build_pipeline(cfg)
+    runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
+    local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
+    pipeline = build_pipeline(cfg, base_image=session.image if session else None)
     started = time.monotonic()
     try:
-        with runs.StepTimer() as timer:
+        with runs.StepTimer() as timer, (session.engine_timeout() if session else contextlib.nullcontext()):
             pipeline(config_json=cfg.to_json(), target="local")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        if session:  # the step containers never saw the terminal's Ctrl-C
+            session.interrupt()
         _wait_for_children()
         checkpoints = stages.output_dirs(cfg)["checkpoints"]
         last = runs.last_checkpoint(checkpoints)
@@ -167,6 +209,7 @@ def _run_pipeline(cfg: config_lib.JobConfig, base: str, argv: list[str], console
         return 1
     summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
                                steps=timer.steps)
+    summary["runner"] = {"name": "docker", "image": session.image} if session else {"name": "process"}
     runs.write_record(base, cfg.to_json(), summary)
     print("\n".join(runs.summary_lines(summary)))
     return 0
@@ -185,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     flag_problems = submit.vertex_flag_problems(args)  # a cloud run never silently becomes a local one
     if flag_problems:
         return _fail(ConfigError(flag_problems))
+    if args.runner == "docker" and (args.project is not None or args.compile_only):
+        return _fail(ConfigError(["--runner docker: a local run only; --project submits to Vertex and --compile-only "
+                                  "writes YAML (drop --runner, or drop those flags)"]))
     if args.project is not None or args.compile_only or args.verbose:
         return _main(args, argv, None)
     from jobs.local.console import Console
@@ -227,7 +273,45 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     note = validate.running_locally_note(cfg)
     if note:
         print(f"note: {note}")
-    return run_locally(cfg, args, argv, console)
+    image = ""
+    if args.runner == "docker":
+        from jobs.local import containers
+
+        cfg = containers.for_containers(cfg)  # absolute paths: the containers see them at the same place
+        image = args.image if containers.is_pinned(args.image) else _build_image(args)
+        if not image:
+            return 1
+        from jobs import stages
+
+        cfg = stages.with_image(cfg, image)
+    return run_locally(cfg, args, argv, console, image=image)
+
+
+def _build_image(args: argparse.Namespace) -> str:
+    """``run.py build`` for this job (``--image REPO`` the repository, else the config's), echoing its lines;
+    the image reference it printed last, or "" when it failed (its error line is printed)."""
+    import contextlib
+    import io
+
+    from jobs.cloud import build
+
+    argv = ["--config", args.config, *[x for o in args.overrides for x in ("--set", o)],
+            *(["--image", args.image] if args.image else []), *(["--context", args.context] if args.context else []),
+            *[x for b in args.build_args for x in ("--build-arg", b)]]
+    print("runner docker: building the job's image (python pipelines/run.py build " + " ".join(argv) + ")", flush=True)
+    shown, seen = sys.stdout, io.StringIO()
+
+    class Tee(io.TextIOBase):  # the build's progress as it comes, and its last line kept
+        def write(self, text: str) -> int:
+            seen.write(text)
+            shown.write(text)
+            shown.flush()
+            return len(text)
+
+    with contextlib.redirect_stdout(Tee()):
+        status = build.main(argv)
+    lines = seen.getvalue().splitlines()
+    return lines[-1].strip() if status == 0 and lines else ""
 
 
 if __name__ == "__main__":

@@ -238,6 +238,15 @@ def readonly_registry(tmp_path):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def trainer_image(request, dockerd, registry, tmp_path_factory):
+    """The trainer image (containers/Dockerfile, cpu), built by `run.py build` in the test engine and pushed
+    to the test registry once per session; every engine test reuses it (tests/test_trainer_image.py)."""
+    from tests.test_trainer_image import build_trainer_image, printer
+
+    yield from build_trainer_image(printer(request), dockerd, registry, tmp_path_factory.mktemp("trainer-image"))
+
+
 @pytest.fixture
 def docker_env(dockerd, monkeypatch):
     """DOCKER_HOST -> the test engine for this test (and its subprocesses)."""

@@ -169,7 +169,7 @@ def test_debian_mirror_is_read_from_apt_sources(tmp_path):
 
 # ---- the engine tests: one trainer image per module, shared --------------------------------------------
 
-def _printer(request):
+def printer(request):
     """Figures go to the terminal as they come, whatever pytest captures (never asserted)."""
     capman = request.config.pluginmanager.getplugin("capturemanager")
 
@@ -217,29 +217,30 @@ def engine(dockerd):
         yield dockerd
 
 
-@pytest.fixture(scope="module")
-def trainer_image(request, engine, registry, tmp_path_factory):
-    """containers/Dockerfile (cpu) built by `run.py build` over the debootstrapped base and pushed, once."""
+def build_trainer_image(log, dockerd, registry, tmp):
+    """containers/Dockerfile (cpu) built by `run.py build` over the debootstrapped base and pushed, once per
+    session (fixture ``trainer_image`` in tests/docker_servers.py): every engine test reuses this image."""
     require(DOCKERD, REGISTRY, DEBOOTSTRAP)
-    log = _printer(request)
-    tmp = tmp_path_factory.mktemp("trainer-image")
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     rootfs = base_rootfs(log)
     ctx = context_with_wheels(tmp / "ctx", log=log)
     timings["inputs (debootstrap + wheels, cached or not)"] = time.monotonic() - t0
-    client = engine.client(timeout_s=1800)
+    client = dockerd.client(timeout_s=1800)
     t0 = time.monotonic()
     with open(rootfs, "rb") as f:
         client.import_image_from_data(f, repository="localbase", tag="bookworm")
     timings["docker import of the base"] = time.monotonic() - t0
     repo = f"{registry.host}/training/tf-trainer"
     t0 = time.monotonic()
-    status, out, err = _run_py("build", "--context", str(ctx), "--image", repo, "--variant", "cpu",
-                               "--build-arg", f"BASE_IMAGE={BASE_IMAGE}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_HOST", dockerd.host)
+        mp.setenv("DOCKER_BUILDKIT", "0")
+        status, out, err = _run_py("build", "--context", str(ctx), "--image", repo, "--variant", "cpu",
+                                   "--build-arg", f"BASE_IMAGE={BASE_IMAGE}")
     timings["run.py build (build + push)"] = time.monotonic() - t0
     (tmp / "build.log").write_text("\n".join(out) + "\n" + err)
-    log(f"trainer image build: {timings['run.py build (build + push)']:.0f} s on {engine.storage_driver}, "
+    log(f"trainer image build: {timings['run.py build (build + push)']:.0f} s on {dockerd.storage_driver}, "
         f"output in {tmp / 'build.log'}")
     assert status == 0, "\n".join(out[-40:]) + err
     image = {"reference": out[-1], "repo": repo, "ctx": ctx, "out": out, "client": client, "timings": timings,
@@ -318,7 +319,7 @@ def _run(client, image: str, command: list[str], outdir: Path, env: dict | None 
 @pytest.mark.docker
 @pytest.mark.integration
 @pytest.mark.timeout(1800)
-def test_a_source_change_rebuilds_only_the_source_layers(trainer_image, registry, tmp_path):
+def test_a_source_change_rebuilds_only_the_source_layers(trainer_image, engine, registry, tmp_path):
     """The dependency layer (the venv, ~3 GB) is reused after a source-only change: same layer digests."""
     log, repo, first = trainer_image["log"], trainer_image["repo"], trainer_image["reference"]
     ctx = link_tree(trainer_image["ctx"], tmp_path / "ctx")
@@ -348,7 +349,7 @@ def test_a_source_change_rebuilds_only_the_source_layers(trainer_image, registry
 @pytest.mark.integration
 @pytest.mark.timeout(1800)
 def test_a_users_trainer_image_over_the_trainer_image_runs_and_rebuilds_only_what_changed(
-        trainer_image, registry, tmp_path):
+        trainer_image, engine, registry, tmp_path):
     """The example project copied outside the repository: `run.py build --config JOB --image REPO` reuses the
     trainer image (already in the registry), builds the user's image over it by digest; it trains and
     exports in `docker run`; a code change rebuilds only the code layer, a requirements change the

@@ -452,12 +452,14 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            env: Mapping[str, str] | None = None, job_id: str = "local", max_restarts: int = 0,
            timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
-           on_worker_failure: str = "restart") -> JobResult:
+           on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
     :class:`JobFailed` instead.  ``done_when`` ("all" | "chief") and ``on_worker_failure``
     ("restart" | "tolerate"): see the module docstring, as for the other contracts.
+    ``after_attempt``: called once every replica of an attempt is reaped, on every path (the docker
+    runner removes the attempt's containers there: a replica process killed with SIGKILL cannot).
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -528,7 +530,11 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
                     + ", ".join(r.name for r in what))
         finally:
             # stops the servers after success; everything otherwise
-            attempt.close(grace_s, servers if done_when == "chief" else ())
+            try:
+                attempt.close(grace_s, servers if done_when == "chief" else ())
+            finally:
+                if after_attempt is not None:
+                    after_attempt()
             tolerated.extend(attempt.tolerated)
 
         if outcome == "ok":

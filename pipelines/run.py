@@ -157,7 +157,11 @@ def _run_in_containers(cfg: config_lib.JobConfig, base: str, argv: list[str], co
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        problems = session.probe(cfg)
+        try:
+            problems = session.probe(cfg)
+        except KeyboardInterrupt:
+            print("\ninterrupted before the pipeline started; nothing ran", file=sys.stderr)
+            return 130
         if problems:
             print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
             return 2

@@ -32,10 +32,11 @@ Before anything runs, a probe container checks that the image can run the job (`
 ``tensorflow``, kfp and this project's packages importable, the user's ``trainer.module`` importable
 from the image's working directory, every ``trainer.requirements`` line installed.
 
-Engine calls use the docker SDK with the cloud policy's read timeout (``VTP_CLOUD_READ_TIMEOUT_S``) or
-longer where an engine is known to be slow (:data:`CREATE_TIMEOUT_S`: creating a container of a 3 GB
-image on vfs storage took ~50 s idle); kfp's DockerRunner makes its own client with docker's 60 s
-default, which :func:`engine_timeout` replaces while the pipeline runs (kfp has no setting for it).
+Engine calls use the docker SDK with one timeout, :data:`CREATE_TIMEOUT_S` (300 s; the step containers
+get it as ``VTP_DOCKER_TIMEOUT_S``), not the cloud policy's 60 s read timeout: creating one container of
+the 3 GB image on vfs storage took ~50 s idle and more under load, and a ``ReadTimeout`` there leaves a
+created container behind. kfp's DockerRunner makes its own client with docker's 60 s default, which
+:meth:`Session.engine_timeout` replaces while the pipeline runs (kfp has no setting for it).
 
 The environment this module reads (set by ``run.py`` for the step containers; one reader,
 :meth:`Settings.from_env`): ``VTP_RUNNER=docker``, ``VTP_RUN_ID``, ``VTP_RUN_BASE``, ``VTP_DOCKER_MOUNTS``

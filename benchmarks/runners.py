@@ -76,12 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for driver in drivers:
                 os.environ["VTP_DOCKER_STORAGE"] = driver
+                (tmp / f"dockerd-{driver}").mkdir()
                 engine = Dockerd(tmp / f"dockerd-{driver}").start()
                 engines.append(engine)
                 if engine.storage_driver != driver:
                     raise SystemExit(f"error: storage driver {driver} did not start here")
                 t0 = time.monotonic()
                 if not image:
+                    (tmp / "image").mkdir()
                     built = build_trainer_image(print, engine, registry, tmp / "image")
                     image = next(built)["reference"]
                     client = engine.client(timeout_s=3600)

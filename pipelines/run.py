@@ -61,7 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
     p.add_argument("--compile-only", metavar="OUT.yaml", help="compile the pipeline to YAML and stop")
     p.add_argument("--project", help="submit to Vertex AI Pipelines in this Google Cloud project (jobs/cloud/submit.py)")
-    p.add_argument("--image", help="base image for the pipeline's components (default: container.image_uri)")
+    p.add_argument("--image", help="the image of the pipeline's components (default: container.image_uri); "
+                                    "--runner docker: the image everything runs in, REPO:TAG@sha256:... as is, "
+                                    "a bare REPO: built into it first")
     from jobs.cloud import submit
 
     submit.add_arguments(p)

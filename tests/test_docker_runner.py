@@ -273,3 +273,76 @@ def test_a_users_trainer_runs_in_its_own_image_built_by_the_runner(trainer_image
         for i in range(n))
     assert (base / "model" / "saved_model.pb").is_file()
     assert _left(dockerd, base) == []
+
+
+# ---- the launcher's hook and the probe's verdicts, without an engine --------------------------------------
+def test_the_launcher_calls_after_attempt_once_per_attempt_on_every_path(tmp_path):
+    from jobs.local.launcher import launch
+
+    calls = []
+    result = launch([sys.executable, "-c", "import sys; sys.exit(3)"], [1, 0, 0, 0], str(tmp_path), max_restarts=1,
+                    log=lambda _line: None, check=False, after_attempt=lambda: calls.append("x"))
+    assert result.returncode == 3 and result.attempts == 2 and calls == ["x", "x"]
+    calls.clear()
+    launch([sys.executable, "-c", "pass"], [1, 1, 0, 0], str(tmp_path), log=lambda _line: None,
+           after_attempt=lambda: calls.append("x"))
+    assert calls == ["x"]
+
+
+class _FakeContainer:
+    def __init__(self, output: str, code: int = 0):
+        self.output, self.code, self.removed = output, code, False
+
+    def start(self):
+        pass
+
+    def wait(self, timeout=None):
+        return {"StatusCode": self.code}
+
+    def logs(self):
+        return self.output.encode()
+
+    def remove(self, force=False):
+        self.removed = True
+
+
+class _FakeEngine:
+    def __init__(self, container):
+        self.container, self.created = container, {}
+        self.containers = self
+
+    def create(self, image, **kwargs):
+        self.created = {"image": image, **kwargs}
+        return self.container
+
+
+def _probe(found: dict, cfg, code: int = 0):
+    line = "VTP-PROBE " + json.dumps({"cwd": "/workspace/code", "python": "3.11.2", **found})
+    engine = _FakeEngine(_FakeContainer(line + "\n", code))
+    settings = containers.Settings(run_id="r", base="/tmp/b")
+    problems = containers.probe_problems(engine, "r/i@sha256:" + "c" * 64, cfg, settings)
+    assert engine.container.removed and engine.created["network_mode"] == "none"
+    assert engine.created["labels"]["vtp.kind"] == "probe"
+    return problems
+
+
+def test_the_probe_names_what_the_image_lacks(tmp_path):
+    ok = {m: "ok" for m in ("tensorflow", *containers.PROJECT_MODULES)}
+    builtin = config_lib.load("local")
+    assert _probe({"modules": ok, "versions": {"tensorflow": "2.21.0"}}, builtin) == []
+    no_tf = _probe({"modules": {**ok, "tensorflow": "No module named 'tensorflow'"}, "versions": {}}, builtin)
+    assert len(no_tf) == 1 and "tensorflow is not installed in the image" in no_tf[0]
+    assert "python pipelines/run.py build" in no_tf[0]
+    (tmp_path / "requirements.txt").write_text("pandas>=2\nnumpy>=9\n")
+    user = config_lib.load("local", [f"trainer.source_dir={tmp_path}", "trainer.module=trainer.task",
+                                     "trainer.requirements=requirements.txt", "data.source=none"])
+    found = {"modules": {**ok, "trainer.task": "ok"}, "versions": {"tensorflow": "2.21.0", "pandas": None,
+                                                                   "numpy": "2.1.0"}}
+    problems = _probe(found, user)
+    assert problems == [
+        "trainer.requirements: pandas>=2 is not installed in r/i@sha256:" + "c" * 64 + "; build the image with "
+        "python pipelines/run.py build --config JOB --image REPO",
+        "trainer.requirements: numpy>=9 but r/i@sha256:" + "c" * 64 + " has numpy 2.1.0; rebuild it with "
+        "python pipelines/run.py build --config JOB --image REPO"]
+    broken = _probe({}, builtin, code=1)
+    assert len(broken) == 1 and "`python` in the image failed (exit 1)" in broken[0]

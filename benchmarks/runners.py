@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-runners-") as tmp:
         tmp = Path(tmp)
         registry = Registry(tmp / "registry").start()
-        engines, image, saved = [], "", tmp / "image.tar"
+        engines, image, saved, built = [], "", tmp / "image.tar", None
         try:
             for driver in drivers:
                 os.environ["VTP_DOCKER_STORAGE"] = driver
@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     create.setdefault(engine.storage_driver, []).append(create_remove_s(engine, local_image))
                 print(f"round {round_ + 1}/{args.rounds} done", flush=True)
         finally:
+            if built is not None:
+                built.close()  # removes the image while its engine still runs
             for engine in engines:
                 engine.stop()
             registry.stop()

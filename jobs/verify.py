@@ -232,7 +232,7 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
         if data_dir:
             from trainers.export import evaluate_export
 
-            evaluation = evaluate_export(model_dir, data_dir)
+            evaluation = evaluate_export(model_dir, data_dir, loaded=loaded)
             evaluation.pop("metadata", None)
             record.update(evaluation)
     return record

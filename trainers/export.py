@@ -127,15 +127,17 @@ def export_model(model, export_dir: str, class_names: Sequence[str], image_size:
     return export_dir
 
 
-def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch_size: int = 64) -> dict[str, Any]:
-    """Load the SavedModel (in this process) and run ``serving_pixels`` over the validation split."""
+def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch_size: int = 64,
+                    loaded: Any = None) -> dict[str, Any]:
+    """Load the SavedModel (in this process; ``loaded``: that load already made here) and run
+    ``serving_pixels`` over the validation split."""
     import numpy as np
     import tensorflow as tf
 
     from trainers import data as data_lib
 
     manifest = data_lib.load_manifest(data_dir)
-    loaded = tf.saved_model.load(export_dir)
+    loaded = loaded if loaded is not None else tf.saved_model.load(export_dir)
     fn = loaded.signatures["serving_pixels"]
     split = "validation"
     ds = data_lib.eval_dataset(data_dir, manifest, batch_size)

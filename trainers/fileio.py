@@ -43,11 +43,45 @@ def is_local(path: str) -> bool:
 
 
 
-def _plain(path: str) -> str | None:
+def plain_path(path: str) -> str | None:
     """The OS path for a path Python's own file functions handle (no ``scheme://``), else None."""
     if path.startswith("file://"):
         return path[len("file://"):]
     return None if "://" in path else path
+
+
+def exists(path: str) -> bool:
+    plain = plain_path(path)
+    return os.path.exists(plain) if plain is not None else bool(tf_gfile().exists(path))
+
+
+def isdir(path: str) -> bool:
+    plain = plain_path(path)
+    return os.path.isdir(plain) if plain is not None else bool(tf_gfile().isdir(path))
+
+
+def makedirs(path: str) -> None:
+    plain = plain_path(path)
+    if plain is not None:
+        os.makedirs(plain, exist_ok=True)
+    else:
+        tf_gfile().makedirs(path)
+
+
+def size(path: str) -> int:
+    plain = plain_path(path)
+    return os.stat(plain).st_size if plain is not None else int(tf_gfile().stat(path).length)
+
+
+def rename(src: str, dst: str, overwrite: bool = False) -> None:
+    """``src`` to ``dst``; with ``overwrite`` an existing file ``dst`` is replaced (as ``gfile.rename``)."""
+    a, b = plain_path(src), plain_path(dst)
+    if a is not None and b is not None:
+        if not overwrite and os.path.exists(b):
+            raise FileExistsError(f"{dst} already exists")
+        os.replace(a, b) if overwrite else os.rename(a, b)
+    else:
+        tf_gfile().rename(src, dst, overwrite=overwrite)
 
 
 def split_parent(path: str) -> tuple[str, str]:
@@ -57,7 +91,7 @@ def split_parent(path: str) -> tuple[str, str]:
 
 
 def listdir(path: str) -> list[str]:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         return sorted(os.listdir(plain))
     # GCS lists sub-directories as "name/".
@@ -65,7 +99,7 @@ def listdir(path: str) -> list[str]:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         with open(plain, "wb") as f:
             f.write(data)
@@ -75,7 +109,7 @@ def write_bytes(path: str, data: bytes) -> None:
 
 
 def read_bytes(path: str) -> bytes:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         with open(plain, "rb") as f:
             return f.read()
@@ -91,9 +125,9 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     """Readers see the old file or the whole new one: temp name, then rename over."""
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
     write_bytes(tmp, data)
-    plain = _plain(tmp)
+    plain = plain_path(tmp)
     if plain is not None:
-        os.replace(plain, _plain(path))
+        os.replace(plain, plain_path(path))
     else:
         tf_gfile().rename(tmp, path, overwrite=True)
 
@@ -103,7 +137,7 @@ def write_json_atomic(path: str, obj: Any) -> None:
 
 
 def read_json(path: str) -> Any | None:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         try:
             with open(plain, "rb") as f:
@@ -123,7 +157,7 @@ def read_json(path: str) -> Any | None:
 
 
 def rmtree_quiet(path: str) -> None:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         shutil.rmtree(plain, ignore_errors=True)
         return
@@ -136,7 +170,7 @@ def rmtree_quiet(path: str) -> None:
 
 
 def remove_quiet(path: str) -> None:
-    plain = _plain(path)
+    plain = plain_path(path)
     if plain is not None:
         try:
             os.remove(plain)
@@ -159,20 +193,19 @@ def install_dir(tmp_dir: str, final_dir: str, may_replace: Callable[[str], bool]
     An existing ``final_dir`` is moved aside first (only if ``may_replace`` says it is ours), then the
     new one is renamed in and the old one removed: a reader sees the old dataset or the new one.
     """
-    gfile = tf_gfile()
-    if gfile.exists(final_dir):
-        if not gfile.isdir(final_dir) or not may_replace(final_dir):
+    if exists(final_dir):
+        if not isdir(final_dir) or not may_replace(final_dir):
             raise ConfigError(problem(
                 field, f"{final_dir!r} already exists and holds files this step did not write; "
                        "choose a new or empty folder, or delete it"))
         parent, base = split_parent(final_dir)
         old = join(parent, f".{base}.old-{uuid.uuid4().hex[:8]}")
-        gfile.rename(final_dir, old)
+        rename(final_dir, old)
         try:
-            gfile.rename(tmp_dir, final_dir)
+            rename(tmp_dir, final_dir)
         except Exception:
-            gfile.rename(old, final_dir)  # put the previous version back
+            rename(old, final_dir)  # put the previous version back
             raise
         rmtree_quiet(old)
     else:
-        gfile.rename(tmp_dir, final_dir)
+        rename(tmp_dir, final_dir)

@@ -35,8 +35,9 @@ Guarantees:
   run the decode/encode/write on Apache Beam (``trainers.prepare_beam``) from the same plan, producing the
   same files byte for byte. Scanning, the plan and the commit stay here.
 
-All file IO goes through ``tf.io.gfile`` so ``gs://`` works; ``/gcs/<bucket>/...`` (Vertex's GCS FUSE
-mount) is a plain local path.  TensorFlow is imported lazily (importing this module is cheap).
+File IO goes through :mod:`trainers.fileio`: ``gs://`` paths through ``tf.io.gfile``, plain paths (local,
+and Vertex's GCS FUSE mount ``/gcs/<bucket>/...``) through Python's own functions, and records are written by
+:mod:`trainers.tfrecord`, so preparing a local folder never imports TensorFlow (3-5 s on 2 cores).
 
 CLI::
 
@@ -105,9 +106,8 @@ def _matches(manifest: dict | None, params: dict, fingerprint: str) -> bool:
 
 
 def _complete(out_dir: str, manifest: dict) -> bool:
-    gfile = fileio.tf_gfile()
     try:
-        return all(gfile.exists(join(out_dir, f)) for split in SPLITS
+        return all(fileio.exists(join(out_dir, f)) for split in SPLITS
                    for f in manifest["files"].get(split, []))
     except (KeyError, TypeError, AttributeError):
         return False
@@ -170,7 +170,6 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
               "validation_fraction": validation_fraction, "seed": seed, "encoding": encoding}
     if encoding == "jpeg":
         params["jpeg_quality"] = int(jpeg_quality)
-    gfile = fileio.tf_gfile()
     existing = fileio.read_json(join(out_dir, MANIFEST))
     if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
         log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
@@ -202,21 +201,21 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
 
     local = fileio.is_local(out_dir)
     token = uuid.uuid4().hex[:8]
-    if gfile.exists(out_dir) and not (gfile.isdir(out_dir) and ours(out_dir)):
+    if fileio.exists(out_dir) and not (fileio.isdir(out_dir) and ours(out_dir)):
         raise ConfigError(problem(
             F_OUT, f"{out_dir!r} already exists and holds files that are not a prepared dataset; "
                    "choose a new or empty folder, or delete it"))
     if local:
         # Everything goes into a temporary sibling directory, renamed into place at the end.
         parent, base = fileio.split_parent(out_dir)
-        gfile.makedirs(parent)
+        fileio.makedirs(parent)
         work = join(parent, f".{base}.tmp-{token}")
-        gfile.makedirs(work)
+        fileio.makedirs(work)
         temp_name = lambda name: join(work, name)  # noqa: E731
     else:
         # Object store: every file under a temporary name first; the previous dataset stays valid
         # until all of them are written, then renames, and manifest.json LAST.
-        gfile.makedirs(out_dir)
+        fileio.makedirs(out_dir)
         work = out_dir
         temp_name = lambda name: join(out_dir, f"{name}.tmp-{token}")  # noqa: E731
     pending: list[tuple[str, str]] = []  # (temporary path, final name)
@@ -264,19 +263,18 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
 
 def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str]) -> None:
     """Object-store commit: drop the old manifest, move files into place, manifest.json LAST."""
-    gfile = fileio.tf_gfile()
     fileio.remove_quiet(join(out_dir, MANIFEST))  # from here on the folder reads as "incomplete"
     manifest_tmp = None
     for tmp, name in pending:
         if name == MANIFEST:
             manifest_tmp = tmp
             continue
-        gfile.rename(tmp, join(out_dir, name), overwrite=True)
+        fileio.rename(tmp, join(out_dir, name), overwrite=True)
     for name in fileio.listdir(out_dir):  # shards of an older layout
         if name.endswith(_TFRECORD_SUFFIX) and name not in keep:
             fileio.remove_quiet(join(out_dir, name))
     assert manifest_tmp is not None
-    gfile.rename(manifest_tmp, join(out_dir, MANIFEST), overwrite=True)
+    fileio.rename(manifest_tmp, join(out_dir, MANIFEST), overwrite=True)
 
 
 # CLI

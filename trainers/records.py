@@ -58,25 +58,13 @@ def encode_pixels(raw: bytes, image_size: int, encoding: str, quality: int = 95)
 
 
 def example_bytes(image: bytes, label: int, image_size: int, rel: str, encoding: str = "raw") -> bytes:
-    """One serialized ``tf.train.Example`` (``image`` from :func:`encode_pixels`)."""
-    import tensorflow as tf
+    """One serialized ``tf.train.Example`` (``image`` from :func:`encode_pixels`), made without importing
+    TensorFlow (:mod:`trainers.tfrecord`; sorted feature map, so equal in every process and runner)."""
+    from trainers import tfrecord
 
-    def b(v: bytes):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
-
-    def i(v: int):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
-
-    feature = {
-        _KEY[encoding]: b(image),
-        "image/height": i(image_size),
-        "image/width": i(image_size),
-        "label": i(label),
-        "image/path": b(rel.encode("utf-8")),
-    }
-    # deterministic=True sorts the feature map: otherwise the map's order may differ between processes
-    # (and runners), and files that must be equal byte for byte would not be.
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(deterministic=True)
+    return tfrecord.example_bytes({_KEY[encoding]: image, "image/height": int(image_size),
+                                   "image/width": int(image_size), "label": int(label),
+                                   "image/path": rel.encode("utf-8")})
 
 
 def decode_batch(serialized, image_size: int, encoding: str = "raw"):

@@ -14,7 +14,7 @@ import os
 import typing
 from typing import Callable, Iterable
 
-from trainers import fileio, records
+from trainers import fileio, records, tfrecord
 from trainers.errors import Problem, problem
 from trainers.paths import join
 
@@ -34,15 +34,14 @@ def _hash_unit(seed: int, rel: str) -> tuple[float, int]:
 
 def scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tuple[str, str, int]]]:
     """Return (classes, [(class, file name, size)]) and append structural problems."""
-    gfile = fileio.tf_gfile()
     layout = "expected <folder>/<class name>/<image>.jpg (one sub-folder per class, at least 2)"
     if not image_root:
         problems.append(problem(F_PATH, f"is empty; give the image folder ({layout})"))
         return [], []
-    if not gfile.exists(image_root):
+    if not fileio.exists(image_root):
         problems.append(problem(F_PATH, f"{image_root!r} does not exist; {layout}"))
         return [], []
-    if not gfile.isdir(image_root):
+    if not fileio.isdir(image_root):
         problems.append(problem(F_PATH, f"{image_root!r} is not a directory; {layout}"))
         return [], []
     classes: list[str] = []
@@ -51,7 +50,7 @@ def scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tupl
         if name.startswith("."):
             continue
         cdir = join(image_root, name)
-        if not gfile.isdir(cdir):
+        if not fileio.isdir(cdir):
             continue  # e.g. LICENSE.txt beside the class folders
         classes.append(name)
         images = [f for f in fileio.listdir(cdir)
@@ -63,7 +62,7 @@ def scan(image_root: str, problems: list[Problem]) -> tuple[list[str], list[tupl
         files.extend((name, f, -1) for f in images)
     if files:  # sizes for the fingerprint; one request per file on object stores, so in threads
         with concurrent.futures.ThreadPoolExecutor(threads()) as pool:
-            sizes = list(pool.map(lambda f: gfile.stat(join(image_root, f"{f[0]}/{f[1]}")).length, files))
+            sizes = list(pool.map(lambda f: fileio.size(join(image_root, f"{f[0]}/{f[1]}")), files))
         files = [(c, f, size) for (c, f, _), size in zip(files, sizes)]
     if not classes:
         problems.append(problem(F_PATH, f"{image_root!r} has no class sub-folders; {layout}"))
@@ -159,15 +158,9 @@ class ShardSpec(typing.NamedTuple):
 
 
 def write_shard(path: str, serialized: Iterable[bytes]) -> int:
-    """One TFRecord file of ``serialized`` records in order; returns how many."""
-    import tensorflow as tf
-
-    count = 0
-    with tf.io.TFRecordWriter(path) as writer:
-        for record in serialized:
-            writer.write(record)
-            count += 1
-    return count
+    """One TFRecord file of ``serialized`` records in order; returns how many (no TensorFlow import for a
+    local path: :mod:`trainers.tfrecord`)."""
+    return tfrecord.write_records(path, serialized)
 
 
 def write_shards_threaded(spec: ShardSpec, targets: list[tuple[str, list[tuple[str, int]]]],

@@ -154,7 +154,6 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     if problems:
         raise ConfigError(problems)
 
-    gfile = fileio.tf_gfile()
     root = root.rstrip("/")
     names = synthetic_class_names(num_classes)
     rel_files = [f"{c}/{c}_{i + 1:04d}.jpg" for c in names for i in range(images_per_class)]
@@ -166,14 +165,14 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     paths = [join(root, r) for r in rel_files]
 
     existing = fileio.read_json(join(root, SYNTHETIC_MARKER))
-    if existing == marker and all(gfile.exists(p) for p in paths):
+    if existing == marker and all(fileio.exists(p) for p in paths):
         log.info("synthetic dataset already present at %s", root)
         return paths
 
     def ours(path: str) -> bool:
         return fileio.read_json(join(path, SYNTHETIC_MARKER)) is not None or not fileio.listdir(path)
 
-    if gfile.exists(root) and not (gfile.isdir(root) and ours(root)):
+    if fileio.exists(root) and not (fileio.isdir(root) and ours(root)):
         raise ConfigError(problem(
             F_PATH, f"{root!r} already exists and is not a synthetic dataset written by this step; "
                     "choose a new or empty folder for the synthetic images"))
@@ -181,14 +180,14 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
     local = fileio.is_local(root)
     if local:
         parent, base = fileio.split_parent(root)
-        gfile.makedirs(parent)
+        fileio.makedirs(parent)
         target = join(parent, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
     else:
         target = root
         fileio.remove_quiet(join(root, SYNTHETIC_MARKER))  # incomplete until the marker is back
     try:
         for ci, name in enumerate(names):
-            gfile.makedirs(join(target, name))
+            fileio.makedirs(join(target, name))
             for i in range(images_per_class):
                 data = _synthetic_image(ci, name, i, image_size, seed,
                                         flowers_shape(seed, ci, i) if shape == "flowers" else None)

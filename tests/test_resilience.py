@@ -432,10 +432,10 @@ def test_a_checkpoint_folder_of_another_job_is_refused_naming_output_base_dir(tm
 @pytest.mark.timeout(240)
 def test_time_based_checkpoints_without_a_step_schedule(tmp_path, prepared_data):
     base = tmp_path / "timed"
-    total = 60
+    total = 200  # enough steps that even a fast CPU spends several 0.05 s periods on them
     result = run_in_process(job_config(base, prepared_data, *ONE_PROCESS, f"training.steps={total}",
-                                       "checkpoint.every_steps=0", "checkpoint.every_seconds=0.3",
-                                       "checkpoint.keep=50", "training.log_every_steps=20"))
+                                       "checkpoint.every_steps=0", "checkpoint.every_seconds=0.05",
+                                       "checkpoint.keep=500", "training.log_every_steps=50"))
     assert result["steps"] == total
     saved = sorted(int(m.group(1)) for p in (base / "checkpoints").iterdir()
                    if (m := re.fullmatch(r"ckpt-(\d+)\.index", p.name)))

@@ -80,13 +80,13 @@ def measure(kind: str, data: str, out: str, epochs: int) -> dict:
     strategy, workers = ARMS[kind]
     cfg = config_lib.from_dict(_doc(data, out, epochs, strategy, workers))
     if workers:
-        from jobs import stages
+        from jobs import records, steps
 
         lines: list[str] = []
-        result = stages.run_local(cfg, timeout_s=900, log=lines.append)
+        result = steps.run_local(cfg, timeout_s=900, log=lines.append)
         if result.returncode != 0:
             raise RuntimeError("\n".join(lines[-20:]))
-        metrics = stages.read_metrics(cfg)
+        metrics = records.read_metrics(cfg)
     else:
         cmd = [sys.executable, __file__, "--child", json.dumps(cfg.to_dict()), str(Path(out) / "result.json")]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,

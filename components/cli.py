@@ -31,7 +31,7 @@ def _main(argv: list[str]) -> int:
         args = p.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from jobs.build_context import BuildError
+    from jobs.images import BuildError
     from jobs.cloud import templates
     from jobs.images import parse_reference
 

@@ -24,7 +24,7 @@ def write_tags(context: Path, repository: str, variants: list[str], alias: str, 
                dockerfile: str = DOCKERFILE) -> dict[str, tuple[str, str]]:
     """{variant: (image by content tag, image by alias)}, also written to ``out``."""
     from jobs import images
-    from jobs.build_context import content_tag, make_context
+    from jobs.images.context import content_tag, make_context
 
     if not alias:
         raise ValueError("--alias is empty: give the commit's short SHA or manual-<BUILD_ID>")

@@ -68,6 +68,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if cfg.scheduling.max_restarts < 0:
         p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
     p += tensorboard_problems(cfg)
+    p += scheduling_problems(cfg)
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
@@ -93,10 +94,102 @@ def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if (t.args or t.requirements) and not t.module:
         field = "trainer.args" if t.args else "trainer.requirements"
         p.append(problem(field, "needs trainer.module (the module every replica runs)", ["trainer.module: trainer.task"]))
+    p += trainer_env_problems(cfg)
     if cfg.data.source == "none" and not cfg.user_trainer:
         p.append(problem("data.source", "none means the trainer reads its own data, but the built-in trainer "
                                         "needs images or TFRecords; set trainer.module to your own trainer",
                          ["synthetic", "images", "tfrecord"]))
+    return p
+
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``trainer.env``: names a shell and Vertex accept, and none that Vertex (or the local launcher) sets
+    for every replica: a declared ``TF_CONFIG`` or ``AIP_MODEL_DIR`` would fight the cluster's own."""
+    from jobs.local.vertex_env import is_vertex_variable
+    from trainers.cluster import LOCAL_LAUNCHER_ENV
+
+    p = []
+    for name in cfg.trainer.env:
+        if not ENV_NAME_RE.match(name):
+            p.append(problem(f"trainer.env.{name}", "is not an environment variable name (letters, digits and '_', "
+                                                    "not starting with a digit)", ["TF_USE_LEGACY_KERAS"]))
+        elif is_vertex_variable(name) or name == LOCAL_LAUNCHER_ENV:
+            p.append(problem(f"trainer.env.{name}", "is set by Vertex AI (or the local launcher) for every replica: "
+                                                    "a declared value would fight the job's own; read it in your "
+                                                    "trainer instead, or declare another name", ["MY_SETTING"]))
+    return p
+
+
+#: GPUs that Dynamic Workload Scheduler (``scheduling.strategy: FLEX_START``) serves for Vertex training
+#: ("Schedule training jobs based on resource availability": L4, A100, H100, H200, B200).
+FLEX_START_GPUS = ("NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
+                   "NVIDIA_H200_141GB", "NVIDIA_B200")
+FLEX_START_MAX_S = 7 * 24 * 3600
+PERSISTENT_RESOURCE_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+RESERVATION_RE = re.compile(r"^projects/[^/]+/zones/([a-z]+-[a-z]+[0-9]+)-[a-z]/reservations/[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The CustomJob's scheduling extras, as Vertex documents them: ``max_wait_duration`` only for
+    ``FLEX_START`` (Dynamic Workload Scheduler: its GPUs, a timeout of at most 7 days, the same machine in
+    every pool); the persistent resource id's form; the reservation affinity's type, key and values (a
+    specific reservation is named by ``compute.googleapis.com/reservation-name`` and its full resource name,
+    in a zone of the job's region)."""
+    s, p = cfg.scheduling, []
+    if s.max_wait_duration:
+        if not TIMEOUT_RE.match(s.max_wait_duration):
+            p.append(problem("scheduling.max_wait_duration", f"{s.max_wait_duration!r} is not a duration in seconds "
+                                                             "(\"0s\": wait indefinitely)", ["1800s", "0s"]))
+        if s.strategy != "FLEX_START":
+            p.append(problem("scheduling.max_wait_duration", f"applies to scheduling.strategy FLEX_START only, not "
+                                                             f"{s.strategy}: set the strategy or remove it", ["FLEX_START"]))
+    if s.strategy == "FLEX_START":
+        used = [(name, pool) for name, pool in zip(("chief", "worker", "parameter_server", "evaluator"),
+                                                   cfg.topology.pools()) if pool.replica_count > 0]
+        for name, pool in used:
+            if pool.accelerator_type not in FLEX_START_GPUS or pool.accelerator_count <= 0:
+                p.append(problem(f"topology.{name}.accelerator_type", f"FLEX_START (Dynamic Workload Scheduler) runs "
+                                                                      "training on L4, A100, H100, H200 or B200 GPUs, "
+                                                                      f"not {pool.accelerator_type or 'no GPU'}",
+                                 FLEX_START_GPUS))
+        shapes = {(pool.machine_type, pool.accelerator_type, pool.accelerator_count) for _, pool in used}
+        if len(shapes) > 1:
+            p.append(problem("scheduling.strategy", "FLEX_START needs the same machine (type, GPU type and count) in "
+                                                    "every worker pool; the pools differ", ["STANDARD", "SPOT"]))
+        if TIMEOUT_RE.match(s.timeout) and float(s.timeout[:-1]) > FLEX_START_MAX_S:
+            p.append(problem("scheduling.timeout", f"{s.timeout} is over FLEX_START's 7 days", [f"{FLEX_START_MAX_S}s"]))
+    if s.persistent_resource_id and not PERSISTENT_RESOURCE_RE.match(s.persistent_resource_id):
+        p.append(problem("scheduling.persistent_resource_id", f"{s.persistent_resource_id!r} is not a persistent "
+                                                              "resource id (1-63 lower-case letters, digits and '-', "
+                                                              "starting with a letter)", ["my-training-cluster"]))
+    r = s.reservation_affinity
+    field = "scheduling.reservation_affinity"
+    if not r.reservation_affinity_type and (r.key or r.values):
+        p.append(problem(f"{field}.reservation_affinity_type", "is empty but key/values are set",
+                         ["SPECIFIC_RESERVATION"]))
+    elif r.reservation_affinity_type in ("ANY_RESERVATION", "NO_RESERVATION") and (r.key or r.values):
+        p.append(problem(f"{field}.key", f"key and values name a reservation, which only SPECIFIC_RESERVATION takes, "
+                                         f"not {r.reservation_affinity_type}", ["SPECIFIC_RESERVATION"]))
+    elif r.reservation_affinity_type == "SPECIFIC_RESERVATION":
+        if r.key != RESERVATION_KEY:
+            p.append(problem(f"{field}.key", f"{r.key or 'empty'}: a specific reservation is named by its name label",
+                             [RESERVATION_KEY]))
+        if not r.values:
+            p.append(problem(f"{field}.values", "names no reservation",
+                             [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
+        for value in r.values:
+            m = RESERVATION_RE.match(value)
+            if not m:
+                p.append(problem(f"{field}.values", f"{value!r} is not a reservation's full resource name",
+                                 [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
+            elif m.group(1) != cfg.topology.region:
+                p.append(problem(f"{field}.values", f"{value} is in {m.group(1)}, the job runs in "
+                                                    f"{cfg.topology.region}: a reservation serves its own zone only",
+                                 [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
     return p
 
 

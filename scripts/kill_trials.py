@@ -138,7 +138,7 @@ def within_band(base: Path, reference: Path, args, result) -> tuple[bool, str]:
 
 
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
-    from jobs import stages
+    from jobs import steps
     from jobs.local.launcher import JobFailed
 
     target = rng.choice(TARGETS[args.strategy]) if args.target == "random" else args.target
@@ -153,7 +153,7 @@ def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.
            "redone": None, "restarts": 0, "tolerated": 0, "ok": False, "equal": False, "note": ""}
     try:
         try:
-            result = stages.run_local(job(base, data, args, args.max_restarts), log=trig,
+            result = steps.run_local(job(base, data, args, args.max_restarts), log=trig,
                                     timeout_s=args.trial_timeout)
         except JobFailed as exc:
             result = exc.result
@@ -261,7 +261,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     code = 0
     try:
-        from jobs import stages
+        from jobs import steps
 
         print(f"work folder: {work}", flush=True)
         data = make_data(work)
@@ -269,7 +269,7 @@ def main(argv=None) -> int:
         if not (reference / "checkpoints" / f"ckpt-{args.steps}.index").exists():
             shutil.rmtree(reference, ignore_errors=True)
             t0 = time.monotonic()
-            res = stages.run_local(job(reference, data, args, 0), log=(lambda line: print(f"    {line}", flush=True))
+            res = steps.run_local(job(reference, data, args, 0), log=(lambda line: print(f"    {line}", flush=True))
                                  if args.verbose else (lambda line: None), timeout_s=args.trial_timeout)
             print(f"reference: {args.steps} steps, {args.strategy}, uninterrupted, {time.monotonic() - t0:.1f} s "
                   f"(exit {res.returncode})", flush=True)

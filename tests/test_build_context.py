@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.build_context import BuildError, content_tag, make_context, write_tar
+from jobs.images.context import BuildError, content_tag, make_context, write_tar
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,7 +124,7 @@ def test_missing_context_or_dockerfile_is_one_line(tmp_path):
 def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
-    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/images.py",
+    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/images/reference.py",
                    "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "trainers/configs/local.yaml",
                    "jobs/hardware/catalog.yaml"):
         assert needed in files, needed

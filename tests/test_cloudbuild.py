@@ -162,7 +162,7 @@ def docker_calls(ws: Path) -> list[list[str]]:
 def expected_tags(ws: Path, alias: str) -> dict[str, tuple[str, str]]:
     """Computed independently of the steps: what `run.py build` tags the same sources with."""
     from jobs import images
-    from jobs.build_context import content_tag, make_context
+    from jobs.images.context import content_tag, make_context
 
     ctx = make_context(ws, "containers/Dockerfile")
     base = f"us-central1-docker.pkg.dev/{PROJECT}/training/tf-trainer"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import images, stages
+from jobs import images, job_spec, steps
 from jobs.cloud import cloudbuild, gcs
 from jobs.cloud.clients import CloudError
 from tests.conftest import ROOT
@@ -227,7 +227,7 @@ def test_an_image_without_a_tag_is_refused_before_any_request(cloud, context_tar
     assert server.requests == []
 
 
-# ---- the pipeline's build step (jobs.stages.trainer_image, components.steps.build_image) ----------------
+# ---- the pipeline's build step (jobs.steps.trainer_image, components.steps.build_image) ----------------
 
 def _job(**sets):
     """The multiworker preset (2 T4 per replica: the gpu variant) with a project of its own."""
@@ -238,8 +238,8 @@ def _job(**sets):
 def test_without_a_build_context_the_configs_image_is_used_and_nothing_is_called(cloud):
     server, _, _ = cloud
     cfg = _job()
-    assert stages.trainer_image(cfg, "", endpoint=server.url) == images.job_image(cfg) != ""
-    assert stages.trainer_image(_job(**{"container.image_uri": "example.com/x/y:1"}), "") == "example.com/x/y:1"
+    assert steps.trainer_image(cfg, "", endpoint=server.url) == images.job_image(cfg) != ""
+    assert steps.trainer_image(_job(**{"container.image_uri": "example.com/x/y:1"}), "") == "example.com/x/y:1"
     assert server.requests == []
 
 
@@ -247,14 +247,14 @@ def test_with_a_build_context_cloud_build_builds_the_jobs_variant_by_digest(clou
     server, storage, builds = cloud
     storage.objects[("stage", "ctx/ctx-feedfacefeedface.tgz")] = ({}, b"")
     cfg = _job()  # 2 T4 per replica -> the gpu variant's repository (container.image_repository + "-gpu")
-    ref = stages.trainer_image(cfg, "gs://stage/ctx/ctx-feedfacefeedface.tgz", endpoint=server.url,
+    ref = steps.trainer_image(cfg, "gs://stage/ctx/ctx-feedfacefeedface.tgz", endpoint=server.url,
                                log=lambda _: None)
     image = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-feedfacefeedface"
     assert ref == f"{image}@{CloudBuild.digest_for(image)}"
     body, = builds.requests
     assert builds.builds[next(iter(builds.builds))]["project"] == "team-proj", "the registry's project builds"
     assert "VARIANT=gpu" in body["steps"][0]["args"]
-    validated = stages.vertex_job(stages.with_image(cfg, ref))
+    validated = job_spec.parts(job_spec.custom_job_spec(cfg.with_image(ref)))
     assert {p["container_spec"]["image_uri"] for p in validated["worker_pool_specs"] if p} == {ref}
 
 
@@ -401,9 +401,7 @@ def test_the_compiled_pipeline_feeds_the_built_image_into_the_worker_pools(tmp_p
     assert params["build_context_uri"] == {"defaultValue": "", "isOptional": True, "parameterType": "STRING"}
     assert _source(compiled, "root", "build-image", "build_context_uri") == ("parameter", "build_context_uri")
     assert _source(compiled, "root", "validate-config", "image_uri") == ("task", "build-image.Output")
-    vertex = next(name for name, c in compiled["components"].items()
-                  if "custom-training-job" in c.get("dag", {}).get("tasks", {}))
-    assert _source(compiled, vertex, "custom-training-job", "worker_pool_specs") == \
+    assert _source(compiled, "root", "custom-training-job", "worker_pool_specs") == \
         ("task", "validate-config.worker_pool_specs")
     # ...and validate-config puts that image into every pool (the component function itself, run here)
     built = "us-central1-docker.pkg.dev/team-proj/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64
@@ -424,8 +422,6 @@ def test_a_vertex_tensorboard_reaches_the_custom_job(tmp_path):
     tb = "projects/team-proj/locations/us-central1/tensorboards/42"
     cfg = _job(**{"data.source": "synthetic", "output.tensorboard": tb})
     compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
-    vertex = next(name for name, c in compiled["components"].items()
-                  if "custom-training-job" in c.get("dag", {}).get("tasks", {}))
-    assert _source(compiled, vertex, "custom-training-job", "tensorboard") == ("task", "validate-config.tensorboard")
+    assert _source(compiled, "root", "custom-training-job", "tensorboard") == ("task", "validate-config.tensorboard")
     assert validate_config.python_func(cfg.to_json()).tensorboard == tb
     assert validate_config.python_func(_job(**{"data.source": "synthetic"}).to_json()).tensorboard == ""

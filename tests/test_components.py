@@ -120,14 +120,16 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
     from pipelines.training_pipeline import compile_pipeline
     from trainers import config as config_lib
 
-    compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / "p.yaml"),
-                                                    base_image=IMAGE)).read_text())
     published = {}
     for name in components.NAMES:
         doc = yaml.safe_load(components.yaml_path(name).read_text())
         (executor,) = doc["deploymentSpec"]["executors"].values()
         published[json.dumps([executor["container"]["command"], executor["container"].get("args")])] = name
-    ours = [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
+    ours = []  # the Vertex pipeline and the local one, together
+    for target in ("vertex", "local"):
+        compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / f"{target}.yaml"),
+                                                        target, base_image=IMAGE)).read_text())
+        ours += [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
     used = {published.get(json.dumps([e["container"]["command"], e["container"].get("args")])) for e in ours}
     assert None not in used, "a container task that is not one of the published components"
     assert used == set(components.NAMES)  # every one of them, the CustomJob step included

@@ -50,8 +50,8 @@ def _inputs(worker_pool_specs, endpoint: str, **extra) -> dict:
     return {"display_name": "flowers-local", "worker_pool_specs": _as_json_numbers(worker_pool_specs),
             "base_output_directory": "gs://my-pipelines/runs/x", "tensorboard": "",
             "restart_job_on_worker_restart": True, "scheduling_strategy": "STANDARD", "timeout": "3600s",
-            "service_account": "", "network": "", "location": "europe-west4", "project": "my-proj",
-            "api_endpoint": endpoint, **extra}
+            "max_wait_duration": "", "persistent_resource_id": "", "service_account": "", "network": "",
+            "location": "europe-west4", "project": "my-proj", "api_endpoint": endpoint, **extra}
 
 
 def start_executor(compiled: dict, inputs: dict, out: Path, env: dict | None = None) -> subprocess.Popen:
@@ -81,12 +81,12 @@ def run_executor(compiled, inputs, out, env=None, timeout=120) -> subprocess.Com
 
 
 def _pools(cfg_sets=(), job_dict=None):
-    from jobs import stages
-    from jobs.hardware.pools import worker_pool_specs
+    from jobs import job_spec
+    from jobs.job_spec import worker_pool_specs
 
     if job_dict is not None:
         return worker_pool_specs(job_dict, IMAGE, ["python"], ["-m", "trainers.task"])
-    return stages.vertex_job(config_lib.load("local", [*JOB, *cfg_sets]))["worker_pool_specs"]
+    return job_spec.parts(job_spec.custom_job_spec(config_lib.load("local", [*JOB, *cfg_sets])))["worker_pool_specs"]
 
 
 N4 = {"machine_type": "n1-standard-4"}
@@ -198,15 +198,18 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
 
 
 def test_pools_by_position_unit():
+    from jobs import job_spec
     from jobs.cloud import custom_job
     from jobs.cloud.clients import CloudError
 
     a, b = {"replica_count": 1}, {"replica_count": 2}
-    assert custom_job.pools_by_position([a, {}, {}, {}]) == [a]
-    assert custom_job.pools_by_position([a, b, {}, a]) == [a, b, {}, a]
-    assert custom_job.pools_by_position([a, {}, {}, b]) == [a, {}, {}, b]
+    assert job_spec.pools_by_position([a, {}, {}, {}]) == [a]
+    assert job_spec.pools_by_position([a, b, {}, a]) == [a, b, {}, a]
+    assert job_spec.pools_by_position([a, {}, {}, b]) == [a, {}, {}, b]
+    with pytest.raises(ValueError, match="pool 0"):
+        job_spec.pools_by_position([{}, b])
     with pytest.raises(CloudError, match="pool 0"):
-        custom_job.pools_by_position([{}, b])
+        custom_job.custom_job(display_name="x", worker_pool_specs=[{}, b])
     with pytest.raises(CloudError, match="is not valid: .*machineTypo"):
         custom_job.custom_job(display_name="x", worker_pool_specs=[{"machineTypo": "n1"}])
 

@@ -174,14 +174,14 @@ def jpeg_prepared(tmp_path_factory) -> str:
 @pytest.mark.integration
 @pytest.mark.timeout(420)
 def test_kill_9_with_jpeg_streaming_and_augmentation_resumes_bitwise_exactly(tmp_path, jpeg_prepared):
-    from jobs import stages
+    from jobs import records, steps
     from tests.conftest import assert_no_processes_left
     from tests.test_resilience import (EVERY, JOB_TIMEOUT_S, STEPS, Recorder, _cfg, assert_resumed,
                                        assert_same_final_model, steps_of)
 
     reference = tmp_path / "reference"
     lines: list[str] = []
-    result = stages.run_local(_cfg(reference, jpeg_prepared, *SCALE), timeout_s=JOB_TIMEOUT_S, log=lines.append)
+    result = steps.run_local(_cfg(reference, jpeg_prepared, *SCALE), timeout_s=JOB_TIMEOUT_S, log=lines.append)
     assert result.returncode == 0, "\n".join(lines[-30:])
     assert steps_of(lines, "chief") == list(range(1, STEPS + 1))
     assert any("jpeg records, streamed" in line and "augmented" in line for line in lines), "\n".join(lines[:40])
@@ -189,7 +189,7 @@ def test_kill_9_with_jpeg_streaming_and_augmentation_resumes_bitwise_exactly(tmp
     base = tmp_path / "killed"
     rec = Recorder(str(base), "workerpool0", "[chief-0] step 17/")
     try:
-        result = stages.run_local(_cfg(base, jpeg_prepared, *SCALE, "scheduling.max_restarts=2"),
+        result = steps.run_local(_cfg(base, jpeg_prepared, *SCALE, "scheduling.max_restarts=2"),
                                   timeout_s=JOB_TIMEOUT_S, log=rec)
         assert rec.fired and result.returncode == 0 and result.attempts == 2, result.message
         assert result.restarts[0].failure.exit_status == -signal.SIGKILL

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import containers
+from jobs.local import containers, docker_session, replica_container
 from trainers import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,18 +47,18 @@ def test_a_replica_runs_its_pools_container_spec_with_the_vertex_environment_onl
     env = {"CLUSTER_SPEC": json.dumps({"cluster": {}, "task": {"type": "workerpool1", "index": 1}}),
            "TF_CONFIG": "{}", "AIP_MODEL_DIR": "/b/model/", "CLOUD_ML_JOB_ID": "j", "PATH": "/host/bin",
            "PYTHONPATH": "/host/repo", "HOME": "/root", "GOOGLE_APPLICATION_CREDENTIALS": "/secret.json"}
-    pool, index, spec = containers.replica_spec(specs, env)
+    pool, index, spec = replica_container.replica_spec(specs, env)
     assert (pool, index, spec["args"]) == (1, 1, ["--role", "w"])
-    assert containers.replica_environment(env, spec) == {
+    assert replica_container.replica_environment(env, spec) == {
         "CLUSTER_SPEC": env["CLUSTER_SPEC"], "TF_CONFIG": "{}", "AIP_MODEL_DIR": "/b/model/", "CLOUD_ML_JOB_ID": "j",
-        "X": "1"}  # nothing of the host's PATH, PYTHONPATH or credentials
+        "X": "1", "VTP_LOCAL_LAUNCHER": "1"}  # nothing of the host's PATH, PYTHONPATH or credentials
 
 
 def test_a_pinned_image_is_used_as_is_and_a_bare_repository_is_built():
-    assert containers.is_pinned("127.0.0.1:5000/t/tf-trainer:ctx-1@sha256:" + "b" * 64)
-    assert containers.is_pinned("127.0.0.1:5000/t/tf-trainer:ctx-1")
-    assert not containers.is_pinned("127.0.0.1:5000/t/tf-trainer")
-    assert not containers.is_pinned(None)
+    assert docker_session.is_pinned("127.0.0.1:5000/t/tf-trainer:ctx-1@sha256:" + "b" * 64)
+    assert docker_session.is_pinned("127.0.0.1:5000/t/tf-trainer:ctx-1")
+    assert not docker_session.is_pinned("127.0.0.1:5000/t/tf-trainer")
+    assert not docker_session.is_pinned(None)
 
 
 def test_the_engine_socket_goes_to_the_train_step():
@@ -73,9 +73,9 @@ def test_the_containers_see_the_runs_folders_at_absolute_paths(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     (tmp_path / "flowers").mkdir()
     cfg = config_lib.load("local", ["output.base_dir=runs/x", "data.source=images", "data.path=flowers"])
-    out = containers.for_containers(cfg)
+    out = docker_session.for_containers(cfg)
     assert out.output.base_dir == str(tmp_path / "runs" / "x") and out.data.path == str(tmp_path / "flowers")
-    assert containers.host_folders(out) == [str(tmp_path / "runs" / "x"), str(tmp_path / "flowers")]
+    assert docker_session.host_folders(out) == [str(tmp_path / "runs" / "x"), str(tmp_path / "flowers")]
 
 
 def test_requirements_the_probe_checks(tmp_path):
@@ -83,7 +83,7 @@ def test_requirements_the_probe_checks(tmp_path):
                                                "pywin32; sys_platform == 'win32'\n")
     cfg = config_lib.load("local", [f"trainer.source_dir={tmp_path}", "trainer.module=trainer.task",
                                            "trainer.requirements=requirements.txt", "data.source=none"])
-    assert [(line, name, str(spec)) for line, name, spec in containers.requirement_names(cfg)] == [
+    assert [(line, name, str(spec)) for line, name, spec in docker_session.requirement_names(cfg)] == [
         ("pandas>=2.0", "pandas", ">=2.0"), ("numpy", "numpy", "")]
 
 
@@ -320,14 +320,14 @@ def _probe(found: dict, cfg, code: int = 0):
     line = "VTP-PROBE " + json.dumps({"cwd": "/workspace/code", "python": "3.11.2", **found})
     engine = _FakeEngine(_FakeContainer(line + "\n", code))
     settings = containers.Settings(run_id="r", base="/tmp/b")
-    problems = containers.probe_problems(engine, "r/i@sha256:" + "c" * 64, cfg, settings)
+    problems = docker_session.probe_problems(engine, "r/i@sha256:" + "c" * 64, cfg, settings)
     assert engine.container.removed and engine.created["network_mode"] == "none"
     assert engine.created["labels"]["vtp.kind"] == "probe"
     return problems
 
 
 def test_the_probe_names_what_the_image_lacks(tmp_path):
-    ok = {m: "ok" for m in ("tensorflow", *containers.PROJECT_MODULES)}
+    ok = {m: "ok" for m in ("tensorflow", *docker_session.PROJECT_MODULES)}
     builtin = config_lib.load("local")
     assert _probe({"modules": ok, "versions": {"tensorflow": "2.21.0"}}, builtin) == []
     no_tf = _probe({"modules": {**ok, "tensorflow": "No module named 'tensorflow'"}, "versions": {}}, builtin)

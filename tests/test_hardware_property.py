@@ -8,7 +8,7 @@ from trainers.errors import Problem
 from jobs.hardware.catalog import load_catalog
 from jobs.hardware.gcloud_flags import FLAGS
 from jobs.hardware.legacy import KNOWN_KEYS, import_legacy, translate
-from jobs.hardware.pools import worker_pool_specs
+from jobs.job_spec import worker_pool_specs
 from jobs.hardware.rules import Report, check_job, infer_strategy, num_replicas
 
 CAT = load_catalog()

@@ -10,7 +10,7 @@ from trainers.errors import ConfigError
 from jobs.hardware import rules
 from jobs.hardware.advice import check_warnings
 from jobs.hardware.catalog import load_catalog
-from jobs.hardware.pools import worker_pool_specs
+from jobs.job_spec import worker_pool_specs
 from jobs.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
                                      check_gpu_resources, check_job, check_machine_types, check_regions,
                                      check_same_gpus, check_strategy, check_tpu_accelerators, check_tpu_pools,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from jobs.local import launcher
+from jobs.local import launcher, launcher_cli
 from jobs.local.launcher import JobFailed, launch, vertex_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -405,13 +405,13 @@ def test_launch_rules_are_checked(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_cli_parameter_server_rules(tmp_path, pid_dir, capsys):
-    rc = launcher.main(["--replicas", "1,2,1", "--base-output-dir", str(tmp_path), "--done-when", "chief",
+    rc = launcher_cli.main(["--replicas", "1,2,1", "--base-output-dir", str(tmp_path), "--done-when", "chief",
                         "--on-worker-failure", "tolerate", "--", *fake(pid_dir, "chief=sleep:1", "worker-1=exit:9",
                                                                      "worker-0=sleep", "ps=sleep")])
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "[launcher] worker-1 exited with status 9; tolerated" in out and "[launcher] job succeeded" in out
-    assert launcher.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--on-worker-failure",
+    assert launcher_cli.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--on-worker-failure",
                           "tolerate", "--", "true"]) == 2
     assert "needs done_when='chief'" in capsys.readouterr().err
     assert_nothing_left(pid_dir, out, expect=4)
@@ -490,7 +490,7 @@ def test_cli_propagates_status_and_prints_failure(tmp_path, pid_dir):
 
 @pytest.mark.timeout(60)
 def test_cli_main_in_process(tmp_path, pid_dir, capsys):
-    rc = launcher.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--timeout", "1",
+    rc = launcher_cli.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--timeout", "1",
                         "--grace", "0.2", "--", *fake(pid_dir, "chief=sleep")])
     assert rc == 124
     out, err = capsys.readouterr()

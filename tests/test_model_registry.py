@@ -158,41 +158,35 @@ def test_register_model_refuses_a_local_folder(vertex, capsys):
     assert vertex.requests == []
 
 
-def _compiled(tmp_path, *overrides):
+def _compiled(tmp_path, target, *overrides):
     from pipelines.training_pipeline import compile_pipeline
 
     cfg = config_lib.load("local", list(overrides))
-    return yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
+    return yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / f"{target}.yaml"), target)).read_text())
 
 
-def _branch(compiled, task):
-    (dag,) = [c["dag"]["tasks"] for n, c in compiled["components"].items() if n.startswith("comp-condition")
-              and task in c.get("dag", {}).get("tasks", {})]
-    return dag
-
-
-def test_both_branches_register_the_verified_model_in_the_pipelines_location(tmp_path):
+def test_both_pipelines_register_the_verified_model_in_the_pipelines_location(tmp_path):
     parent = "projects/my-proj/locations/europe-west4/models/42"
-    compiled = _compiled(tmp_path, f"serving.parent_model={parent}")
-    vertex_branch, local_branch = _branch(compiled, "upload-model-2"), _branch(compiled, "upload-model")
-    for tasks, upload, verify, dry_run in ((vertex_branch, "upload-model-2", "verify-model-2", False),
-                                           (local_branch, "upload-model", "verify-model", True)):
-        task = tasks[upload]
+    vertex_tasks = _compiled(tmp_path, "vertex", f"serving.parent_model={parent}")["root"]["dag"]["tasks"]
+    local_tasks = _compiled(tmp_path, "local", f"serving.parent_model={parent}")["root"]["dag"]["tasks"]
+    for tasks, dry_run in ((vertex_tasks, False), (local_tasks, True)):
+        task = tasks["upload-model"]
         assert task["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
-            "outputArtifactKey": "verified_model", "producerTask": verify}
+            "outputArtifactKey": "verified_model", "producerTask": "verify-model"}
         params = task["inputs"]["parameters"]
-        assert params["location"] == {"componentInputParameter": "pipelinechannel--location"}  # never a default
+        assert params["location"] == {"componentInputParameter": "location"}  # never a default
         assert params["dry_run"]["runtimeValue"]["constant"] is dry_run
         for key, output in (("display_name", "model_display_name"), ("labels", "model_labels"),
                             ("serving_image", "serving_image"), ("parent_model", "parent_model")):
-            assert params[key] == {"componentInputParameter": f"pipelinechannel--validate-config-{output}"}, key
-    vertex_params = vertex_branch["upload-model-2"]["inputs"]["parameters"]
+            assert params[key] == {"taskOutputParameter": {"outputParameterKey": output,
+                                                           "producerTask": "validate-config"}}, key
+    vertex_params = vertex_tasks["upload-model"]["inputs"]["parameters"]
     assert vertex_params["project"]["runtimeValue"]["constant"] == "{{$.pipeline_google_cloud_project_id}}"
     assert vertex_params["pipeline_job"]["runtimeValue"]["constant"] == "{{$.pipeline_job_resource_name}}"
-    # the model the Vertex branch verifies is what the CustomJob's chief wrote to AIP_MODEL_DIR
-    importer = vertex_branch["verify-model-2"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"]
-    assert vertex_branch[importer]["inputs"]["parameters"]["uri"] == {
-        "componentInputParameter": "pipelinechannel--validate-config-model_dir"}
+    # the model the Vertex pipeline verifies is what the CustomJob's chief wrote to AIP_MODEL_DIR
+    importer = vertex_tasks["verify-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"]
+    assert vertex_tasks[importer]["inputs"]["parameters"]["uri"] == {
+        "taskOutputParameter": {"outputParameterKey": "model_dir", "producerTask": "validate-config"}}
     # and validate-config computes those fields from the job's config
     from components import validate_config
 

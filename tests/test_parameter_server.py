@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import assert_no_processes_left
 from tests.test_resilience import latest_in_state_file
-from jobs import stages
+from jobs import job_spec, records, steps
 from jobs.local.faults import attempt_lines, replica_pid, stderr_echo
 from trainers import config as config_lib
 
@@ -92,7 +92,7 @@ def reference(tmp_path_factory, prepared_data) -> Path:
     """One uninterrupted run of the scaled-down preset."""
     base = tmp_path_factory.mktemp("ps-reference")
     lines: list[str] = []
-    result = stages.run_local(ps_config(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
+    result = steps.run_local(ps_config(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
     assert result.returncode == 0 and result.attempts == 1 and result.tolerated == [], "\n".join(lines[-40:])
     assert chief_steps(lines) == list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
     for server in ("worker-0", "worker-1", "ps-0"):
@@ -111,7 +111,7 @@ def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, pr
     from jobs.tensorboard import read_scalars
 
     cfg = ps_config(reference, prepared_data)
-    metrics = stages.read_metrics(cfg)
+    metrics = records.read_metrics(cfg)
     assert (metrics["strategy"], metrics["workers"], metrics["parameter_servers"]) == ("ParameterServerStrategyV2", 2, 1)
     assert metrics["steps"] == STEPS and metrics["global_batch_size"] == 8 and metrics["replicas"] == 1
     assert run_summary(cfg, 1.0)["training"]["strategy"] == "ParameterServerStrategyV2"  # what run.json records
@@ -135,7 +135,7 @@ def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, pr
     assert [s for s, _ in read_scalars(str(reference / "logs"))["train/loss"]] == \
         list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
 
-    verified = stages.verify_model(str(reference / "model"), data_dir=prepared_data)  # this process never trained
+    verified = steps.verify_model(str(reference / "model"), data_dir=prepared_data)  # this process never trained
     assert verified["examples"] == ev["examples"] and verified["loss"] == pytest.approx(ev["loss"], abs=1e-4)
 
 
@@ -145,7 +145,7 @@ def test_a_worker_killed_mid_run_is_tolerated_without_a_restart(tmp_path, prepar
     base = tmp_path / "worker-killed"
     faults = Faults(str(base), [(1, "workerpool1", signal.SIGKILL, lambda line, n: n == 5)])  # at step 25
     try:
-        result = stages.run_local(ps_config(base, prepared_data, "scheduling.max_restarts=2"),
+        result = steps.run_local(ps_config(base, prepared_data, "scheduling.max_restarts=2"),
                                   timeout_s=JOB_TIMEOUT_S, log=faults)
         assert not faults.plan, "the worker was never killed"
         assert (result.returncode, result.attempts, result.restarts) == (0, 1, [])
@@ -176,7 +176,7 @@ def test_sigterm_then_kill_9_of_a_parameter_server_then_of_the_chief_each_resume
         (3, "workerpool0", signal.SIGKILL, lambda line, n: n == 1 and bool(STEP_RE.match(line))),
     ])
     try:
-        result = stages.run_local(ps_config(base, prepared_data, "scheduling.max_restarts=3"),
+        result = steps.run_local(ps_config(base, prepared_data, "scheduling.max_restarts=3"),
                                   timeout_s=JOB_TIMEOUT_S + 120, log=faults)
         assert not faults.plan, f"faults left unfired: {faults.plan}"
         assert result.returncode == 0 and result.attempts == 4, result.message
@@ -203,7 +203,7 @@ def test_sigterm_then_kill_9_of_a_parameter_server_then_of_the_chief_each_resume
         assert chief_steps(final) == list(range(chief_killed.resumed_step + LOG_EVERY, STEPS + 1, LOG_EVERY))
         assert checkpoint_step(base)[0] == STEPS
         assert_in_band(base, reference)
-        assert stages.read_metrics(ps_config(base, prepared_data))["resumed_from_step"] == chief_killed.resumed_step
+        assert records.read_metrics(ps_config(base, prepared_data))["resumed_from_step"] == chief_killed.resumed_step
     finally:
         assert_no_processes_left(str(base))
 
@@ -261,9 +261,9 @@ def test_chunks_end_at_every_log_checkpoint_and_epoch_boundary():
 def test_run_local_picks_the_launcher_rules_of_the_strategy(tmp_path, prepared_data):
     from tests.conftest import job_config
 
-    assert stages.launch_rules(ps_config(tmp_path, prepared_data)) == {"done_when": "chief",
+    assert job_spec.launch_rules(ps_config(tmp_path, prepared_data)) == {"done_when": "chief",
                                                                       "on_worker_failure": "tolerate"}
-    assert stages.launch_rules(job_config(tmp_path, prepared_data)) == {"done_when": "all",
+    assert job_spec.launch_rules(job_config(tmp_path, prepared_data)) == {"done_when": "all",
                                                                        "on_worker_failure": "restart"}
 
 

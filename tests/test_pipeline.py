@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, job_config
+from tests.pipeline_dag import tasks_started_with_defaults
 from trainers import config as config_lib
-from jobs import stages
-
+from jobs import job_spec, records
 EXPECTED = Path(__file__).parent / "expected"
 PRESETS = ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"]
 
@@ -57,27 +57,52 @@ def test_compiled_pipeline_matches_expected_file(tmp_path, preset):
     if os.environ.get("UPDATE_EXPECTED"):
         expected_file.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     assert got == json.loads(expected_file.read_text())
-    # The config travels as the default of config_json, unchanged.
+    # The config travels as the default of config_json, as Vertex runs it (no path of this machine).
     default = compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"]
-    assert config_lib.load_json(default) == cfg
+    assert config_lib.load_json(default) == cfg.for_vertex()
     assert got["name"] == cfg.name
-    # Both branches exist; the Vertex one holds the custom job.
-    branch_components = {t["component"] for b in got["branches"].values() for t in b.values()}
-    assert "comp-custom-training-job" in branch_components and "comp-train" in branch_components
+    # A Vertex YAML is a Vertex YAML: started with its defaults, it creates the CustomJob; no local step in it.
+    started = tasks_started_with_defaults(compiled)
+    assert "comp-custom-training-job" in started and "comp-train" not in started
+    assert "target" not in got["parameters"] and not got["branches"]
 
 
-def test_vertex_branch_is_gated_on_target(tmp_path):
+def test_the_default_path_evaluator_sees_a_branch_taken_by_a_parameters_default(tmp_path):
+    """The shape that once ran the local branch on Vertex (a ``target`` parameter defaulting to ``local``):
+    the evaluator the tests above rely on follows the default into that branch."""
+    from kfp import compiler, dsl
+
+    @dsl.component
+    def step(x: str) -> str:
+        return x
+
+    @dsl.pipeline(name="shape")
+    def shape(target: str = "local"):
+        with dsl.If(target == "local", name="train-locally"):
+            step(x="here")
+        with dsl.Else(name="train-on-vertex"):
+            step(x="there")
+
+    compiler.Compiler().compile(shape, str(tmp_path / "shape.yaml"))
+    compiled = yaml.safe_load((tmp_path / "shape.yaml").read_text())
+    started = tasks_started_with_defaults(compiled)
+    assert started == ["comp-condition-branches-1", "comp-condition-2", "comp-step"], started  # the If, not the Else
+
+
+def test_the_local_pipeline_trains_here_and_never_calls_vertex(tmp_path):
     from pipelines.training_pipeline import compile_pipeline
 
-    compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / "p.yaml"))).read_text())
-    dags = [compiled["root"], *compiled["components"].values()]
-    conditions = [t.get("triggerPolicy", {}).get("condition") for d in dags for t in d.get("dag", {}).get("tasks", {}).values()]
-    assert "inputs.parameter_values['pipelinechannel--target'] == 'local'" in conditions
-    assert "!(inputs.parameter_values['pipelinechannel--target'] == 'local')" in conditions
+    compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / "l.yaml"),
+                                                    "local")).read_text())
+    started = tasks_started_with_defaults(compiled)
+    assert "comp-train" in started and "comp-custom-training-job" not in started
+    assert "comp-build-image" not in started  # nothing to build for a local run
+    upload = compiled["root"]["dag"]["tasks"]["upload-model"]["inputs"]["parameters"]
+    assert upload["dry_run"]["runtimeValue"]["constant"] is True
 
 
 def _machine_specs(cfg):
-    return [s and (s["replica_count"], s["machine_spec"]) for s in stages.vertex_job(cfg)["worker_pool_specs"]]
+    return [s and (s["replica_count"], s["machine_spec"]) for s in job_spec.parts(job_spec.custom_job_spec(cfg))["worker_pool_specs"]]
 
 
 def test_worker_pools_per_preset():
@@ -95,7 +120,7 @@ def test_every_replica_runs_the_same_container_command_with_the_config():
     from jobs import images
 
     cfg = config_lib.load("multiworker")
-    job = stages.vertex_job(cfg)
+    job = job_spec.parts(job_spec.custom_job_spec(cfg))
     for spec in job["worker_pool_specs"][:2]:
         c = spec["container_spec"]
         assert c["image_uri"] == images.job_image(cfg) == images.repository_for(
@@ -110,7 +135,7 @@ def test_every_replica_runs_the_same_container_command_with_the_config():
 def test_a_users_own_trainer_gets_its_own_args():
     cfg = config_lib.load("local", ["container.command=[python, -m, trainer.task]",
                                     "container.args=[--user_arg_1, value_1]"])
-    assert stages.worker_command(cfg) == ["python", "-m", "trainer.task", "--user_arg_1", "value_1"]
+    assert job_spec.worker_command(cfg) == ["python", "-m", "trainer.task", "--user_arg_1", "value_1"]
 
 
 @pytest.mark.integration
@@ -122,11 +147,11 @@ def test_whole_pipeline_runs_with_kfp_local(tmp_path, prepared_data):
 
     cfg = job_config(tmp_path / "run", prepared_data, "training.steps=10", "checkpoint.every_steps=5")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
-    build_pipeline(cfg)(config_json=cfg.to_json(), target="local")
+    build_pipeline(cfg, "local")(config_json=cfg.to_json())
     base = Path(cfg.output.base_dir)
     verification = json.loads((base / "verification.json").read_text())
     assert verification["examples"] > 0 and 0 <= verification["accuracy"] <= 1
-    assert stages.read_metrics(cfg)["replicas"] == 2
+    assert records.read_metrics(cfg)["replicas"] == 2
     (verify_out,) = (tmp_path / "root").glob("*/verify-model/executor_output.json")
     artifacts = json.loads(verify_out.read_text())["artifacts"]
     assert set(artifacts) == {"verified_model", "metrics", "verification"}
@@ -167,10 +192,58 @@ def test_run_py_project_checks_before_submitting():
     assert "Traceback" not in proc.stderr
 
 
+PINNED = "us-central1-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
+
+
+def test_run_py_compile_only_for_vertex_refuses_what_submit_refuses(tmp_path):
+    """The shipped presets name placeholders: compiled for Vertex they would be refused on submission, so
+    --compile-only refuses them now, one line each, and writes nothing."""
+    out = tmp_path / "tpu.yaml"
+    proc = run_py("--config", "tpu", "--compile-only", str(out))
+    assert proc.returncode == 2 and not out.exists()
+    errors = proc.stderr.strip().splitlines()
+    assert all(line.startswith(("error: ", "warning: ")) for line in errors) and "Traceback" not in proc.stderr
+    assert any(line.startswith("error: container.image_uri: ") and "my-project" in line for line in errors)
+    assert any(line.startswith("error: output.base_dir: ") and "my-bucket" in line for line in errors)
+    local = run_py("--compile-only", str(out))  # the local preset: a local output folder
+    assert local.returncode == 2 and "error: output.base_dir: " in local.stderr and "this machine" in local.stderr
+
+
 def test_run_py_compile_only(tmp_path):
-    proc = run_py("--config", "tpu", "--compile-only", str(tmp_path / "tpu.yaml"))
+    out = tmp_path / "tpu.yaml"
+    proc = run_py("--config", "tpu", "--compile-only", str(out), "--set", f"container.image_uri={PINNED}",
+                  "--set", "output.base_dir=gs://bucket-1/runs/tpu", "--set", "data.path=gs://bucket-1/tfrecords")
     assert proc.returncode == 0, proc.stderr
-    assert yaml.safe_load((tmp_path / "tpu.yaml").read_text())["pipelineInfo"]["name"] == "flowers-tpu"
+    compiled = yaml.safe_load(out.read_text())
+    assert compiled["pipelineInfo"]["name"] == "flowers-tpu"
+    assert "comp-custom-training-job" in tasks_started_with_defaults(compiled)
+    # a YAML for kfp.local, said so, needs no cloud settings
+    local = run_py("--compile-only", str(tmp_path / "local.yaml"), "--target", "local")
+    assert local.returncode == 0, local.stderr
+    assert "comp-train" in tasks_started_with_defaults(yaml.safe_load((tmp_path / "local.yaml").read_text()))
+    assert run_py("--target", "local").returncode == 2  # only with --compile-only
+
+
+JOB_TEXT = "name: mine\ntraining: {steps: 5}\ntopology: {strategy: one_device, worker: {replica_count: 0}}\n"
+
+
+def test_compile_only_never_overwrites_the_job_file_or_another_file(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_TEXT)
+    sets = ["--set", f"container.image_uri={PINNED}", "--set", "output.base_dir=gs://bucket-1/runs/x"]
+    proc = run_py("--config", str(job), "--compile-only", str(job), *sets)
+    assert proc.returncode == 2 and "is the job file given to --config" in proc.stderr
+    assert job.read_text() == JOB_TEXT
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("my: notes\n")
+    proc = run_py("--config", str(job), "--compile-only", str(notes), *sets)
+    assert proc.returncode == 2 and "is not a compiled pipeline" in proc.stderr and notes.read_text() == "my: notes\n"
+    target = tmp_path / "job.pipeline.yaml"
+    for _ in range(2):  # a compiled pipeline is recompiled in place
+        assert run_py("--config", str(job), "--compile-only", str(target), *sets).returncode == 0
+    assert run_py("--config", str(job), "--compile-only", str(notes), "--overwrite", *sets).returncode == 0
+    assert yaml.safe_load(notes.read_text())["pipelineInfo"]["name"] == "mine"
+    assert not list(tmp_path.glob(".*.tmp.yaml")), "the temporary file is gone"
 
 
 def test_run_py_bad_input_is_one_line_per_problem_before_anything_runs(tmp_path):

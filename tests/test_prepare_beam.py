@@ -53,11 +53,10 @@ def test_corrupt_images_are_reported_per_image_and_nothing_is_written(images, tm
 
 
 def test_the_prepare_step_runs_the_runner_named_in_the_config(images, tmp_path):
-    from jobs import stages
-
+    from jobs import steps
     cfg = config_lib.load("local", [f"output.base_dir={tmp_path}", "data.source=images", f"data.path={images}",
                                     "data.image_size=24", "data.prepare_runner=beam", "data.encoding=jpeg"])
-    data_dir, manifest = stages.prepare(cfg)
+    data_dir, manifest = steps.prepare(cfg)
     assert manifest["encoding"] == "jpeg" and Path(data_dir, "manifest.json").exists()
 
 

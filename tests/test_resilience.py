@@ -1,7 +1,7 @@
 """Checkpoint-resume that survives anything (issue 4): kill -9 of any replica, SIGTERM preemption, damaged
 and half-written checkpoints, a finished job run again, a checkpoint folder of another job.
 
-Real 2-worker MultiWorkerMirroredStrategy jobs run through the local launcher (``stages.run_local``) on the
+Real 2-worker MultiWorkerMirroredStrategy jobs run through the local launcher (``steps.run_local``) on the
 shared tiny data set. Every interrupted job is compared BITWISE with one uninterrupted reference run of the
 same config (module-scoped, run once): every variable of the final checkpoint (model weights, Adam slots,
 iteration count, learning rate) and every variable of the exported SavedModel. Only ``save_counter`` (how
@@ -28,7 +28,7 @@ import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
 from jobs.local.faults import attempt_lines, checkpoint_variables
-from jobs import stages
+from jobs import steps
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 
 STEPS, EVERY = 30, 5
@@ -156,7 +156,7 @@ ONE_PROCESS = ("topology.strategy=one_device", "topology.worker.replica_count=0"
 def reference(tmp_path_factory, prepared_data) -> Path:
     base = tmp_path_factory.mktemp("reference")
     lines: list[str] = []
-    result = stages.run_local(_cfg(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
+    result = steps.run_local(_cfg(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
     assert result.returncode == 0 and result.attempts == 1, "\n".join(lines[-40:])
     assert steps_of(lines, "chief") == list(range(1, STEPS + 1))
     assert_no_processes_left(str(base))
@@ -169,7 +169,7 @@ def _kill_and_resume(tmp_path, prepared_data, reference, victim: str, kill_step:
     pool = "workerpool0" if victim == "chief" else "workerpool1"
     rec = Recorder(str(base), pool, f"[{victim}-0] step {kill_step}/")
     try:
-        result = stages.run_local(_cfg(base, prepared_data, "scheduling.max_restarts=2"), timeout_s=JOB_TIMEOUT_S,
+        result = steps.run_local(_cfg(base, prepared_data, "scheduling.max_restarts=2"), timeout_s=JOB_TIMEOUT_S,
                                 log=rec)
         assert rec.fired, f"never saw the trigger line for step {kill_step}"
         assert result.returncode == 0 and result.attempts == 2 and len(result.restarts) == 1, result.message
@@ -219,7 +219,7 @@ def test_sigterm_to_the_worker_saves_everywhere_at_the_next_step_exits_42_and_re
     base = tmp_path / "sigterm"
     rec = Recorder(str(base), "workerpool1", f"[worker-0] step {SIGTERM_STEP}/", signal.SIGTERM)
     try:
-        result = stages.run_local(_cfg(base, prepared_data, "scheduling.max_restarts=1"), timeout_s=JOB_TIMEOUT_S,
+        result = steps.run_local(_cfg(base, prepared_data, "scheduling.max_restarts=1"), timeout_s=JOB_TIMEOUT_S,
                                 log=rec)
         assert rec.fired
         assert result.returncode == 0 and result.attempts == 2 and len(result.restarts) == 1, result.message
@@ -263,7 +263,7 @@ def test_sigterm_right_after_start_up_is_not_swallowed_by_tensorflow(tmp_path, p
                      "scheduling.max_restarts=1")
     rec = Recorder(str(base), "workerpool1", "[worker-0] INFO trainers.data: input pipeline", signal.SIGTERM)
     try:
-        result = stages.run_local(cfg, timeout_s=JOB_TIMEOUT_S, log=rec)
+        result = steps.run_local(cfg, timeout_s=JOB_TIMEOUT_S, log=rec)
         assert rec.fired
         first = attempt_lines(rec.lines, 1)
         assert any(line.startswith("[worker-0] WARNING trainers.checkpoint: SIGTERM received") for line in first), \
@@ -290,7 +290,7 @@ def test_a_truncated_latest_checkpoint_is_skipped_with_a_warning_and_the_previou
         f.truncate(data.stat().st_size // 2)
     lines: list[str] = []
     try:
-        result = stages.run_local(_cfg(base, prepared_data, f"training.steps={STEPS + 5}", "scheduling.max_restarts=0"),
+        result = steps.run_local(_cfg(base, prepared_data, f"training.steps={STEPS + 5}", "scheduling.max_restarts=0"),
                                 timeout_s=JOB_TIMEOUT_S, log=lines.append)
         assert result.returncode == 0 and result.attempts == 1, result.message
         for role in ("chief", "worker"):
@@ -382,7 +382,7 @@ def test_resuming_a_finished_job_trains_nothing_and_changes_nothing(tmp_path, pr
     before = {p.name: p.read_bytes() for p in ckdir.iterdir()}
     lines: list[str] = []
     try:
-        result = stages.run_local(_cfg(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
+        result = steps.run_local(_cfg(base, prepared_data), timeout_s=JOB_TIMEOUT_S, log=lines.append)
         assert result.returncode == 0 and result.attempts == 1, result.message
         assert_resumed(lines, STEPS, STEPS)  # and no training step after it
         assert {p.name: p.read_bytes() for p in ckdir.iterdir()} == before, "a finished job saved again"

@@ -65,14 +65,13 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     runtime = body["runtimeConfig"]
     assert runtime["gcsOutputDirectory"] == ROOT_URI
     params = runtime["parameterValues"]
-    assert set(params) == {"config_json", "target", "location", "service_account", "network"}
-    assert (params["target"], params["location"]) == ("vertex", REGION)
+    assert set(params) == {"config_json", "location", "service_account", "network"}  # no target: a Vertex pipeline
+    assert params["location"] == REGION
     # the training replicas run as the same account, in the same network (CustomTrainingJobOp's inputs)
     assert (params["service_account"], params["network"]) == (body["serviceAccount"], body["network"])
-    train = next(t for c in expected["components"].values() for n, t in c.get("dag", {}).get("tasks", {}).items()
-                 if n == "custom-training-job")
-    assert train["inputs"]["parameters"]["service_account"] == {"componentInputParameter": "pipelinechannel--service_account"}
-    assert train["inputs"]["parameters"]["network"] == {"componentInputParameter": "pipelinechannel--network"}
+    train = expected["root"]["dag"]["tasks"]["custom-training-job"]  # in the root: the Vertex pipeline has no branch
+    assert train["inputs"]["parameters"]["service_account"] == {"componentInputParameter": "service_account"}
+    assert train["inputs"]["parameters"]["network"] == {"componentInputParameter": "network"}
     assert config_lib.load_json(params["config_json"]) == cfg
     assert body["serviceAccount"] == f"runner@{PROJECT}.iam.gserviceaccount.com"
     assert body["network"] == "projects/123456789012/global/networks/vpc"

@@ -132,5 +132,6 @@ def test_submit_from_an_uploaded_template(registry, tmp_path):
     body = create.json()
     assert body["templateUri"] == template
     assert body["pipelineSpec"] == yaml.safe_load(content)
-    assert body["runtimeConfig"]["parameterValues"]["target"] == "vertex"
+    assert "target" not in body["runtimeConfig"]["parameterValues"]  # a Vertex template runs the Vertex pipeline
+    assert config_lib.load_json(body["runtimeConfig"]["parameterValues"]["config_json"]).output.base_dir.startswith("gs://")
     assert re.search(r"^\d\d:\d\d:\d\d  SUCCEEDED$", proc.stdout, re.M) and took < 60

@@ -99,9 +99,9 @@ def test_local_prepare_never_imports_tensorflow(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from trainers import config as config_lib
-        from jobs import stages
+        from jobs import records, steps
         cfg = config_lib.load("local", ["output.base_dir={tmp_path}"])
-        data_dir, manifest = stages.prepare(cfg)
+        data_dir, manifest = steps.prepare(cfg)
         assert "tensorflow" not in sys.modules, "prepare imported tensorflow"
         print(data_dir)
     """)

@@ -1,5 +1,5 @@
 """The real trainer image (containers/Dockerfile built by `run.py build`, pushed, trained in), a source-only
-rebuild of it, and a user's trainer image built over it (jobs/user_image.py), run and rebuilt.
+rebuild of it, and a user's trainer image built over it (jobs/images/user.py), run and rebuilt.
 
 No base image can be pulled here, so the base is made locally: a Debian bookworm minbase with python3
 and its venv module (debootstrap from the machine's own apt mirror), imported into the test engine. The
@@ -124,7 +124,7 @@ def image_wheels(log, dest: Path, variant: str = "cpu") -> list[Path]:
 
 def context_with_wheels(dest: Path, wheels_from: Path | None = None, log=print) -> Path:
     """This repository's build context (as .dockerignore selects it) plus containers/wheels/."""
-    from jobs.build_context import make_context
+    from jobs.images.context import make_context
 
     for rel in make_context(ROOT).files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)

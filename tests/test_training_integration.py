@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs import stages
+from jobs import records, steps
 from jobs.local.launcher import JobFailed
 
 pytestmark = pytest.mark.integration
@@ -22,14 +22,14 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     cfg = job_config(tmp_path / "run", prepared_data, "training.steps=12", "checkpoint.every_steps=5",
                      "topology.evaluator.replica_count=1", "topology.evaluator.machine_type=n1-standard-4")
     lines: list[str] = []
-    result = stages.run_local(cfg, timeout_s=240, log=lines.append)
+    result = steps.run_local(cfg, timeout_s=240, log=lines.append)
     assert result.returncode == 0 and result.attempts == 1, "\n".join(lines[-30:])
     assert not any("KeyError" in line for line in lines)
     evaluation = json.loads((Path(cfg.output.base_dir) / "evaluation.json").read_text())
     assert evaluation["final"] and evaluation["step"] == 12 and {h["step"] for h in evaluation["history"]} <= {5, 10, 12}
     assert list((Path(cfg.output.base_dir) / "logs" / "validation").glob("events.out.tfevents.*"))
 
-    metrics = stages.read_metrics(cfg)
+    metrics = records.read_metrics(cfg)
     assert metrics["strategy"] == "CollectiveAllReduceStrategy"  # MultiWorkerMirroredStrategy
     assert metrics["replicas"] == 2 and metrics["global_batch_size"] == 16  # per-replica 8 x 2 replicas
     assert metrics["steps"] == 12
@@ -42,7 +42,7 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     assert (base / "model" / "saved_model.pb").exists() and (base / "model" / "metadata.json").exists()
     assert not [p for p in base.iterdir() if p.name.startswith(".model.tmp")]
 
-    verified = stages.verify_model(str(base / "model"), data_dir=prepared_data)  # this process never trained
+    verified = steps.verify_model(str(base / "model"), data_dir=prepared_data)  # this process never trained
     manifest = json.loads((Path(prepared_data) / "manifest.json").read_text())
     assert verified["examples"] == manifest["num_examples"]["validation"]
     assert 0.0 <= verified["accuracy"] <= 1.0 and verified["loss"] > 0
@@ -73,7 +73,7 @@ def test_a_replica_crash_fails_the_job_clearly_and_leaves_no_process(tmp_path, p
                      "training.log_every_steps=2")
     killer = Killer(str(base), "workerpool1", "[worker-0] step 4/")
     with pytest.raises(JobFailed) as exc:
-        stages.run_local(cfg, timeout_s=240, log=killer)
+        steps.run_local(cfg, timeout_s=240, log=killer)
     assert killer.fired
     failure = exc.value.result.failure
     assert exc.value.result.returncode != 0

@@ -1,5 +1,5 @@
 """A user's trainer image without an engine: what its generated context holds and leaves out, the generated
-Dockerfile's layers, the content tag, and every bad input as one `error:` line (jobs/user_image.py)."""
+Dockerfile's layers, the content tag, and every bad input as one `error:` line (jobs/images/user.py)."""
 from __future__ import annotations
 
 import io
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import user_image
-from jobs.build_context import BuildError, content_tag, write_tar
+from jobs.images import user as user_image
+from jobs.images.context import BuildError, content_tag, write_tar
 from trainers import config as config_lib
 from trainers.errors import ConfigError
 

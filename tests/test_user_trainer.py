@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs import stages
+from jobs import job_spec, steps
 from tests.conftest import ROOT, Killer, assert_no_processes_left
 from trainers import config as config_lib
 
@@ -55,19 +55,24 @@ def test_relative_paths_in_a_job_file_are_relative_to_the_file(project, tmp_path
 
 def test_every_replica_runs_the_users_module_with_its_args():
     cfg = config_lib.load(str(EXAMPLE / "job.yaml"))
-    assert stages.worker_command(cfg) == ["python", "-m", "trainer.task", "--epochs", "3"]
-    env = stages.replica_env(cfg)
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(EXAMPLE)  # importable from its source folder
+    assert job_spec.worker_command(cfg) == ["python", "-m", "trainer.task", "--epochs", "3"]
+    container = job_spec.custom_job_spec(cfg)["worker_pool_specs"][0]["container_spec"]
+    assert container["command"] + container["args"] == ["python", "-m", "trainer.task", "--epochs", "3"]
+    assert cfg.trainer.source_dir == str(EXAMPLE)  # the replicas' working directory here, the image's WORKDIR there
 
 
 def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_prepare_step(project, tmp_path):
     out = tmp_path / "p.yaml"
     proc = run_py("--config", str(project / "job.yaml"), "--compile-only", str(out),
                   "--set", f"container.image_uri={IMAGE}")
+    assert proc.returncode == 2 and "error: output.base_dir: " in proc.stderr  # a local folder: Vertex cannot see it
+    proc = run_py("--config", str(project / "job.yaml"), "--compile-only", str(out),
+                  "--set", f"container.image_uri={IMAGE}", "--set", "output.base_dir=gs://team-bucket/runs/regressor")
     assert proc.returncode == 0, proc.stderr
     compiled = yaml.safe_load(out.read_text())
     tasks = [t for c in [compiled["root"], *compiled["components"].values()] for t in c.get("dag", {}).get("tasks", {})]
-    assert "prepare-data" not in tasks and "train" in tasks and "custom-training-job" in tasks
+    assert "prepare-data" not in tasks and "train" not in tasks and "custom-training-job" in tasks
+    assert str(project) not in out.read_text(), "no path of this machine travels to Vertex (the code is the image's)"
     default = compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"]
     from components import validate_config
 
@@ -154,7 +159,7 @@ def test_kill_9_of_a_replica_mid_run_restarts_the_job_and_keras_resumes_from_its
                                                       "scheduling.max_restarts=1"])
     killer = Killer(str(base), "workerpool1", "[worker-0] Epoch 3/5")
     try:
-        result = stages.run_local(cfg, log=killer, timeout_s=500)
+        result = steps.run_local(cfg, log=killer, timeout_s=500)
         assert killer.fired and result.returncode == 0, result.message
         assert result.attempts == 2 and result.restarts[0].failure.exit_status == -9
         second = [line for line in attempt_lines(killer.lines, 2) if line.startswith("[chief-0] Epoch ")]
@@ -178,7 +183,7 @@ def test_keras_3_fit_under_multi_worker_fails_with_its_cause_and_the_way_out(pro
     base = project / "runs" / "keras3"
     cfg = config_lib.load(str(project / "job.yaml"), [f"output.base_dir={base}"])
     with pytest.raises(JobFailed) as failed:
-        stages.run_local(cfg, log=lambda _: None, timeout_s=240)
+        steps.run_local(cfg, log=lambda _: None, timeout_s=240)
     text = failed.value.result.failure.describe()
     assert "'s error: ValueError: Attempt to convert a value (PerReplica" in text
     assert "keras-team/keras#20585" in text and "TF_USE_LEGACY_KERAS=1" in text and "custom loop" in text

@@ -172,12 +172,13 @@ def read_cluster(env: Mapping[str, str] | None = None) -> ClusterInfo:
     )
 
 
-def output_dirs(info: ClusterInfo, base_output_dir: str) -> dict[str, str]:
-    """model / checkpoints / logs directories: Vertex's AIP_* when set, else under ``base_output_dir``
-    laid out exactly as Vertex lays them out (``<base>/model``, ``<base>/checkpoints``, ``<base>/logs``)."""
-
-    given = {"model": info.model_dir, "checkpoints": info.checkpoint_dir, "logs": info.tensorboard_dir}
-    return {key: (given[key] or join(base_output_dir, leaf)).rstrip("/") for key, (_, leaf) in OUTPUT_LAYOUT.items()}
+def output_dirs(info: ClusterInfo | None, base_output_dir: str) -> dict[str, str]:
+    """THE layout of a job's outputs (the job side calls it with ``info=None``): model / checkpoints / logs
+    directories, Vertex's AIP_* when the replica has them, else under ``base_output_dir`` laid out exactly as
+    Vertex lays them out (``<base>/model``, ``<base>/checkpoints``, ``<base>/logs``), without a trailing ``/``."""
+    given = ({"model": info.model_dir, "checkpoints": info.checkpoint_dir, "logs": info.tensorboard_dir}
+             if info is not None else {})
+    return {key: (given.get(key) or join(base_output_dir, leaf)).rstrip("/") for key, (_, leaf) in OUTPUT_LAYOUT.items()}
 
 
 def replica_dir(info: ClusterInfo, directory: str) -> str:

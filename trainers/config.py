@@ -57,6 +57,11 @@ class Trainer:
     args: list[str] = dataclasses.field(default_factory=list)
     #: a pip requirements file, relative to ``source_dir``: installed in the image before the code.
     requirements: str = ""
+    #: environment variables every replica gets, as Vertex's ``container_spec.env`` sets them: in every pool
+    #: of the CustomJob, in every replica container (``--runner docker``) and every replica process here.
+    #: A replica sees nothing else of the caller's shell (``jobs.local.vertex_env``), so a trainer that
+    #: needs ``TF_USE_LEGACY_KERAS=1`` declares it here and gets it on Vertex too.
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -210,6 +215,23 @@ class Scheduling:
     max_restarts: int = 0
     #: a replica gives up (exit 75) when the cluster (MWMS peers, TPU) is not up within this time.
     startup_timeout_s: float = 300.0
+    #: ``FLEX_START`` only: how long Vertex may wait for the machines (``"0s"``: indefinitely; empty: Vertex's
+    #: default). The CustomJob's ``scheduling.max_wait_duration``.
+    max_wait_duration: str = ""
+    #: run on this Vertex persistent resource (``CustomJobSpec.persistent_resource_id``), not on new machines.
+    persistent_resource_id: str = ""
+    #: which Compute Engine reservation every pool's machines come from (``MachineSpec.reservation_affinity``).
+    reservation_affinity: "ReservationAffinity" = dataclasses.field(default_factory=lambda: ReservationAffinity())
+
+
+@dataclasses.dataclass
+class ReservationAffinity:
+    """``MachineSpec.reservation_affinity`` as the API names it; empty type: not sent (Vertex's default)."""
+    reservation_affinity_type: Literal["", "ANY_RESERVATION", "SPECIFIC_RESERVATION", "NO_RESERVATION"] = ""
+    #: ``compute.googleapis.com/reservation-name`` to name a SPECIFIC_RESERVATION
+    key: str = ""
+    #: the reservations' full resource names, ``projects/P/zones/Z/reservations/NAME``
+    values: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -248,6 +270,33 @@ class JobConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    # -- rewrites: every change the job side makes to a typed config, each returning a new config --------
+    def with_overrides(self, overrides: list[str]) -> "JobConfig":
+        """``--set``-style ``key.path=value`` overrides on top of this config."""
+        return self if not overrides else from_dict(apply_overrides(self.to_dict(), list(overrides)))
+
+    def with_image(self, image_uri: str) -> "JobConfig":
+        """``container.image_uri`` replaced (a built image by digest wins over the config's); "" changes nothing."""
+        if not image_uri:
+            return self
+        return dataclasses.replace(self, container=dataclasses.replace(self.container, image_uri=image_uri))
+
+    def with_data(self, data_uri: str) -> "JobConfig":
+        """Reading the prepared TFRecords at ``data_uri`` (a Dataset from ``prepare_data`` or elsewhere)."""
+        return dataclasses.replace(self, data=dataclasses.replace(self.data, source="tfrecord", path=data_uri))
+
+    def with_images(self, images_uri: str) -> "JobConfig":
+        """Preparing the image folder ``images_uri`` (``<class>/*.jpg``) into ``<base>/data``."""
+        return dataclasses.replace(self, data=dataclasses.replace(self.data, source="images", path=images_uri))
+
+    def for_vertex(self) -> "JobConfig":
+        """The config as a Vertex run carries it: no path of the submitter's machine. A user trainer's code is
+        the image's WORKDIR there (``trainer.source_dir`` is dropped); the sample request travels as the
+        pipeline's ``sample_request`` parameter (its path is dropped). Other local paths (``output.base_dir``,
+        ``data.path``) are refused by the preflight, not rewritten."""
+        return dataclasses.replace(self, trainer=dataclasses.replace(self.trainer, source_dir=""),
+                                   serving=dataclasses.replace(self.serving, sample_request=""))
+
     @property
     def user_trainer(self) -> bool:
         """True when the replicas run a user's code (``trainer.module`` or a changed ``container.command``)
@@ -279,11 +328,14 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         problems.append(problem(path, f"{value!r} is not allowed{hint}", choices))
         return None
-    if origin is dict:  # labels: str -> str
+    if origin is dict:  # labels, trainer.env: str -> str
         if not isinstance(value, dict):
             problems.append(problem(path, f"expected a mapping of strings, got {type(value).__name__} {value!r}"))
             return None
         key_tp, item_tp = typing.get_args(tp)
+        if item_tp is str:  # YAML reads `TF_USE_LEGACY_KERAS: 1` as a number: an env value is its text
+            value = {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                     for k, v in value.items()}
         return {_coerce(k, key_tp, path, problems): _coerce(v, item_tp, f"{path}.{k}", problems) for k, v in value.items()}
     if origin is list:
         (item_tp,) = typing.get_args(tp)
@@ -333,8 +385,9 @@ def _build(cls: type, data: Any, path: str, problems: list[Problem]) -> Any:
         field_path = f"{path}.{key}" if path else str(key)
         if key not in names:
             near = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            problems.append(problem(field_path, f"unknown field; {hint}fields of {path or 'the config'} are", names))
+            hint = f" did you mean {near[0]!r}?" if near else ""
+            problems.append(problem(field_path, f"unknown field;{hint} {path or 'the config'} has these fields",
+                                    names))
             continue
         coerced = _coerce(value, hints[key], field_path, problems)
         if coerced is not None:
@@ -483,11 +536,3 @@ def image_dir(cfg: JobConfig) -> str:
     if cfg.data.source == "images":
         return cfg.data.path
     return cfg.data.path or join(resolved_base_dir(cfg), "images")
-
-
-
-def apply_overrides_to(cfg: JobConfig, overrides: list[str]) -> JobConfig:
-    """``--set`` overrides on top of an already typed config."""
-    if not overrides:
-        return cfg
-    return from_dict(apply_overrides(cfg.to_dict(), overrides))

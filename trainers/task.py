@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = list(args.overrides) + ([f"output.base_dir={args.job_dir}"] if args.job_dir else [])
         if args.config_json:
-            cfg = config_lib.apply_overrides_to(config_lib.load_json(args.config_json), overrides)
+            cfg = config_lib.load_json(args.config_json).with_overrides(overrides)
         else:
             cfg = config_lib.load(args.config, overrides)
         from trainers import cluster as cluster_lib

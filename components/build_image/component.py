@@ -9,12 +9,12 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     ``build_context_uri`` (a ``gs://.../ctx-<hash>.tgz`` context, as ``run.py build --backend cloudbuild``
     stages it) into the job's variant repository; with no context, the config's image, without any cloud
     call."""
-    from jobs import stages
+    from jobs import steps
     from jobs.cloud.clients import CloudError
     from trainers import config as config_lib
 
     try:
-        image = stages.trainer_image(config_lib.load_json(config_json), build_context_uri, dockerfile, project,
+        image = steps.trainer_image(config_lib.load_json(config_json), build_context_uri, dockerfile, project,
                                      api_endpoint or None)
     except CloudError as exc:
         print(f"error: {exc}")

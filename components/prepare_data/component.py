@@ -15,15 +15,15 @@ def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Datas
     replaces ``data.path``. ``dataset``: its URI is the folder of shards (local path or ``gs://``), its
     metadata the classes, example counts, image size and encoding. ``train`` reads it; so can any step of
     yours."""
-    from jobs import stages
+    from jobs import steps
     from trainers import config as config_lib
     from trainers.errors import ConfigError
 
     try:
         cfg = config_lib.load_json(config_json)
         if images is not None:
-            cfg = stages.with_images(cfg, images.uri)
-        data_dir, manifest = stages.prepare(cfg)
+            cfg = cfg.with_images(images.uri)
+        data_dir, manifest = steps.prepare(cfg)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}")

@@ -18,9 +18,9 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
     Outputs: ``report`` (one self-contained HTML page: the Vertex Pipelines UI shows it), ``summary``
     (Markdown), ``confusion`` (ClassificationMetrics, drawn by the UI; only for a classifier). With
     ``record_dir`` the page is also written to ``<record_dir>/report.html``."""
-    from jobs import stages
+    from jobs import steps
 
-    content, written = stages.report(config_json, verification.path if verification is not None else "",
+    content, written = steps.report(config_json, verification.path if verification is not None else "",
                                      tensorboard.uri if tensorboard is not None else "",
                                      checkpoints.uri if checkpoints is not None else "", record_dir)
     with open(report.path, "w", encoding="utf-8") as f:

@@ -17,23 +17,23 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
     (its URI replaces ``data.path``). Outputs: ``model``, URI = the SavedModel folder (``AIP_MODEL_DIR``);
     ``metrics``: the final training figures; ``checkpoints`` and ``tensorboard``: their folders. On Vertex
     the same pools run as a CustomJob instead (``custom_training_job``)."""
-    from jobs import stages
+    from jobs import steps
     from jobs.local.launcher import JobFailed
     from trainers import config as config_lib
 
     cfg = config_lib.load_json(config_json)
     if dataset is not None:
-        cfg = stages.with_data(cfg, dataset.uri)
+        cfg = cfg.with_data(dataset.uri)
     try:
-        record = stages.train_local(cfg)
+        record = steps.train_local(cfg)
     except KeyboardInterrupt:  # replicas already stopped and checkpointed; run.py prints how to resume
         raise SystemExit(130) from None
     except JobFailed as exc:
-        stages.console_log(f"error: training failed: {exc}")
+        steps.console_log(f"error: training failed: {exc}")
         raise SystemExit(1) from None
     for r in record["restarts"]:
         resumed = f"; resumed from step {r['resumed_from_step']}" if r["resumed_from_step"] is not None else ""
-        stages.console_log(f"restart {r['attempt'] - 1}: {r['replica']} exited with {r['exit_status']}{resumed}")
+        steps.console_log(f"restart {r['attempt'] - 1}: {r['replica']} exited with {r['exit_status']}{resumed}")
     figures = record.get("metrics") or {}
     for key in ("train_loss", "train_accuracy", "steps", "examples_per_second"):
         if isinstance(figures.get(key), (int, float)):

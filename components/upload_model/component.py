@@ -22,11 +22,11 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     ``{"dry_run": true}`` and the request)."""
     import json
 
-    from jobs import stages
+    from jobs import steps
     from jobs.cloud.clients import CloudError
 
     try:
-        name, request = stages.upload_model(model.uri, location=location, project=project,
+        name, request = steps.upload_model(model.uri, location=location, project=project,
                                             display_name=display_name or model.metadata.get("job") or "model",
                                             serving_image=serving_image, labels=dict(labels), parent_model=parent_model,
                                             pipeline_job=pipeline_job, api_endpoint=api_endpoint, dry_run=dry_run, record_dir=record_dir)

@@ -1,5 +1,6 @@
 """validate_config: the job config in, checked against every rule; the validated config and the Vertex job
-spec out (worker pool specs by position, output folders, the Model Registry fields)."""
+spec out (the whole CustomJobSpec, its parts for custom_training_job, output folders, the Model Registry
+fields)."""
 from typing import NamedTuple
 
 from components.base import component
@@ -12,7 +13,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("restart_job_on_worker_restart", bool), ("timeout", str), ("tensorboard", str),
                          ("base_dir", str), ("model_dir", str), ("tensorboard_dir", str),
                          ("model_display_name", str), ("model_labels", dict), ("serving_image", str),
-                         ("parent_model", str), ("warnings", str)]):
+                         ("parent_model", str), ("warnings", str), ("custom_job_spec", dict),
+                         ("max_wait_duration", str), ("persistent_resource_id", str)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -21,32 +23,38 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     also check local files (data folder, a user trainer's ``source_dir``/module/requirements); off by
     default, since on Vertex the config's local paths are the submitter's, not this container's.
 
-    Outputs: the normalised config; the Vertex CustomJob fields (``worker_pool_specs``: chief 0, worker
-    1, parameter server 2, evaluator 3); ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job
-    writes, as Vertex lays it out); the Model Registry fields; warnings, one per line."""
+    Outputs: the normalised config; ``custom_job_spec``, THE Vertex ``CustomJobSpec`` of the job
+    (``jobs.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
+    ``container_spec`` with ``trainer.env``; a HyperparameterTuningJob's trial job too) and its parts one by
+    one (``worker_pool_specs`` padded to four, scheduling, output directory, TensorBoard) for
+    ``custom_training_job``; ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job writes, as Vertex
+    lays it out); the Model Registry fields; warnings, one per line."""
     from collections import namedtuple
 
-    from jobs import stages, validate
+    from jobs import job_spec, steps, validate
     from trainers import config as config_lib
     from trainers.errors import ConfigError
 
     try:
-        cfg = stages.with_image(config_lib.load_json(config_json), image_uri)  # a built image wins
+        cfg = config_lib.load_json(config_json).with_image(image_uri)  # a built image wins
         report = validate.validate_or_raise(cfg, check_data=check_files)
-        spec = stages.vertex_job(cfg)
-        serving = stages.serving_fields(cfg, location or cfg.topology.region)
+        spec = job_spec.custom_job_spec(cfg)
+        serving = steps.serving_fields(cfg, location or cfg.topology.region)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}")
         raise SystemExit(2) from None
     for w in report.warnings:
         print(f"warning: {w}")
-    dirs = stages.output_dirs(cfg)
+    parts = job_spec.parts(spec)
+    dirs = job_spec.output_dirs(cfg)
     fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
               "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
-              "model_display_name", "model_labels", "serving_image", "parent_model", "warnings"]
+              "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
+              "max_wait_duration", "persistent_resource_id"]
     return namedtuple("ValidatedJob", fields)(
-        cfg.to_json(), spec["display_name"], spec["worker_pool_specs"], spec["base_output_directory"],
-        spec["scheduling_strategy"], spec["restart_job_on_worker_restart"], spec["timeout"], spec["tensorboard"],
+        cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
+        parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
         config_lib.resolved_base_dir(cfg), dirs["model"], dirs["logs"], serving["display_name"], serving["labels"],
-        serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings))
+        serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
+        parts["max_wait_duration"], parts["persistent_resource_id"])

@@ -22,12 +22,12 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
     ``record_dir``, the record is also written to ``<record_dir>/verification.json``."""
     import json
 
-    from jobs import stages
+    from jobs import steps
     from jobs.verify import VerifyError
 
     data_dir = dataset.uri if dataset is not None else ""
     try:
-        record = stages.verify_model(model.uri, sample_request, data_dir, record_dir)
+        record = steps.verify_model(model.uri, sample_request, data_dir, record_dir)
     except VerifyError as exc:
         print(f"error: {exc}")
         raise SystemExit(1) from None

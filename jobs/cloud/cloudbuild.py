@@ -57,7 +57,7 @@ def split_image(image: str) -> tuple[str, str]:
 
 def staged_name(context_tar: Path) -> str:
     """The object name for a context tarball: its own name when that is already a content tag
-    (``ctx-<hex>.tgz`` as ``jobs.build_context`` names them), else ``ctx-<sha256 of the bytes>.tgz``."""
+    (``ctx-<hex>.tgz`` as ``jobs.images.context`` names them), else ``ctx-<sha256 of the bytes>.tgz``."""
     stem = context_tar.name.split(".")[0]
     if CONTENT_TAG.fullmatch(stem):
         return f"{stem}.tgz"

@@ -16,9 +16,10 @@ cancellation below needs it.
 
 What it does, as GCPC's launcher does otherwise:
 
-* :func:`custom_job` builds the ``aiplatform_v1.CustomJob`` strictly (``json_format.ParseDict``, unknown
-  fields refused): ``{}`` kept between used pools, trailing empty pools dropped (as the aiplatform SDK's
-  ``worker_spec_utils`` does), the run's system labels (``VERTEX_AI_PIPELINES_RUN_LABELS``) added;
+* :func:`custom_job` parses the spec that ``jobs.job_spec`` assembles (the one builder: ``{}`` kept between used
+  pools, trailing empty pools dropped, as the aiplatform SDK's ``worker_spec_utils`` does) into the
+  ``aiplatform_v1.CustomJob`` strictly (``json_format.ParseDict``, unknown fields refused), the run's system
+  labels (``VERTEX_AI_PIPELINES_RUN_LABELS``) added;
 * :func:`run` creates it through ``JobServiceClient`` under the client policy of ``jobs.cloud.clients``:
   the job's id is Vertex's, so a create whose answer was lost is not repeated (the error line says a job
   may exist and the command that lists them); writes the ``gcp_resources`` output in GCPC's format (the
@@ -34,7 +35,7 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 from jobs.cloud import clients
 
@@ -48,17 +49,6 @@ class Terminated(BaseException):
     no ``except Exception`` on the way (a call in flight) turns it into an ordinary failure."""
 
 
-def pools_by_position(worker_pool_specs: Sequence[Any]) -> list[dict[str, Any]]:
-    """Pool 0 first and required; an unused pool between used ones stays ``{}`` so the next keeps its
-    index; trailing unused pools are dropped."""
-    pools = [dict(p) if isinstance(p, dict) and p else {} for p in worker_pool_specs]
-    while pools and not pools[-1]:
-        pools.pop()
-    if not pools or not pools[0]:
-        raise clients.CloudError("worker_pool_specs: pool 0 (the chief) is empty; every CustomJob needs it")
-    return pools
-
-
 def system_labels() -> dict[str, str]:
     raw = os.environ.get(SYSTEM_LABELS_ENV)
     try:
@@ -68,25 +58,19 @@ def system_labels() -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
-def custom_job(*, display_name: str, worker_pool_specs: Sequence[Any], base_output_directory: str = "",
-               tensorboard: str = "", restart_job_on_worker_restart: bool = False, scheduling_strategy: str = "",
-               timeout: str = "", service_account: str = "", network: str = "",
-               labels: dict[str, str] | None = None):
-    """The ``aiplatform_v1.CustomJob`` to create (see the module doc)."""
+def custom_job(*, display_name: str, labels: dict[str, str] | None = None, **parts):
+    """The ``aiplatform_v1.CustomJob`` to create: the spec assembled from ``parts`` by ``jobs.job_spec.job_spec``
+    (the one builder: pools by position, empty parts left out), the run's system labels added, parsed
+    strictly (unknown fields refused)."""
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format
 
-    spec: dict[str, Any] = {"worker_pool_specs": pools_by_position(worker_pool_specs)}
-    scheduling = {k: v for k, v in (("timeout", timeout), ("strategy", scheduling_strategy)) if v}
-    if restart_job_on_worker_restart:
-        scheduling["restart_job_on_worker_restart"] = True
-    if scheduling:
-        spec["scheduling"] = scheduling
-    if base_output_directory:
-        spec["base_output_directory"] = {"output_uri_prefix": base_output_directory}
-    for key, value in (("tensorboard", tensorboard), ("service_account", service_account), ("network", network)):
-        if value:
-            spec[key] = value
+    from jobs.job_spec import job_spec
+
+    try:
+        spec = job_spec(**parts)
+    except ValueError as exc:
+        raise clients.CloudError(str(exc)) from None
     body = {"display_name": display_name, "job_spec": spec, "labels": {**system_labels(), **(labels or {})}}
     message = aiplatform_v1.CustomJob.pb()()
     try:
@@ -206,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python3 -m jobs.cloud.custom_job")
     for flag in ("display_name", "worker_pool_specs", "base_output_directory", "tensorboard",
-                 "restart_job_on_worker_restart", "scheduling_strategy", "timeout", "service_account", "network",
-                 "location", "project", "gcp_resources", "api_endpoint"):
+                 "restart_job_on_worker_restart", "scheduling_strategy", "timeout", "max_wait_duration",
+                 "persistent_resource_id", "service_account", "network", "location", "project", "gcp_resources",
+                 "api_endpoint"):
         p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "worker_pool_specs", "location",
                                                                  "project", "gcp_resources"))
     args = p.parse_args(argv)
@@ -223,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         run(display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
             tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
             == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
+            max_wait_duration=args.max_wait_duration, persistent_resource_id=args.persistent_resource_id,
             service_account=args.service_account, network=args.network, location=args.location, project=args.project,
             gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint)
     except clients.CloudError as exc:

@@ -101,7 +101,7 @@ def _region_family_ok(host: str, region: str) -> bool:
 
 def image_problems(field: str, image: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
-    from jobs.build_context import BuildError
+    from jobs.images import BuildError
     from jobs.images import parse_reference
 
     fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:TAG@sha256:DIGEST"
@@ -164,8 +164,16 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
         errors.append(problem("name", f"{cfg.name!r} is not a pipeline name (^[a-z0-9][a-z0-9-]{{0,127}}$)", [fixed]))
     errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://BUCKET/runs/{cfg.name}")
     data = cfg.data.path.replace("/gcs/", "gs://", 1) if cfg.data.path.startswith("/gcs/") else cfg.data.path
-    if cfg.data.source != "synthetic" or data:
+    if cfg.data.source not in ("synthetic", "none") or data:
         errors += gcs_problems("data.path", data, "gs://BUCKET/flower_photos")
+    if cfg.data.prepared_dir:
+        errors += gcs_problems("data.prepared_dir", cfg.data.prepared_dir.replace("/gcs/", "gs://", 1)
+                               if cfg.data.prepared_dir.startswith("/gcs/") else cfg.data.prepared_dir,
+                               "gs://BUCKET/flowers-tfrecords")
+    if cfg.serving.sample_request:  # its content travels in the pipeline: it must be readable here
+        from jobs.validate import sample_request_problems
+
+        errors += sample_request_problems(cfg.serving.sample_request)
     parent = cfg.serving.parent_model
     if parent and not re.match(rf"^projects/[^/]+/locations/{re.escape(region)}/models/[^/@]+$", parent):
         errors.append(problem("serving.parent_model", f"{parent!r} must be a model of the job's region, "
@@ -182,7 +190,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     if region.split("-")[0] not in MULTI_REGIONS and not cfg.serving.image_uri:
         warnings.append(f"serving.image_uri: Google publishes no prebuilt prediction container in {region}'s family; "
                         "the model is registered with the us-docker.pkg.dev one (pulled across regions)")
-    in_region = config_lib.apply_overrides_to(cfg, [f"topology.region={region}"]) if REGION_RE.match(region or "") else cfg
+    in_region = cfg.with_overrides([f"topology.region={region}"]) if REGION_RE.match(region or "") else cfg
     report = validate.validate(in_region, check_data=False)
     errors += [Problem(p.field if p.field != "topology.region" else "--region", p.message, p.valid)
                for p in report.errors if p.field != "name"]

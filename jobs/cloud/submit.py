@@ -138,9 +138,11 @@ def template_problems(path: str, project: str, region: str) -> tuple[list[Proble
 # The flow
 
 
-def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=None) -> int:
-    """Preflight, compile (or download ``--template``), create the job, print its name and link, follow it."""
-    return clients.run_command(lambda _: _submit(cfg, args, out, err), [])
+def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
+    """Preflight, compile (``compile_pipeline(cfg, path, "vertex", base_image=...)``, the caller's: this
+    package never imports ``pipelines/``) or download ``--template``, create the job, print its name and
+    link, follow it."""
+    return clients.run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err), [])
 
 
 def _report(errors: list[Problem], warnings: list[str], err) -> bool:
@@ -151,7 +153,7 @@ def _report(errors: list[Problem], warnings: list[str], err) -> bool:
     return bool(errors)
 
 
-def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=None) -> int:
+def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     region = args.region or cfg.topology.region
     errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
@@ -162,9 +164,9 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=
         return 2
     if region != cfg.topology.region:
         out(f"note: the job runs in --region {region} (the config says topology.region={cfg.topology.region})")
-        cfg = config_lib.apply_overrides_to(cfg, [f"topology.region={region}"])
+        cfg = cfg.with_overrides([f"topology.region={region}"])
     job_id = job_id_for(cfg.name)
-    params = {"config_json": cfg.to_json(), "target": "vertex", "location": region,
+    params = {"config_json": cfg.for_vertex().to_json(), "location": region,
               "service_account": args.service_account or "", "network": args.network or ""}
     with tempfile.TemporaryDirectory() as tmp:
         if args.template:
@@ -174,9 +176,7 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, out=print, err=
             if _report(*template_problems(path, args.project, region), err):
                 return 2
         else:
-            from pipelines.training_pipeline import compile_pipeline
-
-            path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), base_image=args.image)
+            path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image)
         request = vertex.pipeline_job_request(
             path, project=args.project, location=region, job_id=job_id, display_name=cfg.name,
             pipeline_root=args.pipeline_root, parameter_values=params, labels=labels,
@@ -209,7 +209,8 @@ def _register(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="python pipelines/run.py register-model", description=register_main.__doc__)
     p.add_argument("--config", default="local")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
     p.add_argument("--project", required=True)
     p.add_argument("--region", help="default: topology.region")
     p.add_argument("--model-dir", required=True, help="gs://BUCKET/PATH holding saved_model.pb")

@@ -95,18 +95,21 @@ def download(uri: str, path: str, api_endpoint: str | None = None) -> str:
     return path
 
 
-def main(argv: list[str]) -> int:
-    return clients.run_command(_main, argv)
+def main(argv: list[str], compile_pipeline) -> int:
+    """``run.py upload-template``; ``compile_pipeline(cfg, path, "vertex", base_image=...)`` is the caller's
+    (this package never imports ``pipelines/``)."""
+    return clients.run_command(lambda a: _main(a, compile_pipeline), argv)
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], compile_pipeline) -> int:
     from jobs import validate
     from jobs.cloud import preflight
     from trainers.errors import ConfigError
 
     p = argparse.ArgumentParser(prog="python pipelines/run.py upload-template", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="local", help="preset or YAML file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
     p.add_argument("--host", required=True, help="https://REGION-kfp.pkg.dev/PROJECT/REPO")
     p.add_argument("--tag", dest="tags", action="append", default=[], help="tag of the uploaded version (repeatable)")
     p.add_argument("--image", help="base image for the pipeline's components")
@@ -133,10 +136,8 @@ def _main(argv: list[str]) -> int:
         print(f"error: {x}", file=sys.stderr)
     if problems:
         return 2
-    from pipelines.training_pipeline import compile_pipeline
-
     with tempfile.TemporaryDirectory() as tmp:
-        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), base_image=args.image)
+        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)
         package, version = upload(path, args.host, args.tags)
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version

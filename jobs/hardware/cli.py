@@ -20,8 +20,26 @@ from jobs.hardware.gcloud_flags import parse_flags
 from jobs.hardware.legacy import import_legacy, is_legacy
 from jobs.hardware.rules import num_replicas
 
-USAGE = ("usage: validate FILE.yaml [--set KEY=VALUE ...] (a job config of this project)\n"
-         "       validate FILE.yaml [gcloud-style flags such as --worker-count 2] [-- USER_ARGS] (AI Platform trainingInput)")
+USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)
+       python pipelines/run.py validate FILE.yaml [gcloud-style flags] [-- USER_ARGS]  (an AI Platform config)
+
+Checks a job before anything is spent, with every rule `run.py` applies (the config's fields and values,
+the data folder, a user trainer's files, the hardware catalog's machine, accelerator, region and strategy
+rules), and prints the Vertex worker pools the job would get (chief 0, workers 1, parameter servers 2,
+evaluator 3). One `error:` line per problem, naming the field, the rule and valid choices; exit 0 valid,
+2 invalid.
+
+  FILE.yaml              a job file or preset name; or an AI Platform `trainingInput` config (legacy), which
+                         is translated to this project's topology
+  --set KEY=VALUE        override a field of a job config, e.g. --set training.steps=50 (repeatable)
+  gcloud-style flags     for an AI Platform config, as `gcloud ai-platform jobs submit training` takes them:
+                         --scale-tier, --master-machine-type, --worker-count 4, --worker-machine-type, ...
+  -- USER_ARGS           the trainer's own arguments (AI Platform config)
+
+examples:
+  python pipelines/run.py validate my-project/job.yaml
+  python pipelines/run.py validate gpu-1x4 --set topology.chief.accelerator_count=2
+  python pipelines/run.py validate legacy-config.yaml --worker-count 4"""
 ROLE_NAMES = ("chief", "worker", "parameter_server", "evaluator")
 
 
@@ -132,7 +150,8 @@ def validate_main(argv: Sequence[str]) -> int:
             raise ConfigError(f"two config files: {files[0]} and --config {parsed.config}", field="validate")
         path = files[0] if files else parsed.config
         if path is None and not parsed.overrides:
-            raise ConfigError(USAGE, field="validate")
+            raise ConfigError("give a job file or preset (python pipelines/run.py validate FILE.yaml); --help says "
+                              "more", field="validate")
         doc = load_yaml(path) if path else None
         if path and not isinstance(doc, Mapping):
             raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)
@@ -156,7 +175,7 @@ def validate_main(argv: Sequence[str]) -> int:
     else:
         # The project's own format: the full validation every run.py command runs (schema, values, data
         # folder, a user trainer's files, hardware rules), then the worker pools the pipeline would submit.
-        from jobs import stages
+        from jobs import job_spec
         from jobs import validate as validate_lib
         from trainers import config as config_lib
 
@@ -172,7 +191,7 @@ def validate_main(argv: Sequence[str]) -> int:
         report.errors.extend(unknown)
         report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); "
                                         "set this in the file's topology section") for f in flags)
-        pools = stages.vertex_job(cfg)["worker_pool_specs"] if cfg and report.ok else []
+        pools = job_spec.parts(job_spec.custom_job_spec(cfg))["worker_pool_specs"] if cfg and report.ok else []
 
     _print_problems("warning", report.warnings, sys.stdout)
     if not report.ok:

@@ -5,14 +5,14 @@ What the process runner proves is the code in this Python environment; what Vert
 the same pipeline runs with every step in the image (``kfp.local.DockerRunner``, the same component
 definitions as the Vertex YAML) and the train step's launcher (``jobs.local.launcher``, unchanged) starts
 each replica as a container: the command is the worker pool's ``container_spec`` exactly as the Vertex
-CustomJob gets it (``jobs.stages.vertex_job``, what ``validate_config`` outputs), ``command`` replacing the
+CustomJob gets it (``jobs.job_spec``, what ``validate_config`` outputs), ``command`` replacing the
 image's ENTRYPOINT and ``args`` its CMD, in the image's WORKDIR, with the Vertex environment the launcher
 gives every replica (``CLUSTER_SPEC``, ``TF_CONFIG``, ``AIP_*``) and nothing else of the host's.
 
     host: run.py ── kfp.local DockerRunner ── step containers (validate, prepare, train, verify, ...)
                                                    └ train: jobs.local.launcher ── one replica process
-                                                       per replica: ``python -m jobs.local.containers
-                                                       replica`` ── its replica container
+                                                       per replica: ``python -m
+                                                       jobs.local.replica_container`` ── its container
 
 The replica process is the container's stand-in for the launcher: its output is the container's, its
 exit status the container's (``docker kill`` → 137, the launcher's ``128+SIGKILL``), SIGTERM goes to the
@@ -27,6 +27,10 @@ Every container carries the labels ``vtp.run`` (this run), ``vtp.base`` (its out
 removes its own; the launcher removes the attempt's leftovers (a replica process killed with SIGKILL
 cannot); ``run.py`` removes everything of the run when it ends, and, holding the folder's lock, whatever
 a killed earlier run on the same folder left behind.
+
+One module per process: this one holds what they share (the settings, the engine client, labels,
+mounts, the clean-up); ``jobs.local.docker_session`` is the host side (``run.py``: the probe, the kfp
+runner, Ctrl-C, removing everything at the end); ``jobs.local.replica_container`` is the replica stand-in.
 
 Before anything runs, a probe container checks that the image can run the job (``probe_problems``):
 ``tensorflow``, kfp and this project's packages importable, the user's ``trainer.module`` importable
@@ -48,25 +52,14 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import sys
-import time
-import uuid
-from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from trainers import fileio
 
 LABEL_RUN, LABEL_BASE, LABEL_KIND, LABEL_NAME = "vtp.run", "vtp.base", "vtp.kind", "vtp.replica"
 #: creating a container copies nothing on overlay2 (< 1 s) but a whole image on vfs (~50 s for 3 GB, idle)
 CREATE_TIMEOUT_S = 300.0
-#: the longest the probe container may take (it imports nothing heavy: find_spec and metadata only)
-PROBE_TIMEOUT_S = 180.0
-#: after Ctrl-C: how long the step containers get to stop their replicas (SIGTERM, save, exit 42)
-STOP_WAIT_S = 90.0
-#: the Vertex variables a replica container gets (besides the container spec's own ``env``)
-FORWARDED = ("CLUSTER_SPEC", "TF_CONFIG", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "VTP_LOCAL_LAUNCHER")
-FORWARDED_PREFIXES = ("AIP_", "CLOUD_ML_")
 
 
 class ContainerError(RuntimeError):
@@ -112,18 +105,15 @@ class Settings:
 
 
 def client(timeout_s: float = CREATE_TIMEOUT_S):
-    """A ``docker.DockerClient`` for ``DOCKER_HOST``, pinged; ContainerError (one line) when unreachable."""
-    import docker
-    import requests
+    """The engine's client (``jobs.images.docker.client``, the one factory) with this runner's timeout; an
+    unreachable engine is one ContainerError line."""
+    from jobs.images import BuildError
+    from jobs.images.docker import client as engine
 
-    where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
-        c = docker.DockerClient(version="auto", timeout=timeout_s, **docker.utils.kwargs_from_env())
-        c.ping()
-        return c
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        raise ContainerError(f"no Docker engine reachable at {where}: {_first_line(exc)} "
-                             "(start dockerd or set DOCKER_HOST)") from None
+        return engine(timeout_s)
+    except BuildError as exc:
+        raise ContainerError(str(exc)) from None
 
 
 def socket_path(docker_host: str) -> str | None:
@@ -189,137 +179,6 @@ def local_reference(c, reference: str, pull: bool = True) -> str:
                          "build it with: python pipelines/run.py build [--config JOB]")
 
 
-_PROBE = r"""
-import importlib, importlib.metadata as md, importlib.util, json, os, sys
-out = {"cwd": os.getcwd(), "python": sys.version.split()[0], "modules": {}, "versions": {}}
-for name in sys.argv[1].split(","):
-    if not name:
-        continue
-    try:
-        out["modules"][name] = "ok" if importlib.util.find_spec(name) else "No module named %r" % name
-    except Exception as exc:
-        out["modules"][name] = ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0]
-for name in sys.argv[2].split(","):
-    if not name:
-        continue
-    try:
-        out["versions"][name] = md.version(name)
-    except md.PackageNotFoundError:
-        out["versions"][name] = None
-print("VTP-PROBE " + json.dumps(out))
-"""
-#: what every step and replica of this project imports in the image
-PROJECT_MODULES = ("kfp", "trainers.task", "jobs.stages", "components")
-
-
-def requirement_names(cfg) -> list[tuple[str, str, Any]]:
-    """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    t = cfg.trainer
-    if not (t.module and t.requirements):
-        return []
-    path = Path(t.source_dir or ".") / t.requirements
-    out = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue  # `run.py build` refuses these; the probe checks what it can read
-        if req.marker is None or req.marker.evaluate():
-            out.append((line, req.name, req.specifier))
-    return out
-
-
-def probe_problems(c, image: str, cfg, settings: Settings) -> list[str]:
-    """What ``image`` lacks to run ``cfg``, one line each (empty: it can run the job), from a probe
-    container started as a replica would be (the image's WORKDIR, its python)."""
-    user_module = cfg.trainer.module if cfg.trainer.module else ""
-    modules = ["tensorflow", *PROJECT_MODULES, *([user_module] if user_module else [])]
-    reqs = requirement_names(cfg)
-    names = ["tensorflow", *[name for _, name, _ in reqs]]
-    container = None
-    try:
-        container = c.containers.create(image, entrypoint=["python", "-c", _PROBE, ",".join(modules), ",".join(names)],
-                                        command=None, network_mode="none", labels=settings.labels("probe"),
-                                        **_identity())
-        container.start()
-        code = container.wait(timeout=PROBE_TIMEOUT_S)["StatusCode"]
-        text = container.logs().decode("utf-8", "replace")
-    except Exception as exc:  # docker errors, the engine's timeout: one line
-        return [f"--image {image}: the probe container could not run python in it: {_first_line(exc)}"]
-    finally:
-        if container is not None:
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
-    line = next((ln for ln in text.splitlines() if ln.startswith("VTP-PROBE ")), None)
-    if code != 0 or line is None:
-        last = (text.strip().splitlines() or ["(no output)"])[-1]
-        return [f"--image {image}: `python` in the image failed (exit {code}): {last}; an image for this project "
-                "has python 3.11 on PATH: build it with python pipelines/run.py build"]
-    found = json.loads(line[len("VTP-PROBE "):])
-    problems = []
-    rebuild = ("python pipelines/run.py build --config JOB --image REPO" if user_module
-               else "python pipelines/run.py build")
-    if found["modules"].get("tensorflow") != "ok":
-        problems.append(f"--image {image}: tensorflow is not installed in the image (every replica imports it); "
-                        f"build the image with {rebuild}")
-    missing = [m for m in PROJECT_MODULES if found["modules"].get(m) != "ok"]
-    if missing:
-        problems.append(f"--image {image}: {', '.join(missing)} not importable in the image (the pipeline's steps "
-                        f"run in it): build it with {rebuild} (a user's image is built FROM the trainer image)")
-    if user_module and found["modules"].get(user_module) != "ok":
-        problems.append(f"trainer.module: {user_module} is not importable in {image} from its working directory "
-                        f"{found['cwd']} ({found['modules'].get(user_module)}): the image lacks your code; "
-                        f"build it with {rebuild}")
-    for line_, name, spec in reqs:
-        version = found["versions"].get(name)
-        if version is None:
-            problems.append(f"trainer.requirements: {line_} is not installed in {image}; build the image with {rebuild}")
-        elif spec and not spec.contains(version, prereleases=True):
-            problems.append(f"trainer.requirements: {line_} but {image} has {name} {version}; rebuild it with {rebuild}")
-    return problems
-
-
-# -- the job's config, as the containers see it -------------------------------------------------------------
-def is_pinned(image: str | None) -> bool:
-    """A reference with a tag or digest is used as is; a bare repository (or none) means: build first."""
-    if not image:
-        return False
-    from jobs.images import parse_reference
-
-    try:
-        ref = parse_reference(image)
-    except ValueError:
-        return True  # Session reports it, one line
-    return bool(ref.digest or ref.tag)
-
-
-def for_containers(cfg):
-    """``cfg`` with its local folders absolute (a step container's working directory is the image's, so a
-    relative path would land elsewhere; the folders are mounted at the same absolute path)."""
-    d = cfg.data
-    data = dataclasses.replace(d, **{k: os.path.abspath(getattr(d, k)) for k in ("path", "prepared_dir")
-                                      if getattr(d, k) and "://" not in getattr(d, k)})
-    out = dataclasses.replace(cfg.output, base_dir=os.path.abspath(cfg.output.base_dir)) \
-        if "://" not in cfg.output.base_dir else cfg.output
-    return dataclasses.replace(cfg, data=data, output=out)
-
-
-def host_folders(cfg) -> list[str]:
-    """The host folders the containers must see: the base output folder and any local data folder."""
-    from trainers.config import resolved_base_dir
-
-    base = resolved_base_dir(cfg)
-    os.makedirs(base, exist_ok=True)
-    extra = [p for p in (cfg.data.path, cfg.data.prepared_dir) if p and "://" not in p and os.path.isdir(p)
-             and not os.path.abspath(p).startswith(base.rstrip("/") + "/")]
-    return [base, *[os.path.abspath(p) for p in extra]]
-
-
 # -- clean-up --------------------------------------------------------------------------------------------
 def remove_labelled(c, filters: dict[str, str], log: Callable[[str], None] | None = None) -> list[str]:
     """Force-remove every container carrying all ``filters`` labels; returns their names."""
@@ -339,7 +198,7 @@ def remove_labelled(c, filters: dict[str, str], log: Callable[[str], None] | Non
     return removed
 
 
-# -- the replica process: one container -------------------------------------------------------------------
+# -- the replica stand-ins, as the launcher starts them -------------------------------------------------------------------
 def worker_pool_specs_file(base: str, specs: list[dict[str, Any]]) -> str:
     """The job's worker pool specs, as the Vertex CustomJob gets them, beside the replicas' logs."""
     path = os.path.join(base, "logs", "replicas", "worker_pool_specs.json")
@@ -351,142 +210,11 @@ def worker_pool_specs_file(base: str, specs: list[dict[str, Any]]) -> str:
 def launcher_command(specs_file: str) -> list[str]:
     """What the launcher runs for every replica under the docker runner: the replica process, which reads
     its pool from ``CLUSTER_SPEC`` and runs that pool's container."""
-    return [sys.executable, "-m", "jobs.local.containers", "replica", specs_file]
+    return [sys.executable, "-m", "jobs.local.replica_container", specs_file]
 
 
-def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int, int, dict[str, Any]]:
-    """(pool, index, container_spec) of the replica ``env``'s ``CLUSTER_SPEC`` names."""
-    task = json.loads(env["CLUSTER_SPEC"])["task"]
-    pool = int(str(task["type"]).removeprefix("workerpool"))
-    return pool, int(task.get("index", 0)), specs[pool]["container_spec"]
-
-
-def replica_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str, str]:
-    """The replica container's environment: the Vertex variables the launcher set, the spec's own ``env``."""
-    out = {k: v for k, v in env.items() if k in FORWARDED or k.startswith(FORWARDED_PREFIXES)}
-    out.update({e["name"]: e.get("value", "") for e in spec.get("env") or []})
-    return out
-
-
-def run_replica(specs_file: str) -> int:
-    """Run this replica's container to its end; its exit status is the container's."""
-    from jobs.local.vertex_env import ROLES
-
-    settings = Settings.from_env()
-    if settings is None:
-        print("error: jobs.local.containers replica runs under run.py --runner docker only", file=sys.stderr)
-        return 2
-    with open(specs_file, encoding="utf-8") as f:
-        specs = json.load(f)
-    pool, index, spec = replica_spec(specs, dict(os.environ))
-    name = f"{ROLES[pool]}-{index}"
-    stopping = {"signal": None}
-    container = None
-
-    def forward(signum, _frame):  # SIGTERM: the launcher stops this replica -> the container's trainer
-        stopping["signal"] = signum
-        if container is not None:
-            with contextlib.suppress(Exception):
-                container.kill(signal=signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the launcher, which stops us with SIGTERM
-    c = client(settings.timeout_s)
-    try:
-        image = local_reference(c, spec["image_uri"], pull=False)
-        container = c.containers.create(
-            image, entrypoint=spec.get("command") or None, command=spec.get("args") or None,
-            environment=replica_environment(dict(os.environ), spec), network_mode="host",
-            mounts=_mounts(settings.mounts), labels=settings.labels("replica", **{LABEL_NAME: name}),
-            name=f"vtp-{settings.run_id}-{name}-{uuid.uuid4().hex[:6]}", **_identity())
-        if stopping["signal"] is not None:
-            return 128 + stopping["signal"]
-        container.start()
-        for chunk in container.logs(stream=True, follow=True):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-        return int(container.wait()["StatusCode"])
-    except ContainerError as exc:
-        print(f"error: {exc}", flush=True)
-        return 125
-    finally:
-        if container is not None:
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
-        c.close()
-
-
-# -- the host side: run.py --runner docker -----------------------------------------------------------------
-class Session:
-    """One ``--runner docker`` run: the engine, the image, the labels, the clean-up."""
-
-    def __init__(self, image: str, base: str, mounts: Sequence[str], log: Callable[[str], None] = print):
-        self.c = client(CREATE_TIMEOUT_S)
-        self.log = log
-        self.socket = socket_path(os.environ.get("DOCKER_HOST", ""))
-        self.image = local_reference(self.c, image)
-        self.settings = Settings(run_id=time.strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6],
-                                 base=base, image=self.image, mounts=tuple(dict.fromkeys([base, *mounts])),
-                                 docker_host=os.environ.get("DOCKER_HOST", ""))
-        # holding the folder's lock: whatever a killed earlier run on this folder left is ours to remove
-        remove_labelled(self.c, {LABEL_BASE: base}, log)
-
-    def probe(self, cfg) -> list[str]:
-        return probe_problems(self.c, self.image, cfg, self.settings)
-
-    def kfp_runner(self):
-        from kfp import local
-
-        env = {**self.settings.to_env(), "PYTHONUNBUFFERED": "1",
-               "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               **{k: v for k, v in os.environ.items() if k.startswith("VTP_CLOUD_")}}
-        return local.DockerRunner(network_mode="host", environment=env, labels=self.settings.labels("step"),
-                                  mounts=_mounts(self.settings.mounts, self.socket), **_identity(self.socket))
-
-    @contextlib.contextmanager
-    def engine_timeout(self):
-        """kfp's DockerRunner calls ``docker.from_env()`` (60 s): give it this run's timeout instead."""
-        import functools
-
-        import docker
-
-        original = docker.from_env
-        docker.from_env = functools.partial(original, timeout=self.settings.timeout_s)
-        try:
-            yield
-        finally:
-            docker.from_env = original
-
-    def interrupt(self) -> None:
-        """Ctrl-C: the step containers do not get the terminal's SIGINT; deliver it to every process in
-        them (the train step's launcher then stops its replicas: SIGTERM, save, exit 42) and wait."""
-        steps = self._containers("step")
-        for container in steps:
-            with contextlib.suppress(Exception):
-                container.exec_run(["python", "-c", "import os, signal; os.kill(-1, signal.SIGINT)"], detach=True)
-        deadline = time.monotonic() + STOP_WAIT_S
-        while self._containers("step") and time.monotonic() < deadline:
-            time.sleep(0.5)
-
-    def _containers(self, kind: str) -> list:
-        try:
-            return self.c.containers.list(filters={"label": [f"{LABEL_RUN}={self.settings.run_id}",
-                                                             f"{LABEL_KIND}={kind}"]})
-        except Exception:
-            return []
-
-    def close(self) -> None:
-        remove_labelled(self.c, {LABEL_RUN: self.settings.run_id}, self.log)
-        self.c.close()
-
-
-def main(argv: Sequence[str]) -> int:
-    if len(argv) == 2 and argv[0] == "replica":
-        return run_replica(argv[1])
-    print("usage: python -m jobs.local.containers replica WORKER_POOL_SPECS.json (the launcher runs it)",
-          file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def stand_in_environment() -> dict[str, str]:
+    """What the launcher gives each replica stand-in process: this process's environment (the stand-in is
+    ours, not the user's trainer: it needs ``DOCKER_HOST`` and this runner's ``VTP_*`` settings). The
+    container it starts gets only :func:`replica_environment`."""
+    return dict(os.environ)

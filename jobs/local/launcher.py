@@ -7,9 +7,13 @@ runs locally and on Vertex.
     python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
     result = launch([sys.executable, "-m", "trainer.task"], [1, 1], "runs/x", max_restarts=2)
 
-Environment contract (see :func:`vertex_environment`)
-    Each replica gets the launcher's environment minus every inherited ``CLUSTER_SPEC``,
-    ``TF_CONFIG``, ``AIP_*`` and ``CLOUD_ML_*`` variable, plus ``env=``, plus (these win):
+This module is the supervisor (:func:`launch`); its command line is ``jobs.local.launcher_cli``.
+
+Environment contract (``jobs.local.vertex_env``: :func:`replica_environment` builds it)
+    Each replica gets only: ``base_env`` (default :func:`process_base`: ``PATH``, ``HOME``, locale,
+    ``TMPDIR``, the virtualenv, what the trainer image's ``ENV`` sets and ``PYTHONPATH`` = this checkout;
+    nothing else of the launcher's environment, credentials above all), plus ``env=`` (the job's declared
+    variables, ``trainer.env``), plus (these win):
 
     * ``CLUSTER_SPEC`` = ``{"cluster": {"workerpool0": ["127.0.0.1:P"], "workerpool1": [...], ...},
       "environment": "cloud", "task": {"type": "workerpool<p>", "index": i}}``; only non-empty pools.
@@ -71,7 +75,6 @@ Exit codes (``JobResult.returncode`` and the CLI's status)
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import os
@@ -80,15 +83,14 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
 import time
 from typing import Callable, Mapping, Sequence
 
-from jobs.local.vertex_env import (POOL_NAMES, ROLES, output_dirs, replica_environment,
-                                 validate_replica_counts, vertex_environment)
+from jobs.local.vertex_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
+                                   validate_replica_counts, vertex_environment)
 
 __all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_environment",
-           "launch", "main", "RESUMED_RE", "TAIL_LINES"]
+           "launch", "RESUMED_RE", "TAIL_LINES"]
 
 RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
 #: done_when -> the roles that are servers (never exit on their own; stopped once the others are done).
@@ -234,7 +236,7 @@ class _Replica:
 class _Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
-    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line):
+    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env):
         self.number, self.log, self.on_line = number, log, on_line
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
@@ -248,8 +250,7 @@ class _Attempt:
         try:
             for r in self.replicas:
                 child_env = replica_environment(
-                    os.environ, env,
-                    vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
+                    base_env, env, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
                 r.proc = subprocess.Popen(
                     list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -452,7 +453,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            env: Mapping[str, str] | None = None, job_id: str = "local", max_restarts: int = 0,
            timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
-           on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None) -> JobResult:
+           on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
+           base_env: Mapping[str, str] | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -460,6 +462,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     ("restart" | "tolerate"): see the module docstring, as for the other contracts.
     ``after_attempt``: called once every replica of an attempt is reaped, on every path (the docker
     runner removes the attempt's containers there: a replica process killed with SIGKILL cannot).
+    ``base_env``: what every replica process starts from (default :func:`process_base`; the docker runner's
+    replica processes are its own container stand-ins, which need the engine's settings).
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -487,8 +491,9 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     servers = DONE_RULES[done_when]
 
     base = os.path.abspath(str(base_output_dir))
-    for d in output_dirs(base).values():
+    for d in aip_variables(base).values():
         os.makedirs(d, exist_ok=True)
+    base_env = process_base() if base_env is None else dict(base_env)
     log_dir = os.path.join(base, "logs", "replicas")
     start = time.monotonic()
     deadline = None if timeout_s is None else start + timeout_s
@@ -515,7 +520,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
 
     while True:
         number += 1
-        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line)
+        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env)
         try:
             outcome, what = attempt.wait(deadline, servers, on_worker_failure == "tolerate")
             if outcome == "failed":
@@ -552,101 +557,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
         restarts.append(RestartRecord(attempt=number + 1, failure=failure, resumed_step=None))
 
 
-# -- command line ---------------------------------------------------------------------------------
-class _Terminated(BaseException):
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
+if __name__ == "__main__":  # `python -m jobs.local.launcher ...`: the command line lives apart (launcher_cli)
+    from jobs.local.launcher_cli import run_as_script
 
-
-def _parse(argv: Sequence[str]):
-    argv = list(argv)
-    command = argv[argv.index("--") + 1:] if "--" in argv else []
-    own = argv[:argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(
-        prog="python -m jobs.local.launcher",
-        description="Run a command as every replica of Vertex AI worker pools on 127.0.0.1.",
-        epilog="Example: python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x "
-               "-- python -m trainer.task --user_arg value")
-    p.add_argument("--replicas", help="replica counts of worker pools 0..3, e.g. 1,1,0,0")
-    for pool in range(4):
-        p.add_argument(f"--workerpool{pool}", type=int, metavar="N",
-                       help=f"replicas of worker pool {pool} ({ROLES[pool]})")
-    p.add_argument("--base-output-dir", required=True)
-    p.add_argument("--max-restarts", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=None, metavar="S")
-    p.add_argument("--grace", type=float, default=5.0, metavar="S",
-                   help="seconds between SIGTERM and SIGKILL when stopping replicas")
-    p.add_argument("--done-when", choices=list(DONE_RULES), default="all",
-                   help="all: every chief/worker/evaluator exits 0 (all-reduce); chief: the chief and evaluators "
-                        "exit 0, workers and parameter servers are servers (parameter-server training)")
-    p.add_argument("--on-worker-failure", choices=list(WORKER_FAILURE_RULES), default="restart",
-                   help="restart: any failure restarts the job; tolerate: a dead worker is logged while "
-                        "another runs (needs --done-when chief)")
-    p.add_argument("--job-id", default="local")
-    p.add_argument("--cwd", default=None)
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    args = p.parse_args(own)
-    if not command:
-        p.error("missing the worker command after '--'")
-    pools = [getattr(args, f"workerpool{i}") for i in range(4)]
-    if args.replicas is not None:
-        if any(v is not None for v in pools):
-            p.error("use either --replicas or --workerpoolN, not both")
-        try:
-            counts = [int(x) for x in args.replicas.split(",")]
-        except ValueError:
-            p.error(f"--replicas must be comma-separated integers, got {args.replicas!r}")
-    else:
-        counts = [1 if pools[0] is None else pools[0]] + [v or 0 for v in pools[1:]]
-    env = {}
-    for item in args.env:
-        if "=" not in item:
-            p.error(f"--env expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        env[key] = value
-    return args, counts, command, env
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit status (see the module docstring)."""
-    try:
-        args, counts, command, env = _parse(sys.argv[1:] if argv is None else argv)
-    except SystemExit as e:  # argparse: --help or a usage error (already printed)
-        return e.code if isinstance(e.code, int) else 2
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-
-    try:
-        res = launch(command, counts, args.base_output_dir, env=env, job_id=args.job_id,
-                     max_restarts=args.max_restarts, timeout_s=args.timeout,
-                     grace_s=args.grace, cwd=args.cwd, log=out, check=False, done_when=args.done_when,
-                     on_worker_failure=args.on_worker_failure)
-    except ValueError as e:
-        print(f"launcher: error: {e}", file=sys.stderr, flush=True)
-        return 2
-    except OSError as e:
-        print(f"launcher: error: cannot start {command[0]!r}: {e}", file=sys.stderr, flush=True)
-        return 127
-    except KeyboardInterrupt:
-        print("launcher: interrupted; all replicas stopped", file=sys.stderr, flush=True)
-        return 130
-    except _Terminated as e:
-        name = signal.Signals(e.signum).name
-        print(f"launcher: got {name}; all replicas stopped", file=sys.stderr, flush=True)
-        return 128 + e.signum
-    if res.failure is not None:
-        print(f"launcher: job failed (exit {res.returncode}): {res.failure.describe()}",
-              file=sys.stderr, flush=True)
-    return res.returncode
-
-
-def _raise_terminated(signum, _frame):
-    raise _Terminated(signum)
-
-
-if __name__ == "__main__":
-    for _sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(_sig, _raise_terminated)
-    sys.exit(main())
+    run_as_script()

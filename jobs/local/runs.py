@@ -215,15 +215,15 @@ class StepTimer:
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
-    from jobs import stages
+    from jobs import job_spec, records
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
-    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": stages.output_dirs(cfg),
+    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": job_spec.output_dirs(cfg),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
-            "training": stages.read_metrics(cfg), "trainer": stages.read_training(cfg),
-            "verification": {k: v for k, v in stages.read_verification(cfg).items() if k != "gallery"},
-            "evaluation": stages.read_evaluation(cfg),
+            "training": records.read_metrics(cfg), "trainer": records.read_training(cfg),
+            "verification": {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"},
+            "evaluation": records.read_evaluation(cfg),
             "log_file": log_file, "report": join(base, "report.html")}
 
 

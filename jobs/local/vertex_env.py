@@ -1,8 +1,21 @@
-"""The environment Vertex AI custom training gives each replica, rebuilt for loopback.
+"""The environment a replica sees: Vertex AI custom training's, rebuilt for loopback, and nothing else.
 
-Pure functions, no processes, no TensorFlow: :func:`vertex_environment` returns the variables, and
-:func:`replica_environment` layers them over a parent environment with every inherited cluster
-variable removed.  :mod:`jobs.local.launcher` documents the full contract and uses both.
+Pure functions, no processes, no TensorFlow. :func:`vertex_environment` returns the variables Vertex sets for
+one replica; :func:`replica_environment` is THE builder of a replica's whole environment, for a process
+here and for a container alike (they differ only in the base the variables are laid over):
+
+* a replica **process** (the process runner) starts from :func:`process_base`: the few variables a process
+  needs to start on this machine (:data:`BASE_NAMES`: ``PATH``, ``HOME``, locale, ``TMPDIR``, the virtualenv,
+  the dynamic loader's path and this machine's OpenBLAS settings), what the trainer image's ``ENV`` sets
+  (:data:`IMAGE_ENV`) and ``PYTHONPATH`` = this checkout (the image's ``PYTHONPATH=/app``);
+* a replica **container** (``--runner docker``) starts from nothing: the image brings its own ``ENV``;
+
+then the job's declared variables (``trainer.env``, the pools' ``container_spec.env``), then Vertex's
+(``CLUSTER_SPEC``, ``TF_CONFIG``, ``AIP_*``, ``CLOUD_ML_*``), then ``VTP_LOCAL_LAUNCHER=1``. Nothing else of
+the caller's shell reaches a replica: no credentials (``GOOGLE_APPLICATION_CREDENTIALS``,
+``CLOUDSDK_CONFIG``), no ``PYTHONPATH``, no ``TF_USE_LEGACY_KERAS``: a job that passes here because of a
+shell variable would fail on Vertex, which never sets it (FACTS.md). A variable the trainer needs is
+declared in ``trainer.env`` and then set here and on Vertex alike.
 
 Worker pools (Vertex's ``workerPoolSpecs[]`` positions):
 
@@ -21,7 +34,9 @@ import json
 import os
 from typing import Mapping, Sequence
 
-from trainers.cluster import LOCAL_LAUNCHER_ENV, OUTPUT_LAYOUT
+from pathlib import Path
+
+from trainers.cluster import LOCAL_LAUNCHER_ENV, OUTPUT_LAYOUT, output_dirs as _layout
 
 NUM_POOLS = 4
 POOL_NAMES = tuple(f"workerpool{p}" for p in range(NUM_POOLS))
@@ -29,9 +44,19 @@ ROLES = ("chief", "worker", "ps", "evaluator")
 # Roles that appear in TF_CONFIG["cluster"]; TensorFlow wants the evaluator outside it.
 _TF_CLUSTER_ROLES = ("chief", "worker", "ps")
 
-#: Inherited variables that would describe some *other* cluster; never passed to a replica.
-SCRUBBED_NAMES = frozenset({"CLUSTER_SPEC", "TF_CONFIG"})
-SCRUBBED_PREFIXES = ("AIP_", "CLOUD_ML_")
+#: The variables Vertex owns in a replica (:func:`vertex_environment`): a declared variable may not take one
+#: of these names, an inherited one is never passed on, and a container stand-in forwards exactly these
+#: to its replica container (``PYTHONUNBUFFERED``, the launcher's too, comes from the image's ``ENV`` there).
+VERTEX_NAMES = frozenset({"CLUSTER_SPEC", "TF_CONFIG"})
+VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_")
+#: What a replica process takes from this machine's environment, when set (see the module doc). The
+#: OpenBLAS pair is set on some processors because older OpenBLAS builds compute wrong results there.
+BASE_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME",
+              "VIRTUAL_ENV", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: What the trainer image's ``ENV`` gives every replica (containers/Dockerfile), beside its PYTHONPATH.
+IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+#: This checkout: what the image's ``PYTHONPATH=/app`` is to a replica process here.
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def validate_replica_counts(replica_counts: Sequence[int]) -> tuple[int, int, int, int]:
@@ -68,17 +93,15 @@ def validate_replica_counts(replica_counts: Sequence[int]) -> tuple[int, int, in
     return tuple(out)  # type: ignore[return-value]
 
 
-def output_dirs(base_output_dir: str) -> dict[str, str]:
-    """AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under ``base_output_dir``.
-
-    Local paths are made absolute; ``gs://`` style URIs are kept as they are.  Values end with
-    ``/`` as on Vertex.
-    """
+def aip_variables(base_output_dir: str) -> dict[str, str]:
+    """AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under ``base_output_dir``, laid out by
+    ``trainers.cluster.output_dirs`` (the one layout). Local paths are made absolute; ``gs://`` style URIs
+    are kept as they are. Values end with ``/`` as on Vertex."""
     base = str(base_output_dir)
     if "://" not in base:
         base = os.path.abspath(base)
-    base = base.rstrip("/")
-    return {variable: f"{base}/{leaf}/" for variable, leaf in OUTPUT_LAYOUT.values()}
+    dirs = _layout(None, base.rstrip("/"))
+    return {variable: dirs[key] + "/" for key, (variable, _) in OUTPUT_LAYOUT.items()}
 
 
 def vertex_environment(replica_counts: Sequence[int], addresses: Mapping[str, Sequence[str]],
@@ -128,25 +151,36 @@ def vertex_environment(replica_counts: Sequence[int], addresses: Mapping[str, Se
         "CLOUD_ML_JOB_ID": str(job_id),
         "PYTHONUNBUFFERED": "1",
     }
-    env.update(output_dirs(base_output_dir))
+    env.update(aip_variables(base_output_dir))
     return env
 
 
-def is_scrubbed(name: str) -> bool:
-    return name in SCRUBBED_NAMES or name.startswith(SCRUBBED_PREFIXES)
+def is_vertex_variable(name: str) -> bool:
+    """A variable Vertex sets for a replica (see :data:`VERTEX_NAMES`)."""
+    return name in VERTEX_NAMES or name.startswith(VERTEX_PREFIXES)
 
 
-def replica_environment(parent: Mapping[str, str], extra: Mapping[str, str] | None,
+def process_base(parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a replica process starts from here (see the module doc): :data:`BASE_NAMES` taken from
+    ``parent`` (default ``os.environ``) when set, :data:`IMAGE_ENV`, and ``PYTHONPATH`` = this checkout."""
+    parent = os.environ if parent is None else parent
+    env = {name: parent[name] for name in BASE_NAMES if parent.get(name)}
+    env.update(IMAGE_ENV)
+    env["PYTHONPATH"] = PROJECT_ROOT
+    return env
+
+
+def replica_environment(base: Mapping[str, str], declared: Mapping[str, str] | None,
                         vertex: Mapping[str, str]) -> dict[str, str]:
-    """``parent`` minus CLUSTER_SPEC/TF_CONFIG/AIP_*/CLOUD_ML_*, plus ``extra``, plus ``vertex``, plus
-    ``VTP_LOCAL_LAUNCHER=1`` (``trainers.cluster.LOCAL_LAUNCHER_ENV``): the replica runs GPU/TPU pools over
-    CPUs here instead of stopping as it would on a cloud machine without its accelerators.
+    """THE environment of a replica: ``base`` (:func:`process_base` for a process, ``{}`` for a container),
+    then ``declared`` (``trainer.env``), then ``vertex`` (:func:`vertex_environment`), then
+    ``VTP_LOCAL_LAUNCHER=1`` (``trainers.cluster.LOCAL_LAUNCHER_ENV``: the replica runs GPU/TPU pools over
+    CPUs here instead of stopping as it would on a cloud machine without its accelerators).
 
-    Returns a new dict; ``parent`` (normally ``os.environ``) is never modified.
-    """
-    env = {k: v for k, v in parent.items() if not is_scrubbed(k)}
-    for k, v in (extra or {}).items():
-        env[str(k)] = str(v)
+    A declared variable never overrides Vertex's (validation refuses those names; here Vertex's win).
+    Returns a new dict; nothing given is modified."""
+    env = {str(k): str(v) for k, v in base.items() if not is_vertex_variable(str(k))}
+    env.update({str(k): str(v) for k, v in (declared or {}).items()})
     env.update(vertex)
     env[LOCAL_LAUNCHER_ENV] = "1"
     return env

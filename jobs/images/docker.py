@@ -1,7 +1,8 @@
-"""Building and pushing the trainer image through a Docker engine (``DOCKER_HOST``), with the docker SDK.
+"""The Docker engine (``DOCKER_HOST``), with the docker SDK: THE client factory (:func:`client`, also the docker
+runner's), and building and pushing an image through it (``jobs.images.builders.DockerBuilder`` calls these).
 
 The engine's own registry credentials are used for pushes and for "does this tag exist". Every failure
-is a :class:`~jobs.build_context.BuildError` whose text is one line.
+is a :class:`~jobs.images.reference.BuildError` whose text is one line.
 
 Timeouts (the policy of :mod:`jobs.cloud.clients`): ping and "does this tag exist" use the policy's read
 timeout (the docker SDK takes one value for connect and read); the tag check is retried like any read
@@ -17,9 +18,9 @@ import re
 import tempfile
 from typing import Any, Callable, Mapping
 
-from jobs.build_context import BuildContext, BuildError, write_tar
 from jobs.cloud import clients
-from jobs.images import parse_reference
+from jobs.images.context import BuildContext, write_tar
+from jobs.images.reference import BuildError, parse_reference
 
 #: the longest a build or push may stay silent (Cloud Build's own bound for a whole build: 1 h)
 STREAM_TIMEOUT_S = 3600
@@ -49,16 +50,17 @@ def registry_host(repository: str) -> str:
     return parse_reference(repository).registry
 
 
-def docker_client(timeout_s: float | None = None) -> Any:
-    """A low-level ``docker.APIClient`` for ``DOCKER_HOST`` (or the default socket), checked with a ping;
-    ``timeout_s``: the policy's read timeout unless given."""
+def client(timeout_s: float | None = None) -> Any:
+    """THE ``docker.DockerClient`` for ``DOCKER_HOST`` (or the default socket), checked with a ping
+    (``.api`` is its low-level client); ``timeout_s``: the policy's read timeout unless given. An engine that
+    is not there is one BuildError line."""
     import docker
     import requests
 
     timeout_s = timeout_s or clients.policy().read_s
     where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
-        client = docker.APIClient(version="auto", timeout=timeout_s, **docker.utils.kwargs_from_env())
+        client = docker.DockerClient(version="auto", timeout=timeout_s, **docker.utils.kwargs_from_env())
         client.ping()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
         raise BuildError(f"no Docker engine reachable at {where}: {_first_line(exc)} "
@@ -72,7 +74,7 @@ def remote_digest(client: Any, repository: str, tag: str) -> str | None:
     import docker
 
     try:
-        answer = clients.retry(clients.READ)(client.inspect_distribution)(f"{repository}:{tag}")
+        answer = clients.retry(clients.READ)(client.api.inspect_distribution)(f"{repository}:{tag}")
     except KeyboardInterrupt:
         raise
     except docker.errors.APIError as exc:
@@ -103,7 +105,7 @@ def build_image(client: Any, ctx: BuildContext, image: str, build_args: Mapping[
         write_tar(ctx, tar)
         tar.seek(0)
         try:
-            stream = client.build(fileobj=tar, custom_context=True, dockerfile=ctx.dockerfile, tag=image,
+            stream = client.api.build(fileobj=tar, custom_context=True, dockerfile=ctx.dockerfile, tag=image,
                                   buildargs=dict(build_args or {}), rm=True, forcerm=True, pull=False, decode=True,
                                   timeout=STREAM_TIMEOUT_S)
             for chunk in stream:
@@ -138,7 +140,7 @@ def push_image(client: Any, repository: str, tag: str, log: Callable[[str], None
     digest = None
     seen: set[tuple[str, str]] = set()
     try:
-        for chunk in client.push(repository, tag=tag, stream=True, decode=True):
+        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
             if "error" in chunk or "errorDetail" in chunk:
                 message = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error")
                 raise BuildError(f"push of {repository}:{tag} to {registry_host(repository)} failed: "
@@ -161,19 +163,19 @@ def build_and_push_docker(ctx: BuildContext, repository: str, tag: str, build_ar
     """Build and push unless the registry already has ``repository:tag``.
 
     Returns (``REPO:TAG@sha256:DIGEST``, built?)."""
-    client = docker_client()
+    engine = client()
     try:
-        existing = remote_digest(client, repository, tag)
+        existing = remote_digest(engine, repository, tag)
         if existing:
             log(f"already built: {repository}:{tag} is in the registry ({existing}); nothing to build")
             return f"{repository}:{tag}@{existing}", False
     finally:
-        client.close()
-    client = docker_client(STREAM_TIMEOUT_S)  # build and push stream output with silences in between
+        engine.close()
+    engine = client(STREAM_TIMEOUT_S)  # build and push stream output with silences in between
     try:
         log(f"building {repository}:{tag} from {ctx.root} ({len(ctx.files)} files, -f {ctx.dockerfile})")
-        build_image(client, ctx, f"{repository}:{tag}", build_args, log)
-        digest = push_image(client, repository, tag, log)
+        build_image(engine, ctx, f"{repository}:{tag}", build_args, log)
+        digest = push_image(engine, repository, tag, log)
         return f"{repository}:{tag}@{digest}", True
     finally:
-        client.close()
+        engine.close()

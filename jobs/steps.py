@@ -1,6 +1,6 @@
 """The pipeline's steps as plain library calls (the KFP components in ``components/`` are thin wrappers).
 
-``prepare`` -> ``train_local`` (or a Vertex CustomJob built from ``vertex_job``) -> ``verify_model`` ->
+``prepare`` -> ``train_local`` (or a Vertex CustomJob of ``jobs.job_spec``) -> ``verify_model`` ->
 the Model Registry request -> the report. Each step that has something to say about the run writes it
 beside the run (``<base>/training.json``, ``verification.json``, ``model_upload_request.json``,
 ``report.html``), which ``run.py`` gathers into ``<base>/run.json``.
@@ -9,32 +9,12 @@ Nothing here imports TensorFlow at module level; only the steps that need it (pr
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from trainers import config as config_lib
 from trainers import fileio
 from trainers.paths import join, readable
-
-def worker_command(cfg: config_lib.JobConfig) -> list[str]:
-    """The command every replica runs: ``python -m <trainer.module> <trainer.args>`` for a user's trainer;
-    ``container.command`` + ``container.args`` for a trainer that is not a module; the built-in trainer with
-    the whole config as ``--config-json`` (Vertex replicas then need no file)."""
-    if cfg.trainer.module:
-        return ["python", "-m", cfg.trainer.module, *cfg.trainer.args]
-    args = list(cfg.container.args)
-    if not args and list(cfg.container.command) == config_lib.BUILTIN_COMMAND:
-        args = ["--config-json", cfg.to_json()]
-    return list(cfg.container.command) + args
-
-
-def output_dirs(cfg: config_lib.JobConfig) -> dict[str, str]:
-    """Where Vertex (AIP_*) and the local launcher put the model, checkpoints and TensorBoard logs."""
-    from trainers.cluster import output_dirs as dirs_for, read_cluster
-
-    return dirs_for(read_cluster({}), config_lib.resolved_base_dir(cfg))
-
 
 def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
     """Make the TFRecord shards the trainer reads; returns (data_dir, manifest)."""
@@ -77,58 +57,45 @@ def console_log(line: str) -> None:
         pass
 
 
-def replica_env(cfg: config_lib.JobConfig) -> dict[str, str]:
-    """What a local replica gets on top of the Vertex environment: a user's ``source_dir`` first on
-    ``PYTHONPATH`` (it is also the working directory), as the image's WORKDIR makes it importable there."""
-    env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    if cfg.trainer.module:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (cfg.trainer.source_dir, os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def launch_rules(cfg: config_lib.JobConfig) -> dict[str, str]:
-    """The launcher's done and worker-failure rules for the config's strategy. Parameter-server training:
-    workers and parameter servers are servers, so the job is done when the chief (and the evaluator) exit 0,
-    and a dead worker is tolerated (the chief reschedules its steps), as Vertex keeps the job running when
-    ``restart_job_on_worker_restart`` is false. All-reduce strategies: every worker must finish, and any
-    replica's death restarts the whole job (its peers cannot go on without it)."""
-    if cfg.topology.strategy == "parameter_server":  # a user's own trainer too: TF's PS architecture
-        return {"done_when": "chief", "on_worker_failure": "tolerate"}
-    return {"done_when": "all", "on_worker_failure": "restart"}
-
-
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
-    """Run the job's worker pools as processes on this machine, exactly as Vertex would run them: a user's
-    trainer in its ``trainer.source_dir``.
+    """Run the job's worker pools on this machine, exactly as Vertex would run them: every replica runs pool
+    0's ``container_spec`` of THE job spec (``jobs.job_spec.custom_job_spec``: command, args, ``env``) with
+    Vertex's environment and nothing else of this shell (``jobs.local.vertex_env``); a user's trainer in its
+    ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
+    image and each replica is a container of its pool's ``container_spec`` (``jobs.local.containers``).
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
     after the grace period) before the interrupt propagates."""
     import sys
 
+    from jobs import job_spec
     from jobs.local import containers, launcher
 
     base = config_lib.resolved_base_dir(cfg)
     timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
+    spec = job_spec.custom_job_spec(cfg)
     docker = containers.Settings.from_env()
     if docker is not None:
-        # run.py --runner docker: this step runs in the job's image; each replica is a container running its
-        # pool's container_spec, exactly as the Vertex CustomJob gets it (jobs.local.containers)
-        specs = containers.worker_pool_specs_file(base, vertex_job(cfg)["worker_pool_specs"])
+        specs = containers.worker_pool_specs_file(base, job_spec.parts(spec)["worker_pool_specs"])
         command, env, cwd = containers.launcher_command(specs), {}, None
+        base_env = containers.stand_in_environment()
         engine = containers.client(docker.timeout_s)
 
         def after_attempt() -> None:
             containers.remove_labelled(engine, {containers.LABEL_RUN: docker.run_id,
                                                 containers.LABEL_KIND: "replica"}, log)
     else:
-        command, env, cwd, after_attempt = worker_command(cfg), replica_env(cfg), cfg.trainer.source_dir or None, None
+        container = spec["worker_pool_specs"][0]["container_spec"]
+        command = list(container.get("command", [])) + list(container.get("args", []))
+        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
         if command[0] in ("python", "python3"):  # the container's python is this interpreter here
             command[0] = sys.executable
     return launcher.launch(
         command, cfg.topology.replica_counts(), base,
         job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
-        env=env, cwd=cwd, after_attempt=after_attempt, **launch_rules(cfg),
+        env=env, cwd=cwd, after_attempt=after_attempt, base_env=base_env, **job_spec.launch_rules(cfg),
     )
 
 
@@ -138,54 +105,28 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...)."""
     from jobs.tensorboard import last_values, read_scalars
 
+    from jobs.job_spec import output_dirs, shown_command
+
     started = time.monotonic()
     result = run_local(cfg, log=log)
     dirs = output_dirs(cfg)
     record: dict[str, Any] = {
         "trainer": cfg.trainer.module or "trainers.task (built-in)",
-        "command": _shown_command(cfg),
+        "command": shown_command(cfg),
         "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
         "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
     }
-    builtin = read_metrics(cfg)
+    from jobs import records
+
+    builtin = records.read_metrics(cfg)
     if not cfg.user_trainer and builtin:
         record["metrics"] = builtin
     else:
         record["scalars"] = last_values(read_scalars(dirs["logs"]))
     fileio.write_json_atomic(join(config_lib.resolved_base_dir(cfg), "training.json"), record)
     return record
-
-
-def _shown_command(cfg: config_lib.JobConfig) -> list[str]:
-    """The replicas' command as a record shows it: the built-in trainer's config JSON elided (it is in run.json)."""
-    command = worker_command(cfg)
-    return command[:4] + ["<the job config>"] if command[3:4] == ["--config-json"] else command
-
-
-def read_training(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What :func:`train_local` recorded (``<base>/training.json``)."""
-    return _read_json(cfg, "training.json")
-
-
-def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
-    return fileio.read_json(join(config_lib.resolved_base_dir(cfg), name)) or {}
-
-
-def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What the chief wrote at the end of training (``<base>/metrics.json``)."""
-    return _read_json(cfg, "metrics.json")
-
-
-def read_evaluation(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What the side-car evaluator wrote (``<base>/evaluation.json``; empty without an evaluator pool)."""
-    return _read_json(cfg, "evaluation.json")
-
-
-def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What :func:`verify_model` found (``<base>/verification.json``)."""
-    return _read_json(cfg, "verification.json")
 
 
 def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
@@ -204,32 +145,6 @@ def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", docker
                                       dockerfile=dockerfile, project=project, endpoint=endpoint or None, log=log)
 
 
-def with_image(cfg: config_lib.JobConfig, image_uri: str) -> config_lib.JobConfig:
-    """``cfg`` with ``container.image_uri`` replaced (a built image by digest wins over the config's)."""
-    import dataclasses
-
-    if not image_uri:
-        return cfg
-    return dataclasses.replace(cfg, container=dataclasses.replace(cfg.container, image_uri=image_uri))
-
-
-def vertex_job(cfg: config_lib.JobConfig) -> dict[str, Any]:
-    """What a Vertex CustomJob needs, derived from the same config (pool 0 chief, 1 workers, ...)."""
-    from jobs.hardware.pools import worker_pool_specs
-    from jobs.images import job_image  # container.image_uri, else the variant the accelerators need
-
-    command = worker_command(cfg)
-    return {
-        "display_name": cfg.name,
-        "worker_pool_specs": worker_pool_specs(cfg.to_dict(), job_image(cfg), command[:1], command[1:]),
-        "base_output_directory": cfg.output.base_dir,
-        "scheduling_strategy": cfg.scheduling.strategy,
-        "restart_job_on_worker_restart": cfg.scheduling.restart_job_on_worker_restart,
-        "timeout": cfg.scheduling.timeout,
-        "tensorboard": cfg.output.tensorboard,
-    }
-
-
 def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", record_dir: str = "") -> dict[str, Any]:
     """Load the SavedModel in this process, run ``serving_default`` on ``sample_request`` (the JSON text
     ``{"instances": [...]}``) or a generated input, time it, and for the built-in classifier evaluate
@@ -241,20 +156,6 @@ def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", r
     if record_dir:
         fileio.write_json_atomic(join(record_dir, "verification.json"), record)
     return record
-
-
-def with_data(cfg: config_lib.JobConfig, data_uri: str) -> config_lib.JobConfig:
-    """``cfg`` reading the prepared TFRecords at ``data_uri`` (a Dataset from ``prepare_data`` or elsewhere)."""
-    import dataclasses
-
-    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source="tfrecord", path=data_uri))
-
-
-def with_images(cfg: config_lib.JobConfig, images_uri: str) -> config_lib.JobConfig:
-    """``cfg`` preparing the image folder ``images_uri`` (``<class>/*.jpg``) into ``<base>/data``."""
-    import dataclasses
-
-    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source="images", path=images_uri))
 
 
 def serving_fields(cfg: config_lib.JobConfig, location: str) -> dict[str, Any]:

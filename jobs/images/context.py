@@ -1,9 +1,9 @@
 """A Docker build context as a deterministic tar, and a tag that is the hash of that tar.
 
 Why: the image tag is derived from what goes into the build, so the same sources always give the same
-tag (a registry that already holds it needs no build) and any changed file gives a new one. Both build
-backends (the local docker engine in :mod:`jobs.images`, Cloud Build in ``jobs.cloud.cloudbuild``) send exactly
-the bytes :func:`write_tar` writes, so the tag names what was built.
+tag (a registry that already holds it needs no build) and any changed file gives a new one. Both builders
+(``jobs.images.builders``: a Docker engine, Cloud Build) send exactly the bytes :func:`write_tar` writes, so
+the tag names what was built.
 
 What is in the context follows Docker's own rules: a ``.dockerignore`` at the root (``#`` comments,
 ``**``, ``!`` exceptions), evaluated by the ``docker`` SDK's matcher (the one ``docker build`` through
@@ -25,14 +25,10 @@ import tarfile
 from pathlib import Path
 from typing import IO, Mapping
 
-from jobs.cloud.clients import CloudError
+from jobs.images.reference import BuildError
 
 DEFAULT_DOCKERFILE = "containers/Dockerfile"
 TAG_PREFIX = "ctx-"
-
-
-class BuildError(CloudError):
-    """A build or push that cannot go on; ``str(exc)`` is one line meant for a person."""
 
 
 @dataclasses.dataclass(frozen=True)

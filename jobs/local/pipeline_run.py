@@ -1,0 +1,188 @@
+"""One run of the pipeline on this machine: ``python pipelines/run.py`` without ``--project``.
+
+Through ``kfp.local``: by default (``--runner process``) ``SubprocessRunner``, every step a process in this
+environment; with ``--runner docker`` ``DockerRunner``, every step a container of the job's image and every
+replica a container too (``jobs.local.containers``; without a pinned ``--image`` the image is built first
+by ``jobs.images.build``). Either way the training step's worker pools are started on loopback by
+``jobs.local.launcher``.
+
+What this module owns, in order: the folder's lock and its record (``jobs.local.runs``: a rerun of a
+finished job says so and exits 0; ``--fresh`` starts again, keeping the old folder; an unfinished job
+resumes from its last checkpoint; a folder in use by another live run is refused, or waited for), the
+run's log file, the docker session (probe first, every container removed on every exit path), Ctrl-C
+(every step and replica stopped the preemption way, every child reaped, one line naming the checkpoint and
+the command that resumes), and the run's record and summary. The pipeline itself comes from the caller
+(``pipelines/``: this package never imports it).
+
+Exit status: 0 ok, 1 the job failed, 2 invalid input (one line per problem), 75 the output folder is in use
+by another run, 130 interrupted (Ctrl-C).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import signal
+import sys
+import time
+from typing import Callable
+
+from trainers import config as config_lib
+
+#: kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do.
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass
+class Options:
+    """How to run (``run.py``'s local flags)."""
+
+    argv: list[str]                       # the command line, to print the command that resumes
+    fresh: bool = False
+    wait_s: float = 0.0
+    runner: str = "process"               # process | docker
+    image: str = ""                       # --runner docker: pinned image, or a repository to build into
+    build: Callable[[], str] | None = None  # --runner docker without a pinned image: builds it, returns it
+
+
+def resume_command(argv: list[str]) -> str:
+    return shlex.join(["python", "pipelines/run.py"] + [a for a in argv if a != "--fresh"])
+
+
+def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
+    """Run ``build_pipeline(cfg, "local", base_image)`` (a pipeline function) on this machine (see the
+    module doc); returns the exit status."""
+    from jobs.local import runs
+
+    image = ""
+    if opts.runner == "docker":
+        from jobs.local import docker_session
+
+        cfg = docker_session.for_containers(cfg)  # absolute paths: the containers see them at the same place
+        image = opts.image if docker_session.is_pinned(opts.image) else (opts.build() if opts.build else "")
+        if not image:
+            return 1
+        cfg = cfg.with_image(image)
+    base = config_lib.resolved_base_dir(cfg)
+    try:
+        lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
+    except runs.FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return runs.EXIT_BUSY
+    try:
+        if opts.fresh:
+            kept = runs.archive(base)
+            if kept:
+                print(f"--fresh: kept the previous run in {kept}; starting from step 0 in {base}")
+                lock.release()
+                lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
+        else:
+            record = runs.finished_record(base, cfg.to_json())
+            if record:
+                print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
+                      "nothing to do. Its summary:")
+                print("\n".join(runs.summary_lines(record.get("summary") or {})))
+                print(f"to train again from step 0 (this run is kept): {resume_command(opts.argv)} --fresh")
+                return 0
+        if console is not None:
+            console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
+        if image:
+            return _in_containers(cfg, base, opts, console, image, build_pipeline)
+        return _pipeline(cfg, base, opts, console, build_pipeline)
+    except runs.FolderBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return runs.EXIT_BUSY
+    finally:
+        lock.release()
+
+
+def _in_containers(cfg, base: str, opts: Options, console, image: str, build_pipeline) -> int:
+    """``--runner docker``: the probe first (one line per thing the image lacks), then the pipeline with
+    every step and replica in ``image``; every container of the run removed on every exit path."""
+    from jobs.local import docker_session
+    from jobs.local.containers import ContainerError
+
+    try:
+        session = docker_session.Session(image, base, docker_session.host_folders(cfg))
+    except ContainerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        try:
+            problems = session.probe(cfg)
+        except KeyboardInterrupt:
+            print("\ninterrupted before the pipeline started; nothing ran", file=sys.stderr)
+            return 130
+        if problems:
+            print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+            return 2
+        print(f"runner docker: every step and replica in {session.image} (engine "
+              f"{os.environ.get('DOCKER_HOST') or 'unix:///var/run/docker.sock'})", flush=True)
+        return _pipeline(cfg, base, opts, console, build_pipeline, session)
+    finally:
+        session.close()
+
+
+def _wait_for_children(timeout_s: float = 60.0) -> None:
+    """After Ctrl-C: kfp.local's task processes got the same SIGINT and are stopping their replicas
+    (checkpoint at the next step); reap them so nothing outlives this command."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.1)
+
+
+def _interrupted_line(cfg, argv: list[str]) -> str:
+    from jobs.job_spec import output_dirs
+    from jobs.local import runs
+
+    checkpoints = output_dirs(cfg)["checkpoints"]
+    last = runs.last_checkpoint(checkpoints)
+    if last:
+        where = f"at step {last[1]}; last checkpoint {last[0]}"
+    elif cfg.user_trainer:
+        where = f"(your trainer's checkpoints, if it wrote any, are in {checkpoints})"
+    else:
+        where = "before the first checkpoint"
+    return f"\ninterrupted {where}; resume with: {resume_command(argv)}"
+
+
+def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=None) -> int:
+    import contextlib
+    import warnings
+
+    from kfp import local
+
+    from jobs.local import runs
+
+    # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
+    # tasks run in this environment, which has the image's packages (pip install -e .).
+    warnings.filterwarnings("ignore", module=r"kfp\.local")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+    runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
+    local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
+    pipeline = build_pipeline(cfg, "local", base_image=session.image if session else None)
+    started = time.monotonic()
+    try:
+        with runs.StepTimer() as timer, (session.engine_timeout() if session else contextlib.nullcontext()):
+            pipeline(config_json=cfg.to_json())
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        if session:  # the step containers never saw the terminal's Ctrl-C
+            session.interrupt()
+        _wait_for_children()
+        print(_interrupted_line(cfg, opts.argv), file=sys.stderr)
+        return 130
+    except RuntimeError as exc:  # kfp.local: a task failed; its log is above
+        print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)
+        return 1
+    summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
+                               steps=timer.steps)
+    summary["runner"] = {"name": "docker", "image": session.image} if session else {"name": "process"}
+    runs.write_record(base, cfg.to_json(), summary)
+    print("\n".join(runs.summary_lines(summary)))
+    return 0

@@ -246,9 +246,12 @@ def test_prune_keeps_the_newest_copies_and_never_a_live_or_current_folder(tmp_pa
     assert (work / "local").exists() and (work / "killed").exists()  # run folders are never copies
     assert not [p for p in work.iterdir() if p.name.endswith(".removing")]
 
-    # --older-than alone: every copy made more than N days ago (all of these), the current folder stays
+    # --older-than alone: every copy made more than N days ago (all of these), the current folder stays; what an
+    # interrupted prune had set aside goes too
+    shutil.copytree(old[0], work / ".local.19990101-000000.removing")
     rc, out, _ = _run(capsys, "prune", "--older-than", "30", "--root", str(work))
     assert rc == 0 and not any(p.exists() for p in old) and (work / "local").exists()
+    assert not (work / ".local.19990101-000000.removing").exists() and "left by an interrupted prune" in out
     assert re.search(r"^freed [\d,]+ bytes \([\d.]+ [kMG]?B\) in 3 --fresh copies; kept 0 copies", out, re.M), out
 
 

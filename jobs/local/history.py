@@ -497,6 +497,15 @@ def prune(root: str, keep: int, older_than_days: float | None, dry_run: bool, ou
                                      [DEFAULT_ROOT])))
     remove, kept = plan_prune(root, keep, older_than_days)
     freed = 0
+    for name in sorted(os.listdir(root)):  # what an interrupted prune had already set aside
+        leftover = os.path.join(root, name)
+        if name.startswith(".") and name.endswith(".removing") and os.path.isdir(leftover) and not os.path.islink(leftover):
+            size = folder_bytes(leftover)
+            if not dry_run:
+                shutil.rmtree(leftover)
+            freed += size
+            out.write(f"{'would remove' if dry_run else 'removed'} {leftover}, left by an interrupted prune "
+                      f"({_size(size)})\n")
     for name in remove:
         path = os.path.join(root, name)
         size = folder_bytes(path)

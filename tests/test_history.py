@@ -9,7 +9,6 @@ runs (steps' wall times, validation series, new sections).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import history, runs
+from jobs.local import history
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration

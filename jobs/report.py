@@ -1,6 +1,9 @@
 """The run report: one self-contained HTML file (plots and images embedded) plus a Markdown summary.
 
-Written at the end of every run, local and Vertex (the ``report`` pipeline step), from what the run left:
+It answers the question a user opens it with, "is this model any good?", first (held-out accuracy against
+the majority-class baseline, the weakest class, how much one validation image weighs), then says how the
+model was made. Written at the end of every run, local and Vertex (the ``report`` pipeline step), from what
+the run left:
 
 * every TensorBoard scalar the trainer wrote (``jobs.tensorboard``: the built-in trainer's ``train/loss``
   ..., Keras' ``train/epoch_loss`` and ``validation/epoch_<metric>``, an evaluator's ``validation/...``),
@@ -11,7 +14,11 @@ Written at the end of every run, local and Vertex (the ``report`` pipeline step)
 * the verification record (``verification.json``, ``jobs.verify``): the serving signature, its inputs and
   outputs, latency, the predictions on the sample request; for a classifier also accuracy, the confusion
   matrix and a gallery of validation images with predicted and true class;
-* the checkpoints kept and the launcher's attempts.
+* the checkpoints kept and the launcher's attempts;
+* the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
+* ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
+  ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
+* the code version (:func:`code_version`): the project's git commit, else the installed package's version.
 
 Sections that only make sense for a classifier appear only for one. Plots are matplotlib (Agg), embedded
 as base64 PNG, so the file opens anywhere, the Vertex Pipelines UI's HTML viewer included, with no
@@ -22,6 +29,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import os
 import re
 from typing import Any
@@ -29,6 +37,41 @@ from typing import Any
 from trainers.paths import join, readable
 
 MAX_PREDICTIONS = 10
+PACKAGE = "vertex-tf-pipelines"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_version(root: str = ROOT) -> dict[str, Any]:
+    """Which code ran: ``{"git_commit", "git_dirty", "package_version", "text"}``. The project's git commit
+    (and whether tracked files had changes) when ``root`` is the top of a git checkout, else the installed
+    package's version (an image, a wheel: no ``.git``). Why not only the version: it stays 0.1.0 across
+    every commit, so two runs from different code would look the same."""
+    import subprocess
+    from importlib import metadata
+
+    try:
+        version = metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        version = None
+    out: dict[str, Any] = {"git_commit": None, "git_dirty": None, "package_version": version}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        # only this project's own checkout: a package installed inside some other repository must not
+        # report that repository's commit
+        if os.path.samefile(git("rev-parse", "--show-toplevel"), root):
+            out["git_commit"] = git("rev-parse", "HEAD")
+            out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    if out["git_commit"]:
+        out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+    else:
+        out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
+    return out
 
 
 def _figure(**kwargs):
@@ -112,7 +155,7 @@ def attempts(logs_dir: str) -> int:
 
 
 def job_rows(cfg, training: dict[str, Any]) -> list[tuple[str, str]]:
-    """The job table: name, trainer, strategy, replicas, batch, precision, machines, throughput."""
+    """The job table: name, trainer, strategy, machines, replicas, throughput, training wall time."""
     figures = training.get("metrics") or {}
     rows = [("job", cfg.name if cfg else str(training.get("job", "n/a")))]
     if cfg is not None:
@@ -125,12 +168,13 @@ def job_rows(cfg, training: dict[str, Any]) -> list[tuple[str, str]]:
         rows += [("trainer", trainer), ("strategy", f"{cfg.topology.strategy}"
                                                     + (f" ({figures['strategy']})" if figures.get("strategy") else "")),
                  ("machines (Vertex pools)", machines or "n/a")]
-    for key, label in (("replicas", "replicas"), ("global_batch_size", "global batch"), ("precision", "precision")):
-        if figures.get(key) is not None:
-            rows.append((label, str(figures[key])))
+    if figures.get("replicas") is not None:  # batch and precision: in the hyperparameters
+        rows.append(("replicas", str(figures["replicas"])))
     eps = figures.get("examples_per_second")
     if isinstance(eps, (int, float)):
-        rows.append(("throughput", f"{eps:.1f} examples/s"))
+        rows.append(("training throughput", f"{eps:.1f} examples/s (this run's training loop from its first step "
+                                            "to its last, validation passes excluded: the last "
+                                            "train/examples_per_second point)"))
     if training.get("seconds") is not None:
         rows.append(("training wall time", f"{training['seconds']} s"))
     return rows
@@ -153,30 +197,177 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _fmt(value: Any, spec: str = ".4g") -> str:
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
+
+
+def hyperparameter_rows(cfg, figures: dict[str, Any]) -> list[tuple[str, str]]:
+    """What was chosen for the training: the built-in trainer's hyperparameters (from the config, and what
+    the trainer reports it really used), or a user trainer's command line (its hyperparameters are its own)."""
+    if cfg is None:
+        return []
+    t, d, c = cfg.training, cfg.data, cfg.checkpoint
+    if cfg.user_trainer:
+        command = (["python", "-m", cfg.trainer.module] + list(cfg.trainer.args) if cfg.trainer.module
+                   else list(cfg.container.command) + list(cfg.container.args))
+        return [("trainer command", " ".join(command)),
+                ("hyperparameters", "your trainer's own (its arguments above; Vertex passes a tuning trial's as flags)")]
+    steps = figures.get("steps")
+    length = f"{t.steps} steps" if t.steps else f"{t.epochs} epochs" + (f" ({steps} steps)" if steps else "")
+    global_batch = figures.get("global_batch_size") or t.global_batch_size or None
+    precision = t.precision + (f" → {figures['precision']}" if figures.get("precision") else "")
+    if cfg.topology.evaluator.replica_count:
+        validation = "the side-car evaluator replica, at every checkpoint"
+    else:
+        validation = "the chief, at every checkpoint save and at the end"
+    every = " or ".join(x for x in (f"{c.every_steps} steps" if c.every_steps else "",
+                                    f"{c.every_seconds:g} s" if c.every_seconds else "") if x) or "the end only"
+    return [("model", cfg.model.name), ("optimizer", t.optimizer), ("learning rate", f"{t.learning_rate:g}"),
+            ("training length", length),
+            ("batch", f"{t.per_replica_batch_size} per replica" + (f", {global_batch} global" if global_batch else "")),
+            ("image size", f"{d.image_size}×{d.image_size}"), ("precision", precision),
+            ("seed", f"{t.seed}" + (" (op-deterministic)" if t.deterministic else "")),
+            ("data augmentation", "random crop and flip" if d.augment else "none"),
+            ("shuffle buffer", str(d.shuffle_buffer)),
+            ("checkpoints", f"every {every}, {c.keep} kept"), ("validation", validation)]
+
+
+def data_summary(cfg) -> dict[str, Any] | None:
+    """The prepared data's ``manifest.json`` (examples per split and class), or None when the job has none
+    (a user trainer reading its own data) or it cannot be read."""
+    from trainers import config as config_lib
+    from trainers import fileio
+
+    if cfg is None or cfg.data.source == "none":
+        return None
+    where = config_lib.prepared_data_dir(cfg)
+    manifest = fileio.read_json(join(readable(where), "manifest.json")) if where else None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("classes"), list):
+        return {"dir": where, "missing": True}
+    return {"dir": where, "source": cfg.data.source, "path": cfg.data.path, "classes": manifest["classes"],
+            "counts": manifest.get("counts") or {}, "num_examples": manifest.get("num_examples") or {},
+            "image_size": manifest.get("image_size"), "encoding": manifest.get("encoding", "raw")}
+
+
+def per_class(classes: list[str], matrix: list[list[int]]) -> list[dict[str, Any]]:
+    """Precision and recall of every class from the confusion matrix (rows: true class, columns: predicted);
+    None where undefined (a class never predicted has no precision)."""
+    out = []
+    for i, name in enumerate(classes):
+        support = sum(matrix[i])
+        predicted = sum(row[i] for row in matrix)
+        hit = matrix[i][i]
+        out.append({"class": name, "support": support, "predicted": predicted, "correct": hit,
+                    "precision": hit / predicted if predicted else None, "recall": hit / support if support else None})
+    return out
+
+
+def _table(element_id: str, head: list[str], rows: list[list[str]], e) -> str:
+    return (f"<table id='{element_id}'><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows) + "</table>")
+
+
+def _kv_table(element_id: str, rows: list[tuple[str, str]], e) -> str:
+    return (f"<table id='{element_id}'>" + "".join(f"<tr><th>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in rows)
+            + "</table>")
+
+
+def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], scalars: dict[str, list],
+            data: dict[str, Any] | None, train: dict[str, Any]) -> list[str]:
+    """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks)."""
+    acc, examples = verification.get("accuracy"), verification.get("examples")
+    out = []
+    if isinstance(acc, (int, float)) and isinstance(examples, int) and examples:
+        out.append(f"Validation accuracy {acc:.3f} ({round(acc * examples)} of {examples} held-out images right), "
+                   "measured on the exported model in a process that never trained.")
+        if classes_stats:
+            top = max(classes_stats, key=lambda c: c["support"])
+            out.append(f"Yardsticks: always answering the most common class ({top['class']}, {top['support']} of "
+                       f"{examples}) scores {top['support'] / examples:.3f}; guessing at random "
+                       f"{1 / len(classes_stats):.3f}.")
+            recalls = [c for c in classes_stats if c["recall"] is not None]
+            weakest = min(recalls, key=lambda c: c["recall"], default=None)
+            if weakest is not None and weakest["recall"] < max(c["recall"] for c in recalls):
+                out.append(f"Weakest class: {weakest['class']}, recall {weakest['recall']:.3f} "
+                           f"({weakest['correct']} of {weakest['support']} found).")
+            elif weakest is not None:
+                out.append(f"Every class has the same recall, {weakest['recall']:.3f}.")
+        out.append(f"With {examples} validation images, one image is {100 / examples:.1f} points of accuracy: "
+                   "differences smaller than that are noise.")
+        if isinstance(train.get("train_accuracy"), (int, float)):
+            out.append(f"Training accuracy over the last logged steps: {train['train_accuracy']:.3f} (a large gap "
+                       "above the validation accuracy means the model learned its training images, not the task).")
+    elif verification:
+        finals = {name: points[-1][1] for name, points in scalars.items() if points}
+        shown = {k: v for k, v in finals.items() if k.startswith("validation")} or finals
+        if shown:
+            out.append("Final values: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6])
+                       + ". Not a classifier this report knows: judge by the curves below.")
+        out.append(f"The exported model loads and serves: {verification.get('signature', '?')} answered "
+                   f"{verification.get('instances', '?')} instance(s).")
+    else:
+        out.append("The model was not verified: nothing here says it loads or serves.")
+    if data and not data.get("missing") and data.get("counts"):
+        counts = (data["counts"].get("train") or {}).values()
+        if counts and min(counts) and max(counts) / min(counts) >= 1.5:
+            out.append(f"The training classes are unbalanced ({min(counts)} to {max(counts)} images per class).")
+    return out
+
+
 def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tuple[int, float]]],
           verification: dict[str, Any], checkpoints: list[int], checkpoint_dir: str = "", attempts_seen: int = 0,
-          resumed: Any = None) -> dict[str, Any]:
+          resumed: Any = None, fresh: bool = False, hyperparameters: list[tuple[str, str]] = (),
+          data: dict[str, Any] | None = None, steps: dict[str, Any] | None = None,
+          provenance: list[tuple[str, str]] = (), train: dict[str, Any] | None = None,
+          restarts: list[dict[str, Any]] = ()) -> dict[str, Any]:
     """The report's content: ``{"html": str, "markdown": str, "classes": [...], "confusion_matrix": [[...]]}``
-    (the last two empty unless the model is a classifier; for KFP's ClassificationMetrics)."""
+    (the last two empty unless the model is a classifier; for KFP's ClassificationMetrics). ``resumed``: the
+    step this run restored; ``fresh``: the trainer said it restored nothing (started from step 0)."""
     e = html.escape
+    train = train or {}
+    classes, matrix = verification.get("classes") or [], verification.get("confusion_matrix") or []
+    classifier = bool(classes and matrix)
+    stats = per_class(classes, matrix) if classifier else []
+    answer = verdict(verification, stats, scalars, data, train)
     parts = [f"<h1>Run report: {e(title)}</h1>",
-             "<h2>Job</h2><table id='job'>" + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows)
-             + "</table>"]
+             "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"]
+    if provenance:
+        parts.append("<h2>Run</h2>" + _kv_table("provenance", list(provenance), e))
+    parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
+    if hyperparameters:
+        parts.append("<h2>Hyperparameters</h2>" + _kv_table("hyperparameters", list(hyperparameters), e))
+    if data is not None:
+        if data.get("missing"):
+            parts.append(f"<h2>Data</h2><p id='data'>no prepared-data manifest at {e(str(data.get('dir')))}</p>")
+        else:
+            counts, totals = data.get("counts") or {}, data.get("num_examples") or {}
+            body = [[c, (counts.get("train") or {}).get(c, "?"), (counts.get("validation") or {}).get(c, "?")]
+                    for c in data["classes"]]
+            body.append(["total", totals.get("train", "?"), totals.get("validation", "?")])
+            parts.append(
+                f"<h2>Data</h2><p>{len(data['classes'])} classes, {data.get('image_size')}×{data.get('image_size')} "
+                f"pixels ({e(str(data.get('encoding')))} records) in {e(str(data.get('dir')))}, prepared from "
+                f"{e(str(data.get('source')))}{' ' + e(str(data['path'])) if data.get('path') else ''}</p>"
+                + _table("data", ["class", "train", "validation"], body, e))
     curves = _curves_png(scalars)
+    validation_series = sorted(n for n in scalars if n.startswith("validation"))
     if curves:
         listing = "".join(
             f"<tr><td>{e(name)}</td><td>{len(points)}</td><td>{points[0][0]}..{points[-1][0]}</td>"
             f"<td>{points[-1][1]:.6g}</td><td>{min(v for _, v in points):.6g}</td></tr>"
             for name, points in sorted(scalars.items()))
+        note = (f"validation series: {', '.join(validation_series)} (plotted with the train series of the same "
+                "metric; written during training, in the training's precision: the Verification section measures the "
+                "exported model again, so its last figures can differ slightly)"
+                if validation_series else "no validation series: the trainer wrote training series only")
         parts.append("<h2>Training</h2>"
                      f"<img id='curves' alt='every scalar the trainer wrote, one chart per metric' "
                      f"src='data:image/png;base64,{curves}'>"
+                     f"<p id='validation-series'>{e(note)}</p>"
                      "<table id='scalars'><tr><th>series</th><th>points</th><th>steps</th><th>last</th><th>min</th></tr>"
                      f"{listing}</table>")
     else:
         parts.append("<h2>Training</h2><p id='curves'>no TensorBoard scalars were found</p>")
-    classes, matrix = verification.get("classes") or [], verification.get("confusion_matrix") or []
-    classifier = bool(classes and matrix)
     if verification:
         latency = verification.get("latency_ms") or {}
         io_rows = "".join(f"<tr><th>input {e(k)}</th><td>{e(v)}</td></tr>" for k, v in (verification.get("inputs") or {}).items())
@@ -196,29 +387,71 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     else:
         parts.append("<h2>Verification</h2><p id='verification'>not verified</p>")
     if classifier:
+        parts.append("<h3>Per class (validation)</h3>" + _table(
+            "per-class", ["class", "images", "predicted as it", "precision", "recall"],
+            [[c["class"], c["support"], c["predicted"], _fmt(c["precision"], ".3f"), _fmt(c["recall"], ".3f")]
+             for c in stats], e)
+            + "<p>precision: of the images predicted as the class, the share that are; recall: of the class's "
+              "images, the share found; n/a: never predicted</p>")
         parts.append(f"<img id='confusion-matrix' alt='confusion matrix' "
                      f"src='data:image/png;base64,{_confusion_png(classes, matrix)}'>")
-        gallery = verification.get("gallery") or []
+        order = {c: i for i, c in enumerate(classes)}
+        gallery = sorted(verification.get("gallery") or [], key=lambda g: order.get(g.get("label"), len(order)))
         if gallery:
             cells = "".join(
-                f"<figure class='{'ok' if g['label'] == g['predicted'] else 'wrong'}'>"
+                f"<figure class='{'ok' if g['label'] == g['predicted'] else 'wrong'}' data-class='{e(g['label'])}'>"
                 f"<img alt='{e(g['label'])}' src='data:image/png;base64,{g['png_base64']}'>"
                 f"<figcaption>pred {e(g['predicted'])} ({g['probability']:.2f})<br>true {e(g['label'])}</figcaption>"
                 "</figure>" for g in gallery)
-            parts.append(f"<h2>Validation samples</h2><div id='samples'>{cells}</div>")
+            shown = sorted({g["label"] for g in gallery}, key=lambda c: order.get(c, len(order)))
+            parts.append(f"<h2>Validation samples</h2><p>{len(gallery)} images of {len(shown)} of the "
+                         f"{len(classes)} classes ({e(', '.join(shown))})</p><div id='samples'>{cells}</div>")
+    model_rows = []
+    if isinstance(verification.get("parameters"), int):
+        model_rows.append(("parameters", f"{verification['parameters']:,} (the variables its serving signature reads)"))
+    size = _folder_bytes(verification.get("model_dir") or "")
+    if size:
+        model_rows.append(("SavedModel on disk", f"{size / 1e6:.1f} MB"))
+    meta = verification.get("metadata") or {}
+    if meta.get("trained_precision"):
+        model_rows.append(("trained in", f"{meta['trained_precision']}; exported as float32"))
+    if model_rows:
+        parts.append("<h2>Model</h2>" + _kv_table("model", model_rows, e))
+    step_rows = [[s.get("name", "?"), _fmt(s.get("seconds"), ".1f"), str(s.get("status", "")).lower()]
+                 for s in (steps or {}).get("steps") or []]
+    step_rows += [[name, "…", "running (this page is written by it)" if name == "report" else "running"]
+                  for name in (steps or {}).get("running") or []]
+    if step_rows:
+        total = sum(s.get("seconds") or 0 for s in (steps or {}).get("steps") or [])
+        parts.append("<h2>Pipeline steps</h2>" + _table("steps", ["step", "seconds", "status"], step_rows, e)
+                     + f"<p>{total:.1f} s in the steps above (run.json keeps every step, this one included)</p>")
     kept = ", ".join(f"ckpt-{s}" for s in checkpoints) or "none of the built-in trainer's"
+    if resumed is not None:
+        start = f"this run resumed from step {resumed}"
+    elif fresh:
+        start = "this run started from step 0 (there was no checkpoint to resume from)"
+    else:
+        start = "where this run started is not reported by the trainer"
+    restart_text = "".join(
+        f"<li>restart: {e(str(r.get('replica')))} exited with status {e(str(r.get('exit_status')))}; attempt "
+        f"{e(str(r.get('attempt')))} resumed from step {e(str(r.get('resumed_from_step')))}</li>" for r in restarts)
     parts.append("<h2>Checkpoints and resumes</h2><ul id='checkpoints'>"
                  f"<li>checkpoints kept: {e(kept)} ({e(checkpoint_dir or 'n/a')})</li>"
-                 f"<li>launcher attempts: {attempts_seen or 'n/a'}; this run resumed from step "
-                 f"{resumed if resumed is not None else '— (fresh start, or not reported by the trainer)'}</li></ul>")
+                 f"<li>launcher attempts: {attempts_seen or 'n/a'}; {e(start)}</li>{restart_text}</ul>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}"
+             "#verdict li{margin:.3em 0}"
              "#samples{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0;text-align:center;font-size:12px}"
              "figure.ok figcaption{color:#176317}figure.wrong figcaption{color:#b00020}img{max-width:100%}"
              "#samples img{width:96px;height:96px;image-rendering:pixelated}")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    md = [f"# Run report: {title}", "", "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], "", "| | |", "|---|---|"]
+    md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
+    if data and not data.get("missing"):
+        totals = data.get("num_examples") or {}
+        md += ["", f"Data: {len(data['classes'])} classes, {totals.get('train', '?')} train and "
+                   f"{totals.get('validation', '?')} validation examples."]
     if scalars:
         md += ["", "| series | last | min |", "|---|---|---|"] + [
             f"| {name} | {points[-1][1]:.6g} | {min(v for _, v in points):.6g} |" for name, points in sorted(scalars.items())]
@@ -227,9 +460,49 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
                    f"{(verification.get('latency_ms') or {}).get('median', '?')} ms median."]
         if isinstance(verification.get("accuracy"), (int, float)):
             md += [f"Validation accuracy **{verification['accuracy']:.3f}** on {verification.get('examples')} examples."]
-    md += ["", f"Checkpoints: {kept}."]
+    if stats:
+        md += ["", "| class | images | precision | recall |", "|---|---|---|---|"] + [
+            f"| {c['class']} | {c['support']} | {_fmt(c['precision'], '.3f')} | {_fmt(c['recall'], '.3f')} |" for c in stats]
+    if step_rows:
+        md += ["", "Steps: " + ", ".join(f"{name} {secs} s" for name, secs, _ in step_rows if secs != "…") + "."]
+    md += ["", f"Checkpoints: {kept}; {start}."]
     return {"html": page, "markdown": "\n".join(md) + "\n", "classes": classes if classifier else [],
             "confusion_matrix": matrix if classifier else []}
+
+
+def _folder_bytes(path: str) -> int:
+    """Bytes of the files under a local (or mounted) folder; 0 when it cannot be walked here."""
+    where = readable(path) if path else ""
+    if not where or "://" in where or not os.path.isdir(where):
+        return 0
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(where) for f in files)
+
+
+def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any]) -> list[tuple[str, str]]:
+    """When the run started and with which command (the run lock, held while this step runs; local runs),
+    when this page was written, and from which code."""
+    import datetime as dt
+
+    holder: dict[str, Any] = {}
+    if base and "://" not in base:
+        try:
+            with open(os.path.join(base, ".run.lock"), encoding="utf-8") as f:
+                holder = json.loads(f.read() or "{}")
+        except (OSError, ValueError):
+            holder = {}
+    rows = []
+    started = steps.get("started") or holder.get("started")
+    if started:
+        rows.append(("run started", str(started)))
+    rows.append(("report written", dt.datetime.now().astimezone().isoformat(timespec="seconds")))
+    rows.append(("code version", code_version()["text"]))
+    if holder.get("command"):
+        rows.append(("command", str(holder["command"])))
+    if verification.get("framework_version"):
+        rows.append(("TensorFlow", str(verification["framework_version"])))
+    if base:
+        rows.append(("run folder", base))
+    return rows
 
 
 def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, logs_uri: str = "",
@@ -240,6 +513,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     from trainers import fileio
 
     training: dict[str, Any] = {}
+    steps: dict[str, Any] = {}
     if base:
         where = readable(base)
         training = fileio.read_json(join(where, "training.json")) or {}
@@ -249,16 +523,27 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
                 training["metrics"] = builtin
         if verification is None:
             verification = fileio.read_json(join(where, "verification.json"))
+        if "://" not in where:
+            found = fileio.read_json(join(where, "steps.json"))
+            steps = found if isinstance(found, dict) else {}
+    verification = verification or {}
     logs = logs_uri or (join(base, "logs") if base else "")
     checkpoints = checkpoints_uri or (join(base, "checkpoints") if base else "")
-    resumed = (training.get("metrics") or {}).get("resumed_from_step")
+    figures = training.get("metrics") or {}
+    resumed = figures.get("resumed_from_step")
+    restarts = [r for r in training.get("restarts") or [] if isinstance(r, dict)]
     if resumed is None:
-        resumed = next((r.get("resumed_from_step") for r in reversed(training.get("restarts") or [])
+        resumed = next((r.get("resumed_from_step") for r in reversed(restarts)
                         if r.get("resumed_from_step") is not None), None)
+    # the built-in trainer says resumed_from_step null when it restored nothing: a fresh start, not a gap
+    fresh = resumed is None and "resumed_from_step" in figures
     title = cfg.name if cfg else (os.path.basename(base.rstrip("/")) if base else "model")
     return build(title=title, rows=job_rows(cfg, training), scalars=read_scalars(readable(logs)) if logs else {},
-                 verification=verification or {}, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
-                 checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed)
+                 verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
+                 checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
+                 fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures), data=data_summary(cfg),
+                 steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
+                 restarts=restarts)
 
 
 def write(path: str, content: dict[str, Any]) -> str:

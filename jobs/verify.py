@@ -222,6 +222,8 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
         "inputs": describe_specs(specs),
         "outputs": {k: _spec_text(v) for k, v in sorted(fn.structured_outputs.items())},
         "input_source": source, "instances": count, "predictions": _predictions(outputs, count),
+        # the model's size, whoever trained it: the values of the variables the serving signature reads
+        "parameters": int(sum(v.shape.num_elements() or 0 for v in fn.variables)),
         "latency_ms": {"first_call": round(first_ms, 3), "median": round(statistics.median(times), 3),
                        "runs": timed_runs, "batch": count},
         "framework": "tensorflow", "framework_version": tf.__version__,

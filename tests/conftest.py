@@ -27,6 +27,17 @@ for _key, _value in TEST_POLICY.items():
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hypertune_metric_file(tmp_path_factory):
+    """cloudml-hypertune writes ``/tmp/hypertune/output.metrics`` unless told otherwise: a trainer run in a
+    test process writes into the session's tmp folder instead (the local launcher's replicas write
+    ``<base>/hypertune/``; ``trainers.train.report_to_hypertune``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("hypertune") / "output.metrics"
+        patch.setenv("CLOUD_ML_HP_METRIC_FILE", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
 def prepared_data(tmp_path_factory) -> str:
     """A tiny flowers-like image set (3 classes x 40 images, 32x32), prepared into TFRecord shards."""
@@ -38,6 +49,33 @@ def prepared_data(tmp_path_factory) -> str:
     out = str(root / "tfrecords")
     prepare.prepare_tfrecords(images, out, image_size=32, num_shards=4, validation_fraction=0.2, seed=42)
     return out
+
+
+@pytest.fixture(scope="session")
+def real_runs(tmp_path_factory, prepared_data) -> dict:
+    """Real run folders, as ``python pipelines/run.py`` leaves them, under one output root: a run of the default
+    preset (chief + worker, 10 steps) and then a ``--fresh`` run of another config in the same folder (one
+    device, 16 steps), which keeps the first as ``local.<time>``. ``{"root", "current", "archive", "consoles"}``
+    (each run's console output, for the step-time checks). About 40 s on 2 cores."""
+    import subprocess
+    import sys
+    import uuid
+
+    root = tmp_path_factory.mktemp("runs-root")
+    base = root / "local"
+    marker = uuid.uuid4().hex
+    common = ["--set", f"output.base_dir={base}", "--set", "data.source=tfrecord", "--set", f"data.path={prepared_data}"]
+    consoles = []
+    for extra in (["--set", "training.steps=10", "--set", "checkpoint.every_steps=5"],
+                  ["--fresh", "--set", "training.steps=16", "--set", "checkpoint.every_steps=8",
+                   "--set", "topology.strategy=one_device", "--set", "topology.worker.replica_count=0"]):
+        proc = subprocess.run([sys.executable, "pipelines/run.py", *common, *extra], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, RUNS_TEST_MARKER=marker))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        consoles.append(proc.stdout + proc.stderr)
+    assert_no_processes_left(marker)
+    [archive] = [p for p in root.iterdir() if p.name.startswith("local.")]
+    return {"root": root, "current": base, "archive": archive, "consoles": consoles}
 
 
 def job_config(base_dir, data_dir: str, *overrides: str):

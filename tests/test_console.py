@@ -83,6 +83,26 @@ def test_a_failed_step_shows_its_last_lines_and_the_log_file(tmp_path):
     assert f"full log: {tmp_path / 'run.log'}" in text
 
 
+def test_a_steps_duration_is_the_one_run_json_keeps(tmp_path):
+    """One source of truth for a step's wall time: the console's ``✓ step (N s)`` shows what the run's
+    StepTimer recorded (from kfp's log records), not a time of its own; steps.json is written as steps go."""
+    import json
+
+    from jobs.local import runs
+
+    with runs.StepTimer(str(tmp_path)) as timer:
+        timer.seen("Executing task 'validate-config'", 100.0)
+        assert json.loads((tmp_path / "steps.json").read_text())["running"] == ["validate-config"]
+        timer.seen("Task 'validate-config' finished with status SUCCESS", 100.149)  # 0.15 s recorded
+        shown = _feed("08:00:00.000 - INFO - Executing task 'validate-config'\n"
+                      "08:00:00.300 - INFO - Task 'validate-config' finished with status SUCCESS")
+    assert shown[-1] == "✓ validate-config (0.1 s)"  # the timer's 0.15 (as the summary prints it), not the lines' 0.3
+    assert runs.summary_lines({"steps": timer.steps})[-2] == "  steps               validate-config 0.1 s"
+    assert json.loads((tmp_path / "steps.json").read_text()) == {
+        "started": timer.started, "running": [], "steps": [{"name": "validate-config", "seconds": 0.15, "status": "SUCCESS"}]}
+    assert runs.step_seconds("validate-config") is None  # no run in progress: the console times it itself
+
+
 def test_verbose_shows_everything():
     assert _feed(KFP_LINES, verbose=True) == KFP_LINES.splitlines()
 

@@ -163,6 +163,30 @@ def reference(tmp_path_factory, prepared_data) -> Path:
     return base
 
 
+@pytest.mark.integration
+def test_the_chief_validates_at_every_checkpoint_and_reports_the_last_to_hypertune(reference):
+    """The reference run (chief + worker, checkpoint every 5 steps): ``validation/loss`` and
+    ``validation/accuracy`` at every checkpoint step beside the ``train/`` series; the last point is
+    metrics.json's ``val_*`` and what cloudml-hypertune's file holds (in the run folder: the local launcher
+    gives a replica no CLOUD_ML_* variable). The bitwise resume tests below compare against this very run,
+    so the validation passes cannot have changed the training."""
+    from jobs.tensorboard import read_scalars
+
+    scalars = read_scalars(str(reference / "logs"))
+    steps = list(range(EVERY, STEPS + 1, EVERY))
+    assert [s for s, _ in scalars["validation/loss"]] == steps and [s for s, _ in scalars["validation/accuracy"]] == steps
+    assert "train/loss" in scalars
+    metrics = json.loads((reference / "metrics.json").read_text())
+    assert metrics["val_step"] == STEPS and metrics["val_examples"] > 0
+    assert abs(scalars["validation/loss"][-1][1] - metrics["val_loss"]) < 1e-6
+    assert metrics["examples_per_second"] == pytest.approx(scalars["train/examples_per_second"][-1][1], rel=1e-6)
+    lines = [json.loads(line) for line in (reference / "hypertune" / "output.metrics").read_text().splitlines()]
+    assert [sorted(set(x) - {"timestamp", "trial", "global_step", "checkpoint_path"}) for x in lines] == \
+        [["val_accuracy"], ["val_loss"]]
+    assert float(lines[0]["val_accuracy"]) == metrics["val_accuracy"] and lines[1]["global_step"] == str(STEPS)
+    assert float(lines[1]["val_loss"]) == metrics["val_loss"]
+
+
 # -- kill -9 at a random step -----------------------------------------------------------------------------
 def _kill_and_resume(tmp_path, prepared_data, reference, victim: str, kill_step: int) -> None:
     base = tmp_path / f"kill-{victim}"
@@ -442,6 +466,9 @@ def test_time_based_checkpoints_without_a_step_schedule(tmp_path, prepared_data)
     assert saved[-1] == total  # the last step is always saved
     assert len(saved) >= 3, f"expected time-based checkpoints before step {total}, got {saved}"
     assert latest_in_state_file(base / "checkpoints") == total
+    # in a test process, hypertune writes where CLOUD_ML_HP_METRIC_FILE says (tests/conftest.py), not /tmp
+    reported = Path(os.environ["CLOUD_ML_HP_METRIC_FILE"]).read_text().splitlines()
+    assert json.loads(reported[-1])["val_loss"] == str(result["val_loss"])
 
 
 class FakeClock:

@@ -117,6 +117,15 @@ def test_summary_handles_missing_and_null_fields(training, expected):
     assert "\n".join(runs.summary_lines({}))  # an empty record prints too
 
 
+def test_summary_names_the_chiefs_validation_and_the_code_version():
+    record = {"training": {"steps": 30, "train_loss": 0.5, "train_accuracy": 0.75, "val_accuracy": 0.9, "val_loss": 0.25,
+                           "val_step": 30},
+              "code_version": {"git_commit": "a" * 40, "git_dirty": False, "text": "git aaaaaaaaaaaa"}}
+    lines = runs.summary_lines(record)
+    assert any(line.endswith("train accuracy 0.750; validation accuracy 0.900, loss 0.2500 at step 30") for line in lines)
+    assert "  code                git aaaaaaaaaaaa" in lines
+
+
 def test_summary_names_the_side_car_evaluation():
     record = {"evaluation": {"step": 80, "loss": 0.0123, "accuracy": 1.0, "examples": 27,
                              "history": [{"step": 40}, {"step": 80}]}}

@@ -33,6 +33,14 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     assert metrics["strategy"] == "CollectiveAllReduceStrategy"  # MultiWorkerMirroredStrategy
     assert metrics["replicas"] == 2 and metrics["global_batch_size"] == 16  # per-replica 8 x 2 replicas
     assert metrics["steps"] == 12
+    # with an evaluator replica the chief writes no validation series of its own (the evaluator's are there), but
+    # still evaluates the final model once: metrics.json and Vertex hyperparameter tuning get its figures
+    from jobs.tensorboard import read_scalars
+
+    assert {s for s, _ in read_scalars(str(Path(cfg.output.base_dir) / "logs"))["validation/loss"]} <= {5, 10, 12}
+    assert metrics["val_step"] == 12 and 0 <= metrics["val_accuracy"] <= 1
+    reported = (Path(cfg.output.base_dir) / "hypertune" / "output.metrics").read_text().splitlines()
+    assert [json.loads(line).get("val_accuracy") for line in reported][0] == str(metrics["val_accuracy"])
 
     base = Path(cfg.output.base_dir)
     ckpts = sorted(p.name for p in (base / "checkpoints").glob("ckpt-*.index"))

@@ -147,6 +147,8 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
     sample: list[dict[str, Any]] = []
     confusion = np.zeros((len(classes), len(classes)), dtype=np.int64)  # rows: true class, columns: predicted
     gallery: list[dict[str, Any]] = []
+    quota, cap = gallery_quota(len(classes))
+    shown = np.zeros(len(classes), dtype=np.int64)
     for images, labels in ds:
         out = fn(image=images)
         probs = out["probabilities"].numpy()
@@ -159,8 +161,13 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
         if len(sample) < 5:
             names = out["class_name"].numpy()
             sample += [{"label": classes[int(l)], "predicted": n.decode()} for l, n in zip(lab, names)][: 5 - len(sample)]
-        if len(gallery) < GALLERY_SIZE:
-            gallery += _thumbnails(images, lab, pred, probs, classes, GALLERY_SIZE - len(gallery))
+        picked = []
+        for i, label in enumerate(lab):  # the first images of every class, not the first of the split
+            if len(gallery) + len(picked) < cap and shown[int(label)] < quota:
+                shown[int(label)] += 1
+                picked.append(i)
+        if picked:
+            gallery += _thumbnails(images, lab, pred, probs, classes, picked)
         if max_examples and seen >= max_examples:
             break
     if seen == 0:
@@ -172,18 +179,28 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
             "metadata": meta}
 
 
-#: validation images kept (as small PNGs) for the run report's gallery.
+#: validation images kept (as small PNGs) for the run report's gallery: about this many, from every class.
 GALLERY_SIZE = 12
+#: ... and never more than this many (one per class for the first ones of a many-class model).
+GALLERY_MAX = 48
 
 
-def _thumbnails(images, labels, predicted, probs, classes, limit: int, size: int = 96) -> list[dict[str, Any]]:
-    """Small base64 PNGs of the first ``limit`` images with their true and predicted class."""
+def gallery_quota(num_classes: int) -> tuple[int, int]:
+    """(images per class, images in all) for the gallery: GALLERY_SIZE shared among the classes, at least one
+    each, never more than GALLERY_MAX. Why per class: the first GALLERY_SIZE images of the split were seen to
+    be of two classes only while a third had 11 validation images (issue 29)."""
+    per_class = max(1, GALLERY_SIZE // max(1, num_classes))
+    return per_class, min(GALLERY_MAX, max(GALLERY_SIZE, num_classes))
+
+
+def _thumbnails(images, labels, predicted, probs, classes, indices: list[int], size: int = 96) -> list[dict[str, Any]]:
+    """Small base64 PNGs of the batch's images at ``indices`` with their true and predicted class."""
     import base64
 
     import tensorflow as tf
 
     out = []
-    for i in range(min(limit, len(labels))):
+    for i in indices:
         pixels = tf.cast(tf.clip_by_value(tf.image.resize(images[i], (size, size)), 0, 255), tf.uint8)
         out.append({"label": classes[int(labels[i])], "predicted": classes[int(predicted[i])],
                     "probability": float(probs[i, int(predicted[i])]),

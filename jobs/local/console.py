@@ -168,7 +168,11 @@ class Console:
         elif end:
             name, status = end.group(1), end.group(2)
             self._stop_bar()
-            took = time.monotonic() - self._task_started
+            from jobs.local.runs import step_seconds  # the figure run.json keeps, when a run records one
+
+            took = step_seconds(name)
+            if took is None:
+                took = time.monotonic() - self._task_started
             if status == "SUCCESS":
                 self._show(f"✓ {name} ({took:.1f} s)")
             else:

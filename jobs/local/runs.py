@@ -31,6 +31,9 @@ from trainers.paths import join
 
 LOCK_NAME = ".run.lock"
 RECORD_NAME = "run.json"
+#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``StepTimer``): what the
+#: report step (inside the pipeline, before run.json exists) and ``runs list`` of an unfinished run read.
+STEPS_NAME = "steps.json"
 #: run.py's exit status when another live run holds the output folder (EX_TEMPFAIL: try again later).
 EXIT_BUSY = 75
 
@@ -171,16 +174,26 @@ class StepTimer:
     """Records each pipeline task's wall time from kfp.local's own log records (``Executing task 'x'`` ...
     ``Task 'x' finished with status SUCCESS``, logged on the root logger), for the run's duration:
     ``steps`` is ``[{"name", "seconds", "status"}]`` in the order the tasks ended. A filter on the root
-    logger, not a handler: kfp.local replaces the root logger's handlers while a pipeline runs."""
+    logger, not a handler: kfp.local replaces the root logger's handlers while a pipeline runs.
+
+    The one source of a step's duration: the console's ``✓ step (N s)`` line asks the active timer
+    (:func:`step_seconds`) for the figure run.json keeps, rather than timing the line on its own clock.
+    Each start and end also rewrites ``<record_dir>/steps.json`` (atomically): the report step, which runs
+    inside the pipeline before run.json exists, and ``runs list`` of a run that never finished read it.
+    ``record_dir`` defaults to the folder holding kfp.local's pipeline root (run.py's ``<base>``)."""
 
     _ANSI = re.compile(r"\x1b\[[0-9;]*m")
     _START = re.compile(r"^Executing task '([^']+)'")
     _END = re.compile(r"^Task '([^']+)' finished with status (\w+)")
+    #: the timer of the pipeline running in this process (one at a time), for the console
+    active: "StepTimer | None" = None
 
-    def __init__(self) -> None:
+    def __init__(self, record_dir: str | None = None) -> None:
         import logging
 
         self.steps: list[dict[str, Any]] = []
+        self.record_dir = record_dir
+        self.started = _now()
         self._started: dict[str, float] = {}
         timer = self
 
@@ -196,30 +209,80 @@ class StepTimer:
         start, end = self._START.match(text), self._END.match(text)
         if start:
             self._started[start.group(1)] = at
+            self._write()
         elif end and end.group(1) in self._started:
             self.steps.append({"name": end.group(1), "seconds": round(at - self._started.pop(end.group(1)), 2),
                                "status": end.group(2)})
+            self._write()
+
+    def seconds_of(self, name: str) -> float | None:
+        """The recorded wall time of the last run of step ``name`` (None: not ended yet)."""
+        return next((s["seconds"] for s in reversed(self.steps) if s["name"] == name), None)
+
+    def _write(self) -> None:
+        if not self.record_dir or "://" in self.record_dir:
+            return
+        from trainers import fileio
+
+        try:
+            fileio.write_json_atomic(os.path.join(self.record_dir, STEPS_NAME), {
+                "started": self.started, "steps": self.steps, "running": sorted(self._started)})
+        except OSError:  # a record, never a reason for the run to fail
+            pass
 
     def __enter__(self) -> "StepTimer":
         import logging
 
+        if self.record_dir is None:
+            self.record_dir = _pipeline_root_parent()
         logging.getLogger().addFilter(self._filter)
+        StepTimer.active = self
         return self
 
     def __exit__(self, *exc) -> None:
         import logging
 
         logging.getLogger().removeFilter(self._filter)
+        if StepTimer.active is self:
+            StepTimer.active = None
+
+
+def _pipeline_root_parent() -> str | None:
+    """The folder holding kfp.local's pipeline root (``local.init(pipeline_root=<base>/pipeline_root)``)."""
+    try:
+        from kfp.local import config
+
+        root = config.LocalExecutionConfig.instance.pipeline_root
+    except Exception:  # kfp.local not initialised: nothing to write beside
+        return None
+    return os.path.dirname(os.path.abspath(root)) if root and "://" not in root else None
+
+
+def step_seconds(name: str) -> float | None:
+    """Step ``name``'s wall time as the active :class:`StepTimer` recorded it (None without one)."""
+    timer = StepTimer.active
+    return timer.seconds_of(name) if timer is not None else None
+
+
+def read_steps(base: str) -> dict[str, Any]:
+    """``<base>/steps.json``: ``{"started", "steps": [{"name", "seconds", "status"}], "running": [...]}``."""
+    from trainers import fileio
+
+    found = fileio.read_json(join(base, STEPS_NAME))
+    return found if isinstance(found, dict) else {}
 
 
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
     from jobs import job_spec, records
+    from jobs.report import code_version
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
-    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "dirs": job_spec.output_dirs(cfg),
+    started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
+    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
+            "code_version": code_version(), "dirs": job_spec.output_dirs(cfg),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
             "training": records.read_metrics(cfg), "trainer": records.read_training(cfg),
             "verification": {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"},
@@ -246,8 +309,12 @@ def _training_line(t: dict[str, Any], trainer: dict[str, Any]) -> str:
     if steps - resumed <= 0:
         return f"0 steps this run: the checkpoint was already at step {steps} (nothing left to train); {job}"
     since = f" (resumed from step {resumed})" if resumed else ""
-    return (f"{steps} steps{since}, {job}, final train loss {_num(t.get('train_loss'), '.4f')}, "
+    line = (f"{steps} steps{since}, {job}, final train loss {_num(t.get('train_loss'), '.4f')}, "
             f"train accuracy {_num(t.get('train_accuracy'), '.3f')}")
+    if t.get("val_accuracy") is not None:  # the chief's last validation pass
+        line += (f"; validation accuracy {_num(t.get('val_accuracy'), '.3f')}, loss {_num(t.get('val_loss'), '.4f')} "
+                 f"at step {t.get('val_step', '?')}")
+    return line
 
 
 def _verification_line(v: dict[str, Any]) -> str:
@@ -284,4 +351,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     steps = s.get("steps") or []
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))
+    code = s.get("code_version") if isinstance(s.get("code_version"), dict) else {}
+    if code.get("text"):
+        lines.append(f"  code                {code['text']}")
     return lines + ["=" * 72]

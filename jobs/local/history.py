@@ -1,0 +1,611 @@
+"""Run history: list the local runs under an output root, compare two, prune old ``--fresh`` copies.
+
+    python pipelines/run.py runs list [--root runs] [--json]
+    python pipelines/run.py runs compare A B [--root runs] [--json]
+    python pipelines/run.py runs prune [--keep N] [--older-than DAYS] [--dry-run] [--root runs]
+
+The one home of reading a run folder back as a row of history. Everything comes from the records a run
+already leaves (``jobs.local.runs``), nothing new is written by a run for this:
+
+* ``run.json`` (a run that succeeded): config, summary (metrics, wall time, report, code version), steps;
+* ``steps.json`` (every run, from its first pipeline step): the steps' wall times so far and the one running;
+* ``logs/run-<time>.log`` (every run that got past validation): when it started and how it ended: run.py's
+  own ``interrupted ...`` line (Ctrl-C) or ``error: ...`` line (a failed step), or neither (killed, crashed);
+* ``pipeline_root/<pipeline>-<time>/validate-config/executor_output.json``: the validated config of a run
+  that never finished (``config_json``), ``checkpoints/checkpoint``: how far it trained, ``metrics.json``;
+* ``.run.lock``: held while a run is live (``running``); ``prune`` takes it before removing a folder, so a
+  live run is never removed, and a run cannot start in a folder while it is being removed.
+
+A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is a copy
+``--fresh`` kept (``jobs.local.runs.archive``), the only kind ``prune`` removes. No TensorFlow, no kfp: a
+listing takes well under a second.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import sys
+from typing import Any
+
+from jobs.local import runs
+from trainers.errors import problem
+
+PROG = "python pipelines/run.py runs"
+DEFAULT_ROOT = "runs"
+DEFAULT_KEEP = 3
+ARCHIVE_RE = re.compile(r"^(?P<base>.+)\.(?P<stamp>\d{8}-\d{6})(?:-(?P<n>\d+))?$")
+LOG_RE = re.compile(r"^run-(\d{8}-\d{6})\.log$")
+STAMP = "%Y%m%d-%H%M%S"
+MARKERS = (runs.RECORD_NAME, runs.STEPS_NAME, runs.LOCK_NAME, "metrics.json", "training.json", "checkpoints",
+           "pipeline_root")
+TAIL_BYTES = 64 * 1024
+STATUSES = ("running", "finished", "interrupted", "failed", "unfinished")
+
+
+class UsageError(Exception):
+    """Bad input: ``str(exc)`` is one line (printed as ``error: ...``, exit status 2)."""
+
+
+# -- reading one run folder ------------------------------------------------------------------------------
+def is_run_folder(path: str) -> bool:
+    if not os.path.isdir(path):
+        return False
+    if any(os.path.exists(os.path.join(path, m)) for m in MARKERS):
+        return True
+    return bool(_logs(path))
+
+
+def _logs(path: str) -> list[str]:
+    """The run's console logs, oldest first (their names carry the start time)."""
+    try:
+        return sorted(n for n in os.listdir(os.path.join(path, "logs")) if LOG_RE.match(n))
+    except OSError:
+        return []
+
+
+def lock_held(path: str) -> bool:
+    """Whether a live process holds the folder's run lock, without taking it: the kernel's table of locks
+    (``/proc/locks``) names the lock file's device and inode. Where that table cannot be read, a
+    non-blocking shared lock is tried and dropped at once (a run starting in that instant would be refused
+    as busy, which is why it is only the fallback)."""
+    lock = os.path.join(path, runs.LOCK_NAME)
+    try:
+        st = os.stat(lock)
+    except OSError:
+        return False
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        import fcntl
+
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return any("->" not in line and "FLOCK" in line and key in line.split() for line in table.splitlines())
+
+
+def _tail(path: str) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - TAIL_BYTES))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+
+
+def _ending(log_path: str) -> tuple[str, str]:
+    """How the run that wrote ``log_path`` ended, from run.py's own (unindented) last words."""
+    for line in reversed(_tail(log_path)):
+        if line.startswith("interrupted"):
+            return "interrupted", line.split("; resume with:")[0]
+        if line.startswith("error: "):
+            return "failed", line[len("error: "):]
+    return "unfinished", "stopped without a word (killed, or the machine went down); a rerun resumes it"
+
+
+def validated_config(path: str) -> dict[str, Any] | None:
+    """The validated config of the newest pipeline run in the folder (kfp.local's record of validate-config's
+    outputs): the config as the steps got it, with the image the build step chose filled in."""
+    root = os.path.join(path, "pipeline_root")
+    try:
+        attempts = sorted(os.listdir(root), key=lambda n: os.path.getmtime(os.path.join(root, n)), reverse=True)
+    except OSError:
+        return None
+    for name in attempts:
+        try:
+            with open(os.path.join(root, name, "validate-config", "executor_output.json"), encoding="utf-8") as f:
+                text = json.load(f)["parameterValues"]["config_json"]
+            return json.loads(text)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _parse_time(text: Any) -> dt.datetime | None:
+    """An ISO time from a record, or a log name's ``YYYYmmdd-HHMMSS`` (local time), as an aware datetime."""
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.strptime(text, STAMP)
+    except ValueError:
+        try:
+            when = dt.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+    return when if when.tzinfo else when.astimezone()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _metrics(summary: dict[str, Any], metrics: dict[str, Any]) -> dict[str, float]:
+    """The final figures, the same keys for every run: train_loss, train_accuracy, val_accuracy, val_loss
+    (held out: the verify step's on the exported model, else the chief's or the evaluator's last pass),
+    examples_per_second; a user trainer's last TensorBoard values under their series names."""
+    training = summary.get("training") if isinstance(summary.get("training"), dict) else metrics
+    verification = summary.get("verification") if isinstance(summary.get("verification"), dict) else {}
+    evaluation = summary.get("evaluation") if isinstance(summary.get("evaluation"), dict) else {}
+    out: dict[str, float | None] = {
+        "train_loss": _number(training.get("train_loss")), "train_accuracy": _number(training.get("train_accuracy")),
+        "val_accuracy": next((v for v in (_number(verification.get("accuracy")), _number(training.get("val_accuracy")),
+                                          _number(evaluation.get("accuracy"))) if v is not None), None),
+        "val_loss": next((v for v in (_number(verification.get("loss")), _number(training.get("val_loss")),
+                                      _number(evaluation.get("loss"))) if v is not None), None),
+        "examples_per_second": _number(training.get("examples_per_second")),
+    }
+    trainer = summary.get("trainer") if isinstance(summary.get("trainer"), dict) else {}
+    for name, value in (trainer.get("scalars") or {}).items():
+        if _number(value) is not None:
+            out[name] = _number(value)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclasses.dataclass
+class Run:
+    """One run folder as history shows it (``as_dict`` is what ``--json`` prints)."""
+    name: str
+    path: str
+    job: str | None
+    status: str
+    note: str
+    archive_of: str | None
+    steps: int | None
+    total_steps: int | None
+    metrics: dict[str, float]
+    wall_s: float | None
+    when: str | None
+    report: str | None
+    config: dict[str, Any] | None
+    config_source: str | None  # run.json (as given), validate-config (as validated), or None (not recorded)
+    step_times: list[dict[str, Any]]
+    code_version: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def read_run(path: str) -> Run:
+    """Everything the records say about the run in ``path`` (see the module docstring)."""
+    path = os.path.abspath(path)
+    name = os.path.basename(path.rstrip("/"))
+    record = _read_json(os.path.join(path, runs.RECORD_NAME))
+    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    steps_record = _read_json(os.path.join(path, runs.STEPS_NAME))
+    metrics_json = _read_json(os.path.join(path, "metrics.json"))
+    logs = _logs(path)
+    last_log = os.path.join(path, "logs", logs[-1]) if logs else None
+    log_started = _parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
+    finished_at = _parse_time(record.get("finished"))
+    succeeded = record.get("status") == "succeeded"
+    # a finished folder run again later (more steps: an unfinished second attempt) is as that attempt left it
+    later_attempt = bool(succeeded and log_started and finished_at and log_started > finished_at)
+    if lock_held(path):
+        status, note = "running", "a live run holds this folder"
+    elif succeeded and not later_attempt:
+        status, note = "finished", ""
+    elif last_log:
+        status, note = _ending(last_log)
+        if later_attempt:
+            note += f" (an earlier run here finished {record.get('finished')})"
+    else:
+        status, note = "unfinished", "no log: it stopped before its first pipeline step"
+    running = steps_record.get("running") or []
+    if status != "finished" and running:
+        note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
+
+    config = record.get("config") if isinstance(record.get("config"), dict) and not later_attempt else None
+    source = "run.json" if config else None
+    if config is None:
+        config = validated_config(path)
+        source = "validate-config" if config else None
+    if status == "finished":
+        training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+        steps = training.get("steps") if isinstance(training.get("steps"), int) else None
+        wall = _number(summary.get("elapsed_s"))
+        when = record.get("finished")
+        step_times = record.get("steps") or []
+        metrics = _metrics(summary, metrics_json)
+    else:
+        last = runs.last_checkpoint(os.path.join(path, "checkpoints"))
+        steps = metrics_json.get("steps") if isinstance(metrics_json.get("steps"), int) else (last[1] if last else None)
+        wall = round(os.path.getmtime(last_log) - log_started.timestamp(), 1) if last_log and log_started else None
+        when = log_started.isoformat(timespec="seconds") if log_started else None
+        step_times = steps_record.get("steps") or []
+        metrics = _metrics({}, metrics_json)
+    training_cfg = (config or {}).get("training") if isinstance((config or {}).get("training"), dict) else {}
+    total = training_cfg.get("steps") if isinstance(training_cfg.get("steps"), int) and training_cfg.get("steps") else None
+    if total is None and status == "finished":
+        total = steps
+    if when is None:
+        when = dt.datetime.fromtimestamp(os.path.getmtime(path)).astimezone().isoformat(timespec="seconds")
+    # the folder's own report (run.json names it at the path the run had: a --fresh copy was renamed since)
+    report = os.path.join(path, "report.html") if os.path.exists(os.path.join(path, "report.html")) else None
+    code = summary.get("code_version") if isinstance(summary.get("code_version"), dict) else {}
+    archive = ARCHIVE_RE.match(name)
+    return Run(name=name, path=path, job=(config or {}).get("name") or summary.get("name"), status=status, note=note,
+               archive_of=archive.group("base") if archive else None, steps=steps, total_steps=total,
+               metrics=metrics, wall_s=wall, when=when, report=report, config=config, config_source=source,
+               step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"))
+
+
+def list_runs(root: str) -> list[Run]:
+    """Every run folder directly under ``root``, newest first. Raises UsageError for a bad root."""
+    if not os.path.isdir(root):
+        raise UsageError(str(problem("--root", f"{root} is not a folder; give the folder that holds the run folders "
+                                               "(the parent of output.base_dir)", [DEFAULT_ROOT])))
+    if is_run_folder(root) and os.path.exists(os.path.join(root, runs.RECORD_NAME)):
+        parent = os.path.dirname(os.path.abspath(root)) or "/"
+        raise UsageError(str(problem("--root", f"{root} is a run folder itself; give the folder that holds runs",
+                                     [parent])))
+    found = [read_run(os.path.join(root, n)) for n in sorted(os.listdir(root))
+             if not n.startswith(".") and not os.path.islink(os.path.join(root, n))
+             and is_run_folder(os.path.join(root, n))]
+    return sorted(found, key=lambda r: (_parse_time(r.when) or dt.datetime.min.astimezone()), reverse=True)
+
+
+def resolve(root: str, which: str, argument: str) -> Run:
+    """``which`` as a run: a folder name under ``root`` or a path. Raises UsageError naming the runs there."""
+    candidates = [which, os.path.join(root, which)] if not os.path.isabs(which) else [which]
+    for path in candidates:
+        if os.path.isdir(path) and os.path.abspath(path) != os.path.abspath(root):
+            if not is_run_folder(path):
+                raise UsageError(str(problem(argument, f"{path} is not a run folder (no run.json, steps.json, logs, "
+                                                       "checkpoints or run lock)", _names(root))))
+            return read_run(path)
+    raise UsageError(str(problem(argument, f"no run named {which!r} under {root}", _names(root))))
+
+
+def _names(root: str) -> list[str]:
+    try:
+        names = [r.name for r in list_runs(root)]
+    except UsageError:
+        return ["(none: no run folder under " + root + ")"]
+    return names[:8] + ([f"... {len(names) - 8} more (runs list)"] if len(names) > 8 else []) or \
+        [f"(none: no run folder under {root})"]
+
+
+# -- showing -----------------------------------------------------------------------------------------------
+def _fmt(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _when(text: str | None) -> str:
+    when = _parse_time(text)
+    return when.strftime("%Y-%m-%d %H:%M") if when else "-"
+
+
+def _metrics_text(m: dict[str, float]) -> str:
+    parts = []
+    if "val_accuracy" in m:
+        parts.append(f"val acc {m['val_accuracy']:.3f}")
+    if "train_loss" in m:
+        parts.append(f"loss {m['train_loss']:.4f}")
+    if not parts:  # a user trainer: its first two series
+        parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
+    return ", ".join(parts) or "-"
+
+
+def _steps_text(r: Run) -> str:
+    if r.steps is None:
+        return "-" if r.total_steps is None else f"0/{r.total_steps}"
+    return f"{r.steps}/{r.total_steps}" if r.total_steps else str(r.steps)
+
+
+def _table(head: list[str], rows: list[list[str]], out) -> None:
+    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for h in head:
+        table.add_column(h, no_wrap=True, overflow="ignore")
+    for row in rows:
+        table.add_row(*row)
+    Console(file=out, width=max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000,
+            highlight=False, soft_wrap=True).print(table)
+
+
+def _shown_path(path: str) -> str:
+    """Relative to the current folder when under it (``runs/local/report.html``), else absolute."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    if as_json:
+        out.write(json.dumps([r.as_dict() for r in found], indent=1) + "\n")
+        return
+    if not found:
+        out.write(f"no runs under {root}\n")
+        return
+    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics), _fmt(r.wall_s, ".0f") + " s"
+             if r.wall_s is not None else "-", _when(r.when), _shown_path(r.report) if r.report else "-"]
+            for r in found]
+    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out)
+    for r in found:
+        if r.note and r.status != "finished":
+            out.write(f"  {r.name}: {r.status}: {r.note}\n")
+
+
+def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay whole: a config's lists are values)."""
+    if not isinstance(doc, dict):
+        return {prefix: doc}
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        out.update(flatten(value, dotted) if isinstance(value, dict) and value else {dotted: value})
+    return out
+
+
+def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``[{"key", "a", "b"}]`` for every dotted key whose value differs (missing on one side: None)."""
+    fa, fb = flatten(a or {}), flatten(b or {})
+    return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def comparison(a: Run, b: Run) -> dict[str, Any]:
+    rows: list[tuple[str, Any, Any]] = [("job", a.job, b.job), ("status", a.status, b.status),
+                                        ("steps", _steps_text(a), _steps_text(b)),
+                                        ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
+                                        ("code version", a.code_version, b.code_version)]
+    for key in [k for k in (*a.metrics, *b.metrics) if k in a.metrics or k in b.metrics]:
+        if key not in [r[0] for r in rows]:
+            rows.append((key, a.metrics.get(key), b.metrics.get(key)))
+    times_a = {s.get("name"): s.get("seconds") for s in a.step_times}
+    times_b = {s.get("name"): s.get("seconds") for s in b.step_times}
+    for step in list(dict.fromkeys([*times_a, *times_b])):
+        rows.append((f"step {step} (s)", times_a.get(step), times_b.get(step)))
+    ca, cb = a.config, b.config
+    if a.config_source != b.config_source:  # like with like: both as validate-config had them, when both are known
+        va, vb = validated_config(a.path), validated_config(b.path)
+        if va is not None and vb is not None:
+            ca, cb = va, vb
+    return {"a": a.as_dict(), "b": b.as_dict(), "side_by_side": [{"field": f, "a": x, "b": y} for f, x, y in rows],
+            "config_diff": config_diff(ca, cb),
+            "config_known": {"a": a.config is not None, "b": b.config is not None}}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    result = comparison(a, b)
+    if as_json:
+        out.write(json.dumps(result, indent=1) + "\n")
+        return
+    out.write(f"A  {a.path}\nB  {b.path}\n")
+    _table(["", "A", "B"], [[r["field"], _cell(r["a"]), _cell(r["b"])] for r in result["side_by_side"]], out)
+    diff = result["config_diff"]
+    unknown = [x for x, known in (("A", a.config is not None), ("B", b.config is not None)) if not known]
+    if unknown:
+        out.write(f"config: not recorded for {' and '.join(unknown)} (it stopped before validate-config finished)\n")
+    elif not diff:
+        out.write("config: identical\n")
+    else:
+        out.write(f"config: {len(diff)} key(s) differ\n")
+        _table(["key", "A", "B"], [[d["key"], _cell(d["a"]), _cell(d["b"])] for d in diff], out)
+
+
+# -- pruning -------------------------------------------------------------------------------------------------
+def folder_bytes(path: str) -> int:
+    """Disk space the folder's files take (``du``: allocated blocks, each file once, links not followed)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in files + dirs:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def plan_prune(root: str, keep: int, older_than_days: float | None, now: dt.datetime | None = None
+               ) -> tuple[list[str], list[str]]:
+    """(copies to remove, copies kept) among the ``--fresh`` copies under ``root``: for each run folder, its
+    newest ``keep`` copies are kept, and with ``older_than_days`` only copies made longer ago than that go."""
+    now = now or dt.datetime.now()
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for name in sorted(os.listdir(root)):
+        m = ARCHIVE_RE.match(name)
+        path = os.path.join(root, name)
+        if m and not os.path.islink(path) and is_run_folder(path):
+            groups.setdefault(m.group("base"), []).append((m.group("stamp") + f"-{int(m.group('n') or 1):04d}", name))
+    remove, kept = [], []
+    for copies in groups.values():
+        ordered = [name for _, name in sorted(copies, reverse=True)]
+        for i, name in enumerate(ordered):
+            made = dt.datetime.strptime(ARCHIVE_RE.match(name).group("stamp"), STAMP)
+            old_enough = older_than_days is None or now - made > dt.timedelta(days=older_than_days)
+            (remove if i >= keep and old_enough else kept).append(name)
+    return remove, kept
+
+
+def prune(root: str, keep: int, older_than_days: float | None, dry_run: bool, out=None) -> int:
+    """Remove the planned copies (each under its run lock, renamed aside first so a half-removed folder never
+    looks like a run); returns the bytes freed (or that would be)."""
+    out = out or sys.stdout
+    if not os.path.isdir(root):
+        raise UsageError(str(problem("--root", f"{root} is not a folder; give the folder that holds the run folders",
+                                     [DEFAULT_ROOT])))
+    remove, kept = plan_prune(root, keep, older_than_days)
+    freed = 0
+    for name in sorted(os.listdir(root)):  # what an interrupted prune had already set aside
+        leftover = os.path.join(root, name)
+        if name.startswith(".") and name.endswith(".removing") and os.path.isdir(leftover) and not os.path.islink(leftover):
+            size = folder_bytes(leftover)
+            if not dry_run:
+                shutil.rmtree(leftover)
+            freed += size
+            out.write(f"{'would remove' if dry_run else 'removed'} {leftover}, left by an interrupted prune "
+                      f"({_size(size)})\n")
+    for name in remove:
+        path = os.path.join(root, name)
+        size = folder_bytes(path)
+        if dry_run:
+            out.write(f"would remove {path} ({_size(size)})\n")
+            freed += size
+            continue
+        try:
+            lock = runs.RunLock(path).acquire()
+        except runs.FolderBusy as exc:
+            out.write(f"skipped {path}: {exc}\n")
+            continue
+        try:
+            aside = os.path.join(root, f".{name}.removing")
+            os.rename(path, aside)
+        finally:
+            lock.release()
+        shutil.rmtree(aside)
+        freed += size
+        out.write(f"removed {path} ({_size(size)})\n")
+    verb = "would free" if dry_run else "freed"
+    out.write(f"{verb} {freed:,} bytes ({_size(freed)}) in {len(remove)} --fresh cop{'y' if len(remove) == 1 else 'ies'}; "
+              f"kept {len(kept)} cop{'y' if len(kept) == 1 else 'ies'}"
+              + (f" ({', '.join(kept)})" if kept else "") + "; live run folders are never pruned\n")
+    return freed
+
+
+# -- the command line -------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one ``error:`` line (the house rule), raised rather than printed + exit 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--keep must be a whole number >= 0, got {text!r} (e.g. --keep 3)")
+    return value
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"--older-than must be a number of days >= 0, got {text!r} (e.g. --older-than 7)")
+    return value
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="List, compare and prune the local runs under an output root.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
+    ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
+    ls.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
+    cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
+    cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
+    cmp.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
+                                      "run, never a run folder itself")
+    pr.add_argument("--keep", type=_non_negative_int, default=None, metavar="N",
+                    help=f"keep the newest N copies of each run folder (default {DEFAULT_KEEP}; 0 with --older-than "
+                         "alone)")
+    pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
+                    help="only remove copies made (by --fresh) more than DAYS days ago")
+    pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
+    pr.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python pipelines/run.py runs ...``: 0 done, 2 bad input (one ``error:`` line)."""
+    try:
+        try:
+            args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        if args.command == "list":
+            show_list(list_runs(args.root), args.root, args.json)
+        elif args.command == "compare":
+            a = resolve(args.root, args.a, "A")
+            b = resolve(args.root, args.b, "B")
+            show_compare(a, b, args.json)
+        else:
+            keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
+            prune(args.root, keep, args.older_than, args.dry_run)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

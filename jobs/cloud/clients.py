@@ -391,6 +391,7 @@ def service_of(method: Callable) -> str:
 
 
 def service_of_url(url: str) -> str:
+    """The service a URL belongs to (``Artifact Registry`` for ``*.pkg.dev``...), else its ``host:port``."""
     host = _host_port(url)
     name = (urlsplit(url).hostname or "").lower()
     return next((service for suffix, service in _HOST_SERVICES if name == suffix or name.endswith("." + suffix)

@@ -108,7 +108,7 @@ def test_submit_to_an_endpoint_with_nothing_listening(capsys):
     args = submit_args(type("S", (), {"url": f"http://127.0.0.1:{port}"}))
     line = one_error(capsys, run_guarded(*args), 1)
     assert re.match(rf"error: creating pipeline job {JOB}: gave up after retrying for 2 s: cannot connect to "
-                    rf"127\.0\.0\.1:{port} \(no connection within 1 s, or refused\); it may exist even so", line), line
+                    rf"127\.0\.0\.1:{port} \(connection refused\); it may exist even so", line), line
 
 
 def test_an_answer_naming_no_job_is_not_printed_as_one(vertex, capsys):
@@ -374,7 +374,7 @@ def test_a_non_google_endpoint_never_gets_credentials(capsys, monkeypatch, tmp_p
 def test_a_bad_policy_variable_is_one_line(vertex, capsys, monkeypatch):
     monkeypatch.setenv("VTP_CLOUD_READ_TIMEOUT_S", "soon")
     line = one_error(capsys, run_guarded(*REGISTER, "--api-endpoint", vertex.url), 2)
-    assert line == "error: VTP_CLOUD_READ_TIMEOUT_S='soon': expected a number of seconds > 0, e.g. 60"
+    assert line == "error: VTP_CLOUD_READ_TIMEOUT_S='soon': expected a number of seconds > 0, e.g. 10"
     assert vertex.requests == []
 
 
@@ -383,7 +383,7 @@ def test_policy_defaults_and_bounds(monkeypatch):
 
     for key in clients.POLICY_ENV:
         monkeypatch.delenv(key, raising=False)
-    assert clients.policy() == clients.Policy(connect_s=10, read_s=60, total_s=300, first_s=1, max_s=30, poll_s=20)
+    assert clients.policy() == clients.Policy(connect_s=10, read_s=10, total_s=120, first_s=1, max_s=30, poll_s=20)
     for bad in ("0", "-1", "nan", "inf", "x"):
         monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", bad)
         with pytest.raises(clients.CloudError, match="VTP_CLOUD_RETRY_TOTAL_S"):

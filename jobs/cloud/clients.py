@@ -16,11 +16,17 @@ hook in this code).
 
 **Policy** (:class:`Policy`, read from the environment by :func:`policy`, the one env reader):
 
-* every call has a connect and a read timeout (``VTP_CLOUD_CONNECT_TIMEOUT_S`` 10, ``VTP_CLOUD_READ_TIMEOUT_S``
-  60); GAPIC clients use the REST transport so that both apply (gRPC has one deadline per call);
-* retries with exponential backoff and full jitter (google-api-core's ``Retry``: first delay
-  ``VTP_CLOUD_RETRY_FIRST_S`` 1, doubling up to ``VTP_CLOUD_RETRY_MAX_S`` 30) for at most
-  ``VTP_CLOUD_RETRY_TOTAL_S`` (300) seconds per call;
+* every attempt has a connect and a read timeout (``VTP_CLOUD_CONNECT_TIMEOUT_S`` 10,
+  ``VTP_CLOUD_READ_TIMEOUT_S`` 10), each capped by what is left of the call's budget, so no attempt runs
+  past it; GAPIC clients use the REST transport so that both apply (gRPC has one deadline per call);
+* retries with exponential backoff and full jitter (google-api-core's ``exponential_sleep_generator``:
+  first delay ``VTP_CLOUD_RETRY_FIRST_S`` 1, doubling up to ``VTP_CLOUD_RETRY_MAX_S`` 30) within a budget of
+  ``VTP_CLOUD_RETRY_TOTAL_S`` (120) seconds per call, attempts included (:func:`retried`);
+* every retry is one ``warning:`` line on stderr the moment the failure is seen: the service, what was being
+  done, what failed, the delay before the next try, when it gives up (:func:`retry_line`). The first
+  failure of any kind is seen within 10 s (refused, 429, 5xx at once; silence at the read timeout; no
+  connection at the connect timeout, per address tried), so nothing waits in silence longer than that
+  (name resolution is the system resolver's and is not bounded here);
 * what is retried (:data:`READ`, :data:`CREATE_OWN_ID`, :data:`CREATE_SERVER_ID`): reads, and creates whose
   id the client chose (a pipeline job's ``pipelineJobId``, an object at a content-addressed name, a
   template of the same bytes: a repeat either succeeds or answers "already exists"), on 429, 5xx, a dropped
@@ -39,6 +45,7 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
@@ -169,9 +176,16 @@ def access_token(what: str) -> str:
 
 @dataclass(frozen=True)
 class Policy:
+    """The client policy (module docstring). ``read_s`` defaults to 10 s, below the 15 s by which a person
+    must see a first line whatever the fault: a silent endpoint is then reported at 10 s, a refused or
+    throttled call at once. The APIs we call answer in about a second (a create returns the job or an
+    operation at once, the work happens after), and the read timeout bounds silence between two reads, not
+    the length of a transfer, so 10 s of silence already is the fault; a timer thread printing "still
+    waiting" beside a longer read timeout would say the same later, with more code. ``total_s`` (120 s) is
+    one call's whole budget, attempts included."""
     connect_s: float = 10.0
-    read_s: float = 60.0
-    total_s: float = 300.0
+    read_s: float = 10.0
+    total_s: float = 120.0
     first_s: float = 1.0
     max_s: float = 30.0
     poll_s: float = 20.0
@@ -181,11 +195,19 @@ class Policy:
         """``(connect, read)`` as ``requests`` takes it."""
         return self.connect_s, self.read_s
 
+    def attempt_timeout(self, left_s: float) -> tuple[float, float]:
+        """``(connect, read)`` for an attempt with ``left_s`` of the budget left: never past the budget."""
+        left_s = max(left_s, MIN_ATTEMPT_S)
+        return min(self.connect_s, left_s), min(self.read_s, left_s)
+
 
 #: the policy's environment variables -> Policy field (README "Credentials, timeouts, retries")
 POLICY_ENV = {"VTP_CLOUD_CONNECT_TIMEOUT_S": "connect_s", "VTP_CLOUD_READ_TIMEOUT_S": "read_s",
               "VTP_CLOUD_RETRY_TOTAL_S": "total_s", "VTP_CLOUD_RETRY_FIRST_S": "first_s",
               "VTP_CLOUD_RETRY_MAX_S": "max_s", "VTP_CLOUD_POLL_S": "poll_s"}
+#: no attempt is started with less of the budget left than this (it could only fail for want of time, and
+#: its failure would hide the real one)
+MIN_ATTEMPT_S = 0.25
 
 
 def policy() -> Policy:
@@ -204,6 +226,18 @@ def policy() -> Policy:
                              f"{getattr(Policy, field):g}")
         values[field] = value
     return Policy(**values)
+
+
+# The clock, the sleep and where the retry lines go: module attributes so that tests can put a fake clock
+# in (``monkeypatch.setattr(clients, "monotonic", fake)``); looked up at each use.
+monotonic: Callable[[], float] = time.monotonic
+wall_time: Callable[[], float] = time.time
+sleep: Callable[[float], None] = time.sleep
+
+
+def say(line: str) -> None:
+    """Where a retry line goes: stderr, at once (``warning: `` lines are always shown by the local console)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class _Status(Exception):
@@ -226,6 +260,8 @@ def failure_kind(exc: BaseException) -> str | None:
 
     code = getattr(exc, "code", None) if isinstance(exc, (core.GoogleAPICallError, _Status)) else None
     code = code if code is not None else getattr(exc, "status_code", None)  # docker.errors.APIError
+    if code is None and not isinstance(exc, (core.GoogleAPICallError, requests.exceptions.RequestException)):
+        code = getattr(getattr(exc, "response", None), "status_code", None)  # google-resumable-media InvalidResponse
     if isinstance(code, int) and code in _RETRY_STATUS:
         return "throttled" if code == 429 else "server"
     if isinstance(exc, core.GoogleAPICallError) and type(exc).__name__ in ("TooManyRequests", "ResourceExhausted"):
@@ -240,6 +276,10 @@ def failure_kind(exc: BaseException) -> str | None:
         return "unreached" if any(t in text for t in unreached) else "dropped"
     if isinstance(exc, requests.exceptions.ChunkedEncodingError):
         return "dropped"
+    if isinstance(exc, ConnectionRefusedError):
+        return "unreached"
+    if isinstance(exc, ConnectionError):  # http.client.RemoteDisconnected, a reset: after the request went
+        return "dropped"
     from google.auth.exceptions import TransportError
 
     if isinstance(exc, TransportError):
@@ -247,27 +287,148 @@ def failure_kind(exc: BaseException) -> str | None:
     return None
 
 
-def retry(kind: str = READ):
-    """google-api-core's ``Retry`` for a call of ``kind`` under the current policy (see the module doc)."""
-    from google.api_core.retry import Retry
-
-    p = policy()
+def retryable(kind: str) -> Callable[[BaseException], bool]:
+    """Which failures a call of ``kind`` repeats (module docstring: who picks the id decides)."""
     if kind == CREATE_SERVER_ID:
-        def predicate(exc):
-            return failure_kind(exc) in ("throttled", "unreached")
-    else:
-        def predicate(exc):
-            return failure_kind(exc) is not None
-    return Retry(predicate=predicate, initial=p.first_s, maximum=p.max_s, multiplier=2.0, timeout=p.total_s)
+        return lambda exc: failure_kind(exc) in ("throttled", "unreached")
+    return lambda exc: failure_kind(exc) is not None
+
+
+def _gave_up(cause: BaseException, total_s: float, tries: int) -> Exception:
+    """google-api-core's ``RetryError`` (what code written for its ``Retry`` catches), ``cause`` the last
+    failure, with ``total_s`` (the budget) and ``tries``."""
+    from google.api_core import exceptions as core
+
+    error = core.RetryError(f"gave up after {tries} tries in {total_s:g} s", cause)
+    error.total_s, error.tries = total_s, tries
+    return error
+
+
+def retried(target: Callable[[tuple[float, float]], Any], *, kind: str = READ, doing: str,
+            service: str = "Google Cloud", predicate: Callable[[BaseException], bool] | None = None,
+            what: Callable[[BaseException], str] | None = None, p: Policy | None = None):
+    """``target(timeout)`` under the policy: each attempt gets ``timeout = (connect, read)`` capped by the
+    budget left; a failure that ``kind`` repeats (or ``predicate`` when given) is one line on stderr at once
+    (:func:`retry_line`: the service, ``doing``, what failed (``what(exc)``, default :func:`describe`), the
+    next delay, when it gives up) and another try after that delay. Returns what ``target`` returns; raises
+    a failure that is not repeated as it is, and the budget's end as google-api-core's ``RetryError`` whose
+    ``cause`` is the last failure.
+
+    Why a loop of our own over google-api-core's backoff (``exponential_sleep_generator``: the same
+    truncated exponential backoff with full jitter that ``Retry`` uses) rather than ``Retry`` or
+    ``retry_target``: the line must carry the delay that will be slept, but ``retry_target`` calls
+    ``on_error`` *before* it draws that delay; each attempt's timeout must shrink to the budget left, but
+    ``Retry`` hands the call no deadline (its ``timeout`` is only checked between attempts, so an attempt
+    ran past it); and its clock and sleep are ``time``'s own, so a test could not use a fake clock."""
+    from google.api_core.retry import exponential_sleep_generator
+
+    p = p or policy()
+    repeat = predicate or retryable(kind)
+    started = monotonic()
+    deadline = started + p.total_s
+    delays = exponential_sleep_generator(p.first_s, p.max_s, 2.0)
+    tries, longest = 0, (0.0, 0.0)
+    while True:
+        tries += 1
+        timeout = p.attempt_timeout(deadline - monotonic())
+        longest = (max(longest[0], timeout[0]), max(longest[1], timeout[1]))
+        try:
+            return target(timeout)
+        except CloudError:
+            raise
+        except Exception as exc:
+            _remember_timeout(exc, timeout)
+            if not repeat(exc):
+                raise
+            delay = next(delays)
+            now = monotonic()
+            if now + delay + MIN_ATTEMPT_S > deadline:
+                # the give-up sums up the tries: "no answer within" the longest wait, not the last try's
+                # remainder of the budget
+                _remember_timeout(exc, longest)
+                raise _gave_up(exc, p.total_s, tries) from None
+            say(retry_line(service, doing, (what or describe)(exc), delay, deadline - now, tries + 1))
+            sleep(delay)
+
+
+def _remember_timeout(exc: BaseException, timeout: tuple[float, float]) -> None:
+    """Keep the attempt's real timeouts on its error, for "no answer within N s" (:func:`describe`)."""
+    try:
+        exc.vtp_timeout = timeout
+    except AttributeError:  # an exception type with __slots__
+        pass
+
+
+def retry_line(service: str, doing: str, failure: str, delay: float, left_s: float, next_try: int) -> str:
+    """``warning: SERVICE: DOING: FAILURE; next try (N) in D s, gives up by HH:MM:SS (L s left)``."""
+    by = time.strftime("%H:%M:%S", time.localtime(wall_time() + left_s))
+    failure = " ".join(failure.split())
+    failure = failure if len(failure) <= 300 else failure[:297] + "..."
+    return (f"warning: {service}: {doing}: {failure}; next try ({next_try}) in {seconds(delay)} s, gives up by "
+            f"{by} ({seconds(left_s)} s left)")
+
+
+def seconds(value: float) -> str:
+    """A duration for a line: whole seconds from 10 s, else tenths from 1 s, else hundredths."""
+    text = f"{value:.0f}" if value >= 9.95 else f"{value:.1f}" if value >= 0.995 else f"{value:.2f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+#: google-cloud-* client module -> the service named in lines
+_SERVICES = (("aiplatform", "Vertex AI"), ("cloudbuild", "Cloud Build"), ("storage", "Cloud Storage"),
+             ("artifactregistry", "Artifact Registry"))
+#: Google host suffix -> the service named in lines (else the host itself)
+_HOST_SERVICES = (("aiplatform.googleapis.com", "Vertex AI"), ("cloudbuild.googleapis.com", "Cloud Build"),
+                  ("storage.googleapis.com", "Cloud Storage"), ("oauth2.googleapis.com", "Google sign-in"),
+                  ("pkg.dev", "Artifact Registry"), ("gcr.io", "Container Registry"))
+
+
+def service_of(method: Callable) -> str:
+    """The service a GAPIC client method belongs to (``Vertex AI``, ``Cloud Build``...)."""
+    owner = getattr(method, "__self__", None)
+    module = type(owner).__module__ if owner is not None else (getattr(method, "__module__", "") or "")
+    return next((name for part, name in _SERVICES if f".{part}" in f".{module}"), "Google Cloud")
+
+
+def service_of_url(url: str) -> str:
+    """The service a URL belongs to (``Artifact Registry`` for ``*.pkg.dev``...), else its ``host:port``."""
+    host = _host_port(url)
+    name = (urlsplit(url).hostname or "").lower()
+    return next((service for suffix, service in _HOST_SERVICES if name == suffix or name.endswith("." + suffix)
+                 or name.endswith("-" + suffix)), host or "the server")
+
+
+def _host_port(url: str) -> str:
+    """``host[:port]`` of ``url``, never its user info."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or ""
+    return f"{host}:{port}" if host and port else host
+
+
+def retry(kind: str = READ, *, doing: str = "a cloud call", service: str = "Google Cloud"):
+    """A decorator that runs a function under the policy (:func:`retried`), for code that calls
+    ``retry(kind)(func)(*args)``. The function gets no timeout: it must bound its own attempts (a GAPIC
+    method's own ``timeout``, a docker client's). :func:`call`, :func:`http` and :func:`retried` are the ways
+    that cap each attempt by the budget left."""
+    def decorate(func):
+        @functools.wraps(func)
+        def with_retries(*args, **kwargs):
+            return retried(lambda timeout: func(*args, **kwargs), kind=kind, doing=doing, service=service)
+        return with_retries
+    return decorate
 
 
 class ConnectReadTimeout:
     """google-api-core's timeout protocol (a decorator that sets each attempt's ``timeout`` argument)
-    handing the REST transport's ``requests`` call the policy's ``(connect, read)`` pair; a plain number
-    would be one value for both."""
+    handing the REST transport's ``requests`` call a ``(connect, read)`` pair (the policy's, or ``value``);
+    a plain number would be one value for both."""
 
-    def __init__(self, p: Policy | None = None):
-        self.value = (p or policy()).timeout
+    def __init__(self, p: Policy | None = None, value: tuple[float, float] | None = None):
+        self.value = value or (p or policy()).timeout
 
     def __call__(self, func):
         @functools.wraps(func)
@@ -278,12 +439,21 @@ class ConnectReadTimeout:
 
 
 def call(method: Callable, *args, kind: str = READ, doing: str, unsure: str = "",
-         hints: dict[int, str] | None = None, **kwargs):
-    """``method(*args, **kwargs)`` (a GAPIC client method) under the policy; any failure -> CloudError.
+         hints: dict[int, str] | None = None, service: str | None = None,
+         reraise: tuple[type[BaseException], ...] = (), **kwargs):
+    """``method(*args, **kwargs)`` (a GAPIC client method) under the policy (:func:`retried`: a line per
+    retry, each attempt's timeout capped by the budget left; the client's own retry is turned off). Any
+    failure -> CloudError, except ``reraise`` types, given back as they are (a 409 the caller handles).
     ``unsure``: appended when the outcome is unknown (gave up on transient failures, or a garbage answer),
-    e.g. "the job may still be running: ..."; ``hints``: appended for an HTTP status (403: which role)."""
+    e.g. "the job may still be running: ..."; ``hints``: appended for an HTTP status (403: which role);
+    ``service``: named in retry lines (default: from the client's module)."""
+    def attempt(timeout):
+        return method(*args, retry=None, timeout=ConnectReadTimeout(value=timeout), **kwargs)
+
     try:
-        return method(*args, retry=retry(kind), timeout=ConnectReadTimeout(), **kwargs)
+        return retried(attempt, kind=kind, doing=doing, service=service or service_of(method))
+    except reraise:
+        raise
     except (KeyboardInterrupt, CloudError):
         raise
     except Exception as exc:  # google.api_core / google.auth / requests / protobuf parse errors
@@ -293,19 +463,22 @@ def call(method: Callable, *args, kind: str = READ, doing: str, unsure: str = ""
 
 
 def http(method: str, url: str, *, kind: str = READ, doing: str, unsure: str = "", google_token: str | None = None,
-         token_as: str = "bearer", max_redirects: int = 5, **kwargs):
-    """One ``requests`` call under the policy: timeouts, retries of 429/5xx and connection failures, and
-    the Google token attached only where :func:`may_receive_google_token` allows (``token_as``: ``bearer``
-    or ``basic``, the registries' ``oauth2accesstoken:<token>``); elsewhere the request goes anonymously.
-    Redirects are followed here, so the token is re-attached only to an allowed host. Returns the last
-    response (any status other than 429/5xx); a give-up is one CloudError line."""
+         token_as: str = "bearer", max_redirects: int = 5, service: str | None = None, **kwargs):
+    """One ``requests`` call under the policy (:func:`retried`: timeouts capped by the budget left, a line
+    per retry of 429/5xx and connection failures), and the Google token attached only where
+    :func:`may_receive_google_token` allows (``token_as``: ``bearer`` or ``basic``, the registries'
+    ``oauth2accesstoken:<token>``); elsewhere the request goes anonymously. Redirects are followed here, so
+    the token is re-attached only to an allowed host. Returns the last response (any status other than
+    429/5xx); a give-up is one CloudError line. ``service``: named in retry lines (default: from the host)."""
     import requests
 
     headers = dict(kwargs.pop("headers", None) or {})
+    p = policy()
+    deadline = monotonic() + p.total_s
 
-    def attempt():
+    def attempt(timeout):
         target, own = url, dict(headers)
-        for _ in range(max_redirects + 1):
+        for hop in range(max_redirects + 1):
             sent = dict(own)
             auth = None
             if google_token and may_receive_google_token(target):
@@ -313,7 +486,8 @@ def http(method: str, url: str, *, kind: str = READ, doing: str, unsure: str = "
                     auth = ("oauth2accesstoken", google_token)
                 else:
                     sent["Authorization"] = f"Bearer {google_token}"
-            response = requests.request(method, target, headers=sent, auth=auth, timeout=policy().timeout,
+            hop_timeout = timeout if hop == 0 else p.attempt_timeout(deadline - monotonic())
+            response = requests.request(method, target, headers=sent, auth=auth, timeout=hop_timeout,
                                         allow_redirects=False, **kwargs)
             if response.is_redirect and response.headers.get("Location"):
                 moved = urljoin(target, response.headers["Location"])
@@ -327,7 +501,7 @@ def http(method: str, url: str, *, kind: str = READ, doing: str, unsure: str = "
         raise CloudError(f"{doing}: more than {max_redirects} redirects")
 
     try:
-        return retry(kind)(attempt)()
+        return retried(attempt, kind=kind, doing=doing, service=service or service_of_url(url), p=p)
     except (KeyboardInterrupt, CloudError):
         raise
     except Exception as exc:
@@ -349,7 +523,7 @@ def http_message(response) -> str:
 def _host_of(exc: BaseException) -> str:
     request = getattr(exc, "request", None)
     url = getattr(request, "url", None) or ""
-    return urlsplit(url).netloc if url else "the server"
+    return (_host_port(url) or "the server") if url else "the server"
 
 
 def describe(exc: BaseException) -> str:
@@ -358,16 +532,17 @@ def describe(exc: BaseException) -> str:
     from google.protobuf.json_format import ParseError
 
     if isinstance(exc, core.RetryError):
-        p = policy()
+        total_s = getattr(exc, "total_s", None) or policy().total_s
         cause = exc.cause if exc.cause is not None else exc
-        return f"gave up after retrying for {p.total_s:g} s: {describe(cause)}"
+        return f"gave up after retrying for {seconds(total_s)} s: {describe(cause)}"
     kind = failure_kind(exc)
+    connect_s, read_s = getattr(exc, "vtp_timeout", None) or policy().timeout  # the attempt's own (retried)
     if kind == "unreached":
-        return f"cannot connect to {_host_of(exc)} (no connection within {policy().connect_s:g} s, or refused)"
+        return f"cannot connect to {_host_of(exc)} ({_why_unreached(exc, connect_s)})"
     if kind == "dropped":
         return f"the connection to {_host_of(exc)} dropped before an answer came"
     if kind == "timeout":
-        return f"no answer from {_host_of(exc)} within {policy().read_s:g} s"
+        return f"no answer from {_host_of(exc)} within {seconds(read_s)} s"
     if isinstance(exc, (ParseError, json.JSONDecodeError)) or (
             isinstance(exc, ValueError) and "JSON" in str(exc)):
         return "the answer was not the API's JSON (an HTML page or garbage: a proxy in the way, or a wrong endpoint?)"
@@ -380,6 +555,19 @@ def describe(exc: BaseException) -> str:
             message = "(an HTML page, not the API's answer)"
         return f"{int(code)} {message}" if code is not None else message
     return str(exc) or type(exc).__name__
+
+
+def _why_unreached(exc: BaseException, connect_s: float) -> str:
+    import requests
+
+    text = repr(exc)
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or "timed out" in text:
+        return f"no connection within {seconds(connect_s)} s"
+    if "Connection refused" in text or isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if "NameResolutionError" in text or "Name or service not known" in text:
+        return "its name does not resolve"
+    return "no connection was made"
 
 
 def is_unsure(exc: BaseException) -> bool:

@@ -57,13 +57,13 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
     file in error lines when ``local`` is a temporary copy.
 
     Small files go as one multipart request, large ones as a resumable upload (the client decides).
-    The client policy of ``jobs.cloud.clients`` applies through the storage client's own ``timeout`` and
-    ``retry`` arguments (its predicate knows its transport's errors): transient failures (5xx, 429,
-    connection errors) are retried with the policy's backoff and total; that is safe here because the
-    callers' object names are content-addressed (a repeat writes the same bytes).
+    The client policy of ``jobs.cloud.clients`` applies through :func:`clients.retried`: each attempt is a
+    whole upload with the storage client's own retry off and its ``timeout`` capped by the budget left,
+    and each repeat of a transient failure (5xx, 429, connection errors) is one line on stderr. Repeating is
+    safe here because the callers' object names are content-addressed (a repeat writes the same bytes); a
+    resumable upload interrupted mid-way starts again from its first byte (build contexts are small).
     """
     from google.api_core import exceptions as core
-    from google.cloud.storage.retry import DEFAULT_RETRY
     from google.cloud.storage.exceptions import InvalidResponse
 
     bucket_name, name = parse_uri(uri)
@@ -73,16 +73,17 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
     client = client or storage_client(project, endpoint)
     blob = client.bucket(bucket_name).blob(name)
     p = clients.policy()
-    retry = DEFAULT_RETRY.with_timeout(p.total_s).with_delay(initial=p.first_s, maximum=p.max_s, multiplier=2.0)
+
+    def attempt(timeout):
+        blob.upload_from_filename(str(local), content_type=content_type, retry=None, timeout=timeout)
+
     try:
-        blob.upload_from_filename(str(local), content_type=content_type, retry=retry, timeout=p.timeout)
+        clients.retried(attempt, kind=clients.CREATE_OWN_ID, doing=doing, service="Cloud Storage", what=_detail, p=p)
     except KeyboardInterrupt:
         raise
     except core.RetryError as exc:  # gave up on transient failures: say the last one
-        cause = exc.cause or exc
-        detail = clients.describe(cause) if clients.failure_kind(cause) else _status_and_message(cause)[1]
-        raise CloudError(f"{doing}: gave up after retrying for {p.total_s:g} s: {detail}; the same upload can be "
-                         "run again safely") from None
+        raise CloudError(f"{doing}: gave up after retrying for {clients.seconds(p.total_s)} s: "
+                         f"{_detail(exc.cause or exc)}; the same upload can be run again safely") from None
     except (core.GoogleAPICallError, InvalidResponse) as exc:
         status, message = _status_and_message(exc)
         if status == 404:
@@ -95,6 +96,16 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
     except (ValueError, OSError) as exc:  # an answer that is not JSON, an unreadable file
         raise CloudError(clients.failure_line(exc, doing)) from None
     return uri
+
+
+def _detail(exc: BaseException) -> str:
+    """A transient failure in a few words: the policy's wording for connection faults, else the status and
+    Google's message (not the storage client's whole exception text)."""
+    kind = clients.failure_kind(exc)
+    if kind not in ("throttled", "server"):
+        return clients.describe(exc)
+    status, message = _status_and_message(exc)
+    return f"{status} {message}" if status else message
 
 
 def _status_and_message(exc: BaseException) -> tuple[int | None, str]:

@@ -60,7 +60,8 @@ def upload(package_path: str, host: str, tags: list[str] | None = None) -> tuple
     version = "sha256:" + hashlib.sha256(content).hexdigest()
     headers, token = _auth(host)
     doing = f"uploading the template to {host}"
-    response = clients.http("POST", host, kind=clients.CREATE_OWN_ID, doing=doing, headers=headers, google_token=token,
+    response = clients.http("POST", host, kind=clients.CREATE_OWN_ID, doing=doing, service="Artifact Registry",
+                            headers=headers, google_token=token,
                             files={"content": (Path(package_path).name, content)},
                             data={"tags": ",".join(tags)} if tags else None,
                             unsure="the same bytes can be uploaded again safely")
@@ -80,7 +81,7 @@ def download(uri: str, path: str, api_endpoint: str | None = None) -> str:
     Google host (none when ``api_endpoint`` is a loopback stand-in: a test run has no credentials)."""
     token = None if clients.is_local_endpoint(api_endpoint) else clients.access_token("Artifact Registry")
     doing = f"downloading the template {uri}"
-    response = clients.http("GET", uri, doing=doing, google_token=token)
+    response = clients.http("GET", uri, doing=doing, service="Artifact Registry", google_token=token)
     if response.status_code != 200:
         raise clients.CloudError(f"{doing}: {response.status_code} {clients.http_message(response)}")
     import yaml

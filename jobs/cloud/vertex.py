@@ -98,23 +98,44 @@ def submit_pipeline(request, *, project: str, location: str, job_id: str, api_en
     client = pipeline_client(location, api_endpoint)
     name = f"projects/{project}/locations/{location}/pipelineJobs/{job_id}"
     doing = f"creating pipeline job {name}"
+    look = f"it may exist even so: {job_hint(name)}"
     try:
-        created = client.create_pipeline_job(parent=f"projects/{project}/locations/{location}", pipeline_job=request,
-                                             pipeline_job_id=job_id, retry=clients.retry(clients.CREATE_OWN_ID),
-                                             timeout=clients.ConnectReadTimeout())
-    except core.Conflict:  # 409 ALREADY_EXISTS (REST maps it to Conflict): an attempt whose answer was lost
-        log(f"pipeline job {name} was created by an attempt whose answer was lost; following it")
-        created = clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
-                               unsure=f"it may exist: {job_hint(name)}")
+        try:
+            created = clients.call(client.create_pipeline_job, parent=f"projects/{project}/locations/{location}",
+                                   pipeline_job=request, pipeline_job_id=job_id, kind=clients.CREATE_OWN_ID,
+                                   doing=doing, unsure=look, reraise=(core.Conflict,))
+        except core.Conflict as conflict:  # 409 ALREADY_EXISTS (REST: Conflict): an attempt whose answer was lost
+            log(f"pipeline job {name} was created by an attempt whose answer was lost; following it")
+            created = _read_back(client, name, doing, conflict)
     except KeyboardInterrupt:
         clients.keeps_running(f"pipeline job {name} (if the create reached Vertex AI)", job_hint(name))
         raise
-    except Exception as exc:
-        raise clients.CloudError(clients.failure_line(exc, doing, f"it may exist even so: {job_hint(name)}")) from None
     if created.name != name:  # never print (or follow) a job the answer did not name
         raise clients.CloudError(f"{doing}: the answer named {created.name or 'no job'!r}, not that job; it may exist "
                                  f"even so: {job_hint(name)}")
     return client, created
+
+
+def _read_back(client, name: str, doing: str, conflict: Exception):
+    """The job a create answered 409 ALREADY_EXISTS for; a failed read says both answers, so a person never
+    sees the read's 404 alone and wonders why the create was not repeated."""
+    from google.api_core import exceptions as core
+
+    already = f"the create answered 409 ALREADY_EXISTS ({_message(conflict)})"
+    try:
+        return clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
+                            unsure=f"it may exist: {job_hint(name)}", reraise=(core.NotFound,))
+    except core.NotFound as exc:
+        raise clients.CloudError(f"{doing}: {already}, but reading it back answered 404 NOT_FOUND ({_message(exc)}); "
+                                 f"it may exist even so, look for it: {job_hint(name)}") from None
+    except clients.CloudError as exc:
+        raise clients.CloudError(f"{doing}: {already}, then {exc}") from None
+
+
+def _message(exc: Exception) -> str:
+    """The API's own message of a 4xx, without the status the caller names."""
+    text = clients.describe(exc)
+    return re.sub(r"^\d{3} ", "", text) or type(exc).__name__
 
 
 def _state_name(state: Any) -> str:

@@ -73,8 +73,14 @@ def remote_digest(client: Any, repository: str, tag: str) -> str | None:
     None when the registry does not have it. Registry unreachable -> :class:`BuildError`."""
     import docker
 
+    def attempt(timeout):
+        client.api.timeout = max(timeout)  # the SDK takes one value for connect and read; capped by the budget left
+        return client.api.inspect_distribution(f"{repository}:{tag}")
+
     try:
-        answer = clients.retry(clients.READ)(client.api.inspect_distribution)(f"{repository}:{tag}")
+        answer = clients.retried(attempt, kind=clients.READ, doing=f"checking whether {repository}:{tag} is in the "
+                                 "registry", service="Docker engine", what=lambda exc: _first_line(
+                                     getattr(exc, "explanation", None) or clients.describe(exc)))
     except KeyboardInterrupt:
         raise
     except docker.errors.APIError as exc:

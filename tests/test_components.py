@@ -58,7 +58,11 @@ EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifact
                                               "checkpoints": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1"}),
     "verify_model": ({"model": "system.Model@0.0.1", "dataset": "system.Dataset@0.0.1"},
                      {"verified_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "verification": "system.Artifact@0.0.1"}),
-    "upload_model": ({"model": "system.Model@0.0.1"}, {"vertex_model": "google.VertexModel@0.0.1"}),
+    "gate": ({"model": "system.Model@0.0.1", "verification": "system.Artifact@0.0.1",
+              "training_metrics": "system.Metrics@0.0.1", "tensorboard": "system.Artifact@0.0.1"},
+             {"gated_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "result": "system.Artifact@0.0.1"}),
+    "upload_model": ({"model": "system.Model@0.0.1", "gate_record": "system.Artifact@0.0.1"},
+                     {"vertex_model": "google.VertexModel@0.0.1"}),
     "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
                {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
 }

@@ -16,6 +16,8 @@ prepare_data           config JSON                                           Dat
 train                  config JSON, Dataset (optional)                       Model, Metrics, checkpoints, TensorBoard logs
 custom_training_job    the Vertex job spec (validate_config's outputs)       gcp_resources (the CustomJob)
 verify_model           Model, sample request, Dataset (optional)             verified Model, Metrics, verification record
+gate                   Model, verification, training Metrics, TensorBoard    the same Model (only when it passes the
+                       logs, tuning metric, config JSON, parent model        bars of serving.gate), Metrics, the record
 upload_model           Model                                                 google.VertexModel (or the request, dry run)
 report                 verification, TensorBoard logs, checkpoints, config   HTML, Markdown, ClassificationMetrics
 =====================  ====================================================  ==========================================
@@ -34,7 +36,7 @@ import types
 from pathlib import Path
 
 #: Every component, in pipeline order.
-NAMES = ("validate_config", "build_image", "prepare_data", "train", "custom_training_job", "verify_model",
+NAMES = ("validate_config", "build_image", "prepare_data", "train", "custom_training_job", "verify_model", "gate",
          "upload_model", "report")
 HERE = Path(__file__).resolve().parent
 YAML_NAME = "component.yaml"

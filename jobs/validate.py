@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from jobs.gate import gate_problems
 from jobs.hardware.rules import Report, check_job
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -72,6 +73,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
+    p += gate_problems(cfg)  # serving.gate: jobs/gate.py
     return p
 
 

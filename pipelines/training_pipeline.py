@@ -1,7 +1,7 @@
 """The training pipeline, for one target: on Vertex AI, [build image] -> validate -> [prepare data] -> Vertex
-CustomJob -> verify -> Model Registry -> report; on this machine (kfp.local), validate -> [prepare data] ->
-train (the job's pools as processes or containers here) -> verify -> the Model Registry request, written ->
-report.
+CustomJob -> verify -> [gate] -> Model Registry -> report; on this machine (kfp.local), validate -> [prepare
+data] -> train (the job's pools as processes or containers here) -> verify -> [gate] -> the Model Registry
+request, written -> report. The gate (``serving.gate``) is there when the job sets bars.
 
 Wiring only, from the published components (``components.published``: the committed ``component.yaml``
 files a KFP user loads), every decision in the library. Each target compiles to its own pipeline: a YAML
@@ -60,6 +60,20 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                     serving_image=job.outputs["serving_image"], labels=job.outputs["model_labels"],
                     parent_model=job.outputs["parent_model"])
 
+    gated = bool(cfg.serving.gate.thresholds or cfg.serving.gate.better_than_parent)
+
+    def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, **vertex_only):
+        """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
+        gate step: the upload never runs)."""
+        model, record = verified.outputs["verified_model"], {}
+        if gated:
+            passed = c.gate(model=model, verification=verified.outputs["verification"], config_json=config,
+                            parent_model=job.outputs["parent_model"], dry_run=dry_run, record_dir=record_dir,
+                            **measured)
+            model, record = passed.outputs["gated_model"], {"gate_record": passed.outputs["result"]}
+        c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
+                       **registry_fields(job, location))
+
     if target == "local":
         @dsl.pipeline(name=cfg.name, description=_description(cfg, "on this machine"))
         def local_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
@@ -70,8 +84,9 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             trained = c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
                                       record_dir=job.outputs["base_dir"], **dataset)
-            c.upload_model(model=verified.outputs["verified_model"], dry_run=True,
-                           record_dir=job.outputs["base_dir"], **registry_fields(job, location))
+            gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
+                             measured=dict(training_metrics=trained.outputs["metrics"],
+                                           tensorboard=trained.outputs["tensorboard"]))
             c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
                      checkpoints=trained.outputs["checkpoints"], config_json=config,
                      record_dir=job.outputs["base_dir"])
@@ -115,9 +130,9 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
         logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(custom_job)
         verified = c.verify_model(model=model.output, sample_request=sample_request,
                                   record_dir=job.outputs["base_output_directory"], **dataset)
-        c.upload_model(model=verified.outputs["verified_model"], project=_placeholders.PROJECT_ID_PLACEHOLDER,
-                       pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER, dry_run=False,
-                       record_dir=job.outputs["base_output_directory"], **registry_fields(job, location))
+        gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
+                         measured=dict(tensorboard=logs.output), project=_placeholders.PROJECT_ID_PLACEHOLDER,
+                         pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
         c.report(verification=verified.outputs["verification"], tensorboard=logs.output, config_json=config,
                  record_dir=job.outputs["base_output_directory"])
 

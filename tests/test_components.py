@@ -58,7 +58,11 @@ EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifact
                                               "checkpoints": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1"}),
     "verify_model": ({"model": "system.Model@0.0.1", "dataset": "system.Dataset@0.0.1"},
                      {"verified_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "verification": "system.Artifact@0.0.1"}),
-    "upload_model": ({"model": "system.Model@0.0.1"}, {"vertex_model": "google.VertexModel@0.0.1"}),
+    "gate": ({"model": "system.Model@0.0.1", "verification": "system.Artifact@0.0.1",
+              "training_metrics": "system.Metrics@0.0.1", "tensorboard": "system.Artifact@0.0.1"},
+             {"gated_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "result": "system.Artifact@0.0.1"}),
+    "upload_model": ({"model": "system.Model@0.0.1", "gate_record": "system.Artifact@0.0.1"},
+                     {"vertex_model": "google.VertexModel@0.0.1"}),
     "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
                {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
 }
@@ -125,9 +129,10 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
         doc = yaml.safe_load(components.yaml_path(name).read_text())
         (executor,) = doc["deploymentSpec"]["executors"].values()
         published[json.dumps([executor["container"]["command"], executor["container"].get("args")])] = name
-    ours = []  # the Vertex pipeline and the local one, together
+    ours = []  # the Vertex pipeline and the local one, together, of a job with every optional step
+    cfg = config_lib.load("local", ["serving.gate.thresholds=[accuracy >= 0.5]"])
     for target in ("vertex", "local"):
-        compiled = yaml.safe_load(Path(compile_pipeline(config_lib.load("local"), str(tmp_path / f"{target}.yaml"),
+        compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / f"{target}.yaml"),
                                                         target, base_image=IMAGE)).read_text())
         ours += [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
     used = {published.get(json.dumps([e["container"]["command"], e["container"].get("args")])) for e in ours}

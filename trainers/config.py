@@ -12,8 +12,8 @@ A job config describes everything needed to run one training job, locally or on 
 * ``container``  the image (and, for a trainer that is not a Python module, the raw container command);
 * ``output``     the base output directory (Vertex derives AIP_MODEL_DIR etc. from it);
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
-* ``serving``    the Model Registry entry (prediction container, display name, parent model, labels) and the
-  sample request the verify step sends to the exported model.
+* ``serving``    the Model Registry entry (prediction container, display name, parent model, labels), the
+  sample request the verify step sends to the exported model, and the gate before registration.
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -235,6 +235,18 @@ class ReservationAffinity:
 
 
 @dataclasses.dataclass
+class Gate:
+    """The bar a verified model must pass before it is registered (``jobs.gate``); empty: no bar."""
+    #: ``"METRIC OP NUMBER"`` with OP one of ``>=``, ``>``, ``<=``, ``<`` (e.g. ``accuracy >= 0.8``,
+    #: ``val_rmse <= 0.3``) on what the run measured: the verify step's evaluation, the training figures,
+    #: the tuning study's best metric.
+    thresholds: list[str] = dataclasses.field(default_factory=list)
+    #: also beat ``serving.parent_model``'s default version on the thresholds' metrics (each in its
+    #: threshold's direction), as its Model Registry evaluation records them.
+    better_than_parent: bool = False
+
+
+@dataclasses.dataclass
 class Serving:
     """How the verified model is registered in the Vertex AI Model Registry (Vertex runs only)."""
     #: prediction container; empty = Google's prebuilt TensorFlow container for the region and device
@@ -248,6 +260,8 @@ class Serving:
     #: a JSON file ``{"instances": [...]}`` as Vertex online prediction takes it: the verify step runs the
     #: model's ``serving_default`` signature on it (empty: on an input generated from the signature).
     sample_request: str = ""
+    #: what the model must pass to be registered at all; a model that misses a bar stops the run.
+    gate: Gate = dataclasses.field(default_factory=Gate)
 
 
 @dataclasses.dataclass

@@ -1,4 +1,5 @@
-"""The one client module for the Vertex AI API: pipeline jobs (submit, follow) and Model Registry uploads.
+"""The one client module for the Vertex AI API: pipeline jobs (submit, follow), Model Registry uploads and model
+evaluations (read for ``serving.gate``'s better_than_parent, recorded after registration).
 
 Everything goes through the real client libraries (``google.cloud.aiplatform`` for pipeline jobs,
 ``aiplatform_v1.ModelServiceClient`` for uploads); endpoint and credentials come from ``jobs.cloud.clients``, so
@@ -255,6 +256,84 @@ def upload_model(request: dict[str, Any], location: str, api_endpoint: str | Non
     if not state.response.Unpack(response):
         raise clients.CloudError(f"model upload operation {name} ended without an UploadModelResponse; {see}")
     return f"{response.model}@{response.model_version_id}" if response.model_version_id else response.model
+
+
+# --------------------------------------------------------------------------------------------------
+# Model Registry evaluations: what ``serving.gate``'s better_than_parent beats (``jobs.gate``)
+
+
+def _model_location(model_name: str) -> str:
+    """``projects/P/locations/L/models/ID[@V]`` -> ``L`` (a model is read in its own region)."""
+    parts = model_name.split("/")
+    return parts[3] if len(parts) >= 6 and parts[2] == "locations" else "us-central1"
+
+
+def model_client(model_name: str, api_endpoint: str | None = None):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.ModelServiceClient(**clients.client_kwargs(
+        endpoint_for(_model_location(model_name), api_endpoint), "Vertex AI Model Registry"))
+
+
+def _registry_see(model_name: str) -> str:
+    location = _model_location(model_name)
+    return f"GET https://{location}-aiplatform.googleapis.com/v1/{model_name}"
+
+
+def default_version(parent_model: str, api_endpoint: str | None = None) -> str:
+    """``models/ID@VERSION`` of ``parent_model``'s default version (``get_model`` on the name without a version
+    answers with the default version)."""
+    client = model_client(parent_model, api_endpoint)
+    model = clients.call(client.get_model, name=parent_model, doing=f"reading the parent model {parent_model} from the "
+                                                                    "Model Registry",
+                         hints={404: "serving.parent_model names no model there; valid choices: a model of "
+                                     "gcloud ai models list --region " + _model_location(parent_model),
+                                403: "the pipeline's service account needs roles/aiplatform.user"})
+    if not model.version_id:
+        raise clients.CloudError(f"reading the parent model {parent_model}: the answer names no version "
+                                 f"(version_id); see {_registry_see(parent_model)}")
+    return f"{model.name.split('@')[0] or parent_model}@{model.version_id}"
+
+
+def model_evaluations(version: str, api_endpoint: str | None = None) -> list[dict[str, Any]]:
+    """Every evaluation of model version ``version`` as plain data: ``name``, ``display_name``, ``create_time``
+    (RFC 3339, UTC) and ``metrics`` (the JSON value, a mapping for the evaluations ``jobs.gate`` records).
+    Every page is read under the policy."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format
+
+    client = model_client(version, api_endpoint)
+
+    def every_page(**policy):  # the pager reads later pages with the retry and timeout given here
+        return list(client.list_model_evaluations(parent=version, **policy))
+
+    found = clients.call(every_page, doing=f"reading the evaluations of {version} from the Model Registry",
+                         hints={404: "the parent model or its version is gone from the Model Registry"})
+    out = []
+    for evaluation in found:
+        pb = aiplatform_v1.ModelEvaluation.pb(evaluation)
+        out.append({"name": pb.name, "display_name": pb.display_name,
+                    "create_time": pb.create_time.ToJsonString() if pb.HasField("create_time") else "",
+                    "metrics": json_format.MessageToDict(pb.metrics) if pb.HasField("metrics") else None})
+    return out
+
+
+def import_model_evaluation(version: str, metrics: dict[str, float], *, schema_uri: str, display_name: str,
+                            metadata: dict[str, Any] | None = None, api_endpoint: str | None = None) -> str:
+    """Record ``metrics`` as an evaluation of model version ``version`` (``models/ID@V``); returns its name.
+
+    The evaluation's id is the server's: a 5xx or a dropped answer is not repeated (a second evaluation would
+    be recorded), the line says one may exist and where to look."""
+    from google.cloud import aiplatform_v1
+
+    client = model_client(version, api_endpoint)
+    evaluation = aiplatform_v1.ModelEvaluation(display_name=display_name, metrics_schema_uri=schema_uri,
+                                               metrics=dict(metrics), metadata=dict(metadata or {}))
+    created = clients.call(client.import_model_evaluation, parent=version, model_evaluation=evaluation,
+                           kind=clients.CREATE_SERVER_ID, doing=f"recording the gate's metrics on {version} as a Model "
+                                                                "Registry evaluation",
+                           unsure=f"an evaluation may have been recorded even so: {_registry_see(version)}/evaluations")
+    return created.name
 
 
 # --------------------------------------------------------------------------------------------------

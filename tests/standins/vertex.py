@@ -15,26 +15,45 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``custom_error``; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
 * ``POST .../models:upload`` (an ``UploadModelRequest`` without its parent) -> a long-running operation,
   not done (done at once with ``upload_done=True``); ``GET .../models/M/operations/O`` -> done, with an
-  ``UploadModelResponse``.
+  ``UploadModelResponse``. With a ``parentModel`` the stand-in's registry holds (:meth:`add_model`), the
+  upload is that model's next version and becomes its default; otherwise a new model (version 1);
+* ``GET .../models/ID`` -> the ``Model`` as its default version (``versionId``); ``.../models/ID@V`` -> that
+  version; an unknown model or version -> 404;
+* ``GET .../models/ID[@V]/evaluations`` -> a ``ListModelEvaluationsResponse``, ``eval_page_size`` per page
+  (``nextPageToken`` for the rest); ``POST .../models/ID[@V]/evaluations:import`` (an
+  ``ImportModelEvaluationRequest`` without its parent) -> the ``ModelEvaluation`` with a server-assigned
+  name, kept in ``evaluations`` (model -> version -> list).
 
 Everything is recorded in ``requests`` (see ``tests.standins.base``).
 """
 from __future__ import annotations
 
+import datetime
 import itertools
+import json
 from typing import Any
+
+from urllib.parse import unquote
 
 from tests.standins.base import Request, StandIn, decode, google_error, typed
 
 _PREFIX = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
+_MODEL = r"/models/(?P<model>[^/:@%]+)(?:(?:@|%40)(?P<version>[^/:]+))?"
 
 
 class VertexStandIn(StandIn):
     def __init__(self, states=("RUNNING", "SUCCEEDED"), error_message: str = "The DAG failed because some tasks failed.",
                  failed_task: str = "train-vertex", task_message: str = "Replica workerpool0-0 exited with a non-zero status of 1.",
                  upload_done: bool = False, custom_states=("RUNNING", "SUCCEEDED"),
-                 custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1."):
+                 custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1.",
+                 eval_page_size: int = 2):
         super().__init__()
+        self.eval_page_size = eval_page_size
+        # the Model Registry: model name -> {"versions": [ids], "default": id, "display_name": ...}
+        self.registry: dict[str, dict[str, Any]] = {}
+        # model name -> version id -> [aiplatform_v1.ModelEvaluation]
+        self.evaluations: dict[str, dict[str, list[Any]]] = {}
+        self._operations: dict[str, tuple[str, str]] = {}  # operation name -> (model, version)
         self.upload_done = upload_done  # answer models:upload with a finished operation (no polling)
         self.states = list(states)
         self.error_message, self.failed_task, self.task_message = error_message, failed_task, task_message
@@ -54,6 +73,9 @@ class VertexStandIn(StandIn):
         # aiplatform_v1's REST transport reads operations under /ui/ (its first HTTP rule); /v1/ also works.
         self.route("GET", r"/(?:v1|ui)" + _PREFIX[3:] + r"/models/(?P<model>[^/]+)/operations/(?P<op>[^/]+)",
                    self._get_operation)
+        self.route("GET", _PREFIX + _MODEL, self._get_model)
+        self.route("GET", _PREFIX + _MODEL + r"/evaluations", self._list_evaluations)
+        self.route("POST", _PREFIX + _MODEL + r"/evaluations:import", self._import_evaluation)
 
     # -- pipeline jobs ---------------------------------------------------------------------------
     def _create_job(self, req: Request, m) -> tuple[int, Any]:
@@ -132,26 +154,109 @@ class VertexStandIn(StandIn):
         from google.cloud import aiplatform_v1
         from google.longrunning import operations_pb2
 
-        decode(req, aiplatform_v1.UploadModelRequest)
-        model_id = str(next(self._ids))
+        request = decode(req, aiplatform_v1.UploadModelRequest)
         self.models.append(req.json())
-        op = f"projects/{m['project']}/locations/{m['location']}/models/{model_id}/operations/{next(self._ids)}"
+        parent = request.parent_model
+        if parent in self.registry:  # a new version of a model the registry holds; it becomes the default
+            entry = self.registry[parent]
+            version = str(max(int(v) for v in entry["versions"]) + 1)
+            entry["versions"].append(version)
+            entry["default"] = version
+            model = parent
+        else:
+            model = f"projects/{m['project']}/locations/{m['location']}/models/{next(self._ids)}"
+            version = "1"
+            self.registry[model] = {"versions": [version], "default": version,
+                                    "display_name": request.model.display_name}
+        op = f"{model}/operations/{next(self._ids)}"
+        self._operations[op] = (model, version)
         if self.upload_done:
-            return 200, self._done(req, op, f"projects/{m['project']}/locations/{m['location']}/models/{model_id}")
+            return 200, self._done(req, op, model, version)
         operation = operations_pb2.Operation(name=op)
         operation.metadata.Pack(aiplatform_v1.UploadModelOperationMetadata.pb()())
         return 200, typed(req, operation)
 
     def _get_operation(self, req: Request, m) -> tuple[int, Any]:
+        op = req.path.split("/", 2)[2]
         model = f"projects/{m['project']}/locations/{m['location']}/models/{m['model']}"
-        return 200, self._done(req, req.path.split("/", 2)[2], model)
+        model, version = self._operations.get(op, (model, "1"))
+        return 200, self._done(req, op, model, version)
+
+    # -- the Model Registry's versions and evaluations ---------------------------------------------
+    def add_model(self, name: str, versions=("1",), default: str = "", display_name: str = "parent",
+                  evaluations: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        """Seed the registry with model ``name`` (``projects/P/locations/L/models/ID``): its ``versions``, the
+        ``default`` one (the last when empty) and per version the evaluations, each plain data
+        (``displayName``, ``metrics``, ``createTime``, ... as the REST API spells a ``ModelEvaluation``)."""
+        from google.cloud import aiplatform_v1
+
+        self.registry[name] = {"versions": list(versions), "default": default or list(versions)[-1],
+                               "display_name": display_name}
+        for version, items in (evaluations or {}).items():
+            for item in items:
+                evaluation = aiplatform_v1.ModelEvaluation.from_json(json.dumps(item))
+                evaluation.name = f"{name}/evaluations/{next(self._ids)}"
+                self.evaluations.setdefault(name, {}).setdefault(version, []).append(evaluation)
+
+    def _now(self) -> str:
+        """A creation time later than every earlier one (RFC 3339, UTC)."""
+        self._clock = getattr(self, "_clock", 0) + 1
+        start = datetime.datetime(2026, 11, 22, 8, 0, tzinfo=datetime.timezone.utc)
+        return (start + datetime.timedelta(seconds=self._clock)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _version(self, m) -> tuple[str, str, dict[str, Any] | None]:
+        """(model name, version id, registry entry) for a ``models/ID[@V]`` path; entry None: unknown."""
+        model = f"projects/{m['project']}/locations/{m['location']}/models/{unquote(m['model'])}"
+        entry = self.registry.get(model)
+        version = unquote(m["version"]) if m["version"] else (entry or {}).get("default", "")
+        if entry is None or version not in entry["versions"]:
+            return model, version, None
+        return model, version, entry
+
+    def _get_model(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        model, version, entry = self._version(m)
+        if entry is None:
+            return 404, google_error(404, f"Model {model}{'@' + version if m['version'] else ''} not found.")
+        aliases = ["default"] if version == entry["default"] else []
+        return 200, typed(req, aiplatform_v1.Model(name=model, version_id=version, version_aliases=aliases,
+                                                   display_name=entry["display_name"]))
+
+    def _list_evaluations(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        model, version, entry = self._version(m)
+        if entry is None:
+            return 404, google_error(404, f"Model {model}@{version} not found.")
+        items = self.evaluations.get(model, {}).get(version, [])
+        start = int((req.query.get("pageToken") or ["0"])[0] or 0)
+        page = items[start:start + self.eval_page_size]
+        more = start + self.eval_page_size < len(items)
+        return 200, typed(req, aiplatform_v1.ListModelEvaluationsResponse(
+            model_evaluations=page, next_page_token=str(start + self.eval_page_size) if more else ""))
+
+    def _import_evaluation(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        request = decode(req, aiplatform_v1.ImportModelEvaluationRequest)
+        model, version, entry = self._version(m)
+        if entry is None:
+            return 404, google_error(404, f"Model {model}@{version} not found.")
+        evaluation = request.model_evaluation
+        if not evaluation.metrics_schema_uri.startswith("gs://"):
+            return 400, google_error(400, "model_evaluation.metrics_schema_uri must be a Cloud Storage URI")
+        evaluation.name = f"{model}/evaluations/{next(self._ids)}"
+        evaluation.create_time = self._now()
+        self.evaluations.setdefault(model, {}).setdefault(version, []).append(evaluation)
+        return 200, typed(req, evaluation)
 
     @staticmethod
-    def _done(req: Request, operation: str, model: str) -> dict[str, Any]:
+    def _done(req: Request, operation: str, model: str, version: str = "1") -> dict[str, Any]:
         from google.cloud import aiplatform_v1
         from google.longrunning import operations_pb2
 
         done = operations_pb2.Operation(name=operation, done=True)
         done.response.Pack(aiplatform_v1.UploadModelResponse.pb(aiplatform_v1.UploadModelResponse(
-            model=model, model_version_id="1")))
+            model=model, model_version_id=version)))
         return typed(req, done)

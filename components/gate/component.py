@@ -1,0 +1,80 @@
+"""gate: a verified Model and what the run measured in; the same Model out only when it passes the job's bars
+(``serving.gate``), so a model that misses one is never registered."""
+from kfp.dsl import Artifact, Input, Metrics, Model, Output
+
+from components.base import component
+
+
+@component
+def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metrics], result: Output[Artifact],
+         config_json: str, verification: Input[Artifact] = None, training_metrics: Input[Metrics] = None,
+         tensorboard: Input[Artifact] = None, tuning_metric: str = "", parent_model: str = "",
+         api_endpoint: str = "", dry_run: bool = False, record_dir: str = ""):
+    """Check what the run measured against ``serving.gate`` in ``config_json``: its ``thresholds``
+    (``accuracy >= 0.8``, ``val_rmse <= 0.3``) and, with ``better_than_parent``, the figures of
+    ``parent_model``'s default version as the Vertex AI Model Registry's evaluation of it records them
+    (``projects/P/locations/L/models/ID``; empty: ``serving.parent_model``).
+
+    What was measured: ``verification`` (``verify_model``'s record: the held-out evaluation, latency),
+    ``training_metrics`` (``train``'s Metrics), ``tensorboard`` (a TensorBoard logs folder: every scalar's last
+    value, e.g. ``validation/epoch_accuracy``), ``tuning_metric`` (the tuning study's best trial as JSON,
+    ``{"val_rmse": 0.21}``); each optional. ``dry_run`` (a local run): no Model Registry call, the parent
+    comparison is skipped with a note.
+
+    Passed: ``gated_model`` is ``model`` (same URI and metadata, plus the gate's lines), ``metrics`` logs
+    ``gate_passed`` and each bar's figure, ``result`` is the record (JSON), also written to
+    ``<record_dir>/gate.json``. Missed: the record is written, every bar's line printed, and the step fails
+    with one ``error:`` line naming the bar missed, so nothing downstream (the upload) runs."""
+    import json
+    import math
+
+    from jobs import gate as gate_lib
+    from jobs.cloud.clients import CloudError
+    from trainers import config as config_lib
+    from trainers.errors import ConfigError
+
+    def fail(line: str):
+        print(f"error: {line}", flush=True)
+        raise SystemExit(1)
+
+    try:
+        cfg = config_lib.load_json(config_json)
+    except ConfigError as exc:
+        fail(str(exc.problems[0]))
+    study_metric = getattr(getattr(cfg, "tuning", None), "metric", "") or ""
+    verified = {}
+    if verification is not None:
+        try:
+            with open(verification.path, encoding="utf-8") as f:
+                verified = json.load(f)
+        except (OSError, ValueError) as exc:
+            fail(f"verification: {verification.path} is not the verify step's JSON record "
+                 f"({' '.join(str(exc).split())[:200]}); valid choices: verify_model's verification output")
+    try:
+        scalars = {}
+        if tensorboard is not None:
+            from jobs.tensorboard import last_values, read_scalars
+
+            scalars = last_values(read_scalars(tensorboard.path))
+        figures = gate_lib.measured(training=dict(training_metrics.metadata) if training_metrics is not None else {},
+                                    scalars=scalars, tuning=gate_lib.tuning_figures(tuning_metric, study_metric),
+                                    verification=verified if isinstance(verified, dict) else {})
+        outcome = gate_lib.run(cfg.serving.gate, figures, parent_model=parent_model or cfg.serving.parent_model,
+                               dry_run=dry_run, api_endpoint=api_endpoint, record_dir=record_dir)
+    except (gate_lib.GateError, CloudError) as exc:
+        fail(str(exc))
+    record = outcome.to_dict()
+    with open(result.path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+    for line in outcome.notes + outcome.lines:
+        print(f"gate: {line}", flush=True)
+    if not outcome.passed:
+        fail(outcome.missed)
+    metrics.log_metric("gate_passed", 1.0)
+    for check in outcome.checks:
+        if check.measured is not None and math.isfinite(check.measured) and not check.bar.parent:
+            metrics.log_metric(check.bar.metric, float(check.measured))
+    gated_model.uri = model.uri
+    gated_model.metadata.update({**dict(model.metadata), "gate": {"passed": True, "bars": outcome.lines}})
+    print(f"gate: passed{f' ({len(outcome.checks)} bars)' if outcome.checks else ''}: {model.uri} goes on to the "
+          "Model Registry", flush=True)

@@ -130,8 +130,8 @@ def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_
     job.write_text("serving:\n  gate:\n    treshold: ['accuracy >= 0.8']\n")
     with pytest.raises(ConfigError) as err:
         config_lib.load(str(job))
-    assert str(err.value) == ("serving.gate.treshold: unknown field; did you mean 'thresholds'? fields of serving.gate "
-                              "are; valid choices: thresholds, better_than_parent")
+    assert str(err.value) == ("serving.gate.treshold: unknown field; did you mean 'thresholds'? serving.gate has "
+                              "these fields; valid choices: thresholds, better_than_parent")
 
 
 def test_run_py_validate_prints_one_error_line_per_gate_problem(tmp_path):

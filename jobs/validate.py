@@ -14,6 +14,7 @@ from pathlib import Path
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.rules import Report, check_job
+from jobs.tuning import tuning_problems
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")
@@ -71,6 +72,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
+    p += tuning_problems(cfg)
     return p
 
 

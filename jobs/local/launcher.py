@@ -81,13 +81,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Mapping, Sequence
 
 from jobs.local.vertex_env import (POOL_NAMES, ROLES, output_dirs, replica_environment,
                                  validate_replica_counts, vertex_environment)
 
-__all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_environment",
+__all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "Stopped", "vertex_environment",
            "launch", "main", "RESUMED_RE", "TAIL_LINES"]
 
 RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
@@ -180,6 +181,12 @@ class JobResult:
         return self.failure.describe()
 
 
+class Stopped(KeyboardInterrupt):
+    """``launch(stop=event)`` saw the event set (another thread's Ctrl-C): every replica was stopped the way a
+    KeyboardInterrupt stops them (SIGTERM, grace, SIGKILL). A KeyboardInterrupt, so callers that already clean up
+    after Ctrl-C treat it the same."""
+
+
 class JobFailed(RuntimeError):
     """Raised by ``launch(check=True)``; ``.result`` is the :class:`JobResult`."""
 
@@ -234,8 +241,8 @@ class _Replica:
 class _Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
-    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line):
-        self.number, self.log, self.on_line = number, log, on_line
+    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, replica_env=None, stop=None):
+        self.number, self.log, self.on_line, self.stop = number, log, on_line, stop
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
@@ -247,8 +254,9 @@ class _Attempt:
         self.sel = selectors.DefaultSelector()
         try:
             for r in self.replicas:
+                extra = {**(env or {}), **(replica_env(r.role, r.index) if replica_env else {})}
                 child_env = replica_environment(
-                    os.environ, env,
+                    os.environ, extra,
                     vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
                 r.proc = subprocess.Popen(
@@ -416,6 +424,9 @@ class _Attempt:
         failure is logged and ignored while another worker runs."""
         must_finish = [r for r in self.replicas if r.role not in servers]
         while True:
+            if self.stop is not None and self.stop.is_set():
+                self.log("[launcher] stop requested; stopping all replicas")
+                raise Stopped()
             now = time.monotonic()
             self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
             done = self.reap()
@@ -452,7 +463,9 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            env: Mapping[str, str] | None = None, job_id: str = "local", max_restarts: int = 0,
            timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
-           on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None) -> JobResult:
+           on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
+           replica_env: Callable[[str, int], Mapping[str, str]] | None = None,
+           stop: threading.Event | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -460,6 +473,11 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     ("restart" | "tolerate"): see the module docstring, as for the other contracts.
     ``after_attempt``: called once every replica of an attempt is reaped, on every path (the docker
     runner removes the attempt's containers there: a replica process killed with SIGKILL cannot).
+    ``replica_env(role, index)``: variables for one replica only, over ``env`` (a tuning trial gives each
+    replica its own ``CLOUD_ML_HP_METRIC_FILE``); the Vertex variables still win.
+    ``stop``: a ``threading.Event`` another thread sets to end the job as a KeyboardInterrupt would (every
+    replica SIGTERM, ``grace_s``, SIGKILL; then :class:`Stopped` is raised): the main thread alone gets Ctrl-C,
+    and a job run in a worker thread must still stop the preemption way.
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -515,7 +533,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
 
     while True:
         number += 1
-        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line)
+        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, replica_env, stop)
         try:
             outcome, what = attempt.wait(deadline, servers, on_worker_failure == "tolerate")
             if outcome == "failed":

@@ -234,7 +234,7 @@ def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
 
 def _metric_problem(cfg: config_lib.JobConfig, trials: list[dict[str, Any]]):
     tag = cfg.tuning.metric
-    ids = ", ".join(t["id"] for t in trials)
+    ids = ", ".join(sorted((t["id"] for t in trials), key=int))
     tags = sorted({x for t in trials for x in t.get("reported_tags") or [] if x != tag})
     nan = [t["id"] for t in trials if t.get("metric") is not None]
     said = f"trial{'s' if len(trials) > 1 else ''} {ids} ended (exit 0)"

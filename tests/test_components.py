@@ -59,6 +59,9 @@ EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifact
     "verify_model": ({"model": "system.Model@0.0.1", "dataset": "system.Dataset@0.0.1"},
                      {"verified_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "verification": "system.Artifact@0.0.1"}),
     "upload_model": ({"model": "system.Model@0.0.1"}, {"vertex_model": "google.VertexModel@0.0.1"}),
+    "tune": ({"dataset": "system.Dataset@0.0.1"}, {"model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1",
+                                             "study": "system.Artifact@0.0.1"}),
+    "hyperparameter_tuning_job": ({}, {"model": "system.Model@0.0.1"}),
     "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
                {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
 }
@@ -72,7 +75,8 @@ def test_a_kfp_user_loads_each_yaml_with_typed_artifacts(name):
     spec = loaded.component_spec
     assert spec.implementation.container.image == components.base.DEFAULT_IMAGE
     entry = " ".join(spec.implementation.container.command)
-    assert "kfp.dsl.executor_main" in entry or (name == "custom_training_job" and "jobs.cloud.custom_job" in entry)
+    assert "kfp.dsl.executor_main" in entry or (name == "custom_training_job" and "jobs.cloud.custom_job" in entry) or (
+        name == "hyperparameter_tuning_job" and "jobs.cloud.tuning_job" in entry)
     inputs, outputs = EXPECTED_TYPES.get(name, ({}, {}))
     assert {k: v.type for k, v in (spec.inputs or {}).items() if k in inputs} == inputs
     assert {k: v.type for k, v in (spec.outputs or {}).items() if k in outputs} == outputs

@@ -153,9 +153,24 @@ def _builtin_problems(cfg: config_lib.JobConfig, name: str, field: str, p: confi
     return []
 
 
-def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """Every rule of the ``tuning`` section, one problem each (empty section: none)."""
-    t = cfg.tuning
+def _parameter_problems(t: config_lib.Tuning, name: str, param: config_lib.Parameter) -> list[Problem]:
+    field = f"tuning.parameters.{name}"
+    if not NAME_RE.match(str(name)):
+        return [problem(field, f"{name!r} is not a flag name (--NAME=VALUE): letters, digits, '_', '.', '-'",
+                        [re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_") or "learning_rate"])]
+    if param.type is None:
+        return [problem(f"{field}.type", "missing", TYPES)]
+    p = _range_problems(field, param) if param.type in ("double", "integer") else _values_problems(field, param)
+    if t.algorithm == "grid" and param.type == "double":
+        p.append(problem(field, "grid search takes integer, categorical and discrete parameters only (Vertex's "
+                                "GRID_SEARCH); list the values to try", ["type: discrete, values: [...]",
+                                                                         "algorithm: random"]))
+    return p
+
+
+def section_problems(t: config_lib.Tuning) -> list[Problem]:
+    """The section's own rules, which need nothing else of the job (what ``jobs.cloud.tuning_job`` checks when
+    a KFP user gives it a section directly)."""
     if not t.parameters:
         touched = t.metric or t.goal or t.algorithm or t.max_trials or t.max_failed_trials or t.parallel_trials != 1
         return [problem("tuning.parameters", "the tuning section has no parameters to search; add one or remove "
@@ -184,26 +199,22 @@ def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     elif t.max_trials >= 1 and t.max_failed_trials > t.max_trials:
         p.append(problem("tuning.max_failed_trials", f"{t.max_failed_trials} is more than max_trials ({t.max_trials})",
                          [0, t.max_trials]))
+    for name, param in t.parameters.items():
+        p += _parameter_problems(t, name, param)
+    return p
+
+
+def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """Every rule of the ``tuning`` section, one problem each (empty section: none): the section's own, then
+    what it must agree on with the trainer (flags its arguments already set; the built-in trainer's fields)."""
+    p = section_problems(cfg.tuning)
     args = trainer_args(cfg)
     args_field = "trainer.args" if cfg.trainer.module else "container.args"
-    for name, param in t.parameters.items():
+    for name, param in cfg.tuning.parameters.items():
         field = f"tuning.parameters.{name}"
-        if not NAME_RE.match(str(name)):
-            p.append(problem(field, f"{name!r} is not a flag name (--NAME=VALUE): letters, digits, '_', '.', '-'",
-                             [re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_") or "learning_rate"]))
-            continue
-        if param.type is None:
-            p.append(problem(f"{field}.type", "missing", TYPES))
-            continue
-        shape = _range_problems(field, param) if param.type in ("double", "integer") else _values_problems(field, param)
-        p += shape
         if _sets_flag(args, name):
             p.append(problem(field, f"{args_field} already sets --{name}; the study passes --{name}=VALUE to every "
                                     "trial: remove it from " + args_field, [f"remove --{name} from {args_field}"]))
-        if not cfg.user_trainer and not shape:
+        if not cfg.user_trainer and not _parameter_problems(cfg.tuning, name, param):
             p += _builtin_problems(cfg, name, field, param)
-        if t.algorithm == "grid" and param.type == "double":
-            p.append(problem(field, "grid search takes integer, categorical and discrete parameters only (Vertex's "
-                                    "GRID_SEARCH); list the values to try", ["type: discrete, values: [...]",
-                                                                             "algorithm: random"]))
     return p

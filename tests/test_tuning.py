@@ -437,3 +437,49 @@ def test_ctrl_c_stops_every_trial_and_a_rerun_resumes_the_study(tmp_path):
     assert [t["parameters"] for t in record["trials"][2:]] == [t["parameters"] for t in first["trials"][2:]]
     assert [t["state"] for t in record["trials"]] == ["SUCCEEDED"] * 4
     assert (base / "1" / "model" / "model.npz").stat().st_mtime_ns == kept_model
+
+
+@pytest.mark.timeout(120)
+def test_the_tune_component_gives_the_best_trials_model_and_the_study(tmp_path):
+    from kfp.dsl import Artifact, Metrics, Model
+
+    import components
+
+    cfg = job(tmp_path)
+    model, metrics, record = Model(uri=""), Metrics(uri=str(tmp_path / "m")), Artifact(uri="")
+    components.tune.python_func(config_json=cfg.to_json(), model=model, metrics=metrics, study=record)
+    study_record = json.loads((tmp_path / "study" / "tuning.json").read_text())
+    best = study_record["best_trial"]
+    assert model.uri == best["model_dir"] == str(tmp_path / "study" / best["id"] / "model")
+    assert model.metadata["trial_id"] == best["id"] and model.metadata["val_rmse"] == best["metric"]
+    assert metrics.metadata["val_rmse"] == best["metric"] and metrics.metadata["trials"] == 4
+    assert record.uri == str(tmp_path / "study" / "tuning.json") and record.metadata["best_trial"] == best
+    wrong = job(tmp_path / "w", "tuning.metric=val_loss")
+    with pytest.raises(SystemExit) as exit_:
+        components.tune.python_func(config_json=wrong.to_json(), model=Model(uri=""), metrics=metrics, study=record)
+    assert exit_.value.code == 2
+
+
+CHECK_TRIAL = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "
+               "print('seen', json.dumps({'dir': os.path.isdir(os.path.dirname(f)), 'file': f, 'argv': sys.argv[1:], "
+               "'trial': os.environ['CLOUD_ML_TRIAL_ID'], 'model': os.environ['AIP_MODEL_DIR']}))")
+
+
+@pytest.mark.timeout(60)
+def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_metric_folder(tmp_path):
+    """cloudml-hypertune creates its file's folder check-then-create: replicas starting together would race
+    there, so the folder exists before any replica starts."""
+    from jobs.tuning.local import trial_launch
+
+    cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
+                                f'container.command=["python", "-c", "{CHECK_TRIAL}"]', 'container.args=["--epochs=1"]'])
+    lines = []
+    result = trial_launch(cfg, {"id": "7", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
+                                                          "batch_size": 64}}, str(tmp_path), log=lines.append)
+    assert result.returncode == 0, lines
+    seen = {line.split("] ", 1)[0] + "]": json.loads(line.split(" seen ", 1)[1]) for line in lines if " seen " in line}
+    assert set(seen) == {"[chief-0]", "[worker-0]"}
+    for role, s in seen.items():
+        assert s["dir"] and s["trial"] == "7" and s["model"] == f"{tmp_path}/7/model/"
+        assert s["argv"] == ["--epochs=1", "--learning_rate=0.5", "--units=9", "--optimizer=sgd", "--batch_size=64"]
+        assert s["file"] == f"{tmp_path}/7/hypertune/{role[1:-1]}.metrics"

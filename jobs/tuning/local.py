@@ -140,6 +140,10 @@ def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *,
         command[0] = sys.executable
     env = {**stages.replica_env(cfg), "CLOUD_ML_TRIAL_ID": str(trial["id"])}
 
+    # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
+    # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
+    os.makedirs(os.path.join(tbase, HYPERTUNE_DIR), exist_ok=True)
+
     def replica_env(role: str, index: int) -> dict[str, str]:
         return {"CLOUD_ML_HP_METRIC_FILE": metric_file(base, trial["id"], role, index)}
 

@@ -254,7 +254,9 @@ class Tuning:
     parameters: dict[str, Parameter] = dataclasses.field(default_factory=dict)
     #: unset = Vertex's default (Bayesian optimization; TPE here), or ``bayesian`` said out loud.
     algorithm: Literal["bayesian", "random", "grid"] | None = None
+    #: required with parameters (Vertex's maxTrialCount); a grid search ends sooner when its points run out.
     max_trials: int = 0
+    #: trials at once: processes here (each trial is the whole topology), trial CustomJobs on Vertex.
     parallel_trials: int = 1
     #: failed trials that fail the study; 0 = Vertex decides (here: the first failed trial does).
     max_failed_trials: int = 0

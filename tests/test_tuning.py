@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

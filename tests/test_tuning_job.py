@@ -139,7 +139,7 @@ def test_the_study_spec_and_the_trial_job_are_the_job_files(tmp_path):
     assert artifact["uri"] == model_dir and artifact["metadata"]["trial_id"] == "2"
     assert artifact["metadata"]["metric"] == {"val_rmse": 0.12}
     assert "HyperparameterTuningJob" in proc.stdout and "SUCCEEDED" in proc.stdout
-    assert f"best trial 2: " in proc.stdout
+    assert "best trial 2: " in proc.stdout
 
 
 def test_an_evaluator_keeps_its_pool_position_in_the_trial_job(tmp_path):

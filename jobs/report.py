@@ -506,7 +506,7 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
 
 
 def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, logs_uri: str = "",
-           checkpoints_uri: str = "") -> dict[str, Any]:
+           checkpoints_uri: str = "", study: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report of a run: what ``base`` (a run folder, local or ``gs://`` read through the ``/gcs`` mount)
     holds, with the given parts winning over it. Any part may be missing."""
     from jobs.tensorboard import read_scalars

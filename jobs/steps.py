@@ -186,15 +186,16 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
 
 
 def report(config_json: str = "", verification_file: str = "", logs_uri: str = "", checkpoints_uri: str = "",
-           record_dir: str = "") -> tuple[dict[str, Any], str]:
+           record_dir: str = "", study_file: str = "") -> tuple[dict[str, Any], str]:
     """The run report (``jobs.report``) from whatever is given (a run folder ``record_dir`` fills in what is
     not); written to ``<record_dir>/report.html`` when given. Returns (content, the path written or ``""``)."""
     from jobs import report as report_lib
 
     cfg = config_lib.load_json(config_json) if config_json else None
     verification = (fileio.read_json(verification_file) or {}) if verification_file else None
+    study = (fileio.read_json(study_file) or {}) if study_file else None
     content = report_lib.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
-                                checkpoints_uri=checkpoints_uri)
+                                checkpoints_uri=checkpoints_uri, study=study)
     if not record_dir:
         return content, ""
     return content, report_lib.write(join(record_dir, "report.html"), content)

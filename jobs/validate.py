@@ -15,6 +15,7 @@ from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
 from jobs.gate import gate_problems
 from jobs.hardware.rules import Report, check_job
+from jobs.tuning import tuning_problems
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")
@@ -74,6 +75,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
     p += gate_problems(cfg)  # serving.gate: jobs/gate.py
+    p += tuning_problems(cfg)  # tuning: jobs/tuning
     return p
 
 

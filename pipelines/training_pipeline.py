@@ -1,7 +1,8 @@
 """The training pipeline, for one target: on Vertex AI, [build image] -> validate -> [prepare data] -> Vertex
-CustomJob -> verify -> [gate] -> Model Registry -> report; on this machine (kfp.local), validate -> [prepare
-data] -> train (the job's pools as processes or containers here) -> verify -> [gate] -> the Model Registry
-request, written -> report. The gate (``serving.gate``) is there when the job sets bars.
+CustomJob (or, with a ``tuning:`` section, a HyperparameterTuningJob of that CustomJob) -> verify -> [gate] ->
+Model Registry -> report; on this machine (kfp.local), validate -> [prepare data] -> train (the job's pools as
+processes or containers here; with ``tuning:``, a study of such trials) -> verify -> [gate] -> the Model
+Registry request, written -> report. The gate (``serving.gate``) is there when the job sets bars.
 
 Wiring only, from the published components (``components.published``: the committed ``component.yaml``
 files a KFP user loads), every decision in the library. Each target compiles to its own pipeline: a YAML
@@ -74,6 +75,8 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
         c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
                        **registry_fields(job, location))
 
+    tuned = cfg.tuning.enabled
+
     if target == "local":
         @dsl.pipeline(name=cfg.name, description=_description(cfg, "on this machine"))
         def local_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
@@ -81,7 +84,8 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             job = c.validate_config(config_json=config_json, location=location)
             config = job.outputs["config_json"]
             _, dataset = prepared(config)
-            trained = c.train(config_json=config, **dataset)
+            # the job's pools here: once, or one study of trials (``tuning:``), the best trial's model going on
+            trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
                                       record_dir=job.outputs["base_dir"], **dataset)
             gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
@@ -89,7 +93,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                                            tensorboard=trained.outputs["tensorboard"]))
             c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
                      checkpoints=trained.outputs["checkpoints"], config_json=config,
-                     record_dir=job.outputs["base_dir"])
+                     record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
 
         return local_pipeline
 
@@ -103,38 +107,50 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
         image = c.build_image(config_json=config_json, build_context_uri=build_context_uri)
-        job = c.validate_config(config_json=config_json, image_uri=image.output, location=location)
+        job = c.validate_config(config_json=config_json, image_uri=image.output, location=location,
+                                service_account=service_account, network=network)
         config = job.outputs["config_json"]
         data, dataset = prepared(config)
-        # the project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
-        # that keeps an evaluator at index 3 (jobs/cloud/custom_job.py)
-        custom_job = c.custom_training_job(
-            display_name=job.outputs["display_name"],
-            worker_pool_specs=job.outputs["worker_pool_specs"],
-            base_output_directory=job.outputs["base_output_directory"],
-            restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
-            scheduling_strategy=job.outputs["scheduling_strategy"],
-            timeout=job.outputs["timeout"],
-            max_wait_duration=job.outputs["max_wait_duration"],
-            persistent_resource_id=job.outputs["persistent_resource_id"],
-            service_account=service_account,
-            network=network,
-            tensorboard=job.outputs["tensorboard"],
-            location=location,
-            project=_placeholders.PROJECT_ID_PLACEHOLDER,
-        )
+        if tuned:
+            # one HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send
+            training = c.hyperparameter_tuning_job(
+                display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
+                trial_job_spec=job.outputs["custom_job_spec"], location=location,
+                project=_placeholders.PROJECT_ID_PLACEHOLDER)
+            model = training.outputs["model"]
+            measured = dict(tuning_metric=training.outputs["best_trial"])
+        else:
+            # the project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
+            # that keeps an evaluator at index 3 (jobs/cloud/custom_job.py)
+            training = c.custom_training_job(
+                display_name=job.outputs["display_name"],
+                worker_pool_specs=job.outputs["worker_pool_specs"],
+                base_output_directory=job.outputs["base_output_directory"],
+                restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
+                scheduling_strategy=job.outputs["scheduling_strategy"],
+                timeout=job.outputs["timeout"],
+                max_wait_duration=job.outputs["max_wait_duration"],
+                persistent_resource_id=job.outputs["persistent_resource_id"],
+                service_account=service_account,
+                network=network,
+                tensorboard=job.outputs["tensorboard"],
+                location=location,
+                project=_placeholders.PROJECT_ID_PLACEHOLDER,
+            )
+            # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
+            model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
+            logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
+            measured = dict(tensorboard=logs.output)
         if data is not None:
-            custom_job.after(data)
-        # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
-        model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(custom_job)
-        logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(custom_job)
-        verified = c.verify_model(model=model.output, sample_request=sample_request,
+            training.after(data)
+        verified = c.verify_model(model=model, sample_request=sample_request,
                                   record_dir=job.outputs["base_output_directory"], **dataset)
         gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
-                         measured=dict(tensorboard=logs.output), project=_placeholders.PROJECT_ID_PLACEHOLDER,
+                         measured=measured, project=_placeholders.PROJECT_ID_PLACEHOLDER,
                          pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
-        c.report(verification=verified.outputs["verification"], tensorboard=logs.output, config_json=config,
-                 record_dir=job.outputs["base_output_directory"])
+        c.report(verification=verified.outputs["verification"], config_json=config,
+                 record_dir=job.outputs["base_output_directory"],
+                 **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))
 
     return vertex_pipeline
 

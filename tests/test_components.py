@@ -63,6 +63,9 @@ EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifact
              {"gated_model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1", "result": "system.Artifact@0.0.1"}),
     "upload_model": ({"model": "system.Model@0.0.1", "gate_record": "system.Artifact@0.0.1"},
                      {"vertex_model": "google.VertexModel@0.0.1"}),
+    "tune": ({"dataset": "system.Dataset@0.0.1"}, {"model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1",
+                                             "study": "system.Artifact@0.0.1"}),
+    "hyperparameter_tuning_job": ({}, {"model": "system.Model@0.0.1"}),
     "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
                {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
 }
@@ -76,7 +79,8 @@ def test_a_kfp_user_loads_each_yaml_with_typed_artifacts(name):
     spec = loaded.component_spec
     assert spec.implementation.container.image == components.base.DEFAULT_IMAGE
     entry = " ".join(spec.implementation.container.command)
-    assert "kfp.dsl.executor_main" in entry or (name == "custom_training_job" and "jobs.cloud.custom_job" in entry)
+    assert "kfp.dsl.executor_main" in entry or (name == "custom_training_job" and "jobs.cloud.custom_job" in entry) or (
+        name == "hyperparameter_tuning_job" and "jobs.cloud.tuning_job" in entry)
     inputs, outputs = EXPECTED_TYPES.get(name, ({}, {}))
     assert {k: v.type for k, v in (spec.inputs or {}).items() if k in inputs} == inputs
     assert {k: v.type for k, v in (spec.outputs or {}).items() if k in outputs} == outputs
@@ -129,12 +133,13 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
         doc = yaml.safe_load(components.yaml_path(name).read_text())
         (executor,) = doc["deploymentSpec"]["executors"].values()
         published[json.dumps([executor["container"]["command"], executor["container"].get("args")])] = name
-    ours = []  # the Vertex pipeline and the local one, together, of a job with every optional step
-    cfg = config_lib.load("local", ["serving.gate.thresholds=[accuracy >= 0.5]"])
-    for target in ("vertex", "local"):
-        compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / f"{target}.yaml"),
-                                                        target, base_image=IMAGE)).read_text())
-        ours += [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
+    ours = []  # the Vertex pipelines and the local ones, together, of a job with a gate and of a study
+    jobs = [config_lib.load("local", ["serving.gate.thresholds=[accuracy >= 0.5]"]), config_lib.load("tuning")]
+    for n, cfg in enumerate(jobs):
+        for target in ("vertex", "local"):
+            compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / f"{target}-{n}.yaml"),
+                                                            target, base_image=IMAGE)).read_text())
+            ours += [e for e in compiled["deploymentSpec"]["executors"].values() if "container" in e]
     used = {published.get(json.dumps([e["container"]["command"], e["container"].get("args")])) for e in ours}
     assert None not in used, "a container task that is not one of the published components"
     assert used == set(components.NAMES)  # every one of them, the CustomJob step included

@@ -181,6 +181,17 @@ def output_dirs(info: ClusterInfo | None, base_output_dir: str) -> dict[str, str
     return {key: (given.get(key) or join(base_output_dir, leaf)).rstrip("/") for key, (_, leaf) in OUTPUT_LAYOUT.items()}
 
 
+def record_dir(info: ClusterInfo, base_output_dir: str) -> str:
+    """Where the chief writes the run's records (``metrics.json``): the folder that holds ``AIP_MODEL_DIR`` when
+    it is set, else ``base_output_dir``. For a plain job both are the same folder (``AIP_MODEL_DIR`` is
+    ``<base>/model/``); a tuning trial's ``AIP_MODEL_DIR`` is ``<base>/<trial_id>/model/`` (Vertex's layout for
+    a trial), so each trial's figures land in its own ``<base>/<trial_id>/`` and parallel trials never
+    overwrite one another's."""
+    if not info.model_dir or not info.model_dir.rstrip("/"):
+        return base_output_dir
+    return info.model_dir.rstrip("/").rsplit("/", 1)[0] or "/"
+
+
 def replica_dir(info: ClusterInfo, directory: str) -> str:
     """The chief writes ``directory``; every other replica a throwaway ``directory/workertemp_<id>``
     (the lab seed's pattern: saving can involve collectives, so all replicas must save somewhere)."""

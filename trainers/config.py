@@ -14,6 +14,8 @@ A job config describes everything needed to run one training job, locally or on 
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
 * ``serving``    the Model Registry entry (prediction container, display name, parent model, labels), the
   sample request the verify step sends to the exported model, and the gate before registration.
+* ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
+  (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -32,6 +34,7 @@ import dataclasses
 import difflib
 import json
 import os
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -265,6 +268,41 @@ class Serving:
 
 
 @dataclasses.dataclass
+class Parameter:
+    """One hyperparameter of ``tuning.parameters`` (the names of aiplatform's ``hyperparameter_tuning`` specs).
+    Every replica of a trial gets it as ``--NAME=VALUE`` after ``trainer.args``, as Vertex passes it."""
+    #: double and integer: a range (``min``, ``max``, ``scale``); categorical: strings; discrete: numbers.
+    type: Literal["double", "integer", "categorical", "discrete"] | None = None
+    min: float | None = None
+    max: float | None = None
+    #: how the search spreads the range: ``log`` favours small values, ``reverse_log`` values near ``max``;
+    #: unset = linear (Vertex's SCALE_TYPE_UNSPECIFIED); never for categorical.
+    scale: Literal["linear", "log", "reverse_log"] | None = None
+    values: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Tuning:
+    """A hyperparameter study: no ``parameters`` = no tuning (``jobs.tuning``)."""
+    #: the tag the trainer reports with cloudml-hypertune (``report_hyperparameter_tuning_metric``).
+    metric: str = ""
+    goal: Literal["minimize", "maximize"] | None = None
+    parameters: dict[str, Parameter] = dataclasses.field(default_factory=dict)
+    #: unset = Vertex's default (Bayesian optimization; TPE here), or ``bayesian`` said out loud.
+    algorithm: Literal["bayesian", "random", "grid"] | None = None
+    #: required with parameters (Vertex's maxTrialCount); a grid search ends sooner when its points run out.
+    max_trials: int = 0
+    #: trials at once: processes here (each trial is the whole topology), trial CustomJobs on Vertex.
+    parallel_trials: int = 1
+    #: failed trials that fail the study; 0 = Vertex decides (here: the first failed trial does).
+    max_failed_trials: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.parameters)
+
+
+@dataclasses.dataclass
 class JobConfig:
     name: str = "tf-train"
     trainer: Trainer = dataclasses.field(default_factory=Trainer)
@@ -277,6 +315,7 @@ class JobConfig:
     output: Output = dataclasses.field(default_factory=Output)
     scheduling: Scheduling = dataclasses.field(default_factory=Scheduling)
     serving: Serving = dataclasses.field(default_factory=Serving)
+    tuning: Tuning = dataclasses.field(default_factory=Tuning)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -322,7 +361,22 @@ class JobConfig:
 # Building a typed config from plain data, with field-path errors.
 
 
+def _optional(tp: Any) -> Any:
+    """``X`` for ``X | None`` (a field whose absence means something: unset), else None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0]
+    return None
+
+
 def _type_name(tp: Any) -> str:
+    if _optional(tp) is not None:
+        return _type_name(_optional(tp))
+    if tp is Any:
+        return "a string or a number"
+    if typing.get_origin(tp) is dict:
+        return "a mapping"
     if typing.get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is list:
@@ -333,6 +387,13 @@ def _type_name(tp: Any) -> str:
 
 
 def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
+    if _optional(tp) is not None:  # unset (None, or "" from --set key=) keeps the default: None
+        return None if value is None or value == "" else _coerce(value, _optional(tp), path, problems)
+    if tp is Any:  # a scalar of a list whose items' type is a matter of meaning (tuning values), not of shape
+        if isinstance(value, (str, int, float, bool)):
+            return value
+        problems.append(problem(path, f"expected a string or a number, got {type(value).__name__} {value!r}"))
+        return None
     origin = typing.get_origin(tp)
     if origin is Literal:
         choices = typing.get_args(tp)
@@ -342,9 +403,10 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         problems.append(problem(path, f"{value!r} is not allowed{hint}", choices))
         return None
-    if origin is dict:  # labels, trainer.env: str -> str
+    if origin is dict:  # labels, trainer.env: str -> str; tuning.parameters: str -> Parameter
         if not isinstance(value, dict):
-            problems.append(problem(path, f"expected a mapping of strings, got {type(value).__name__} {value!r}"))
+            what = "a mapping of strings" if typing.get_args(tp)[1] is str else "a mapping"
+            problems.append(problem(path, f"expected {what}, got {type(value).__name__} {value!r}"))
             return None
         key_tp, item_tp = typing.get_args(tp)
         if item_tp is str:  # YAML reads `TF_USE_LEGACY_KERAS: 1` as a number: an env value is its text

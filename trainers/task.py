@@ -6,7 +6,9 @@ evaluator runs the side-car loop (``trainers.evaluator``); under ``parameter_ser
 (``trainers.train_ps``) while workers and parameter servers serve it; otherwise every replica trains
 (``trainers.train``); a parameter server that no strategy uses says so and exits 0.
 ``--config-json`` takes the whole config as JSON (how the pipeline passes it to Vertex replicas).
-``--job-dir`` (AI Platform passes it) sets ``output.base_dir``.
+``--job-dir`` (AI Platform passes it) sets ``output.base_dir``. ``--SECTION.FIELD=VALUE`` is an override like
+``--set SECTION.FIELD=VALUE``: how a Vertex hyperparameter tuning trial passes its values (``--NAME=VALUE`` after
+the job's own arguments; ``tuning.parameters`` names them ``training.learning_rate`` etc.).
 
 Exit codes: 0 done; 2 bad config/data (one line per problem); 42 preempted after saving a checkpoint
 (``trainers.checkpoint.EXIT_PREEMPTED``); 3 TPU unavailable; 5 a parameter server was lost (parameter-server
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 
 from trainers import config as config_lib
@@ -33,7 +36,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     src.add_argument("--config-json", help="the whole job config as JSON")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--job-dir", help="AI Platform's job dir: sets output.base_dir")
-    return parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    bad = [a for a in extra if not HYPERPARAMETER_RE.match(a)]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)} (a hyperparameter is --SECTION.FIELD=VALUE, e.g. "
+                     "--training.learning_rate=0.01)")
+    args.overrides += [a[2:] for a in extra]
+    return args
+
+
+#: A Vertex tuning trial's flag for the built-in trainer: ``--training.learning_rate=0.01``.
+HYPERPARAMETER_RE = re.compile(r"^--[A-Za-z_]\w*\.[A-Za-z_]\w*=")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -432,6 +432,6 @@ def export_and_record(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, 
                      metadata={"model": cfg.model.name, "steps": result["steps"], "job": cfg.name,
                                "trained_precision": choice.policy})
         tf.io.gfile.makedirs(base)
-        fileio.write_json_atomic(join(base, "metrics.json"), result)
+        fileio.write_json_atomic(join(cluster_lib.record_dir(info, base), "metrics.json"), result)
         print(f"exported model to {dirs['model']}", flush=True)
     return result

@@ -8,11 +8,14 @@ from components.base import component
 @component
 def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[ClassificationMetrics],
            verification: Input[Artifact] = None, tensorboard: Input[Artifact] = None,
-           checkpoints: Input[Artifact] = None, config_json: str = "", record_dir: str = ""):
+           checkpoints: Input[Artifact] = None, config_json: str = "", record_dir: str = "",
+           study: Input[Artifact] = None):
     """The run report: every scalar under ``tensorboard`` (a TensorBoard logs folder: each series plotted and
     named), the verification record (``verify_model``'s ``verification``: signature, inputs/outputs, latency,
     predictions; a classifier's accuracy, confusion matrix and sample images), the ``checkpoints`` kept, and
-    the job (from ``config_json``, and ``record_dir``'s ``training.json`` when the run is this project's).
+    the job (from ``config_json``, and ``record_dir``'s ``training.json`` when the run is this project's), a
+    hyperparameter study (``study``: ``tune``'s or ``hyperparameter_tuning_job``'s record: every trial, the best
+    one marked) and the gate's verdict (``<record_dir>/gate.json``).
     Every input is optional; what is missing is said, never an error.
 
     Outputs: ``report`` (one self-contained HTML page: the Vertex Pipelines UI shows it), ``summary``
@@ -22,7 +25,8 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
 
     content, written = steps.report(config_json, verification.path if verification is not None else "",
                                      tensorboard.uri if tensorboard is not None else "",
-                                     checkpoints.uri if checkpoints is not None else "", record_dir)
+                                     checkpoints.uri if checkpoints is not None else "", record_dir,
+                                     study_file=study.path if study is not None else "")
     with open(report.path, "w", encoding="utf-8") as f:
         f.write(content["html"])
     with open(summary.path, "w", encoding="utf-8") as f:

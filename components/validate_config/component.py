@@ -7,14 +7,15 @@ from components.base import component
 
 
 @component
-def validate_config(config_json: str, image_uri: str = "", location: str = "", check_files: bool = False) -> NamedTuple(
+def validate_config(config_json: str, image_uri: str = "", location: str = "", check_files: bool = False,
+                    service_account: str = "", network: str = "") -> NamedTuple(
         "ValidatedJob", [("config_json", str), ("display_name", str), ("worker_pool_specs", list),
                          ("base_output_directory", str), ("scheduling_strategy", str),
                          ("restart_job_on_worker_restart", bool), ("timeout", str), ("tensorboard", str),
                          ("base_dir", str), ("model_dir", str), ("tensorboard_dir", str),
                          ("model_display_name", str), ("model_labels", dict), ("serving_image", str),
                          ("parent_model", str), ("warnings", str), ("custom_job_spec", dict),
-                         ("max_wait_duration", str), ("persistent_resource_id", str)]):
+                         ("max_wait_duration", str), ("persistent_resource_id", str), ("tuning", dict)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -22,13 +23,16 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     prediction container serves the model (default: the config's ``topology.region``). ``check_files``:
     also check local files (data folder, a user trainer's ``source_dir``/module/requirements); off by
     default, since on Vertex the config's local paths are the submitter's, not this container's.
+    ``service_account``/``network``: the submission's (``run.py --service-account``/``--network``), set in
+    ``custom_job_spec`` as the training step sets them.
 
     Outputs: the normalised config; ``custom_job_spec``, THE Vertex ``CustomJobSpec`` of the job
     (``jobs.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
     ``container_spec`` with ``trainer.env``; a HyperparameterTuningJob's trial job too) and its parts one by
     one (``worker_pool_specs`` padded to four, scheduling, output directory, TensorBoard) for
     ``custom_training_job``; ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job writes, as Vertex
-    lays it out); the Model Registry fields; warnings, one per line."""
+    lays it out); the Model Registry fields; warnings, one per line; ``tuning``: the config's ``tuning``
+    section (empty parameters: no study)."""
     from collections import namedtuple
 
     from jobs import job_spec, steps, validate
@@ -38,7 +42,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     try:
         cfg = config_lib.load_json(config_json).with_image(image_uri)  # a built image wins
         report = validate.validate_or_raise(cfg, check_data=check_files)
-        spec = job_spec.custom_job_spec(cfg)
+        spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
         serving = steps.serving_fields(cfg, location or cfg.topology.region)
     except ConfigError as exc:
         for problem in exc.problems:
@@ -46,15 +50,17 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         raise SystemExit(2) from None
     for w in report.warnings:
         print(f"warning: {w}")
+    import dataclasses
+
     parts = job_spec.parts(spec)
     dirs = job_spec.output_dirs(cfg)
     fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
               "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
               "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
-              "max_wait_duration", "persistent_resource_id"]
+              "max_wait_duration", "persistent_resource_id", "tuning"]
     return namedtuple("ValidatedJob", fields)(
         cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
         parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
         config_lib.resolved_base_dir(cfg), dirs["model"], dirs["logs"], serving["display_name"], serving["labels"],
         serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
-        parts["max_wait_duration"], parts["persistent_resource_id"])
+        parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning))

@@ -86,21 +86,23 @@ def resource_uri(name: str, location: str, api_endpoint: str = "") -> str:
     return f"{base if '://' in base else 'https://' + base}/v1/{name}"
 
 
-def write_gcp_resources(path: str, name: str, location: str, api_endpoint: str = "") -> None:
+def write_gcp_resources(path: str, name: str, location: str, api_endpoint: str = "",
+                        resource_type: str = "CustomJob") -> None:
     """GCPC's ``gcp_resources`` output (a ``GcpResources`` proto as JSON): what links the job in the console."""
     from google.protobuf import json_format
     from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
 
     resources = GcpResources()
     resource = resources.resources.add()
-    resource.resource_type = "CustomJob"
+    resource.resource_type = resource_type
     resource.resource_uri = resource_uri(name, location, api_endpoint)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json_format.MessageToJson(resources))
 
 
-def existing_job(path: str) -> str | None:
-    """The CustomJob a previous attempt of this task created (its ``gcp_resources``), or None."""
+def existing_job(path: str, resource_type: str = "CustomJob", collection: str = "customJobs") -> str | None:
+    """The job (a CustomJob, or ``resource_type`` in ``collection``) a previous attempt of this task created
+    (its ``gcp_resources``), or None."""
     from google.protobuf import json_format
     from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
 
@@ -110,10 +112,10 @@ def existing_job(path: str) -> str | None:
         resources = json_format.Parse(Path(path).read_text(), GcpResources())
     except json_format.ParseError as exc:
         raise clients.CloudError(f"gcp_resources {path} is not GCPC's format: {exc}") from None
-    uris = [r.resource_uri for r in resources.resources if r.resource_type == "CustomJob"]
-    match = re.search(r"/v1/(projects/[^/]+/locations/[^/]+/customJobs/[^/]+)$", uris[0]) if len(uris) == 1 else None
+    uris = [r.resource_uri for r in resources.resources if r.resource_type == resource_type]
+    match = re.search(rf"/v1/(projects/[^/]+/locations/[^/]+/{collection}/[^/]+)$", uris[0]) if len(uris) == 1 else None
     if not match:
-        raise clients.CloudError(f"gcp_resources {path} names no single CustomJob: {uris}")
+        raise clients.CloudError(f"gcp_resources {path} names no single {resource_type}: {uris}")
     return match.group(1)
 
 

@@ -83,13 +83,14 @@ import selectors
 import signal
 import socket
 import subprocess
+import threading
 import time
 from typing import Callable, Mapping, Sequence
 
 from jobs.local.vertex_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
                                    validate_replica_counts, vertex_environment)
 
-__all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "vertex_environment",
+__all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "Stopped", "vertex_environment",
            "launch", "RESUMED_RE", "TAIL_LINES"]
 
 RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
@@ -182,6 +183,12 @@ class JobResult:
         return self.failure.describe()
 
 
+class Stopped(KeyboardInterrupt):
+    """``launch(stop=event)`` saw the event set (another thread's Ctrl-C): every replica was stopped the way a
+    KeyboardInterrupt stops them (SIGTERM, grace, SIGKILL). A KeyboardInterrupt, so callers that already clean up
+    after Ctrl-C treat it the same."""
+
+
 class JobFailed(RuntimeError):
     """Raised by ``launch(check=True)``; ``.result`` is the :class:`JobResult`."""
 
@@ -236,8 +243,9 @@ class _Replica:
 class _Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
-    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env):
-        self.number, self.log, self.on_line = number, log, on_line
+    def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env=None,
+                 stop=None):
+        self.number, self.log, self.on_line, self.stop = number, log, on_line, stop
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
@@ -249,8 +257,9 @@ class _Attempt:
         self.sel = selectors.DefaultSelector()
         try:
             for r in self.replicas:
+                extra = {**(env or {}), **(replica_env(r.role, r.index) if replica_env else {})}
                 child_env = replica_environment(
-                    base_env, env, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
+                    base_env, extra, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
                 r.proc = subprocess.Popen(
                     list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -417,6 +426,9 @@ class _Attempt:
         failure is logged and ignored while another worker runs."""
         must_finish = [r for r in self.replicas if r.role not in servers]
         while True:
+            if self.stop is not None and self.stop.is_set():
+                self.log("[launcher] stop requested; stopping all replicas")
+                raise Stopped()
             now = time.monotonic()
             self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
             done = self.reap()
@@ -454,7 +466,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            timeout_s: float | None = None, grace_s: float = 5.0, cwd: str | None = None,
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
            on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
-           base_env: Mapping[str, str] | None = None) -> JobResult:
+           base_env: Mapping[str, str] | None = None, replica_env: Callable[[str, int], Mapping[str, str]] | None = None,
+           stop: threading.Event | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -464,6 +477,11 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     runner removes the attempt's containers there: a replica process killed with SIGKILL cannot).
     ``base_env``: what every replica process starts from (default :func:`process_base`; the docker runner's
     replica processes are its own container stand-ins, which need the engine's settings).
+    ``replica_env(role, index)``: variables for one replica only, over ``env`` (a tuning trial gives each
+    replica its own ``CLOUD_ML_HP_METRIC_FILE``); the Vertex variables still win.
+    ``stop``: a ``threading.Event`` another thread sets to end the job as a KeyboardInterrupt would (every
+    replica SIGTERM, ``grace_s``, SIGKILL; then :class:`Stopped` is raised): the main thread alone gets Ctrl-C,
+    and a job run in a worker thread must still stop the preemption way.
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -520,7 +538,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
 
     while True:
         number += 1
-        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env)
+        attempt = _Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env, stop)
         try:
             outcome, what = attempt.wait(deadline, servers, on_worker_failure == "tolerate")
             if outcome == "failed":

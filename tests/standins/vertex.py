@@ -13,6 +13,11 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``custom_jobs`` (what would be sent to Vertex: the worker pools by position);
 * ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states``; a FAILED end carries
   ``custom_error``; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
+* ``POST .../hyperparameterTuningJobs`` (a ``HyperparameterTuningJob``) -> the job with a server-assigned id,
+  state PENDING; kept in ``tuning_jobs``; ``GET .../hyperparameterTuningJobs/ID`` -> its state advancing through
+  ``tuning_states``, a SUCCEEDED end carrying ``tuning_trials`` as the job's trials (each
+  ``{"id", "parameters", "metric", "state"}``, the metric under the study's metric id as the final measurement),
+  a FAILED end ``tuning_error``; ``POST .../hyperparameterTuningJobs/ID:cancel`` -> CANCELLED (in ``cancelled``);
 * ``POST .../models:upload`` (an ``UploadModelRequest`` without its parent) -> a long-running operation,
   not done (done at once with ``upload_done=True``); ``GET .../models/M/operations/O`` -> done, with an
   ``UploadModelResponse``. With a ``parentModel`` the stand-in's registry holds (:meth:`add_model`), the
@@ -46,7 +51,8 @@ class VertexStandIn(StandIn):
                  failed_task: str = "train-vertex", task_message: str = "Replica workerpool0-0 exited with a non-zero status of 1.",
                  upload_done: bool = False, custom_states=("RUNNING", "SUCCEEDED"),
                  custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1.",
-                 eval_page_size: int = 2):
+                 eval_page_size: int = 2, tuning_states=("RUNNING", "SUCCEEDED"), tuning_trials=(),
+                 tuning_error: str = "3 trials failed; the maximum number of failed trials is 3."):
         super().__init__()
         self.eval_page_size = eval_page_size
         # the Model Registry: model name -> {"versions": [ids], "default": id, "display_name": ...}
@@ -61,6 +67,8 @@ class VertexStandIn(StandIn):
         self.jobs: dict[str, dict[str, Any]] = {}
         self.gets: dict[str, int] = {}
         self.custom_jobs: dict[str, Any] = {}  # id -> the aiplatform_v1.CustomJob as received (+ name/state)
+        self.tuning_states, self.tuning_trials, self.tuning_error = list(tuning_states), list(tuning_trials), tuning_error
+        self.tuning_jobs: dict[str, Any] = {}  # id -> the aiplatform_v1.HyperparameterTuningJob as received
         self.cancelled: list[str] = []
         self.models: list[dict[str, Any]] = []
         self._ids = itertools.count(1000)
@@ -69,6 +77,9 @@ class VertexStandIn(StandIn):
         self.route("POST", _PREFIX + r"/customJobs", self._create_custom_job)
         self.route("GET", _PREFIX + r"/customJobs/(?P<job>[^/:]+)", self._get_custom_job)
         self.route("POST", _PREFIX + r"/customJobs/(?P<job>[^/:]+):cancel", self._cancel_custom_job)
+        self.route("POST", _PREFIX + r"/hyperparameterTuningJobs", self._create_tuning_job)
+        self.route("GET", _PREFIX + r"/hyperparameterTuningJobs/(?P<job>[^/:]+)", self._get_tuning_job)
+        self.route("POST", _PREFIX + r"/hyperparameterTuningJobs/(?P<job>[^/:]+):cancel", self._cancel_tuning_job)
         self.route("POST", _PREFIX + r"/models:upload", self._upload_model)
         # aiplatform_v1's REST transport reads operations under /ui/ (its first HTTP rule); /v1/ also works.
         self.route("GET", r"/(?:v1|ui)" + _PREFIX[3:] + r"/models/(?P<model>[^/]+)/operations/(?P<op>[^/]+)",
@@ -145,6 +156,56 @@ class VertexStandIn(StandIn):
         job = self.custom_jobs.get(m["job"])
         if job is None:
             return 404, google_error(404, f"CustomJob {m['job']} not found")
+        self.cancelled.append(m["job"])
+        job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
+        return 200, {}
+
+    # -- hyperparameter tuning jobs ----------------------------------------------------------------
+    def _create_tuning_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        job = decode(req, aiplatform_v1.HyperparameterTuningJob)
+        pools = job.trial_job_spec.worker_pool_specs
+        if not pools or not pools[0].machine_spec.machine_type:
+            return 400, google_error(400, "trial_job_spec.worker_pool_specs[0] must specify a machine type")
+        if not job.study_spec.metrics or not job.study_spec.parameters or job.max_trial_count < 1:
+            return 400, google_error(400, "study_spec needs a metric and a parameter; max_trial_count must be > 0")
+        job_id = str(next(self._ids))
+        job.name = f"projects/{m['project']}/locations/{m['location']}/hyperparameterTuningJobs/{job_id}"
+        job.state = aiplatform_v1.JobState.JOB_STATE_PENDING
+        job.create_time = "2026-11-22T08:00:00Z"
+        self.tuning_jobs[job_id] = job
+        self.gets[job_id] = 0
+        return 200, typed(req, job)
+
+    def _get_tuning_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        job = self.tuning_jobs.get(m["job"])
+        if job is None:
+            return 404, google_error(404, f"HyperparameterTuningJob {m['job']} not found")
+        if m["job"] not in self.cancelled:
+            n = self.gets[m["job"]] = self.gets.get(m["job"], 0) + 1
+            state = self.tuning_states[min(n, len(self.tuning_states)) - 1]
+            job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
+            if state == "FAILED":
+                job.error = {"code": 9, "message": self.tuning_error}
+            if state == "SUCCEEDED":
+                metric_id = job.study_spec.metrics[0].metric_id
+                job.trials = [{"id": t["id"], "state": t.get("state", "SUCCEEDED"),
+                               "parameters": [{"parameter_id": k, "value": v} for k, v in t["parameters"].items()],
+                               "final_measurement": {"step_count": 3, "metrics": (
+                                   [{"metric_id": metric_id, "value": t["metric"]}] if t.get("metric") is not None
+                                   else [])}} for t in self.tuning_trials]
+        return 200, typed(req, job)
+
+    def _cancel_tuning_job(self, req: Request, m) -> tuple[int, Any]:
+        from google.cloud import aiplatform_v1
+
+        decode(req, aiplatform_v1.CancelHyperparameterTuningJobRequest, body=req.json() or {})
+        job = self.tuning_jobs.get(m["job"])
+        if job is None:
+            return 404, google_error(404, f"HyperparameterTuningJob {m['job']} not found")
         self.cancelled.append(m["job"])
         job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
         return 200, {}

@@ -1,0 +1,304 @@
+"""The Vertex branch's tuning step: the job file's ``tuning:`` section as one Vertex AI HyperparameterTuningJob,
+whose trial job is exactly the CustomJob spec the training step would send.
+
+Why not GCPC's ``HyperparameterTuningJobRunOp``: its launcher goes through the same
+``JobRemoteRunner.create_job`` as its CustomJob op, which removes empty entries recursively, so a ``{}`` pool kept
+for an evaluator's position would be dropped (``jobs/cloud/custom_job.py`` says why that matters), and it sends
+the spec pieces as strings pasted into one JSON payload. This module is modelled on ``jobs.cloud.custom_job``:
+
+* :func:`study_spec` maps the section onto ``StudySpec``: the metric (``metric_id`` + MINIMIZE/MAXIMIZE), each
+  parameter's spec (``double_value_spec``/``integer_value_spec``/``categorical_value_spec``/
+  ``discrete_value_spec``, ``scale_type`` UNIT_LINEAR_SCALE/UNIT_LOG_SCALE/UNIT_REVERSE_LOG_SCALE, unset when
+  the section leaves it unset), the algorithm (unset or ``bayesian`` -> ALGORITHM_UNSPECIFIED, Vertex's
+  Bayesian optimization; ``random`` -> RANDOM_SEARCH; ``grid`` -> GRID_SEARCH) and LAST_MEASUREMENT (what a
+  local study counts, and what Vertex does when unset; GCPC's op defaults to BEST_MEASUREMENT);
+* :func:`tuning_job` builds the ``aiplatform_v1.HyperparameterTuningJob`` strictly (``json_format.ParseDict``,
+  unknown fields refused) from that, the trial counts and ``trial_job_spec``, a ``CustomJobSpec`` given as a
+  dict in proto field names (worker pools by position, ``{}`` kept between used pools), with the run's system
+  labels;
+* :func:`run` creates it under the client policy (``kind=CREATE_SERVER_ID``: the job's id is Vertex's, a create
+  whose answer was lost is not repeated), writes ``gcp_resources`` (GCPC's format, resource type
+  ``HyperparameterTuningJob``), follows a job an earlier attempt of the task created instead of creating
+  another, polls to a terminal state, cancels the job on SIGTERM (the pipeline was cancelled); a failed job is
+  one line carrying its error;
+* :func:`best_trial` picks the best SUCCEEDED trial from the finished job (Vertex names none:
+  python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
+  ``AIP_MODEL_DIR`` to ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
+  https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec).
+
+``python3 -m jobs.cloud.tuning_job`` (:func:`main`) is what the ``hyperparameter_tuning_job`` component runs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from jobs.cloud import clients
+from jobs.cloud.custom_job import Terminated, existing_job, system_labels, write_gcp_resources
+from jobs.job_spec import pools_by_position
+
+RESOURCE, COLLECTION = "HyperparameterTuningJob", "hyperparameterTuningJobs"
+ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "bayesian": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH",
+              "grid": "GRID_SEARCH"}
+SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
+_RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
+            "JOB_STATE_UPDATING", "JOB_STATE_UNSPECIFIED")
+
+
+def tuning_section(tuning: Any):
+    """The ``tuning`` section (a ``trainers.config.Tuning`` or its plain dict, as a pipeline passes it), shape-
+    and rule-checked; a problem is one CloudError line naming the field."""
+    from jobs.tuning.spec import section_problems
+    from trainers import config as config_lib
+    from trainers.errors import ConfigError, problem
+
+    if isinstance(tuning, config_lib.Tuning):
+        section = tuning
+    else:
+        try:
+            section = config_lib.from_dict({"tuning": tuning if tuning is not None else {}}).tuning
+        except ConfigError as exc:
+            raise clients.CloudError("; ".join(str(p) for p in exc.problems)) from None
+    problems = section_problems(section)
+    if not problems and not section.enabled:
+        problems = [problem("tuning.parameters", "no parameters to search", ["learning_rate: {type: double, ...}"])]
+    if problems:
+        raise clients.CloudError("; ".join(str(p) for p in problems))
+    return section
+
+
+def parameter_spec(name: str, p) -> dict[str, Any]:
+    """One ``StudySpec.ParameterSpec`` in proto field names."""
+    spec: dict[str, Any] = {"parameter_id": name}
+    if p.type == "double":
+        spec["double_value_spec"] = {"min_value": float(p.min), "max_value": float(p.max)}
+    elif p.type == "integer":
+        spec["integer_value_spec"] = {"min_value": int(p.min), "max_value": int(p.max)}
+    elif p.type == "categorical":
+        spec["categorical_value_spec"] = {"values": [str(v) for v in p.values]}
+    else:  # discrete: Vertex wants the values in increasing order
+        spec["discrete_value_spec"] = {"values": sorted(float(v) for v in p.values)}
+    if p.scale is not None:
+        spec["scale_type"] = SCALES[p.scale]
+    return spec
+
+
+def study_spec(tuning: Any) -> dict[str, Any]:
+    """The ``StudySpec`` of the section, in proto field names."""
+    t = tuning_section(tuning)
+    return {"metrics": [{"metric_id": t.metric, "goal": t.goal.upper()}],
+            "parameters": [parameter_spec(name, p) for name, p in t.parameters.items()],
+            "algorithm": ALGORITHMS[t.algorithm], "measurement_selection_type": "LAST_MEASUREMENT"}
+
+
+def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any],
+               labels: dict[str, str] | None = None):
+    """The ``aiplatform_v1.HyperparameterTuningJob`` to create (see the module doc)."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format
+
+    t = tuning_section(tuning)
+    if not isinstance(trial_job_spec, dict):
+        raise clients.CloudError(f"trial_job_spec: expected a CustomJobSpec as a mapping, got "
+                                 f"{type(trial_job_spec).__name__}")
+    try:
+        trial = {**trial_job_spec, "worker_pool_specs": pools_by_position(trial_job_spec.get("worker_pool_specs") or [])}
+    except ValueError as exc:
+        raise clients.CloudError(f"trial_job_spec.{exc}") from None
+    body = {"display_name": display_name, "study_spec": study_spec(t), "max_trial_count": t.max_trials,
+            "parallel_trial_count": t.parallel_trials, "max_failed_trial_count": t.max_failed_trials,
+            "trial_job_spec": trial, "labels": {**system_labels(), **(labels or {})}}
+    message = aiplatform_v1.HyperparameterTuningJob.pb()()
+    try:
+        json_format.ParseDict(body, message)
+    except json_format.ParseError as exc:
+        raise clients.CloudError(f"the HyperparameterTuningJob for {display_name!r} is not valid: "
+                                 f"{' '.join(str(exc).split())}") from None
+    return aiplatform_v1.HyperparameterTuningJob.wrap(message)
+
+
+def hint(name: str) -> str:
+    _, project, _, location, _, job_id = name.split("/")[:6]
+    return (f"gcloud ai hp-tuning-jobs describe {job_id} --region {location} --project {project}; cancel: "
+            f"gcloud ai hp-tuning-jobs cancel {job_id} --region {location} --project {project}")
+
+
+def trials(job, tuning: Any) -> list[dict[str, Any]]:
+    """Every trial of the job as the local record writes one: id, parameters (typed as the section declares
+    them), metric (the final measurement's), state."""
+    from jobs.tuning.spec import typed_value
+
+    t = tuning_section(tuning)
+    out = []
+    for trial in job.trials:
+        params = {}
+        for p in trial.parameters:  # a protobuf Value: proto-plus gives the number or the string
+            spec = t.parameters.get(p.parameter_id)
+            params[p.parameter_id] = typed_value(spec, p.value) if spec is not None and p.value is not None else p.value
+        metric = next((m.value for m in trial.final_measurement.metrics if m.metric_id == t.metric), None)
+        out.append({"id": trial.id, "parameters": params, "metric": metric, "state": trial.state.name})
+    return out
+
+
+def best_trial(job, tuning: Any, base_output_directory: str = "") -> dict[str, Any] | None:
+    """The SUCCEEDED trial with the best final metric (the lowest id among equals), with its model folder."""
+    t = tuning_section(tuning)
+    done = [tr for tr in trials(job, t) if tr["state"] == "SUCCEEDED" and tr["metric"] is not None
+            and math.isfinite(tr["metric"])]
+    if not done:
+        return None
+    sign = 1 if t.goal == "minimize" else -1
+    best = min(done, key=lambda tr: (sign * tr["metric"], int(tr["id"]) if tr["id"].isdigit() else tr["id"]))
+    best = {k: best[k] for k in ("id", "parameters", "metric")}
+    if base_output_directory:
+        best["model_dir"] = f"{base_output_directory.rstrip('/')}/{best['id']}/model"
+    return best
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def run(*, project: str, location: str, gcp_resources: str, display_name: str, tuning: Any,
+        trial_job_spec: dict[str, Any], api_endpoint: str = "", labels: dict[str, str] | None = None,
+        log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep):
+    """Create (or resume) the HyperparameterTuningJob and follow it to the end; returns the finished job. A
+    failed, cancelled or expired job, or a give-up of the policy, is a CloudError with one line."""
+    from google.cloud import aiplatform_v1
+
+    job = tuning_job(display_name=display_name, tuning=tuning, trial_job_spec=trial_job_spec, labels=labels)
+    client = aiplatform_v1.JobServiceClient(**clients.client_kwargs(
+        api_endpoint or f"{location}-aiplatform.googleapis.com", "Vertex AI"))
+    parent = f"projects/{project}/locations/{location}"
+    name = existing_job(gcp_resources, RESOURCE, COLLECTION)
+    if name:
+        log(f"resuming: HyperparameterTuningJob {name} was created by an earlier attempt of this task; following it")
+    else:
+        listing = (f"gcloud ai hp-tuning-jobs list --region {location} --project {project} "
+                   f"--filter=displayName={job.display_name}")
+        created = clients.call(client.create_hyperparameter_tuning_job, parent=parent, hyperparameter_tuning_job=job,
+                               kind=clients.CREATE_SERVER_ID,
+                               doing=f"creating HyperparameterTuningJob {job.display_name!r} in {parent}",
+                               unsure=f"a HyperparameterTuningJob may have been created even so: {listing}")
+        name = created.name
+        write_gcp_resources(gcp_resources, name, location, api_endpoint, RESOURCE)
+        log(f"created HyperparameterTuningJob {name}: {job.max_trial_count} trials, {job.parallel_trial_count} at "
+            f"once, {len(job.trial_job_spec.worker_pool_specs)} worker pools each")
+    clients.keeps_running(f"HyperparameterTuningJob {name}", hint(name))
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _follow(client, name, log, sleep)
+    except Terminated:
+        clients.call(client.cancel_hyperparameter_tuning_job, name=name,
+                     doing=f"cancelling HyperparameterTuningJob {name}", unsure=f"it may still be running: {hint(name)}")
+        log(f"the pipeline was cancelled: cancelled HyperparameterTuningJob {name}")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _follow(client, name: str, log: Callable[[str], None], sleep: Callable[[float], None]):
+    last, interval = None, 1.0
+    while True:
+        job = clients.call(client.get_hyperparameter_tuning_job, name=name, doing=f"reading HyperparameterTuningJob "
+                           f"{name}", unsure=f"the job may still be running: {hint(name)}")
+        states = {}
+        for trial in job.trials:
+            states[trial.state.name] = states.get(trial.state.name, 0) + 1
+        seen = (job.state.name, tuple(sorted(states.items())))
+        if seen != last:
+            counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
+            log(f"{time.strftime('%H:%M:%S')}  HyperparameterTuningJob {name.rsplit('/', 1)[-1]}: "
+                f"{job.state.name.replace('JOB_STATE_', '')}" + (f" (trials: {counts})" if counts else ""))
+            last = seen
+        if job.state.name == "JOB_STATE_SUCCEEDED":
+            clients.ended(f"HyperparameterTuningJob {name}")
+            return job
+        if job.state.name not in _RUNNING:
+            message = " ".join((job.error.message or "no error message was given").split())
+            raise clients.CloudError(f"HyperparameterTuningJob {name} ended "
+                                     f"{job.state.name.replace('JOB_STATE_', '')}: {message}")
+        sleep(min(interval, clients.policy().poll_s))
+        interval *= 2
+
+
+def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_trial_path: str = "",
+                  best_model_dir_path: str = "", executor_input: str = "", study_path: str = "") -> dict[str, Any]:
+    """The step's outputs from the finished job: the best trial as JSON, its model folder, the ``model``
+    artifact (URI = that folder) through the executor output, as GCPC's launchers update an output artifact,
+    and the study's record (``study_path``: every trial and the best, the local study's ``tuning.json``
+    format). No SUCCEEDED trial with a finite metric is a CloudError."""
+    base = ((trial_job_spec.get("base_output_directory") or {}).get("output_uri_prefix") or "").rstrip("/")
+    best = best_trial(job, tuning, base)
+    if best is None:
+        raise clients.CloudError(f"HyperparameterTuningJob {job.name} succeeded but no trial has a final "
+                                 f"{tuning_section(tuning).metric}: nothing to continue with")
+    if not base:
+        raise clients.CloudError("trial_job_spec.base_output_directory is empty: the trials' models have no folder "
+                                 "(Vertex sets AIP_MODEL_DIR only with a base output directory)")
+    t = tuning_section(tuning)
+    record = {"metric": t.metric, "goal": t.goal, "trials": trials(job, t), "best_trial": best,
+              "tuning_job": job.name}
+    for path, text in ((best_trial_path, json.dumps(best, sort_keys=True)), (best_model_dir_path, best["model_dir"]),
+                       (study_path, json.dumps(record, indent=1, sort_keys=True))):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+    if executor_input:
+        from google_cloud_pipeline_components.container.utils import artifact_utils
+
+        artifact_utils.update_output_artifact(executor_input, "model", best["model_dir"], {
+            "framework": "tensorflow", "trial_id": best["id"], "parameters": best["parameters"],
+            "metric": {tuning_section(tuning).metric: best["metric"]}, "tuning_job": job.name})
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m jobs.cloud.tuning_job --display_name ... --tuning JSON --trial_job_spec JSON --gcp_resources
+    PATH``: what the pipeline's ``hyperparameter_tuning_job`` container runs, its arguments filled in by Vertex
+    (mappings as JSON). Every failure is one ``error:`` line and exit 1; a cancelled pipeline (SIGTERM) exits 143
+    after cancelling the job; never a traceback."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python3 -m jobs.cloud.tuning_job")
+    for flag in ("display_name", "tuning", "trial_job_spec", "location", "project", "gcp_resources", "best_trial",
+                 "best_model_dir", "study", "executor_input", "api_endpoint"):
+        p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "tuning", "trial_job_spec",
+                                                                 "location", "project", "gcp_resources"))
+    args = p.parse_args(argv)
+    parsed = {}
+    for flag in ("tuning", "trial_job_spec"):
+        try:
+            parsed[flag] = json.loads(getattr(args, flag))
+        except ValueError:
+            parsed[flag] = None
+        if not isinstance(parsed[flag], dict):
+            print(f"error: --{flag}: {getattr(args, flag)[:80]!r} is not a JSON mapping", file=sys.stderr, flush=True)
+            return 1
+    try:
+        job = run(display_name=args.display_name, tuning=parsed["tuning"], trial_job_spec=parsed["trial_job_spec"],
+                  location=args.location, project=args.project, gcp_resources=args.gcp_resources,
+                  api_endpoint=args.api_endpoint)
+        best = write_outputs(job, parsed["tuning"], parsed["trial_job_spec"], best_trial_path=args.best_trial,
+                             best_model_dir_path=args.best_model_dir, executor_input=args.executor_input,
+                             study_path=args.study)
+    except clients.CloudError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except Terminated:
+        return 143
+    except KeyboardInterrupt:
+        print(clients.interrupted_line(), file=sys.stderr, flush=True)
+        return 130
+    print(f"best trial {best['id']}: {json.dumps(best['parameters'], sort_keys=True)} -> metric {best['metric']:g}; "
+          f"model {best['model_dir']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,417 @@
+"""A study on this machine, trial by trial under the contract Vertex gives each trial of a HyperparameterTuningJob.
+
+Each trial is the job's whole topology (every worker pool, every replica) under ``jobs.local.launcher``, with:
+
+* the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
+  (``jobs.tuning.spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
+* its own output folders, laid out as Vertex lays out a trial's: the trial's CustomJob gets the study's base
+  output directory's subfolder named by the trial id, so ``AIP_MODEL_DIR=<base>/<trial_id>/model/``,
+  ``AIP_CHECKPOINT_DIR=<base>/<trial_id>/checkpoints/``, ``AIP_TENSORBOARD_LOG_DIR=<base>/<trial_id>/logs/``
+  (``CustomJobSpec.baseOutputDirectory`` in the REST reference,
+  https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec, and the same text in
+  ``google.cloud.aiplatform_v1.types.CustomJobSpec``);
+* its metric read the way Vertex reads it: the file cloudml-hypertune writes (``CLOUD_ML_HP_METRIC_FILE``,
+  one JSON line per report, the value as a string under its tag). Every replica gets its own file,
+  ``<base>/<trial_id>/hypertune/<role>-<index>.metrics``, so parallel trials (and the replicas of one trial)
+  never write one file; the chief's (workerpool0) is the trial's. Of several reports the LAST counts:
+  ``StudySpec.measurementSelectionType`` unset "will be treated as LAST_MEASUREMENT" (aiplatform_v1
+  ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.tuning_job`` sends LAST_MEASUREMENT so both agree.
+
+Up to ``tuning.parallel_trials`` trials run at once, each ``launch`` in its own thread; the main thread asks
+the search (:mod:`jobs.tuning.search`) and records. Ctrl-C reaches the main thread only: it sets the
+launcher's ``stop`` event, so every replica of every trial is stopped the preemption way (SIGTERM: checkpoint
+at the next step; SIGKILL after the grace period), nothing is left running, and the trials are recorded
+STOPPED. A rerun resumes the study: SUCCEEDED trials are kept (replayed into Optuna), every other trial
+(stopped, failed, killed with the machine) runs again with its own values in its own folder, where the
+trainer resumes from its checkpoints, and new trials follow up to ``max_trials``.
+
+Trial states in the record: ACTIVE (running), SUCCEEDED (exit 0 and the metric), FAILED (the job failed:
+non-zero exit after ``scheduling.max_restarts``, or timed out), INFEASIBLE (exit 0 without a finite metric
+once another trial has reported it), STOPPED (Ctrl-C). Vertex marks failed and metric-less trials INFEASIBLE.
+
+``tuning.max_failed_trials``: that many FAILED or INFEASIBLE trials stop the study (running trials are
+stopped, recorded, and run again on a rerun) and fail it with one line. 0: the REST reference says only
+"Vertex AI decides how many Trials must fail before the whole job fails"; here the first failed trial stops
+the study (a failure that early is most often the trainer's, and locally it is the cheapest moment to say so).
+
+The failure that costs hours, caught in minutes: a trial that exits 0 without reporting the study's metric
+(another tag, no report, NaN) while no trial has reported it is a configuration error, not a failed trial:
+no further trial starts, the running ones finish, and if none of them reports the metric either the study
+stops with ONE ``error:`` line naming the tag the study expects and the tags the trainer did report
+(:class:`trainers.errors.ConfigError`, field ``tuning.metric``).
+
+The study's record is ``<base>/tuning.json``, written atomically when a trial starts and ends:
+``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
+[{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial"}``.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from trainers import config as config_lib
+from trainers import fileio
+from trainers.errors import ConfigError, problem
+from trainers.paths import join
+
+from jobs.tuning import spec as spec_lib
+
+RECORD = "tuning.json"
+HYPERTUNE_DIR = "hypertune"
+#: What cloudml-hypertune writes beside the reported tag on every line.
+REPORT_FIELDS = frozenset({"timestamp", "trial", "global_step", "checkpoint_path"})
+SUCCEEDED, FAILED, INFEASIBLE, STOPPED, ACTIVE = "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", "ACTIVE"
+
+
+class StudyFailed(RuntimeError):
+    """The study failed (too many failed trials, or none succeeded); the message is one line. The record is
+    written first."""
+
+
+# -- where a trial's things are -----------------------------------------------------------------------
+def trial_base(base: str, trial_id: str) -> str:
+    """A trial's base output directory: the study's base, then the trial id (Vertex's layout)."""
+    return join(base, str(trial_id))
+
+
+def metric_file(base: str, trial_id: str, role: str = "chief", index: int = 0) -> str:
+    """The cloudml-hypertune file of one replica of a trial (the chief's is the trial's)."""
+    return os.path.join(trial_base(base, trial_id), HYPERTUNE_DIR, f"{role}-{index}.metrics")
+
+
+def read_reports(path: str) -> list[dict[str, Any]]:
+    """The reports in a cloudml-hypertune file, oldest first ([] when there is none). A line that is not a JSON
+    object is skipped (the library rewrites the whole file on every report)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    reports = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            reports.append(doc)
+    return reports
+
+
+def reported_tags(reports: list[dict[str, Any]]) -> list[str]:
+    return sorted({k for r in reports for k in r if k not in REPORT_FIELDS})
+
+
+def last_value(reports: list[dict[str, Any]], tag: str) -> float | None:
+    """The last reported value of ``tag`` (Vertex's LAST_MEASUREMENT); NaN when it is not a number; None when
+    the tag was never reported."""
+    for report in reversed(reports):
+        if tag in report:
+            try:
+                return float(report[tag])
+            except (TypeError, ValueError):
+                return math.nan
+    return None
+
+
+# -- one trial ------------------------------------------------------------------------------------------
+def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *, log: Callable[[str], None] = print,
+                 stop: threading.Event | None = None):
+    """Run one trial: the job's worker pools under the local launcher, with the trial's flags, its
+    ``CLOUD_ML_TRIAL_ID``, its folders under ``<base>/<id>/`` and a hypertune file per replica. Returns the
+    launcher's ``JobResult`` (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set.
+    The one place a study starts a trial: re-point it when the way jobs are launched changes."""
+    from jobs import job_spec
+    from jobs.local import containers, launcher
+
+    if containers.Settings.from_env() is not None:
+        raise ConfigError([problem("tuning", "a study runs its trials under the process runner; --runner docker "
+                                             "runs one training job", ["--runner process"])])
+    tbase = trial_base(base, trial["id"])
+    # THE job spec's pool 0 container, as the HyperparameterTuningJob's trial job runs it, plus the trial's flags
+    container = job_spec.custom_job_spec(cfg)["worker_pool_specs"][0]["container_spec"]
+    command = [*container.get("command", []), *container.get("args", []),
+               *spec_lib.trial_flags(cfg, trial["parameters"])]
+    if command[0] in ("python", "python3"):  # the container's python is this interpreter here
+        command[0] = sys.executable
+    env = {**{e["name"]: e["value"] for e in container.get("env", [])}, "CLOUD_ML_TRIAL_ID": str(trial["id"])}
+
+    # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
+    # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
+    os.makedirs(os.path.join(tbase, HYPERTUNE_DIR), exist_ok=True)
+
+    def replica_env(role: str, index: int) -> dict[str, str]:
+        return {"CLOUD_ML_HP_METRIC_FILE": metric_file(base, trial["id"], role, index)}
+
+    return launcher.launch(
+        command, cfg.topology.replica_counts(), tbase, job_id=f"{cfg.name}-trial-{trial['id']}",
+        max_restarts=cfg.scheduling.max_restarts, timeout_s=float(cfg.scheduling.timeout.rstrip("s")), log=log,
+        env=env, cwd=cfg.trainer.source_dir or None, check=False, replica_env=replica_env, stop=stop,
+        **job_spec.launch_rules(cfg))
+
+
+def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
+    """A trial's outcome: state, metric, reported tags, seconds, error (run in a worker thread)."""
+    from jobs.local.launcher import Stopped
+
+    shutil.rmtree(os.path.join(trial_base(base, trial["id"]), HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
+    started = time.monotonic()
+    try:
+        result = trial_launch(cfg, trial, base, log=log, stop=stop)
+    except Stopped:
+        return {"state": STOPPED, "seconds": round(time.monotonic() - started, 1)}
+    except ConfigError:
+        raise
+    except (OSError, ValueError) as exc:  # the command cannot start: the job's, so every trial's, problem
+        return {"state": FAILED, "seconds": round(time.monotonic() - started, 1), "error": f"cannot start: {exc}"}
+    reports = read_reports(metric_file(base, trial["id"]))
+    out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": reported_tags(reports),
+           "metric": last_value(reports, cfg.tuning.metric)}
+    if result.returncode != 0:
+        return {**out, "state": FAILED, "exit_status": result.returncode,
+                "error": " ".join(result.failure.describe().splitlines()[0].split()) if result.failure else ""}
+    finite = out["metric"] is not None and math.isfinite(out["metric"])
+    return {**out, "state": SUCCEEDED if finite else INFEASIBLE}
+
+
+# -- the record ---------------------------------------------------------------------------------------
+def study_key(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What makes two runs one study: the metric, goal, search space, algorithm and seed. A rerun with another
+    key cannot replay the trials (their values may lie outside the new space)."""
+    t = cfg.tuning
+    return {"metric": t.metric, "goal": t.goal, "algorithm": t.algorithm or "bayesian", "seed": cfg.training.seed,
+            "parameters": {n: config_lib.dataclasses.asdict(p) for n, p in t.parameters.items()}}
+
+
+def read_record(base: str) -> dict[str, Any]:
+    """``<base>/tuning.json`` ({} when there is none)."""
+    return fileio.read_json(join(base, RECORD)) or {}
+
+
+def _new_record(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    t = cfg.tuning
+    return {"metric": t.metric, "goal": t.goal, "algorithm": t.algorithm or "bayesian", "max_trials": t.max_trials,
+            "parallel_trials": t.parallel_trials, "max_failed_trials": t.max_failed_trials, "study": study_key(cfg),
+            "trials": [], "best_trial": None}
+
+
+def best_trial(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The SUCCEEDED trial with the best metric (the lowest id among equals)."""
+    done = [t for t in record["trials"] if t["state"] == SUCCEEDED and isinstance(t.get("metric"), (int, float))]
+    if not done:
+        return None
+    sign = 1 if record["goal"] == "minimize" else -1
+    best = min(done, key=lambda t: (sign * t["metric"], int(t["id"])))
+    return {k: best[k] for k in ("id", "parameters", "metric", "model_dir")}
+
+
+def _public(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as written and returned: trials in id order without the search's handles, the best marked."""
+    trials = sorted(({k: v for k, v in tr.items() if k != "handle"} for tr in record["trials"]),
+                    key=lambda tr: int(tr["id"]))
+    public = {**record, "trials": trials}
+    public["best_trial"] = best_trial(public)
+    return public
+
+
+def _write(base: str, record: dict[str, Any]) -> dict[str, Any]:
+    public = _public(record)
+    fileio.write_json_atomic(join(base, RECORD), public)
+    return public
+
+
+def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
+    old = read_record(base)
+    if not old:
+        return _new_record(cfg)
+    if old.get("study") != study_key(cfg):
+        raise ConfigError([problem("output.base_dir", f"{join(base, RECORD)} holds another study (its metric, goal, "
+                                                      "parameters, algorithm or training.seed differ): its trials cannot "
+                                                      "be resumed; start afresh or use another output.base_dir",
+                                   ["--fresh", "another output.base_dir"])])
+    return {**_new_record(cfg), "trials": old.get("trials", [])}
+
+
+def _metric_problem(cfg: config_lib.JobConfig, trials: list[dict[str, Any]]):
+    tag = cfg.tuning.metric
+    ids = ", ".join(sorted((t["id"] for t in trials), key=int))
+    tags = sorted({x for t in trials for x in t.get("reported_tags") or [] if x != tag})
+    nan = [t["id"] for t in trials if t.get("metric") is not None]
+    said = f"trial{'s' if len(trials) > 1 else ''} {ids} ended (exit 0)"
+    if nan:
+        what = f"{said} reporting {tag} = nan (not a number), so no trial has a result"
+    else:
+        what = f"{said} without reporting {tag!r}, the study's metric, with cloudml-hypertune"
+    reported = f"the trainer reported {', '.join(tags)}" if tags else (
+        "the trainer reported nothing (it never wrote CLOUD_ML_HP_METRIC_FILE)")
+    fix = (f"report it: hypertune.HyperTune().report_hyperparameter_tuning_metric(hyperparameter_metric_tag="
+           f"'{tag}', metric_value=...)" + (", or set tuning.metric to a reported tag" if tags else ""))
+    return problem("tuning.metric", f"{what}; {reported}; {fix}", tags)
+
+
+# -- the study -------------------------------------------------------------------------------------------
+def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the study of ``cfg.tuning`` on this machine; returns the record (also in
+    ``<base>/tuning.json``). Raises ConfigError (the metric is never reported, or the record is another
+    study's), StudyFailed, or KeyboardInterrupt after Ctrl-C (every trial stopped and recorded first)."""
+    from jobs.tuning.search import Search
+
+    t = cfg.tuning
+    if not t.enabled:
+        raise ConfigError([problem("tuning.parameters", "the job has no tuning section to run", ["learning_rate: ..."])])
+    base = config_lib.resolved_base_dir(cfg)
+    os.makedirs(base, exist_ok=True)
+    record = _resumed(cfg, base)
+    search = Search(cfg)
+    kept = {tr["id"] for tr in record["trials"] if tr["state"] == SUCCEEDED}
+    handles = search.replay(record["trials"], kept)
+    queue = [tr for tr in sorted(record["trials"], key=lambda x: int(x["id"])) if tr["id"] not in kept]
+    limit = min(t.max_trials, spec_lib.grid_points(cfg)) if t.algorithm == "grid" else t.max_trials
+    next_id = max([int(tr["id"]) for tr in record["trials"]] + [0]) + 1
+    if kept or queue:
+        log(f"resuming the study in {join(base, RECORD)}: {len(kept)} finished trial(s) kept"
+            + (f", trial(s) {', '.join(tr['id'] for tr in queue)} run again" if queue else ""))
+
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            log(line)
+
+    stop = threading.Event()
+    failures: list[dict[str, Any]] = []
+    suspects: list[dict[str, Any]] = []  # exit 0 without the metric while no trial has reported it
+    seen_metric = bool(kept)
+    hold = False  # no new trial starts: a suspected configuration error waits for the running trials
+    running: dict[concurrent.futures.Future, dict[str, Any]] = {}
+    allowed = t.max_failed_trials or 1
+    started = time.monotonic()
+
+    def start(pool, trial: dict[str, Any]) -> None:
+        trial.update(state=ACTIVE, model_dir=join(trial_base(base, trial["id"]), "model"))
+        for key in ("metric", "seconds", "reported_tags", "error", "exit_status"):
+            trial.pop(key, None)
+        flags = " ".join(spec_lib.trial_flags(cfg, trial["parameters"]))
+        say(f"trial {trial['id']} started: {flags}")
+        prefix = f"[trial {trial['id']}] "
+        running[pool.submit(_run_trial, cfg, trial, base, lambda line: say(prefix + line), stop)] = trial
+        _write(base, record)
+
+    def finish(trial: dict[str, Any], outcome: dict[str, Any]) -> None:
+        nonlocal seen_metric, hold
+        trial.update(outcome)
+        state, metric = trial["state"], trial.get("metric")
+        if state == SUCCEEDED:
+            search.tell(trial["handle"], metric)
+            seen_metric, hold = True, False
+            best = best_trial(record)
+            mark = " (best so far)" if best and best["id"] == trial["id"] else ""
+            say(f"trial {trial['id']} SUCCEEDED in {trial['seconds']:.1f} s: {t.metric} = {metric:g}{mark}")
+            for s in suspects:  # another trial reports the metric: theirs were failed trials, not the config
+                s["state"] = INFEASIBLE
+                failures.append(s)
+            suspects.clear()
+        elif state == INFEASIBLE and not seen_metric:
+            search.tell(trial["handle"], None)
+            suspects.append(trial)
+            hold = True
+            say(f"trial {trial['id']} ended without a finite {t.metric} (reported: "
+                f"{', '.join(trial.get('reported_tags') or []) or 'nothing'}); no new trial starts until the running "
+                "ones end")
+        elif state in (FAILED, INFEASIBLE):
+            search.tell(trial["handle"], None)
+            failures.append(trial)
+            say(f"trial {trial['id']} {state} in {trial.get('seconds', 0):.1f} s: "
+                + (trial.get("error") or f"no finite {t.metric} reported"))
+        elif state == STOPPED:
+            say(f"trial {trial['id']} stopped")
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=t.parallel_trials, thread_name_prefix="trial")
+    interrupted = False
+    try:
+        for trial in queue:
+            trial["handle"] = handles[trial["id"]]
+        while True:
+            while (len(running) < t.parallel_trials and not hold and not stop.is_set()
+                   and len(failures) < allowed):
+                if queue:
+                    start(pool, queue.pop(0))
+                elif len(record["trials"]) < limit:
+                    handle, params = search.ask()
+                    trial = {"id": str(next_id), "parameters": params, "handle": handle}
+                    next_id += 1
+                    record["trials"].append(trial)
+                    start(pool, trial)
+                else:
+                    break
+            if not running:
+                break
+            done, _ = concurrent.futures.wait(list(running), timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                trial = running.pop(future)
+                finish(trial, future.result())
+                _write(base, record)
+                if len(failures) >= allowed and not stop.is_set() and running:
+                    say(f"{len(failures)} failed trial(s) reach tuning.max_failed_trials: stopping the running trials")
+                    stop.set()
+    except KeyboardInterrupt:
+        interrupted = True
+        stop.set()
+        say("interrupted: stopping every trial (SIGTERM, checkpoint, then SIGKILL)")
+        _drain(running, finish, say)
+    except BaseException:
+        stop.set()
+        _drain(running, finish, say)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        record["seconds"] = round(time.monotonic() - started, 1)
+        public = _write(base, record)
+    if interrupted:
+        stopped = [tr["id"] for tr in record["trials"] if tr["state"] == STOPPED]
+        say(f"interrupted: trial(s) {', '.join(stopped) or 'none'} stopped; run the same command again to resume "
+            "the study (finished trials are kept)")
+        raise KeyboardInterrupt
+    if suspects:
+        error = _metric_problem(cfg, suspects)
+        record["error"] = str(error)
+        _write(base, record)
+        raise ConfigError([error])
+    if len(failures) >= allowed:
+        first = failures[0]
+        rule = (f"tuning.max_failed_trials is {t.max_failed_trials}" if t.max_failed_trials else
+                "tuning.max_failed_trials is 0: here the first failed trial stops the study")
+        reason = first.get("error") or f"exit 0 without a finite {t.metric}"
+        raise StudyFailed(f"the study stopped after {len(failures)} failed trial(s) ({rule}); trial {first['id']} "
+                          f"{first['state']}: {reason}")
+    if public["best_trial"] is None:
+        raise StudyFailed(f"no trial succeeded: {len(failures)} of {len(record['trials'])} failed")
+    best = public["best_trial"]
+    say(f"study done in {record['seconds']:.1f} s: {len(record['trials'])} trial(s); best trial {best['id']}: "
+        f"{t.metric} = {best['metric']:g} with " + " ".join(spec_lib.trial_flags(cfg, best["parameters"])))
+    return public
+
+
+def _drain(running, finish, say) -> None:
+    """Wait for every running trial to stop (their launchers saw ``stop``: SIGTERM, grace, SIGKILL); a second
+    Ctrl-C does not cut this short: the trials' processes must not be left behind."""
+    while running:
+        try:
+            done, _ = concurrent.futures.wait(list(running), timeout=0.2,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+        except KeyboardInterrupt:
+            say("still stopping the trials; they are killed after the grace period")
+            continue
+        for future in done:
+            trial = running.pop(future)
+            try:
+                finish(trial, future.result())
+            except Exception as exc:  # the trial's thread failed: record it, keep stopping the others
+                trial.update(state=FAILED, error=" ".join(str(exc).split()))

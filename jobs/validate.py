@@ -314,7 +314,10 @@ def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     root = Path(d.path)
     if not root.exists():
         layout = "<path>/<class>/*.jpg" if d.source == "images" else "a folder written by python -m trainers.prepare"
-        return [problem("data.path", f"{d.path} does not exist; expected {layout}")]
+        where = (" (a Cloud Storage mount: it exists only on Vertex)" if d.path.startswith("/gcs/") else "")
+        return [problem("data.path", f"{d.path} does not exist here{where}; expected {layout}; to run the job "
+                                     "here without your data, generate a small image set",
+                        ["--set data.source=synthetic", "--set data.path=LOCAL_FOLDER"])]
     if not root.is_dir():
         return [problem("data.path", f"{d.path} is not a folder")]
     if d.source == "tfrecord":

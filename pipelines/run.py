@@ -58,8 +58,14 @@ SUBCOMMANDS = {
 }
 
 
+def invoked_as() -> str:
+    """How the user started this command: ``vtp`` (the console script ``pip install`` puts on the PATH) or
+    ``python pipelines/run.py``; lines that say how to go on (resume, --fresh) repeat it."""
+    return "vtp" if os.path.basename(sys.argv[0]) == "vtp" else "python pipelines/run.py"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python pipelines/run.py", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog=invoked_as(), description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--config", default="local", help=f"preset ({', '.join(config_lib.presets())}) or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -123,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         return SUBCOMMANDS[argv[0]](argv[1:])
     if argv[:1] and not argv[0].startswith("-"):
         near = difflib.get_close_matches(argv[0], list(SUBCOMMANDS), n=1)
-        return _fail([f"{argv[0]!r} is not a command{f'; did you mean {near[0]!r}?' if near else ''}; commands: "
-                      f"{', '.join(SUBCOMMANDS)} (or no command: run the pipeline, see --help)"])
+        return _fail([f"{argv[0]!r} is not a command{f' (did you mean {near[0]!r}?)' if near else ''}; valid "
+                      f"choices: {', '.join(SUBCOMMANDS)}, or none to run the pipeline (see --help)"])
     args = parse_args(argv)
     problems = _flag_problems(args)
     if problems:
@@ -173,7 +179,7 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
 
     request = build.Request(config=args.config, overrides=list(args.overrides), image=args.image,
                             build_args=list(args.build_args), **({"context": args.context} if args.context else {}))
-    opts = pipeline_run.Options(argv=argv, fresh=args.fresh, wait_s=args.wait, runner=args.runner,
+    opts = pipeline_run.Options(argv=argv, command=invoked_as(), fresh=args.fresh, wait_s=args.wait, runner=args.runner,
                                 image=args.image or "", build=lambda: build.build_or_say(request))
     return pipeline_run.run(cfg, opts, build_pipeline, console)
 

@@ -93,7 +93,7 @@ def test_every_variable_a_step_reads_is_a_substitution_a_builtin_or_its_own():
 
 def test_the_unit_test_step_runs_the_fast_suite_and_install_gets_its_dependencies():
     assert script_lines("install")[2:] == [
-        "python -m venv .venv", ".venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'"]
+        "python -m venv .venv", ".venv/bin/pip install --quiet --disable-pip-version-check -e '.[cpu,beam,dev]'"]
     assert script_lines("unit-tests")[2:] == [
         ". .venv/bin/activate", 'python -m pytest -q -m "not integration" -p no:cacheprovider']
     pyproject = (ROOT / "pyproject.toml").read_text()

@@ -183,18 +183,31 @@ def _example():
     return module
 
 
-def test_a_users_pipeline_from_the_components_compiles_for_vertex(tmp_path):
+def test_a_users_pipeline_from_the_components_compiles_for_vertex(tmp_path, capsys):
+    from tests.pipeline_dag import tasks_started_with_defaults
+
     out = tmp_path / "mine.yaml"
-    assert _example().main(["--compile", str(out), "--image", IMAGE, "--base-dir", "gs://b/runs/x"]) == 0
+    assert _example().main(["--compile", str(out), "--image", IMAGE, "--base-dir", "gs://team-bucket/runs/x"]) == 0
     compiled = yaml.safe_load(out.read_text())
     tasks = compiled["root"]["dag"]["tasks"]
-    assert list(tasks) == ["make-images", "prepare-data", "report", "train", "verify-model"]
+    assert sorted(tasks) == ["custom-training-job", "importer", "importer-2", "make-images", "prepare-data", "report",
+                             "validate-config", "verify-model"]
     assert tasks["prepare-data"]["inputs"]["artifacts"]["images"]["taskOutputArtifact"] == {
         "outputArtifactKey": "images", "producerTask": "make-images"}
-    assert tasks["train"]["inputs"]["artifacts"]["dataset"]["taskOutputArtifact"]["producerTask"] == "prepare-data"
-    assert tasks["verify-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
-        "outputArtifactKey": "model", "producerTask": "train"}
-    assert {e["container"]["image"] for e in compiled["deploymentSpec"]["executors"].values()} == {IMAGE}
+    assert tasks["custom-training-job"]["dependentTasks"] == ["prepare-data", "validate-config"]
+    importer = tasks["verify-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"]
+    assert "custom-training-job" in tasks[importer]["dependentTasks"]  # the CustomJob's model, not a local step
+    assert "comp-custom-training-job" in tasks_started_with_defaults(compiled)
+    assert {e["container"]["image"] for e in compiled["deploymentSpec"]["executors"].values() if "container" in e} \
+        == {IMAGE}
+    # what the project's submission refuses, the example's --compile refuses too: one line each
+    capsys.readouterr()
+    placeholder = "us-central1-docker.pkg.dev/my-project/training/tf-trainer:latest"
+    assert _example().main(["--compile", str(tmp_path / "no.yaml"), "--image", placeholder,
+                            "--base-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any(line.startswith("error: --image: ") and "my-project" in line for line in err)
+    assert any(line.startswith("error: --base-dir: ") for line in err) and not (tmp_path / "no.yaml").exists()
 
 
 @pytest.mark.integration
@@ -211,6 +224,11 @@ def test_a_users_pipeline_from_the_components_runs_under_kfp_local(tmp_path):
     assert 0 <= meta["accuracy"] <= 1
     (report_out,) = (tmp_path / "run" / "pipeline_root").glob("*/report/executor_output.json")
     assert set(json.loads(report_out.read_text())["artifacts"]) == {"report", "summary", "confusion"}
+    # a short console (no executor JSON dumps) that ends with where the model and the report are
+    assert len(proc.stdout.splitlines()) < 60, proc.stdout
+    assert '"inputs"' not in proc.stdout and "executor_input" not in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == f"report: {tmp_path / 'run' / 'report.html'}"
+    assert (tmp_path / "run" / "report.html").is_file()
 
 
 def test_run_py_components_publishes_the_set_to_a_kfp_repository(tmp_path):

@@ -47,7 +47,8 @@ def test_data_folder_problems(tmp_path):
         cfg = config_lib.load("local", [f"data.source={source}", f"data.path={path}"])
         return [str(p) for p in data_problems(cfg)]
 
-    assert "does not exist; expected <path>/<class>/*.jpg" in problems(tmp_path / "missing")[0]
+    assert "does not exist here; expected <path>/<class>/*.jpg" in problems(tmp_path / "missing")[0]
+    assert "--set data.source=synthetic" in problems(tmp_path / "missing")[0]
     (tmp_path / "file.txt").write_text("x")
     assert "is not a folder" in problems(tmp_path / "file.txt")[0]
     flowers = tmp_path / "flowers"

@@ -3,16 +3,15 @@
 The user brings their own data step (a lightweight component that writes an image folder, one sub-folder per
 class); the rest is this project's components, loaded from their YAML files as any KFP user would load them
 (from a checkout, a URL, or an Artifact Registry KFP repository): prepare_data (images -> TFRecord shards),
-train (the job's worker pools on one machine, here 2 workers under MultiWorkerMirroredStrategy), verify_model
-and report.
+then the training (here: `train`, the job's worker pools on this machine; on Vertex: `validate_config` and
+`custom_training_job`, one CustomJob with the pools by position), verify_model and report.
 
     python examples/kfp-pipeline/pipeline.py --local runs/kfp-example        # run it here with kfp.local
     python examples/kfp-pipeline/pipeline.py --compile my-pipeline.yaml \\
-        --image REPO/tf-trainer@sha256:... --base-dir gs://BUCKET/runs/kfp-example   # for Vertex AI Pipelines
+        --image REPO/tf-trainer:TAG@sha256:... --base-dir gs://BUCKET/runs/kfp-example   # for Vertex AI Pipelines
 
-On Vertex, the train step runs every replica inside its one task (a "train locally" step); for a Vertex
-CustomJob with one machine per replica, use the project's own pipeline (pipelines/run.py) or its
-custom_training_job component.
+The YAML for Vertex runs the CustomJob when started with its defaults; it is refused here unless the image
+is pinned by digest and the output folder is in Cloud Storage, as the project's own submission refuses.
 """
 
 import argparse
@@ -20,7 +19,7 @@ import sys
 from pathlib import Path
 
 from kfp import compiler, components, dsl
-from kfp.dsl import Dataset, Output
+from kfp.dsl import Artifact, Dataset, Model, Output
 
 HERE = Path(__file__).resolve().parent
 COMPONENTS = HERE.parent.parent / "components"
@@ -56,31 +55,60 @@ def make_images(images: Output[Dataset], classes: int = 3, per_class: int = 30, 
     print(f"wrote {classes * per_class} images to {images.path}")
 
 
-def job_config(base_dir: str, steps: int = 20) -> str:
-    """The job the components share, as JSON: the project's `local` preset, 2 workers, on your data."""
+def job_configs(base_dir: str, steps: int = 20, image: str = "") -> tuple[str, str]:
+    """The job the components share, as JSON: the project's `local` preset, 2 workers, on your data. Two
+    views of it: the one that prepares your images into ``<base>/data``, and the one that trains on those
+    shards (the CustomJob's replicas read them there; a Vertex replica cannot take a KFP artifact)."""
     from trainers import config as config_lib
 
     cfg = config_lib.load("local", [f"output.base_dir={base_dir}", "name=kfp-example", f"training.steps={steps}",
-                                    "checkpoint.every_steps=10", "data.num_shards=2"])
-    return cfg.to_json()
+                                    "checkpoint.every_steps=10", "data.num_shards=2"]).with_image(image)
+    data_dir = config_lib.prepared_data_dir(cfg)
+    return cfg.to_json(), cfg.with_data(data_dir).to_json()
 
 
-def build(base_dir: str, image: str = DEFAULT_IMAGE):
-    prepare_data, train = load("prepare_data", image), load("train", image)
-    verify_model, report = load("verify_model", image), load("report", image)
+def build(base_dir: str, image: str = DEFAULT_IMAGE, target: str = "local"):
+    """The pipeline for ``target``: ``local`` (kfp.local: the train step runs the pools here) or ``vertex``."""
+    prepare_data, verify_model, report = load("prepare_data", image), load("verify_model", image), load("report", image)
+    prepare_json, train_json = job_configs(base_dir, image=image if target == "vertex" else "")
     images_step = make_images
     images_step.component_spec.implementation.container.image = image
 
     @dsl.pipeline(name="kfp-example", description="My data, then train -> verify -> report from vertex-tf-pipelines.")
-    def my_pipeline(config_json: str = job_config(base_dir)):
+    def my_pipeline(config_json: str = train_json, prepare_config_json: str = prepare_json):
         images = images_step()
-        shards = prepare_data(config_json=config_json, images=images.outputs["images"])
-        trained = train(config_json=config_json, dataset=shards.outputs["dataset"])
-        verified = verify_model(model=trained.outputs["model"], dataset=shards.outputs["dataset"])
-        report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
-               checkpoints=trained.outputs["checkpoints"], config_json=config_json)
+        shards = prepare_data(config_json=prepare_config_json, images=images.outputs["images"])
+        if target == "local":
+            trained = load("train", image)(config_json=config_json, dataset=shards.outputs["dataset"])
+            model, logs = trained.outputs["model"], trained.outputs["tensorboard"]
+        else:
+            from google_cloud_pipeline_components import _placeholders
+
+            job = load("validate_config", image)(config_json=config_json)
+            training = load("custom_training_job", image)(
+                display_name=job.outputs["display_name"], worker_pool_specs=job.outputs["worker_pool_specs"],
+                base_output_directory=job.outputs["base_output_directory"], tensorboard=job.outputs["tensorboard"],
+                restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
+                scheduling_strategy=job.outputs["scheduling_strategy"], timeout=job.outputs["timeout"],
+                max_wait_duration=job.outputs["max_wait_duration"],
+                persistent_resource_id=job.outputs["persistent_resource_id"], service_account="", network="",
+                location="us-central1", project=_placeholders.PROJECT_ID_PLACEHOLDER).after(shards)
+            model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
+            logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training).output
+        verified = verify_model(model=model, dataset=shards.outputs["dataset"], record_dir=base_dir)
+        report(verification=verified.outputs["verification"], tensorboard=logs, config_json=config_json,
+               record_dir=base_dir)
 
     return my_pipeline
+
+
+def compile_problems(image: str, base_dir: str) -> list[str]:
+    """What the project's submission would refuse in the Vertex YAML (``jobs.cloud.preflight``)."""
+    from jobs.cloud import preflight
+
+    errors, _ = preflight.image_problems("--image", image, "PROJECT", "us-central1")
+    errors += preflight.gcs_problems("--base-dir", base_dir, "gs://BUCKET/runs/kfp-example")
+    return [str(e) for e in errors]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,19 +116,32 @@ def main(argv: list[str] | None = None) -> int:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--local", metavar="BASE_DIR", help="run under kfp.local, writing the model under BASE_DIR")
     what.add_argument("--compile", metavar="OUT.yaml", help="compile for Vertex AI Pipelines")
-    p.add_argument("--image", default=DEFAULT_IMAGE)
-    p.add_argument("--base-dir", default="gs://my-bucket/runs/kfp-example", help="--compile: where the model goes")
+    p.add_argument("--image", default=DEFAULT_IMAGE, help="--compile: your trainer image, REPO:TAG@sha256:...")
+    p.add_argument("--base-dir", default="", help="--compile: where the model goes, gs://BUCKET/PATH")
+    p.add_argument("--verbose", action="store_true", help="--local: every task's full output")
     args = p.parse_args(argv)
     if args.compile:
-        compiler.Compiler().compile(build(args.base_dir, args.image), package_path=args.compile)
+        problems = compile_problems(args.image, args.base_dir)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            return 2
+        compiler.Compiler().compile(build(args.base_dir, args.image, "vertex"), package_path=args.compile)
         print(f"compiled {args.compile}")
         return 0
+    import contextlib
+    import warnings
+
     from kfp import local
 
+    from jobs.local.console import Console
+
+    warnings.filterwarnings("ignore", module=r"kfp\.local")  # the steps run in this environment, as designed
     base = str(Path(args.local).resolve())
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(Path(base) / "pipeline_root"))
-    build(base, args.image)()
-    print(f"model: {base}/model")
+    with (contextlib.nullcontext() if args.verbose else Console()):  # the project's short console
+        build(base, args.image)()
+    print(f"model:  {base}/model\nreport: {base}/report.html")
     return 0
 
 

@@ -47,6 +47,9 @@ NOISE = (
 SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
 PROGRESS_EVERY_S = 5.0
+#: a step that has shown nothing for this long gets a "still running" line (then every HEARTBEAT_EVERY_S):
+#: a big model's first steps on CPUs here take minutes, and silence reads as a hang
+QUIET_S, HEARTBEAT_EVERY_S = 30.0, 60.0
 
 
 def _noise(text: str) -> bool:
@@ -69,6 +72,8 @@ class Console:
         self._last_progress = 0.0
         self._bar = None
         self._lock = threading.Lock()
+        self._last_shown = time.monotonic()
+        self._quiet = threading.Event()  # set: stop the heartbeat
 
     # -- life cycle -------------------------------------------------------------------------------
     def __enter__(self) -> "Console":
@@ -87,12 +92,15 @@ class Console:
             reader = threading.Thread(target=self._pump, args=(read_fd, shown_on), daemon=True)
             reader.start()
             self._readers.append(reader)
+        if not self.verbose:
+            threading.Thread(target=self._heartbeat, daemon=True).start()
         self._old_streams = (sys.stdout, sys.stderr)
         sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), write_through=True)
         sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb", buffering=0), write_through=True)
         return self
 
     def __exit__(self, *exc) -> None:
+        self._quiet.set()
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout.close()  # our dups of the pipes' write ends ...
@@ -135,7 +143,22 @@ class Console:
                     except Exception as exc:  # the console must never take the run down
                         self._show(f"(console: {type(exc).__name__}: {exc})")
 
+    def _heartbeat(self, check_s: float = 2.0) -> None:
+        """One line when a running step has shown nothing for :data:`QUIET_S` (then every
+        :data:`HEARTBEAT_EVERY_S`), naming the step, how long it has been quiet and where the full log is."""
+        while not self._quiet.wait(check_s):
+            with self._lock:
+                quiet = time.monotonic() - self._last_shown
+                if self._task is None or self._bar is not None or quiet < QUIET_S:
+                    continue
+                where = f"; full log: {self.log_path}" if self.log_path else ""
+                step = f" at step {int(self._train['step'])}/{int(self._train['total'])}" if "step" in self._train \
+                    else ""
+                self._show(f"  {self._task} still running{step}: nothing to show for {quiet:.0f} s{where}")
+                self._last_shown -= QUIET_S - HEARTBEAT_EVERY_S  # the next line after HEARTBEAT_EVERY_S
+
     def _show(self, text: str) -> None:
+        self._last_shown = time.monotonic()
         if self._bar is not None:
             self._bar[0].console.print(text, markup=False, highlight=False)
         else:
@@ -223,6 +246,7 @@ class Console:
     # -- training progress ------------------------------------------------------------------------
     def _progress(self, step: int, total: int, loss: str, acc: str) -> None:
         t = self._train
+        t["step"] = step
         elapsed = time.monotonic() - t.get("t0", time.monotonic())
         done = step - t.get("from", 0)
         rate = done * t.get("global_batch", 0) / elapsed if elapsed > 0 and done > 0 else 0.0

@@ -15,7 +15,7 @@ KNOWN = (
      "tf_keras (Keras 2, installed in the trainer image), or train with a custom loop (strategy.run)"),
     (re.compile(r"No module named '?tf_keras"),
      "TF_USE_LEGACY_KERAS=1 needs the tf_keras package: it is in the trainer image and the dev extra "
-     "(pip install -e '.[dev]'); add tf_keras to your requirements for another image"),
+     "(pip install -e '.[cpu]'); add tf_keras to your requirements for another image"),
 )
 
 

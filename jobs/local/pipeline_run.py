@@ -38,6 +38,7 @@ class Options:
     """How to run (``run.py``'s local flags)."""
 
     argv: list[str]                       # the command line, to print the command that resumes
+    command: str = "python pipelines/run.py"  # how it was started: `vtp` or `python pipelines/run.py`
     fresh: bool = False
     wait_s: float = 0.0
     runner: str = "process"               # process | docker
@@ -45,8 +46,8 @@ class Options:
     build: Callable[[], str] | None = None  # --runner docker without a pinned image: builds it, returns it
 
 
-def resume_command(argv: list[str]) -> str:
-    return shlex.join(["python", "pipelines/run.py"] + [a for a in argv if a != "--fresh"])
+def resume_command(opts: Options) -> str:
+    return shlex.join([*opts.command.split(), *[a for a in opts.argv if a != "--fresh"]])
 
 
 def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
@@ -82,7 +83,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")
                 print("\n".join(runs.summary_lines(record.get("summary") or {})))
-                print(f"to train again from step 0 (this run is kept): {resume_command(opts.argv)} --fresh")
+                print(f"to train again from step 0 (this run is kept): {resume_command(opts)} --fresh")
                 return 0
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
@@ -136,7 +137,7 @@ def _wait_for_children(timeout_s: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def _interrupted_line(cfg, argv: list[str]) -> str:
+def _interrupted_line(cfg, opts: Options) -> str:
     from jobs.job_spec import output_dirs
     from jobs.local import runs
 
@@ -148,7 +149,7 @@ def _interrupted_line(cfg, argv: list[str]) -> str:
         where = f"(your trainer's checkpoints, if it wrote any, are in {checkpoints})"
     else:
         where = "before the first checkpoint"
-    return f"\ninterrupted {where}; resume with: {resume_command(argv)}"
+    return f"\ninterrupted {where}; resume with: {resume_command(opts)}"
 
 
 def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=None) -> int:
@@ -175,7 +176,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
         if session:  # the step containers never saw the terminal's Ctrl-C
             session.interrupt()
         _wait_for_children()
-        print(_interrupted_line(cfg, opts.argv), file=sys.stderr)
+        print(_interrupted_line(cfg, opts), file=sys.stderr)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)

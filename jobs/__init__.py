@@ -1,16 +1,18 @@
 """The job side: everything that runs *outside* a training replica, on a user's machine, in Cloud Build or
-in a KFP task.
+in a KFP task. One home per concept (README "Layout"):
 
 * ``validate``, ``hardware/``: config validation and the hardware catalog and rules;
-* ``stages``: the pipeline's steps as plain calls (the components in ``components/`` wrap them);
-* ``images``, ``build_context``: which image a job runs, the one image-reference parser, the build context
-  and its content tag;
-* ``report``: the run report;
-* ``cloud/``: the cloud side, one module per API (``clients`` holds endpoint, credentials, the retry and
-  timeout policy and one-line errors for all of them), plus the commands that use them (``build``,
-  ``submit``, ``templates``);
-* ``local/``: the local runtime: the launcher that reproduces Vertex's replica environment
-  (``launcher``, ``vertex_env``), one run per output folder (``runs``), the console and fault injection.
+* ``job_spec``: THE Vertex CustomJobSpec of a config (command, pools by position, env, scheduling), for the
+  local launcher, the docker runner, the CustomJob step and a HyperparameterTuningJob's trials alike;
+* ``steps``: the pipeline's steps as plain calls (the components in ``components/`` wrap them);
+  ``records``: the records they leave beside a run;
+* ``verify``, ``gate``, ``report``, ``tensorboard``: checking, gating and showing a trained model;
+* ``tuning/``: a hyperparameter study on this machine; ``compiled``: writing a compiled pipeline;
+* ``images/``: which image a job runs and building it (one builder interface, one reference parser);
+* ``cloud/``: the Google Cloud APIs, one module each, and the commands on them;
+* ``local/``: the local runtime (the launcher, the replica environment, one run of the pipeline here, the
+  folder's lock and history, the console, ``--runner docker``).
 
-``trainers/`` is what runs inside a replica and never imports this package.
+``trainers/`` is what runs inside a replica and never imports this package; nothing here imports
+``pipelines/``.
 """

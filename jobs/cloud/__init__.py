@@ -1,9 +1,9 @@
-"""Clients of the cloud APIs, one module per API, and the commands built on them.
+"""The Google Cloud APIs, one module each, and the commands built on them.
 
-API clients: ``clients`` (endpoint, credentials, retry/timeout policy, errors, shared by all),
-``registry`` (Docker Registry HTTP API v2), ``docker_engine`` (a Docker engine), ``cloudbuild`` (Cloud
-Build), ``gcs`` (Cloud Storage), ``vertex`` (Vertex AI: pipeline jobs, Model Registry), ``custom_job``
-(the pipeline's training CustomJob, worker pools by position).
-Commands: ``build`` (``run.py build``), ``submit`` (``run.py --project``, ``run.py register-model``),
-``templates`` (``run.py upload-template``); ``preflight`` holds the checks submit and templates share.
+API clients: ``clients`` (endpoint, credentials, the one retry/timeout policy, errors, shared by all),
+``vertex`` (pipeline jobs, Model Registry), ``custom_job`` (create and follow the training CustomJob, pools by
+position), ``tuning_job`` (create and follow a HyperparameterTuningJob), ``cloudbuild`` (Cloud Build), ``gcs``
+(Cloud Storage). The Docker Registry API and the Docker engine are image concerns: ``jobs.images``.
+Commands: ``submit`` (``run.py --project``, ``run.py register-model``), ``templates`` (``run.py
+upload-template``); ``preflight`` holds the checks submit, templates and ``--compile-only`` share.
 """

@@ -1,8 +1,12 @@
 """The one place that decides how the job side talks to Google Cloud: endpoints, credentials, the client
 policy (timeouts, retries), the one-line errors and what Ctrl-C says.
 
-Every cloud module (``cloudbuild``, ``gcs``, ``registry``, ``templates``, ``vertex``, ``custom_job``,
-``docker_engine``) builds its client and makes its calls through here.
+Every cloud module (``cloudbuild``, ``gcs``, ``templates``, ``vertex``, ``custom_job``, ``tuning_job``, and
+``jobs.images.registry``/``jobs.images.docker``) builds its client and makes its calls through here.
+
+Why one module of ~600 lines: where a token may go, how long a call may take and how often it is tried,
+and what its failure says are one decision every cloud call passes through together; split, a call could
+take one part without the others.
 
 **Credentials.** ``api_endpoint`` on loopback (``http://127.0.0.1:P``, ``http://localhost:P``): a local
 stand-in of the real API (tests): anonymous credentials, nothing else is contacted. Otherwise Application

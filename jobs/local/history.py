@@ -4,7 +4,8 @@
     python pipelines/run.py runs compare A B [--root runs] [--json]
     python pipelines/run.py runs prune [--keep N] [--older-than DAYS] [--dry-run] [--root runs]
 
-The one home of reading a run folder back as a row of history. Everything comes from the records a run
+The one home of reading a run folder back as a row of history (why ~600 lines in one module: the three
+commands share that one reader, which decides a run's status from whatever records it left). Everything comes from the records a run
 already leaves (``jobs.local.runs``), nothing new is written by a run for this:
 
 * ``run.json`` (a run that succeeded): config, summary (metrics, wall time, report, code version), steps;

@@ -7,7 +7,9 @@ runs locally and on Vertex.
     python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
     result = launch([sys.executable, "-m", "trainer.task"], [1, 1], "runs/x", max_restarts=2)
 
-This module is the supervisor (:func:`launch`); its command line is ``jobs.local.launcher_cli``.
+This module is the supervisor (:func:`launch`); its command line is ``jobs.local.launcher_cli``. Why ~580
+lines in one module: a third of them are the contracts below, and the rest is one loop (start every
+replica, pump their output, reap, apply the done and failure rules, restart) whose parts share its state.
 
 Environment contract (``jobs.local.vertex_env``: :func:`replica_environment` builds it)
     Each replica gets only: ``base_env`` (default :func:`process_base`: ``PATH``, ``HOME``, locale,

@@ -154,16 +154,11 @@ def job_spec(*, worker_pool_specs: Sequence[Any], base_output_directory: str = "
     return spec
 
 
-def job_image(cfg: config_lib.JobConfig) -> str:
-    """The image every replica runs: ``container.image_uri``, else the variant the accelerators need."""
-    from jobs.images import job_image as image_for
-
-    return image_for(cfg)
-
-
 def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
     """THE ``CustomJobSpec`` of ``cfg`` (see the module doc). ``service_account``/``network`` are the
     submission's (``run.py --service-account``/``--network``), not the config's."""
+    from jobs.images import job_image  # container.image_uri, else the variant the accelerators need
+
     command = worker_command(cfg)
     s = cfg.scheduling
     return job_spec(
@@ -187,14 +182,6 @@ def parts(spec: Mapping[str, Any]) -> dict[str, Any]:
             "scheduling_strategy": scheduling.get("strategy", ""), "timeout": scheduling.get("timeout", ""),
             "max_wait_duration": scheduling.get("max_wait_duration", ""),
             "persistent_resource_id": spec.get("persistent_resource_id", "")}
-
-
-def output_dirs(cfg: config_lib.JobConfig) -> dict[str, str]:
-    """Where Vertex (``AIP_*``) and the local launcher put the model, checkpoints and TensorBoard logs
-    (``trainers.cluster.output_dirs``, the one layout)."""
-    from trainers.cluster import output_dirs as layout
-
-    return layout(None, config_lib.resolved_base_dir(cfg))
 
 
 def launch_rules(cfg: config_lib.JobConfig) -> dict[str, str]:

@@ -80,7 +80,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
         specs = containers.worker_pool_specs_file(base, job_spec.parts(spec)["worker_pool_specs"])
         command, env, cwd = containers.launcher_command(specs), {}, None
         base_env = containers.stand_in_environment()
-        engine = containers.client(docker.timeout_s)
+        engine = containers.engine_client(docker.timeout_s)
 
         def after_attempt() -> None:
             containers.remove_labelled(engine, {containers.LABEL_RUN: docker.run_id,
@@ -105,11 +105,12 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...)."""
     from jobs.tensorboard import last_values, read_scalars
 
-    from jobs.job_spec import output_dirs, shown_command
+    from jobs.job_spec import shown_command
+    from trainers.cluster import output_dirs
 
     started = time.monotonic()
     result = run_local(cfg, log=log)
-    dirs = output_dirs(cfg)
+    dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     record: dict[str, Any] = {
         "trainer": cfg.trainer.module or "trainers.task (built-in)",
         "command": shown_command(cfg),

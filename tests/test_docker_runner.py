@@ -49,7 +49,7 @@ def test_a_replica_runs_its_pools_container_spec_with_the_vertex_environment_onl
            "PYTHONPATH": "/host/repo", "HOME": "/root", "GOOGLE_APPLICATION_CREDENTIALS": "/secret.json"}
     pool, index, spec = replica_container.replica_spec(specs, env)
     assert (pool, index, spec["args"]) == (1, 1, ["--role", "w"])
-    assert replica_container.replica_environment(env, spec) == {
+    assert replica_container.container_environment(env, spec) == {
         "CLUSTER_SPEC": env["CLUSTER_SPEC"], "TF_CONFIG": "{}", "AIP_MODEL_DIR": "/b/model/", "CLOUD_ML_JOB_ID": "j",
         "X": "1", "VTP_LOCAL_LAUNCHER": "1"}  # nothing of the host's PATH, PYTHONPATH or credentials
 

@@ -37,6 +37,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
 
     from jobs import job_spec, steps, validate
     from trainers import config as config_lib
+    from trainers.cluster import output_dirs
     from trainers.errors import ConfigError
 
     try:
@@ -53,7 +54,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     import dataclasses
 
     parts = job_spec.parts(spec)
-    dirs = job_spec.output_dirs(cfg)
+    dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
               "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
               "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",

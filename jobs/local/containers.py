@@ -104,7 +104,7 @@ class Settings:
         return {LABEL_RUN: self.run_id, LABEL_BASE: self.base, LABEL_KIND: kind, **extra}
 
 
-def client(timeout_s: float = CREATE_TIMEOUT_S):
+def engine_client(timeout_s: float = CREATE_TIMEOUT_S):
     """The engine's client (``jobs.images.docker.client``, the one factory) with this runner's timeout; an
     unreachable engine is one ContainerError line."""
     from jobs.images import BuildError

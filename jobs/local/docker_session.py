@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from jobs.local.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
-                                   _identity, _mounts, client, local_reference, remove_labelled, socket_path)
+                                   _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
 
 #: the longest the probe container may take (it imports nothing heavy: find_spec and metadata only)
 PROBE_TIMEOUT_S = 180.0
@@ -158,7 +158,7 @@ class Session:
     """One ``--runner docker`` run: the engine, the image, the labels, the clean-up."""
 
     def __init__(self, image: str, base: str, mounts: Sequence[str], log: Callable[[str], None] = print):
-        self.c = client(CREATE_TIMEOUT_S)
+        self.c = engine_client(CREATE_TIMEOUT_S)
         self.log = log
         self.socket = socket_path(os.environ.get("DOCKER_HOST", ""))
         self.image = local_reference(self.c, image)

@@ -138,10 +138,10 @@ def _wait_for_children(timeout_s: float = 60.0) -> None:
 
 
 def _interrupted_line(cfg, opts: Options) -> str:
-    from jobs.job_spec import output_dirs
+    from trainers.cluster import output_dirs
     from jobs.local import runs
 
-    checkpoints = output_dirs(cfg)["checkpoints"]
+    checkpoints = output_dirs(None, config_lib.resolved_base_dir(cfg))["checkpoints"]
     last = runs.last_checkpoint(checkpoints)
     if last:
         where = f"at step {last[1]}; last checkpoint {last[0]}"

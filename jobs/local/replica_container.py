@@ -4,7 +4,7 @@ running that replica's container (``python -m jobs.local.replica_container WORKE
 Its output is the container's, its exit status the container's (``docker kill`` → 137, the launcher's
 ``128+SIGKILL``), SIGTERM goes to the container (the trainer saves and exits 42, as on a Vertex
 preemption) and the container is removed when it ends. The container runs its pool's ``container_spec``
-as the Vertex CustomJob gets it, with :func:`replica_environment`: the pool's ``env`` and the Vertex
+as the Vertex CustomJob gets it, with :func:`container_environment`: the pool's ``env`` and the Vertex
 variables the launcher set, nothing of the host's.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from jobs.local.containers import LABEL_NAME, ContainerError, Settings, _identity, _mounts, client, local_reference
+from jobs.local.containers import LABEL_NAME, ContainerError, Settings, _identity, _mounts, engine_client, local_reference
 
 
 def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int, int, dict[str, Any]]:
@@ -27,7 +27,7 @@ def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int,
     return pool, int(task.get("index", 0)), specs[pool]["container_spec"]
 
 
-def replica_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str, str]:
+def container_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str, str]:
     """The replica container's environment, by the one builder (``jobs.local.vertex_env``): nothing of the
     host's (the image has its own ``ENV``), the pool's ``container_spec.env``, the Vertex variables the
     launcher gave this stand-in."""
@@ -60,12 +60,12 @@ def run_replica(specs_file: str) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the launcher, which stops us with SIGTERM
-    c = client(settings.timeout_s)
+    c = engine_client(settings.timeout_s)
     try:
         image = local_reference(c, spec["image_uri"], pull=False)
         container = c.containers.create(
             image, entrypoint=spec.get("command") or None, command=spec.get("args") or None,
-            environment=replica_environment(dict(os.environ), spec), network_mode="host",
+            environment=container_environment(dict(os.environ), spec), network_mode="host",
             mounts=_mounts(settings.mounts), labels=settings.labels("replica", **{LABEL_NAME: name}),
             name=f"vtp-{settings.run_id}-{name}-{uuid.uuid4().hex[:6]}", **_identity())
         if stopping["signal"] is not None:

@@ -275,14 +275,15 @@ def read_steps(base: str) -> dict[str, Any]:
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
-    from jobs import job_spec, records
+    from jobs import records
+    from trainers.cluster import output_dirs
     from jobs.report import code_version
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
     started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
-            "code_version": code_version(), "dirs": job_spec.output_dirs(cfg),
+            "code_version": code_version(), "dirs": output_dirs(None, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
             "training": records.read_metrics(cfg), "trainer": records.read_training(cfg),
             "verification": {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"},

@@ -46,6 +46,11 @@ def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_
     assert fields["tags"] == b"v1,latest"
     expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7", *TEMPLATE[1::2]]), str(tmp_path / "p.yaml")))
     assert yaml.safe_load(fields["content"]) == yaml.safe_load(expected.read_text())
+    # started from the template gallery with its defaults, the template creates the CustomJob
+    from tests.pipeline_dag import tasks_started_with_defaults
+
+    started = tasks_started_with_defaults(yaml.safe_load(fields["content"]))
+    assert "comp-custom-training-job" in started and "comp-train" not in started
     digest = hashlib.sha256(fields["content"]).hexdigest()
     assert out.strip() == f"flowers-local/sha256:{digest}"
     assert f"--template {registry.host}/flowers-local/v1" in err

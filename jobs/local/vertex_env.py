@@ -49,10 +49,14 @@ _TF_CLUSTER_ROLES = ("chief", "worker", "ps")
 #: to its replica container (``PYTHONUNBUFFERED``, the launcher's too, comes from the image's ``ENV`` there).
 VERTEX_NAMES = frozenset({"CLUSTER_SPEC", "TF_CONFIG"})
 VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_")
-#: What a replica process takes from this machine's environment, when set (see the module doc). The
-#: OpenBLAS pair is set on some processors because older OpenBLAS builds compute wrong results there.
+#: What a replica process takes from this machine's environment, when set (see the module doc): what a
+#: process needs to start, this machine's OpenBLAS settings (set on some processors because older OpenBLAS
+#: builds compute wrong results there) and how this machine reaches the network (proxies, CA bundles: a
+#: replica that downloads its data needs them here; on Vertex the machine's own apply). No credentials.
 BASE_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "USER", "LOGNAME",
-              "VIRTUAL_ENV", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+              "VIRTUAL_ENV", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+              "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+              "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 #: What the trainer image's ``ENV`` gives every replica (containers/Dockerfile), beside its PYTHONPATH.
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 #: This checkout: what the image's ``PYTHONPATH=/app`` is to a replica process here.

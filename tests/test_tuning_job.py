@@ -80,7 +80,10 @@ def start_executor(inputs: dict, out: Path, env: dict | None = None) -> subproce
         "outputs": {"parameters": {name: {"outputFile": str(out / name)}
                                    for name in ("gcp_resources", "best_trial", "best_model_dir")},
                     "artifacts": {"model": {"artifacts": [{"name": "model", "type": {"schemaTitle": "system.Model"},
-                                                           "uri": "gs://my-pipelines/root/x/model", "metadata": {}}]}},
+                                                           "uri": "gs://my-pipelines/root/x/model", "metadata": {}}]},
+                                  # without it kfp's resolver gives --study "null": a file of that name in the cwd
+                                  "study": {"artifacts": [{"name": "study", "type": {"schemaTitle": "system.Artifact"},
+                                                           "uri": str(out / "study"), "metadata": {}}]}},
                     "outputFile": str(out / "executor_output.json")}}
     argv = placeholder_utils.replace_placeholders(container["command"] + container["args"], executor_input,
                                                   "pipeline", "hyperparameter-tuning-job", str(out), "job-1")
@@ -141,6 +144,9 @@ def test_the_study_spec_and_the_trial_job_are_the_job_files(tmp_path):
     assert artifact["metadata"]["metric"] == {"val_rmse": 0.12}
     assert "HyperparameterTuningJob" in proc.stdout and "SUCCEEDED" in proc.stdout
     assert "best trial 2: " in proc.stdout
+    study = json.loads((tmp_path / "study").read_text())  # the study artifact's path, not "null" in the cwd
+    assert study["best_trial"] == best and [t["state"] for t in study["trials"]] == ["SUCCEEDED", "SUCCEEDED",
+                                                                                    "INFEASIBLE"]
 
 
 def test_an_evaluator_keeps_its_pool_position_in_the_trial_job(tmp_path):

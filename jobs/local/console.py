@@ -9,7 +9,10 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
   step/total, loss, accuracy, examples/s and ETA; for a user's Keras trainer, each epoch's metrics as
   ``fit`` prints them; resumes and restarts when they happen;
 * warnings and errors (``warning:``/``error:`` lines, the launcher's failures); a failed step's last
-  meaningful lines and the log file's path;
+  meaningful lines and the log file's path. A step's own ``error:`` lines are held until it ends: a failed
+  step's are not shown here but kept in :attr:`Console.failed_step_errors` for the run's last words
+  (``jobs.local.pipeline_run``), so the problem is said once, last, on stderr, where scripts and
+  ``runs list`` read it;
 * this process's own lines (summary, notes) unchanged.
 
 Noise never reaches the console: kfp's executor input/output dumps, repeated configs, TensorFlow's C++
@@ -68,6 +71,11 @@ class Console:
         self._task: str | None = None
         self._task_started = 0.0
         self._task_lines: collections.deque[str] = collections.deque(maxlen=400)
+        self._task_errors: list[str] = []       # the running step's own `error:` lines, shown when it ends
+        self._in_dump = False                   # inside kfp's executor-input JSON dump (never shown)
+        #: the own ``error:`` lines of the step that failed (set when kfp reports the failure)
+        self.failed_step_errors: list[str] = []
+        self._step_failed = threading.Event()
         self._train: dict[str, float] = {}
         self._last_progress = 0.0
         self._bar = None
@@ -178,7 +186,12 @@ class Console:
             self._kfp(m.group(1), m.group(2))
             return
         if text.startswith("    "):  # kfp relays a task's output indented by 4 (this process uses 2)
-            self._child(stripped)
+            if self._in_dump:  # kfp's executor input, pretty-printed: ends with its outer "}" at the relay indent
+                self._in_dump = text.rstrip() != "    }"
+                return
+            self._in_dump = stripped.endswith("Got executor_input:")
+            if not self._in_dump:
+                self._child(stripped)
             return
         self._show(text)  # this process's own lines: summary, errors, notes
 
@@ -187,6 +200,7 @@ class Console:
         if start:
             self._task, self._task_started = start.group(1), time.monotonic()
             self._task_lines.clear()
+            self._task_errors = []
             self._show(f"▸ {self._task}")
         elif end:
             name, status = end.group(1), end.group(2)
@@ -197,20 +211,34 @@ class Console:
             if took is None:
                 took = time.monotonic() - self._task_started
             if status == "SUCCESS":
+                for error in self._task_errors:
+                    self._show(f"  {error}")
                 self._show(f"✓ {name} ({took:.1f} s)")
             else:
                 self._show(f"✗ {name} {status.lower()} after {took:.1f} s; its last lines:")
-                meaningful = [t for t in self._task_lines if not _noise(t)][-15:]
+                errors = set(self._task_errors)  # said once, as the run's last words
+                meaningful = [t for t in self._task_lines if not _noise(t) and t not in errors][-15:]
                 for t in meaningful:
                     self._show(f"    {t}")
                 if self.log_path:
                     self._show(f"  full log: {self.log_path}")
+                self.failed_step_errors = list(self._task_errors)
+                self._step_failed.set()
             self._task = None
         elif level != "INFO":
             self._show(message)
 
+    def failed_step(self, wait_s: float = 5.0) -> list[str]:
+        """The own ``error:`` lines of the step whose failure ended the pipeline ([] when it printed none, or no
+        step failure was seen within ``wait_s``: kfp logs it before raising, and this pipe is read by a thread)."""
+        self._step_failed.wait(wait_s)
+        return list(self.failed_step_errors)
+
     def _child(self, text: str) -> None:
         self._task_lines.append(text)
+        if text.startswith("error: "):  # the step's own problem: held until the step ends (see the module doc)
+            self._task_errors.append(text)
+            return
         m = REPLICA.match(text)
         role, body = (f"{m.group(1)}-{m.group(2)}", m.group(3)) if m else ("", text)
         if text.startswith("[launcher]"):

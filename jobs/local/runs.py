@@ -276,19 +276,33 @@ def read_steps(base: str) -> dict[str, Any]:
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
     from jobs import records
-    from trainers.cluster import output_dirs
     from jobs.report import code_version
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
     started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
-            "code_version": code_version(), "dirs": output_dirs(None, base),
+            "code_version": code_version(), "dirs": _model_dirs(cfg, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
             "training": records.read_metrics(cfg), "trainer": records.read_training(cfg),
             "verification": {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"},
             "evaluation": records.read_evaluation(cfg),
             "log_file": log_file, "report": join(base, "report.html")}
+
+
+def _model_dirs(cfg, base: str) -> dict[str, str]:
+    """Where the run's model, checkpoints and logs are: the job's ``AIP_*`` folders, or with a ``tuning:`` study the
+    best trial's (``<base>/<trial id>/...``, as Vertex lays trials out), which the tune step passed on; ``<base>/model``
+    does not exist there."""
+    from trainers.cluster import output_dirs
+
+    if cfg.tuning.enabled:
+        from jobs.tuning.local import read_record, trial_base
+
+        best = read_record(base).get("best_trial") or {}
+        if best.get("id"):
+            return output_dirs(None, trial_base(base, best["id"]))
+    return output_dirs(None, base)
 
 
 def _num(value: Any, spec: str) -> str:

@@ -169,8 +169,9 @@ def test_flags_are_written_as_vertex_writes_them(tmp_path):
     from jobs.tuning.spec import trial_flags
 
     cfg = job(tmp_path)
+    # by name: a job file and the config JSON the pipeline passes on (sorted keys) give one command
     assert trial_flags(cfg, {"learning_rate": 0.001, "units": 8.0, "optimizer": "adam", "batch_size": 32.0}) == [
-        "--learning_rate=0.001", "--units=8", "--optimizer=adam", "--batch_size=32"]
+        "--batch_size=32", "--learning_rate=0.001", "--optimizer=adam", "--units=8"]
 
 
 # -- the hypertune file ------------------------------------------------------------------------------------
@@ -372,7 +373,7 @@ def test_a_users_trainer_is_tuned_with_4_trials_2_at_once(tmp_path):
     best = min(record["trials"], key=lambda t: t["metric"])
     assert record["best_trial"] == {k: best[k] for k in ("id", "parameters", "metric", "model_dir")}
     out = proc.stdout.splitlines()
-    (second,) = [i for i, line in enumerate(out) if line.startswith("trial 2 started: --learning_rate=")]
+    (second,) = [i for i, line in enumerate(out) if line.startswith("trial 2 started: --batch_size=")]
     assert second < min(i for i, line in enumerate(out) if " SUCCEEDED in " in line)  # 2 trials at once
     assert json.loads(out[-1])["best_trial"] == record["best_trial"]
 
@@ -484,5 +485,5 @@ def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_me
     assert set(seen) == {"[chief-0]", "[worker-0]"}
     for role, s in seen.items():
         assert s["dir"] and s["trial"] == "7" and s["model"] == f"{tmp_path}/7/model/"
-        assert s["argv"] == ["--epochs=1", "--learning_rate=0.5", "--units=9", "--optimizer=sgd", "--batch_size=64"]
+        assert s["argv"] == ["--epochs=1", "--batch_size=64", "--learning_rate=0.5", "--optimizer=sgd", "--units=9"]
         assert s["file"] == f"{tmp_path}/7/hypertune/{role[1:-1]}.metrics"

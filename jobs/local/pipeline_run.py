@@ -141,7 +141,11 @@ def _interrupted_line(cfg, opts: Options) -> str:
     from trainers.cluster import output_dirs
     from jobs.local import runs
 
-    checkpoints = output_dirs(None, config_lib.resolved_base_dir(cfg))["checkpoints"]
+    base = config_lib.resolved_base_dir(cfg)
+    if cfg.tuning.enabled:  # a study: its trials' folders are <base>/<trial id>/, its record <base>/tuning.json
+        return (f"\ninterrupted the study; every trial stopped, the finished ones are kept in {base}/tuning.json "
+                f"(each trial's checkpoints in {base}/<trial id>/checkpoints); resume with: {resume_command(opts)}")
+    checkpoints = output_dirs(None, base)["checkpoints"]
     last = runs.last_checkpoint(checkpoints)
     if last:
         where = f"at step {last[1]}; last checkpoint {last[0]}"

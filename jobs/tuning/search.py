@@ -57,7 +57,8 @@ class Search:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # its per-trial INFO lines would double the study's
         t = cfg.tuning
-        self.specs = dict(t.parameters)
+        self.specs = dict(sorted(t.parameters.items()))  # by name: the job file's order and the config JSON's
+                                                           # (sorted keys) propose the same trials
         self.grid = t.algorithm == "grid"
         #: parameters sampled log-uniformly then reflected (reverse_log), not under grid search (every point)
         self.reflected = {n for n, p in self.specs.items() if p.scale == "reverse_log" and not self.grid}

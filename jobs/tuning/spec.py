@@ -45,9 +45,10 @@ def flag_value(param: config_lib.Parameter, value: Any) -> str:
 
 
 def trial_flags(cfg: config_lib.JobConfig, parameters: dict[str, Any]) -> list[str]:
-    """``--NAME=VALUE`` per parameter, in the section's order (appended after ``trainer.args``)."""
+    """``--NAME=VALUE`` per parameter, by name (appended after ``trainer.args``; a job file and the config JSON
+    the pipeline passes on, whose keys are sorted, give the same command)."""
     specs = cfg.tuning.parameters
-    return [f"--{name}={flag_value(specs[name], parameters[name])}" for name in specs]
+    return [f"--{name}={flag_value(specs[name], parameters[name])}" for name in sorted(specs)]
 
 
 def typed_value(param: config_lib.Parameter, value: Any) -> Any:

@@ -1,8 +1,9 @@
 """The training pipeline, for one target: on Vertex AI, [build image] -> validate -> [prepare data] -> Vertex
-CustomJob (or, with a ``tuning:`` section, a HyperparameterTuningJob of that CustomJob) -> verify -> [gate] ->
-Model Registry -> report; on this machine (kfp.local), validate -> [prepare data] -> train (the job's pools as
-processes or containers here; with ``tuning:``, a study of such trials) -> verify -> [gate] -> the Model
-Registry request, written -> report. The gate (``serving.gate``) is there when the job sets bars.
+CustomJob (or, with a ``tuning:`` section, a HyperparameterTuningJob of that CustomJob) -> verify -> report ->
+[gate] -> Model Registry; on this machine (kfp.local), validate -> [prepare data] -> train (the job's pools as
+processes or containers here; with ``tuning:``, a study of such trials) -> verify -> report -> [gate] -> the
+Model Registry request, written. The gate (``serving.gate``) is there when the job sets bars; the report
+comes before it, so a refused model's run has its report too.
 
 Wiring only, from the published components (``components.published``: the committed ``component.yaml``
 files a KFP user loads), every decision in the library. Each target compiles to its own pipeline: a YAML
@@ -63,17 +64,17 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
 
     gated = bool(cfg.serving.gate.thresholds or cfg.serving.gate.better_than_parent)
 
-    def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, **vertex_only):
+    def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, report, **vertex_only):
         """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
-        gate step: the upload never runs)."""
+        gate step: the upload never runs). Both after the report: a refused model's run still has its report."""
         model, record = verified.outputs["verified_model"], {}
         if gated:
             passed = c.gate(model=model, verification=verified.outputs["verification"], config_json=config,
                             parent_model=job.outputs["parent_model"], dry_run=dry_run, record_dir=record_dir,
-                            **measured)
+                            **measured).after(report)
             model, record = passed.outputs["gated_model"], {"gate_record": passed.outputs["result"]}
         c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
-                       **registry_fields(job, location))
+                       **registry_fields(job, location)).after(report)
 
     tuned = cfg.tuning.enabled
 
@@ -88,12 +89,12 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
                                       record_dir=job.outputs["base_dir"], **dataset)
+            report = c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
+                              checkpoints=trained.outputs["checkpoints"], config_json=config,
+                              record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
             gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
                              measured=dict(training_metrics=trained.outputs["metrics"],
-                                           tensorboard=trained.outputs["tensorboard"]))
-            c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
-                     checkpoints=trained.outputs["checkpoints"], config_json=config,
-                     record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
+                                           tensorboard=trained.outputs["tensorboard"]), report=report)
 
         return local_pipeline
 
@@ -145,12 +146,12 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             training.after(data)
         verified = c.verify_model(model=model, sample_request=sample_request,
                                   record_dir=job.outputs["base_output_directory"], **dataset)
+        report = c.report(verification=verified.outputs["verification"], config_json=config,
+                          record_dir=job.outputs["base_output_directory"],
+                          **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))
         gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
-                         measured=measured, project=_placeholders.PROJECT_ID_PLACEHOLDER,
+                         measured=measured, report=report, project=_placeholders.PROJECT_ID_PLACEHOLDER,
                          pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
-        c.report(verification=verified.outputs["verification"], config_json=config,
-                 record_dir=job.outputs["base_output_directory"],
-                 **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))
 
     return vertex_pipeline
 

@@ -66,7 +66,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
     def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, **vertex_only):
         """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
         gate step: the upload never runs)."""
-        model, record = verified.outputs["verified_model"], {}
+        model, record, passed = verified.outputs["verified_model"], {}, None
         if gated:
             passed = c.gate(model=model, verification=verified.outputs["verification"], config_json=config,
                             parent_model=job.outputs["parent_model"], dry_run=dry_run, record_dir=record_dir,
@@ -74,6 +74,14 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             model, record = passed.outputs["gated_model"], {"gate_record": passed.outputs["result"]}
         c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
                        **registry_fields(job, location))
+        return passed
+
+    def report_after(report, gate) -> None:
+        """The report shows the gate's record (``<record_dir>/gate.json``): it runs after the gate, not beside it
+        (kfp.local orders independent tasks in an order that changed between two identical runs here; Vertex runs
+        them at once), so the page never shows a record the gate has not written yet, or an earlier run's."""
+        if gate is not None:
+            report.after(gate)
 
     tuned = cfg.tuning.enabled
 
@@ -88,12 +96,13 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
                                       record_dir=job.outputs["base_dir"], **dataset)
-            gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
-                             measured=dict(training_metrics=trained.outputs["metrics"],
-                                           tensorboard=trained.outputs["tensorboard"]))
-            c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
-                     checkpoints=trained.outputs["checkpoints"], config_json=config,
-                     record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
+            gate = gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
+                                    measured=dict(training_metrics=trained.outputs["metrics"],
+                                                  tensorboard=trained.outputs["tensorboard"]))
+            report_after(c.report(verification=verified.outputs["verification"],
+                                  tensorboard=trained.outputs["tensorboard"], checkpoints=trained.outputs["checkpoints"],
+                                  config_json=config, record_dir=job.outputs["base_dir"],
+                                  **({"study": trained.outputs["study"]} if tuned else {})), gate)
 
         return local_pipeline
 
@@ -145,12 +154,12 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             training.after(data)
         verified = c.verify_model(model=model, sample_request=sample_request,
                                   record_dir=job.outputs["base_output_directory"], **dataset)
-        gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
-                         measured=measured, project=_placeholders.PROJECT_ID_PLACEHOLDER,
-                         pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
-        c.report(verification=verified.outputs["verification"], config_json=config,
-                 record_dir=job.outputs["base_output_directory"],
-                 **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))
+        gate = gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
+                                measured=measured, project=_placeholders.PROJECT_ID_PLACEHOLDER,
+                                pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
+        report_after(c.report(verification=verified.outputs["verification"], config_json=config,
+                              record_dir=job.outputs["base_output_directory"],
+                              **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output})), gate)
 
     return vertex_pipeline
 

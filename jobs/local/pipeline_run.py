@@ -151,6 +151,25 @@ def _interrupted_line(cfg, argv: list[str]) -> str:
     return f"\ninterrupted {where}; resume with: {resume_command(argv)}"
 
 
+def _report_refused(cfg, base: str, steps: list[dict]) -> None:
+    """A model the gate refused stops the pipeline before its report step (which runs after the gate): the
+    report is written here, so the refused model's page says which bar it missed and how the model did."""
+    from jobs import records
+
+    gate = records.read_gate(cfg)
+    refused = bool(steps) and steps[-1].get("name") == "gate" and steps[-1].get("status") == "FAILURE"
+    if not refused or gate.get("passed") is not False:
+        return
+    from jobs import steps as steps_lib
+
+    try:
+        _, written = steps_lib.report(cfg.to_json(), record_dir=base)
+    except Exception as exc:  # the run already failed; the report is a courtesy, never a second failure
+        print(f"the run report of the refused model could not be written: {' '.join(str(exc).split())[:300]}")
+        return
+    print(f"the run report of the refused model: {written}")
+
+
 def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=None) -> int:
     import contextlib
     import warnings
@@ -178,6 +197,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
         print(_interrupted_line(cfg, opts.argv), file=sys.stderr)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
+        _report_refused(cfg, base, timer.steps)
         print(f"\nerror: the pipeline failed: {exc}", file=sys.stderr)
         return 1
     summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,

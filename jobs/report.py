@@ -18,7 +18,10 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (:func:`code_version`): the project's git commit, else the installed package's version.
+* the code version (:func:`code_version`): the project's git commit, else the installed package's version;
+* a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
+  metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
+  trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
 
 Sections that only make sense for a classifier appear only for one. Plots are matplotlib (Agg), embedded
 as base64 PNG, so the file opens anywhere, the Vertex Pipelines UI's HTML viewer included, with no
@@ -27,6 +30,7 @@ network. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 import json
@@ -201,17 +205,23 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
 
 
-def hyperparameter_rows(cfg, figures: dict[str, Any]) -> list[tuple[str, str]]:
+def hyperparameter_rows(cfg, figures: dict[str, Any], trial: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """What was chosen for the training: the built-in trainer's hyperparameters (from the config, and what
-    the trainer reports it really used), or a user trainer's command line (its hyperparameters are its own)."""
+    the trainer reports it really used), or a user trainer's command line (its hyperparameters are its own).
+    ``trial``: the study's trial whose model this is; its values are what that training used (the built-in
+    trainer takes them as config overrides, a user trainer as ``--NAME=VALUE`` after its arguments)."""
     if cfg is None:
         return []
+    from jobs.report_sections import with_trial
+
+    cfg, flags, tuned = with_trial(cfg, trial)
     t, d, c = cfg.training, cfg.data, cfg.checkpoint
     if cfg.user_trainer:
         command = (["python", "-m", cfg.trainer.module] + list(cfg.trainer.args) if cfg.trainer.module
                    else list(cfg.container.command) + list(cfg.container.args))
-        return [("trainer command", " ".join(command)),
-                ("hyperparameters", "your trainer's own (its arguments above; Vertex passes a tuning trial's as flags)")]
+        return tuned + [("trainer command", " ".join(command + flags)),
+                        ("hyperparameters", "your trainer's own (its arguments above; Vertex passes a tuning "
+                                            "trial's as flags)")]
     steps = figures.get("steps")
     length = f"{t.steps} steps" if t.steps else f"{t.epochs} epochs" + (f" ({steps} steps)" if steps else "")
     global_batch = figures.get("global_batch_size") or t.global_batch_size or None
@@ -222,14 +232,15 @@ def hyperparameter_rows(cfg, figures: dict[str, Any]) -> list[tuple[str, str]]:
         validation = "the chief, at every checkpoint save and at the end"
     every = " or ".join(x for x in (f"{c.every_steps} steps" if c.every_steps else "",
                                     f"{c.every_seconds:g} s" if c.every_seconds else "") if x) or "the end only"
-    return [("model", cfg.model.name), ("optimizer", t.optimizer), ("learning rate", f"{t.learning_rate:g}"),
-            ("training length", length),
-            ("batch", f"{t.per_replica_batch_size} per replica" + (f", {global_batch} global" if global_batch else "")),
-            ("image size", f"{d.image_size}×{d.image_size}"), ("precision", precision),
-            ("seed", f"{t.seed}" + (" (op-deterministic)" if t.deterministic else "")),
-            ("data augmentation", "random crop and flip" if d.augment else "none"),
-            ("shuffle buffer", str(d.shuffle_buffer)),
-            ("checkpoints", f"every {every}, {c.keep} kept"), ("validation", validation)]
+    return tuned + [
+        ("model", cfg.model.name), ("optimizer", t.optimizer), ("learning rate", f"{t.learning_rate:g}"),
+        ("training length", length),
+        ("batch", f"{t.per_replica_batch_size} per replica" + (f", {global_batch} global" if global_batch else "")),
+        ("image size", f"{d.image_size}×{d.image_size}"), ("precision", precision),
+        ("seed", f"{t.seed}" + (" (op-deterministic)" if t.deterministic else "")),
+        ("data augmentation", "random crop and flip" if d.augment else "none"),
+        ("shuffle buffer", str(d.shuffle_buffer)),
+        ("checkpoints", f"every {every}, {c.keep} kept"), ("validation", validation)]
 
 
 def data_summary(cfg) -> dict[str, Any] | None:
@@ -319,16 +330,22 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
           resumed: Any = None, fresh: bool = False, hyperparameters: list[tuple[str, str]] = (),
           data: dict[str, Any] | None = None, steps: dict[str, Any] | None = None,
           provenance: list[tuple[str, str]] = (), train: dict[str, Any] | None = None,
-          restarts: list[dict[str, Any]] = ()) -> dict[str, Any]:
+          restarts: list[dict[str, Any]] = (), study: dict[str, Any] | None = None,
+          gate: dict[str, Any] | None = None, gate_expected: bool = False, gate_where: str = "") -> dict[str, Any]:
     """The report's content: ``{"html": str, "markdown": str, "classes": [...], "confusion_matrix": [[...]]}``
     (the last two empty unless the model is a classifier; for KFP's ClassificationMetrics). ``resumed``: the
-    step this run restored; ``fresh``: the trainer said it restored nothing (started from step 0)."""
+    step this run restored; ``fresh``: the trainer said it restored nothing (started from step 0). ``study``:
+    ``jobs.report_sections.study_facts``; ``gate``: the gate's record (``gate_expected``: the job sets bars, so
+    a missing record is said)."""
+    from jobs import report_sections as sections
+
     e = html.escape
     train = train or {}
     classes, matrix = verification.get("classes") or [], verification.get("confusion_matrix") or []
     classifier = bool(classes and matrix)
     stats = per_class(classes, matrix) if classifier else []
-    answer = verdict(verification, stats, scalars, data, train)
+    answer = verdict(verification, stats, scalars, data, train) + sections.study_verdict(study) \
+        + sections.gate_verdict(gate)
     parts = [f"<h1>Run report: {e(title)}</h1>",
              "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"]
     if provenance:
@@ -336,6 +353,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
     if hyperparameters:
         parts.append("<h2>Hyperparameters</h2>" + _kv_table("hyperparameters", list(hyperparameters), e))
+    parts.append(sections.study_html(study, e))
     if data is not None:
         if data.get("missing"):
             parts.append(f"<h2>Data</h2><p id='data'>no prepared-data manifest at {e(str(data.get('dir')))}</p>")
@@ -417,6 +435,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         model_rows.append(("trained in", f"{meta['trained_precision']}; exported as float32"))
     if model_rows:
         parts.append("<h2>Model</h2>" + _kv_table("model", model_rows, e))
+    parts.append(sections.gate_html(gate, e, expected=gate_expected, where=gate_where))
     step_rows = [[s.get("name", "?"), _fmt(s.get("seconds"), ".1f"), str(s.get("status", "")).lower()]
                  for s in (steps or {}).get("steps") or []]
     step_rows += [[name, "…", "running (this page is written by it)" if name == "report" else "running"]
@@ -443,11 +462,12 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
              "#verdict li{margin:.3em 0}"
              "#samples{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0;text-align:center;font-size:12px}"
              "figure.ok figcaption{color:#176317}figure.wrong figcaption{color:#b00020}img{max-width:100%}"
-             "#samples img{width:96px;height:96px;image-rendering:pixelated}")
+             "#samples img{width:96px;height:96px;image-rendering:pixelated}" + sections.STYLE)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
     md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], "", "| | |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
+    md += sections.study_markdown(study)
     if data and not data.get("missing"):
         totals = data.get("num_examples") or {}
         md += ["", f"Data: {len(data['classes'])} classes, {totals.get('train', '?')} train and "
@@ -463,6 +483,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     if stats:
         md += ["", "| class | images | precision | recall |", "|---|---|---|---|"] + [
             f"| {c['class']} | {c['support']} | {_fmt(c['precision'], '.3f')} | {_fmt(c['recall'], '.3f')} |" for c in stats]
+    md += sections.gate_markdown(gate)
     if step_rows:
         md += ["", "Steps: " + ", ".join(f"{name} {secs} s" for name, secs, _ in step_rows if secs != "…") + "."]
     md += ["", f"Checkpoints: {kept}; {start}."]
@@ -508,27 +529,48 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
 def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, logs_uri: str = "",
            checkpoints_uri: str = "", study: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report of a run: what ``base`` (a run folder, local or ``gs://`` read through the ``/gcs`` mount)
-    holds, with the given parts winning over it. Any part may be missing."""
+    holds, with the given parts winning over it. Any part may be missing. ``study``: the hyperparameter
+    study's record (the ``tune`` or ``hyperparameter_tuning_job`` step's); without it, ``<base>/tuning.json``
+    when the job has a ``tuning:`` section. A tuned run's training figures, logs and checkpoints are those of
+    the trial whose model was verified."""
+    from jobs import records
+    from jobs import report_sections as sections
     from jobs.tensorboard import read_scalars
     from trainers import fileio
 
-    training: dict[str, Any] = {}
+    where = readable(base) if base else ""
+    tuned = cfg is None or cfg.tuning.enabled
+    expect_gate = cfg is not None and records.is_gated(cfg)
     steps: dict[str, Any] = {}
-    if base:
-        where = readable(base)
+    gate: dict[str, Any] = {}
+    if where:
+        if verification is None:
+            verification = fileio.read_json(join(where, "verification.json"))
+        if study is None and tuned:
+            study = records.read_at(where, records.TUNING_RECORD)
+        if cfg is None:  # a report of given parts: the gate's record, if one is there
+            gate = records.read_at(where, records.GATE_RECORD)
+        if "://" not in where:
+            found = fileio.read_json(join(where, "steps.json"))
+            steps = found if isinstance(found, dict) else {}
+    verification = verification or {}
+    trial = records.verified_trial(study, str(verification.get("model_dir") or "")) if study else None
+    training: dict[str, Any] = {}
+    if trial is not None:  # the trials trained, each in <base>/<id>/: the figures are the verified trial's
+        figures = records.read_trial_metrics(where or "", trial) if where or trial.get("model_dir") else {}
+        training = {"metrics": figures} if figures else {}
+        dirs = records.trial_dirs(base, trial) if base or trial.get("model_dir") else {}
+    elif where:
         training = fileio.read_json(join(where, "training.json")) or {}
         if not training.get("metrics"):
             builtin = fileio.read_json(join(where, "metrics.json"))
             if builtin:
                 training["metrics"] = builtin
-        if verification is None:
-            verification = fileio.read_json(join(where, "verification.json"))
-        if "://" not in where:
-            found = fileio.read_json(join(where, "steps.json"))
-            steps = found if isinstance(found, dict) else {}
-    verification = verification or {}
-    logs = logs_uri or (join(base, "logs") if base else "")
-    checkpoints = checkpoints_uri or (join(base, "checkpoints") if base else "")
+        dirs = {"logs": join(base, "logs"), "checkpoints": join(base, "checkpoints")}
+    else:
+        dirs = {}
+    logs = logs_uri or dirs.get("logs", "")
+    checkpoints = checkpoints_uri or dirs.get("checkpoints", "")
     figures = training.get("metrics") or {}
     resumed = figures.get("resumed_from_step")
     restarts = [r for r in training.get("restarts") or [] if isinstance(r, dict)]
@@ -538,12 +580,18 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     # the built-in trainer says resumed_from_step null when it restored nothing: a fresh start, not a gap
     fresh = resumed is None and "resumed_from_step" in figures
     title = cfg.name if cfg else (os.path.basename(base.rstrip("/")) if base else "model")
-    return build(title=title, rows=job_rows(cfg, training), scalars=read_scalars(readable(logs)) if logs else {},
+    specs = ({n: dataclasses.asdict(p) for n, p in cfg.tuning.parameters.items()}
+             if cfg is not None and cfg.tuning.enabled else None)
+    scalars = read_scalars(readable(logs)) if logs else {}
+    if expect_gate:
+        gate = sections.checked_gate(cfg, figures, scalars, study, verification)
+    return build(title=title, rows=job_rows(cfg, training), scalars=scalars,
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
-                 fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures), data=data_summary(cfg),
+                 fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
                  steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
-                 restarts=restarts)
+                 restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
+                 gate_expected=expect_gate, gate_where=base)
 
 
 def write(path: str, content: dict[str, Any]) -> str:

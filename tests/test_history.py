@@ -3,8 +3,9 @@
 Two real runs of ``pipelines/run.py`` (the session's ``real_runs``: the default preset, then ``--fresh`` with
 another config) plus folders made from them the way other endings leave them: Ctrl-C (run.py's
 ``interrupted ...`` line), a failed step (``error: ...``), a kill -9 (no last word), a live run (its lock
-held by another process), and a folder that is no run at all. Also the report and the console of the real
-runs (steps' wall times, validation series, new sections).
+held by another process), and a folder that is no run at all; and a third real run whose gate refuses the
+model (``gated``: the run fails at the gate step, leaving gate.json and no run.json). Also the report and the
+console of the real runs (steps' wall times, validation series, new sections).
 """
 from __future__ import annotations
 
@@ -40,12 +41,36 @@ def _strip_record(folder: Path, ending: str | None, running: list[str]) -> None:
     (folder / "steps.json").write_text(json.dumps(steps))
 
 
+GATED_BAR = "accuracy > 1"  # no model passes it: the gate refuses whatever trained
+
+
 @pytest.fixture(scope="module")
-def root(real_runs, tmp_path_factory) -> Path:
-    """The real runs' root plus hand-made endings, copied from the real current run."""
+def gated(prepared_data, tmp_path_factory) -> dict:
+    """A real run whose gate refuses the model (4 steps, one device): ``{"path", "console", "returncode"}``."""
+    import os
+    import uuid
+
+    from tests.conftest import assert_no_processes_left
+
+    base = tmp_path_factory.mktemp("gated") / "gated"
+    marker = uuid.uuid4().hex
+    proc = subprocess.run(
+        [sys.executable, "pipelines/run.py", "--set", f"output.base_dir={base}", "--set", "data.source=tfrecord",
+         "--set", f"data.path={prepared_data}", "--set", "training.steps=4", "--set", "checkpoint.every_steps=4",
+         "--set", "topology.strategy=one_device", "--set", "topology.worker.replica_count=0",
+         "--set", f"serving.gate.thresholds=[\"{GATED_BAR}\"]"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ, RUNS_TEST_MARKER=marker))
+    assert_no_processes_left(marker)
+    return {"path": base, "console": proc.stdout + proc.stderr, "returncode": proc.returncode}
+
+
+@pytest.fixture(scope="module")
+def root(real_runs, gated, tmp_path_factory) -> Path:
+    """The real runs' root plus hand-made endings, copied from the real current run, and the refused run."""
     src = real_runs["root"]
     root = tmp_path_factory.mktemp("history") / "runs"
     shutil.copytree(src, root, symlinks=True)
+    shutil.copytree(gated["path"], root / "gated", symlinks=True)
     current = root / "local"
     for name, ending, running in (
             ("ctrl-c", "interrupted at step 8; last checkpoint /x/ckpt-8; resume with: python pipelines/run.py", ["train"]),
@@ -93,17 +118,20 @@ def test_list_names_every_run_with_its_status_steps_metrics_wall_time_and_report
     assert code == 0 and err == ""
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip() and not line.startswith(("  ", "─"))}
     archive = real_runs["archive"].name
-    assert set(rows) == {"run", "local", archive, "ctrl-c", "failed", "killed", "live"}  # not "not-a-run"
+    assert set(rows) == {"run", "local", archive, "ctrl-c", "failed", "killed", "live", "gated"}  # not "not-a-run"
     assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}, loss \d\.\d{4}\s+\d+ s\s+"
                      r"\d{4}-\d\d-\d\d \d\d:\d\d\s+\S+local/report\.html", rows["local"]), rows["local"]
     assert re.search(rf"^{re.escape(archive)}\s+flowers-local\s+finished\s+10/10\s+val acc", rows[archive])
     assert "/report.html" in rows[archive] and archive in rows[archive].split()[-1]  # the copy's own report
-    for name, status in (("ctrl-c", "interrupted"), ("failed", "failed"), ("killed", "unfinished"), ("live", "running")):
+    for name, status in (("ctrl-c", "interrupted"), ("failed", "failed"), ("killed", "unfinished"), ("live", "running"),
+                         ("gated", "failed")):
         assert rows[name].split()[2] == status, rows[name]
     notes = [line for line in out.splitlines() if line.startswith("  ")]
     assert any(n.startswith("  ctrl-c: interrupted: in step train: interrupted at step 8") for n in notes), notes
     assert any(n.startswith("  failed: failed: the pipeline failed: Task 'train'") for n in notes), notes
     assert any(n.startswith("  killed: unfinished: in step train: stopped without a word") for n in notes), notes
+    assert any(re.fullmatch(r"  gated: failed: the gate refused the model: serving\.gate\.thresholds\[0\]: "
+                            r"accuracy [\d.]+ > 1 missed", n) for n in notes), notes
     assert "Traceback" not in out
 
 
@@ -122,7 +150,74 @@ def test_list_json_for_scripts(root, real_runs, capsys):
     killed = found["killed"]
     assert killed["steps"] == 16 and killed["total_steps"] == 16 and killed["config"]["training"]["steps"] == 16
     assert killed["metrics"]["train_loss"] > 0  # metrics.json was written before the end
-    assert [r["name"] for r in json.loads(out)][0] in ("local", "ctrl-c", "failed", "killed")  # newest first
+    assert [r["name"] for r in json.loads(out)][0] in ("local", "ctrl-c", "failed", "killed", "gated")  # newest first
+
+
+# -- a run the gate refused ---------------------------------------------------------------------------------
+def test_a_refused_model_fails_the_run_and_its_gate_record_is_read_back(root, gated, capsys):
+    console = gated["console"]
+    assert gated["returncode"] == 1, console[-3000:]
+    folder = root / "gated"
+    assert not (folder / "run.json").exists() and not (folder / "model_upload_request.json").exists()
+    record = json.loads((folder / "gate.json").read_text())  # what the run leaves: the gate's record
+    assert record["passed"] is False and re.fullmatch(r"accuracy [\d.]+ > 1: missed", record["lines"][0])
+    assert re.search(r"^  error: serving\.gate\.thresholds\[0\]: accuracy [\d.]+ > 1 missed, so the model is not "
+                     r"registered", console, re.M), console[-3000:]
+    steps = json.loads((folder / "steps.json").read_text())["steps"]
+    assert steps[-1]["name"] == "gate" and steps[-1]["status"] == "FAILURE"
+    # the report step runs after the gate, so the run writes the refused model's report itself
+    assert f"the run report of the refused model: {gated['path'] / 'report.html'}" in console
+    page = (folder / "report.html").read_text()
+    assert re.search(r"<p id='gate-verdict' class='missed'>missed: serving\.gate\.thresholds\[0\]: accuracy [\d.]+ "
+                     r"&gt; 1 missed; the model is not registered</p>", page)
+    assert "The gate refused this model" in page and "<td>gate</td><td>" in page
+    # run.py's own last line names the step (kfp.local colours it; the listing drops the colour codes)
+    status, note = history._ending(str(sorted((folder / "logs").glob("run-*.log"))[-1]))
+    assert (status, note) == ("failed", "the pipeline failed: Pipeline 'flowers-local' finished with status FAILURE. "
+                                        "Inner task failed: 'gate'."), note
+
+    code, out, _ = _run(capsys, "list", "--root", str(root), "--json")
+    run = {r["name"]: r for r in json.loads(out)}["gated"]
+    assert run["status"] == "failed" and run["note"].startswith("the gate refused the model: serving.gate.thresholds[0]")
+    assert run["gate"] == {"passed": False, "missed": record["missed"].split(", so the model")[0],
+                           "lines": record["lines"]}
+    assert run["steps"] == 4 and run["total_steps"] == 4 and run["study"] is None
+    assert run["report"] == str(folder / "report.html")
+    assert run["metrics"]["val_accuracy"] == pytest.approx(json.loads((folder / "verification.json").read_text())["accuracy"])
+
+    code, out, _ = _run(capsys, "compare", "gated", "local", "--root", str(root))
+    assert code == 0
+    assert re.search(r"^\s*status\s+failed\s+finished\s*$", out, re.M), out
+    assert re.search(r"^\s*gate\s+missed: serving\.gate\.thresholds\[0\]: accuracy [\d.]+ > 1 missed\s+-\s*$", out,
+                     re.M), out
+    assert re.search(r"^\s*step gate \(s\)\s+[\d.]+\s+-\s*$", out, re.M), out
+    assert re.search(r"^\s*serving\.gate\.thresholds\s+\[\"accuracy > 1\"\]\s+\[\]\s*$", out, re.M), out
+
+
+def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, capsys):
+    """run.json's ``tuning`` and ``gate`` (jobs.local.runs.write_record) as list --json and compare show them."""
+    from jobs.local import runs
+
+    work = tmp_path / "runs"
+    shutil.copytree(root / "local", work / "tuned")
+    record = json.loads((work / "tuned" / "run.json").read_text())
+    study = {"metric": "val_accuracy", "goal": "maximize", "trials": [
+        {"id": "1", "parameters": {"training.optimizer": "sgd"}, "metric": 0.5, "state": "SUCCEEDED"},
+        {"id": "2", "parameters": {"training.optimizer": "adam"}, "metric": None, "state": "FAILED"}],
+        "best_trial": {"id": "1", "parameters": {"training.optimizer": "sgd"}, "metric": 0.5}}
+    gate = {"passed": True, "lines": ["accuracy 0.5 >= 0.1: passed"], "missed": "", "notes": []}
+    runs.write_record(str(work / "tuned"), json.dumps(record["config"]), {**record["summary"], "tuning": study,
+                                                                          "gate": gate})
+    shutil.copytree(root / "gated", work / "gated")
+    code, out, _ = _run(capsys, "list", "--root", str(work), "--json")
+    tuned = {r["name"]: r for r in json.loads(out)}["tuned"]
+    assert tuned["status"] == "finished" and tuned["gate"] == {"passed": True, "missed": "", "lines": gate["lines"]}
+    assert tuned["study"] == {"metric": "val_accuracy", "goal": "maximize", "trials": 2, "succeeded": 1, "failed": 1,
+                              "other": 0, "best_trial": study["best_trial"]}
+    code, out, _ = _run(capsys, "compare", "tuned", "gated", "--root", str(work))
+    assert re.search(r"^\s*study\s+2 trials, 1 succeeded, 1 failed\s+-\s*$", out, re.M), out
+    assert re.search(r"^\s*best trial\s+1: val_accuracy 0\.5 with training\.optimizer=sgd\s+-\s*$", out, re.M), out
+    assert re.search(r"^\s*gate\s+passed\s+missed: serving", out, re.M), out
 
 
 def test_list_is_fast_and_imports_neither_tensorflow_nor_kfp(root):

@@ -184,30 +184,298 @@ def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_se
     assert content["classes"] == [] and content["confusion_matrix"] == []
 
 
-@pytest.mark.skipif(not shutil.which("chromedriver") and not os.environ.get("CI"),
-                    reason="chromium-driver is not installed (.ci/run installs it; on CI this test always runs)")
-def test_report_renders_in_headless_chromium(run_folder):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
+# -- the hyperparameter study and the gate (jobs.report_sections) -------------------------------------------
+SPECS = {"learning_rate": {"type": "double", "min": 0.0001, "max": 0.1, "scale": "log", "values": []},
+         "optimizer": {"type": "categorical", "values": ["adam", "sgd", "rmsprop"]},
+         "units": {"type": "integer", "min": 4, "max": 32}}
 
+
+def _study(goal: str, base: str = "/r", with_best: bool = True) -> dict:
+    """A 4-trial study as jobs.tuning.local records one: trial 3 FAILED (no metric); metrics 0.5, 0.2, -, 0.3."""
+    values = {"1": (0.001, "sgd", 8, 0.5), "2": (0.01, "adam", 16, 0.2), "3": (0.05, "sgd", 32, None),
+              "4": (0.0003, "adam", 4, 0.3)}
+    trials = []
+    for i, (lr, opt, units, metric) in values.items():
+        trial = {"id": i, "parameters": {"learning_rate": lr, "optimizer": opt, "units": units}, "metric": metric,
+                 "state": "SUCCEEDED" if metric is not None else "FAILED", "seconds": 10.0 + int(i),
+                 "model_dir": f"{base}/{i}/model", "reported_tags": ["val_rmse"] if metric is not None else []}
+        if metric is None:
+            trial.update(exit_status=1, error="chief-0 exited with status 1 (ValueError: units too large)")
+        trials.append(trial)
+    record = {"metric": "val_rmse", "goal": goal, "algorithm": "random", "seconds": 41.2, "trials": trials,
+              "study": {"metric": "val_rmse", "goal": goal, "parameters": SPECS}}
+    if with_best:  # as the study writes it; without, the section picks the best itself
+        best = min((t for t in trials if t["metric"] is not None),
+                   key=lambda t: t["metric"] if goal == "minimize" else -t["metric"])
+        record["best_trial"] = {k: best[k] for k in ("id", "parameters", "metric", "model_dir")}
+    return record
+
+
+@pytest.mark.parametrize("goal, best, with_best", [("minimize", "2", True), ("maximize", "1", False)])
+def test_the_study_section_lists_every_trial_and_marks_the_best(goal, best, with_best):
+    import html as html_lib
+
+    from jobs import report_sections as sections
+
+    facts = sections.study_facts(_study(goal, with_best=with_best), {"model_dir": f"/r/{best}/model/"})
+    assert facts["best"] == best and facts["verified"] == best
+    page = sections.study_html(facts, html_lib.escape)
+    rows = re.findall(r"<tr class='(best)?' data-trial='(\d)'>", page)
+    assert rows == [("best" if i == best else "", i) for i in "1234"], rows
+    lr = {"1": "0.001", "2": "0.01"}[best]
+    assert (f"<td>{best} ★ best (verified)</td><td>{lr}</td>") in page
+    assert ("<td>3</td><td>0.05</td><td>sgd</td><td>32</td><td>n/a</td><td class='failed'>FAILED: chief-0 exited "
+            "with status 1 (ValueError: units too large)</td><td>13.0</td>") in page
+    assert "<th>trial</th><th>learning_rate</th><th>optimizer</th><th>units</th><th>val_rmse</th><th>state</th>" in page
+    assert (f"4 trials (random search) in 41 s: 3 succeeded, 1 failed; goal: {goal} val_rmse. Best: trial {best}, "
+            f"val_rmse {dict(zip('124', ('0.5', '0.2', '0.3')))[best]} with learning_rate={lr}") in page
+    assert f"The verified model is trial {best}&#x27;s (the study&#x27;s best)." in page
+    assert page.count("src='data:image/png;base64,") == 4  # per trial, and one per parameter
+    assert "id='study-trials'" in page and page.count("class='study-parameter'") == 3
+    md = "\n".join(sections.study_markdown(facts))
+    assert "## Hyperparameter study" in md and f"| **{best} ★ best (verified)** |" in md
+    assert "| 3 | 0.05 | sgd | 32 | n/a | FAILED: chief-0 exited with status 1 (ValueError: units too large) | 13.0 |" in md
+    assert sections.study_verdict(facts) == [
+        f"This model comes from a hyperparameter study: best of 4 trials by val_rmse ({goal}), trial {best} with "
+        f"val_rmse {dict(zip('124', ('0.5', '0.2', '0.3')))[best]}. The verified model is trial {best}'s (the "
+        "study's best)."]
+
+
+def test_a_verified_model_that_is_not_the_best_trials_is_said():
+    from jobs import report_sections as sections
+
+    facts = sections.study_facts(_study("minimize"), {"model_dir": "/r/4/model"})
+    assert facts["verified"] == "4" and "The verified model is trial 4's (not the study's best, trial 2)." in \
+        sections.study_summary(facts)
+    elsewhere = sections.study_facts(_study("minimize"), {"model_dir": "/elsewhere/model"})
+    assert elsewhere["verified"] is None and "none of the study's trials' models" in sections.study_summary(elsewhere)
+    assert sections.study_facts({"trials": []}) is None and sections.study_facts(None) is None
+
+
+def test_the_study_charts_trials_by_id_and_each_parameter_on_its_own_axis():
+    from jobs import report_sections as sections
+
+    facts = sections.study_facts(_study("minimize"), {"model_dir": "/r/2/model"})
+
+    def stars(ax):  # the best trial's marker: the one drawn large
+        return [tuple(c.get_offsets()[0]) for c in ax.collections if c.get_sizes()[0] > 100]
+
+    ax = sections.trials_figure(facts).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3\nfailed", "4"]
+    assert stars(ax) == [(1.0, 0.2)] and ax.get_title() == "val_rmse per trial (minimize)"
+    ax = sections.parameter_figure(facts, "optimizer").axes[0]  # categorical: the declared order, unused slot kept
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["adam", "sgd", "rmsprop"] and stars(ax) == [(0.0, 0.2)]
+    ax = sections.parameter_figure(facts, "learning_rate").axes[0]
+    assert ax.get_xscale() == "log" and stars(ax) == [(0.01, 0.2)]
+    assert sorted(tuple(c.get_offsets()[0]) for c in ax.collections) == [(0.0003, 0.3), (0.001, 0.5), (0.01, 0.2)]
+    ax = sections.parameter_figure(facts, "units").axes[0]
+    assert ax.get_xscale() == "linear" and stars(ax) == [(16.0, 0.2)]
+    nothing = sections.study_facts({"metric": "m", "trials": [{"id": "1", "state": "FAILED", "parameters": {"x": 1}}]})
+    assert sections.trials_figure(nothing) is None and sections.parameter_figure(nothing, "x") is None
+    assert "no trial reported m: nothing to chart" in sections.study_html(nothing, str)
+
+
+def _gate_record(tmp_path, accuracy: float, **gate_kwargs) -> dict:
+    """What the gate step writes (jobs.gate.run on a local run) for a model of ``accuracy``."""
+    from jobs import gate as gate_lib
+
+    gate = config_lib.Gate(thresholds=["accuracy >= 0.8", "loss < 0.5"], **gate_kwargs)
+    gate_lib.run(gate, {"accuracy": accuracy, "loss": 0.3}, dry_run=True, parent_model="projects/p/locations/l/models/7",
+                 record_dir=str(tmp_path))
+    return json.loads((tmp_path / "gate.json").read_text())
+
+
+def test_the_gate_section_passed_with_each_bar_and_the_parent_comparison(tmp_path):
+    import html as html_lib
+
+    from jobs import gate as gate_lib
+    from jobs import report_sections as sections
+
+    record = _gate_record(tmp_path, 0.85)
+    page = sections.gate_html(record, html_lib.escape)
+    assert "<p id='gate-verdict' class='passed'>passed: the model goes on to the Model Registry</p>" in page
+    assert ("<tr><td>serving.gate.thresholds[0]</td><td>accuracy 0.85 &gt;= 0.8: passed</td><td class='passed'>passed"
+            "</td></tr><tr><td>serving.gate.thresholds[1]</td><td>loss 0.3 &lt; 0.5: passed</td>") in page
+    assert "parent: not compared with a parent model (serving.gate.better_than_parent is off)" in page
+    assert sections.gate_verdict(record) == ["The gate passed: accuracy 0.85 >= 0.8; loss 0.3 < 0.5. The model goes "
+                                             "on to the Model Registry."]
+    # compared with the parent's default version (as a Vertex run records it)
+    gate = config_lib.Gate(thresholds=["accuracy >= 0.8"], better_than_parent=True)
+    result = gate_lib.evaluate(gate, {"accuracy": 0.85}, {"accuracy": 0.82}, "projects/p/locations/l/models/7@3")
+    result.parent = {"model": "projects/p/locations/l/models/7", "version": "projects/p/locations/l/models/7@3",
+                     "evaluation": "projects/p/locations/l/models/7@3/evaluations/9", "metrics": {"accuracy": 0.82}}
+    page = sections.gate_html(result.to_dict(), html_lib.escape)
+    assert ("<td>serving.gate.better_than_parent</td><td>accuracy 0.85 &gt;= 0.82 (parent projects/p/locations/l/"
+            "models/7@3): passed</td>") in page
+    assert ("parent: compared with projects/p/locations/l/models/7&#x27;s default version projects/p/locations/l/"
+            "models/7@3 (its evaluation projects/p/locations/l/models/7@3/evaluations/9)") in page
+
+
+def test_the_gate_section_missed_names_the_bar_and_the_local_parent_note(tmp_path):
+    import html as html_lib
+
+    from jobs import report_sections as sections
+
+    record = _gate_record(tmp_path, 0.75, better_than_parent=True)
+    page = sections.gate_html(record, html_lib.escape)
+    assert ("<p id='gate-verdict' class='missed'>missed: serving.gate.thresholds[0]: accuracy 0.75 &gt;= 0.8 missed; "
+            "the model is not registered</p>") in page
+    assert "<td>accuracy 0.75 &gt;= 0.8: missed</td><td class='missed'>missed</td>" in page
+    assert "<td>loss 0.3 &lt; 0.5: passed</td><td class='passed'>passed</td>" in page
+    assert "parent: better_than_parent: not compared on a local run (no Model Registry call)" in page
+    assert sections.gate_verdict(record) == ["The gate refused this model (serving.gate.thresholds[0]: accuracy 0.75 "
+                                             ">= 0.8 missed): it is not registered."]
+    md = "\n".join(sections.gate_markdown(record))
+    assert "Gate missed: serving.gate.thresholds[0]: accuracy 0.75 >= 0.8 missed" in md
+    assert "- accuracy 0.75 >= 0.8: missed" in md and "- loss 0.3 < 0.5: passed" in md
+    assert sections.gate_html({}, html_lib.escape) == "" and sections.gate_verdict({}) == []
+
+
+@pytest.fixture(scope="module")
+def tuned_folder(tmp_path_factory) -> Path:
+    """A tuned run's folder as the local pipeline leaves it: tuning.json (the `tuning` preset's space, trial 3
+    failed), each trial in <base>/<id>/ (trial 2's metrics.json, event files and checkpoints), verification.json
+    of trial 2's model, and the gate's record of a model that missed its bar."""
+    import tensorflow as tf
+
+    from jobs import gate as gate_lib
+
+    base = tmp_path_factory.mktemp("tuned")
+    study = _study("maximize", str(base))
+    specs = {"training.learning_rate": SPECS["learning_rate"], "training.optimizer": SPECS["optimizer"],
+             "training.per_replica_batch_size": {"type": "discrete", "values": [8, 16, 32, 4]}}
+    rename = {"learning_rate": "training.learning_rate", "optimizer": "training.optimizer",
+              "units": "training.per_replica_batch_size"}
+    for trial in [*study["trials"], study["best_trial"]]:
+        trial["parameters"] = {rename[k]: v for k, v in trial["parameters"].items()}
+    study.update(metric="val_accuracy", study={"metric": "val_accuracy", "goal": "maximize", "parameters": specs})
+    for trial in study["trials"]:
+        trial["reported_tags"] = ["val_accuracy"] if trial["metric"] is not None else []
+    (base / "tuning.json").write_text(json.dumps(study))
+    best = base / "1"
+    writer = tf.summary.create_file_writer(str(best / "logs"))
+    with writer.as_default():
+        for step, loss in [(3, 0.9), (6, 0.7)]:
+            tf.summary.scalar("train/loss", loss, step=step)
+    writer.flush()
+    (best / "checkpoints").mkdir()
+    (best / "checkpoints" / "ckpt-6.index").write_bytes(b"")
+    (best / "metrics.json").write_text(json.dumps({"steps": 6, "resumed_from_step": None, "train_accuracy": 0.6,
+                                                   "examples_per_second": 77.7, "precision": "float32"}))
+    (base / "metrics.json").write_text(json.dumps({"examples_per_second": 1.0}))  # not this run's: ignored
+    (base / "verification.json").write_text(json.dumps({
+        "model_dir": str(best / "model"), "signature": "serving_default", "accuracy": 0.5, "loss": 0.9, "examples": 27,
+        "split": "validation", "instances": 2, "latency_ms": {"median": 1.0, "first_call": 9.0}}))
+    gate_lib.run(config_lib.Gate(thresholds=["accuracy >= 0.8"]), {"accuracy": 0.5}, dry_run=True,
+                 record_dir=str(base))
+    return base
+
+
+def _tuned_cfg(base: Path):
+    return config_lib.load("tuning", [f"output.base_dir={base}", 'serving.gate.thresholds=["accuracy >= 0.8"]'])
+
+
+def test_a_tuned_runs_report_is_the_verified_trials(tuned_folder):
     from jobs import report
 
-    path = report.write(str(run_folder / "report.html"), report.gather(_cfg(run_folder), str(run_folder)))
+    content = report.gather(_tuned_cfg(tuned_folder), str(tuned_folder))
+    page, md = content["html"], content["markdown"]
+    assert "<h2>Hyperparameter study</h2>" in page and "<h2>Gate</h2>" in page
+    assert page.index("<h2>Hyperparameters</h2>") < page.index("<h2>Hyperparameter study</h2>") < page.index("<h2>Data")
+    # the hyperparameters, the figures and the folders are trial 1's (the best by val_accuracy, and verified)
+    assert ("<th>tuned</th><td>trial 1&#x27;s values (the rows here are that trial&#x27;s): "
+            "--training.learning_rate=0.001 --training.optimizer=sgd --training.per_replica_batch_size=8</td>") in page
+    for key, value in (("optimizer", "sgd"), ("learning rate", "0.001"), ("batch", "8 per replica")):
+        assert f"<th>{key}</th><td>{value}" in page, key
+    assert "77.7 examples/s" in page and "<td>train/loss</td>" in page
+    assert f"ckpt-6 ({tuned_folder / '1' / 'checkpoints'})" in page
+    assert "this run started from step 0" in page
+    assert "This model comes from a hyperparameter study: best of 4 trials by val_accuracy (maximize), trial 1" in page
+    assert "The gate refused this model (serving.gate.thresholds[0]: accuracy 0.5 &gt;= 0.8 missed" in page
+    assert "## Hyperparameter study" in md and "## Gate" in md and "Gate missed: " in md
+    # the study artifact (the pipeline's) wins over the folder's record
+    given = report.gather(_tuned_cfg(tuned_folder), str(tuned_folder), study={
+        "metric": "val_rmse", "goal": "minimize", "trials": [{"id": "9", "state": "STOPPED", "parameters": {}}]})
+    assert "1 trials: 0 succeeded, 1 stopped or running; goal: minimize val_rmse. No trial succeeded." in given["html"]
+
+
+def test_a_vertex_study_record_is_shown_too():
+    """What the hyperparameter_tuning_job step records: no wall times, no search space, ids as Vertex numbers
+    them, only the best trial's model folder (gs://), the tuning job's name."""
+    import html as html_lib
+
+    from jobs import report_sections as sections
+
+    trials = [{"id": str(i), "parameters": {"optimizer": o, "units": u}, "metric": m, "state": st}
+              for i, o, u, m, st in ((1, "sgd", 8, 0.4, "SUCCEEDED"), (2, "adam", 16, 0.3, "SUCCEEDED"),
+                                     (10, "adam", 4, None, "INFEASIBLE"))]
+    record = {"metric": "val_rmse", "goal": "minimize", "trials": trials, "tuning_job": "projects/p/locations/l/"
+              "hyperparameterTuningJobs/5", "best_trial": {"id": "2", "parameters": trials[1]["parameters"],
+                                                          "metric": 0.3, "model_dir": "gs://b/run/2/model"}}
+    facts = sections.study_facts(record, {"model_dir": "gs://b/run/2/model/"})
+    assert [t["id"] for t in facts["trials"]] == ["1", "2", "10"] and facts["verified"] == "2"
+    page = sections.study_html(facts, html_lib.escape)
+    assert "3 trials: 2 succeeded, 1 failed; goal: minimize val_rmse. Best: trial 2" in page
+    assert "<td>10</td><td>adam</td><td>4</td><td>n/a</td><td class='failed'>INFEASIBLE</td><td>n/a</td>" in page
+    assert "Vertex AI HyperparameterTuningJob projects/p/locations/l/hyperparameterTuningJobs/5" in page
+    ax = sections.parameter_figure(facts, "optimizer").axes[0]  # strings: a categorical axis, as they came
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["sgd", "adam"]
+
+
+def test_records_left_by_another_job_in_the_folder_are_not_shown(tuned_folder, tmp_path):
+    from jobs import report
+
+    shutil.copytree(tuned_folder, tmp_path / "run")
+    plain = report.gather(_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]  # no tuning:, no gate: section
+    assert "Hyperparameter study" not in plain and "<h2>Gate</h2>" not in plain
+    (tmp_path / "run" / "gate.json").write_text('{"passed": true, "lines": ["an earlier run\'s"]}')
+    # the job sets a bar: the report (it runs before the gate step) checks the bars itself, never shows a record
+    # an earlier run left
+    waiting = report.gather(_tuned_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]
+    assert "<h2>Gate</h2>" in waiting and "checked here on the figures above" in waiting
+    assert "an earlier run" not in waiting
+
+
+def _chromium():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1600"):
         options.add_argument(arg)
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or ""
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    driver.set_page_load_timeout(60)
+    return driver
+
+
+def _loaded(driver) -> dict:
+    """Every image's natural width once loaded (0: not loaded), by id, else data-parameter, else alt."""
+    from selenium.webdriver.common.by import By
+
+    return {img.get_attribute("id") or img.get_attribute("data-parameter") or img.get_attribute("alt"):
+            driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img)
+            for img in driver.find_elements(By.CSS_SELECTOR, "img")}
+
+
+CHROMIUM = pytest.mark.skipif(not shutil.which("chromedriver") and not os.environ.get("CI"),
+                              reason="chromium-driver is not installed (.ci/run installs it; on CI this test always runs)")
+
+
+@CHROMIUM
+def test_report_renders_in_headless_chromium(run_folder):
+    from selenium.webdriver.common.by import By
+
+    from jobs import report
+
+    path = report.write(str(run_folder / "report.html"), report.gather(_cfg(run_folder), str(run_folder)))
+    driver = _chromium()
     try:
-        driver.set_page_load_timeout(60)
         driver.get(Path(path).as_uri())
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == []
-        images = driver.find_elements(By.CSS_SELECTOR, "img")
-        loaded = {img.get_attribute("id") or img.get_attribute("alt"): driver.execute_script(
-            "return arguments[0].complete && arguments[0].naturalWidth", img) for img in images}
+        loaded = _loaded(driver)
         assert loaded["curves"] > 200 and loaded["confusion-matrix"] > 100, loaded
         assert len(driver.find_elements(By.CSS_SELECTOR, "#samples figure")) == 3
         assert len(driver.find_elements(By.CSS_SELECTOR, "#samples figure.wrong")) == 1
@@ -225,5 +493,46 @@ def test_report_renders_in_headless_chromium(run_folder):
         shot = Path(path).with_suffix(".png")
         driver.save_screenshot(str(shot))  # beside the report, for a person to look at
         assert shot.stat().st_size > 10_000
+    finally:
+        driver.quit()
+
+
+@CHROMIUM
+def test_a_tuned_runs_report_renders_in_headless_chromium(tuned_folder):
+    """The study and gate sections of a tuned run, as a person sees them: every trial a row, the best marked,
+    the charts loaded, the gate's missed bar in its colour."""
+    from selenium.webdriver.common.by import By
+
+    from jobs import report
+
+    path = report.write(str(tuned_folder / "report.html"), report.gather(_tuned_cfg(tuned_folder), str(tuned_folder)))
+    driver = _chromium()
+    try:
+        driver.get(Path(path).as_uri())
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+        rows = driver.find_elements(By.CSS_SELECTOR, "#trials tr")
+        assert len(rows) == 5  # a header and one row per trial
+        (best,) = driver.find_elements(By.CSS_SELECTOR, "#trials tr.best")
+        assert best.get_attribute("data-trial") == "1" and best.text.startswith("1 ★ best (verified) 0.001 sgd 8 0.5")
+        cell = best.find_element(By.CSS_SELECTOR, "td")
+        assert cell.value_of_css_property("font-weight") in ("700", "bold")
+        assert cell.value_of_css_property("background-color") == "rgba(255, 243, 196, 1)"
+        failed = driver.find_element(By.CSS_SELECTOR, "#trials td.failed")
+        assert failed.text.startswith("FAILED: chief-0 exited with status 1")
+        assert failed.value_of_css_property("color") == "rgba(176, 0, 32, 1)"
+        loaded = _loaded(driver)
+        assert loaded["study-trials"] > 200, loaded
+        for name in ("training.learning_rate", "training.optimizer", "training.per_replica_batch_size"):
+            assert loaded[name] > 150, (name, loaded)
+        assert "The verified model is trial 1's (the study's best)." in driver.find_element(By.ID, "study").text
+        verdict = driver.find_element(By.ID, "gate-verdict")
+        assert verdict.text.startswith("missed: serving.gate.thresholds[0]: accuracy 0.5 >= 0.8 missed")
+        assert verdict.value_of_css_property("color") == "rgba(176, 0, 32, 1)"
+        assert driver.find_element(By.CSS_SELECTOR, "#gate td.missed").text == "missed"
+        assert "The gate refused this model" in driver.find_element(By.ID, "verdict").text
+        for element_id in ("study", "trials", "study-trials", "study-parameters", "gate", "gate-verdict", "gate-parent"):
+            assert driver.find_element(By.ID, element_id).is_displayed(), element_id
+        driver.find_element(By.ID, "trials").screenshot(str(tuned_folder / "trials.png"))
+        assert (tuned_folder / "trials.png").stat().st_size > 5_000
     finally:
         driver.quit()

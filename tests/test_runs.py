@@ -134,6 +134,83 @@ def test_summary_names_the_side_car_evaluation():
     assert not any("evaluator" in line for line in runs.summary_lines({"evaluation": ["garbage"]}))
 
 
+# -- the study and the gate in the summary and run.json ------------------------------------------------
+STUDY = {"metric": "val_rmse", "goal": "minimize", "seconds": 41.2, "trials": [
+    {"id": "1", "parameters": {"learning_rate": 0.001, "optimizer": "sgd"}, "metric": 0.5, "state": "SUCCEEDED"},
+    {"id": "2", "parameters": {"learning_rate": 0.01, "optimizer": "adam"}, "metric": 0.2, "state": "SUCCEEDED"},
+    {"id": "3", "parameters": {"learning_rate": 0.05, "optimizer": "sgd"}, "metric": None, "state": "FAILED"},
+    {"id": "4", "parameters": {"learning_rate": 0.0003, "optimizer": "adam"}, "metric": 0.3, "state": "SUCCEEDED"}],
+         "best_trial": {"id": "2", "parameters": {"learning_rate": 0.01, "optimizer": "adam"}, "metric": 0.2}}
+PASSED = {"passed": True, "lines": ["accuracy 0.85 >= 0.8: passed", "loss 0.3 < 0.5: passed"], "missed": "", "notes": []}
+MISSED = {"passed": False, "lines": ["accuracy 0.75 >= 0.8: missed"], "notes": [], "missed":
+          "serving.gate.thresholds[0]: accuracy 0.75 >= 0.8 missed, so the model is not registered; valid choices: "
+          "accuracy >= 0.75 (what this model measured)"}
+
+
+def test_summary_has_one_line_for_the_study_and_one_for_the_gate():
+    lines = runs.summary_lines({"tuning": STUDY, "verified_trial": "2", "gate": PASSED})
+    assert ("  study               4 trial(s) in 41 s (3 succeeded, 1 failed); best trial 2: val_rmse 0.2 (minimize) "
+            "with learning_rate=0.01 optimizer=adam") in lines
+    assert "  gate                passed (2 bar(s)): accuracy 0.85 >= 0.8: passed; loss 0.3 < 0.5: passed" in lines
+    missed = runs.summary_lines({"tuning": STUDY, "verified_trial": "4", "gate": MISSED})
+    assert any(line.endswith("; the verified model is trial 4's") for line in missed), missed
+    assert ("  gate                missed: serving.gate.thresholds[0]: accuracy 0.75 >= 0.8 missed; the model is not "
+            "registered") in missed
+    for plain in ({}, {"tuning": {}, "gate": {}}, {"tuning": ["garbage"], "gate": "garbage"}):
+        assert not any(line.startswith(("  study", "  gate")) for line in runs.summary_lines(plain)), plain
+    none_yet = runs.summary_lines({"tuning": {**STUDY, "best_trial": None, "trials": STUDY["trials"][2:3]}})
+    assert "  study               1 trial(s) in 41 s (0 succeeded, 1 failed); no trial succeeded" in none_yet
+
+
+def _tuned_folder(base: Path) -> None:
+    """A tuned run's folder as the pipeline leaves it: the study, trial 2's own metrics.json, the verified model
+    (trial 2's), the gate's record; and a stale metrics.json at the top that no step of this run wrote."""
+    trials = [{**t, "model_dir": str(base / t["id"] / "model")} for t in STUDY["trials"]]
+    (base / "2").mkdir(parents=True)
+    (base / "tuning.json").write_text(json.dumps({**STUDY, "trials": trials, "best_trial": {
+        **STUDY["best_trial"], "model_dir": str(base / "2" / "model")}}))
+    (base / "2" / "metrics.json").write_text(json.dumps({"steps": 6, "replicas": 1, "strategy": "S",
+                                                         "global_batch_size": 8, "train_loss": 0.5}))
+    (base / "metrics.json").write_text(json.dumps({"steps": 99}))
+    (base / "verification.json").write_text(json.dumps({"model_dir": str(base / "2" / "model") + "/",
+                                                        "gallery": ["big"], "signature": "serving_default"}))
+    (base / "gate.json").write_text(json.dumps(PASSED))
+
+
+def test_run_json_keeps_the_study_and_the_gate_and_a_tuned_runs_dirs_are_the_verified_trials(tmp_path):
+    from trainers import config as config_lib
+
+    _tuned_folder(tmp_path)
+    cfg = config_lib.load("tuning", [f"output.base_dir={tmp_path}", 'serving.gate.thresholds=["accuracy >= 0.8"]'])
+    summary = runs.run_summary(cfg, 12.0)
+    assert summary["tuning"]["best_trial"]["id"] == "2" and summary["verified_trial"] == "2"
+    assert summary["gate"] == PASSED and "gallery" not in summary["verification"]
+    assert summary["dirs"] == {"model": str(tmp_path / "2" / "model"), "checkpoints": str(tmp_path / "2" / "checkpoints"),
+                               "logs": str(tmp_path / "2" / "logs")}
+    assert summary["training"]["steps"] == 6  # trial 2's, not the stale top-level metrics.json
+    text = "\n".join(runs.summary_lines(summary))
+    assert f"model (SavedModel)  {tmp_path / '2' / 'model'}" in text
+    assert "  training            trial 2: 6 steps, 1 replicas (S), global batch 8, final train loss 0.5000" in text
+    runs.write_record(str(tmp_path), cfg.to_json(), summary)
+    record = json.loads((tmp_path / runs.RECORD_NAME).read_text())
+    assert record["tuning"]["trials"][2]["state"] == "FAILED" and record["tuning"]["metric"] == "val_rmse"
+    assert record["gate"] == PASSED and record["summary"]["gate"] == PASSED
+
+    # the same folder run by a job without tuning: or gate: the records there are not this run's
+    plain = runs.run_summary(config_lib.load("local", [f"output.base_dir={tmp_path}"]), 12.0)
+    assert plain["tuning"] == {} and plain["gate"] == {} and plain["verified_trial"] is None
+    assert plain["training"] == {"steps": 99} and plain["dirs"]["model"] == str(tmp_path / "model")
+    runs.write_record(str(tmp_path), "{}", plain)
+    record = json.loads((tmp_path / runs.RECORD_NAME).read_text())
+    assert record["tuning"] == {} and record["gate"] == {}
+
+
+def test_a_tuned_user_trainers_training_line_says_where_its_figures_are():
+    line = runs.summary_lines({"tuning": STUDY, "verified_trial": "2", "training": {}, "trainer": {}})
+    assert ("  training            trial 2 (the verified model's; every trial under study below): no metrics.json (a user "
+            "trainer's figures are its TensorBoard scalars and the metric it reported)") in line
+
+
 # -- the real command --------------------------------------------------------------------------------
 def _start(base: Path, data: str, marker: str, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, RUNS_TEST_MARKER=marker)

@@ -15,7 +15,10 @@ already leaves (``jobs.local.runs``), nothing new is written by a run for this:
 * ``pipeline_root/<pipeline>-<time>/validate-config/executor_output.json``: the validated config of a run
   that never finished (``config_json``), ``checkpoints/checkpoint``: how far it trained, ``metrics.json``;
 * ``.run.lock``: held while a run is live (``running``); ``prune`` takes it before removing a folder, so a
-  live run is never removed, and a run cannot start in a folder while it is being removed.
+  live run is never removed, and a run cannot start in a folder while it is being removed;
+* ``tuning.json`` and ``gate.json`` (``jobs.records``): the study's trials and best trial, the gate's verdict.
+  A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
+  ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
 A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is a copy
 ``--fresh`` kept (``jobs.local.runs.archive``), the only kind ``prune`` removes. No TensorFlow, no kfp: a
@@ -110,9 +113,13 @@ def _tail(path: str) -> list[str]:
         return []
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _ending(log_path: str) -> tuple[str, str]:
-    """How the run that wrote ``log_path`` ended, from run.py's own (unindented) last words."""
-    for line in reversed(_tail(log_path)):
+    """How the run that wrote ``log_path`` ended, from run.py's own (unindented) last words (kfp.local colours
+    the names in its failure line: the colour codes are dropped)."""
+    for line in reversed([_ANSI.sub("", x) for x in _tail(log_path)]):
         if line.startswith("interrupted"):
             return "interrupted", line.split("; resume with:")[0]
         if line.startswith("error: "):
@@ -206,6 +213,8 @@ class Run:
     config_source: str | None  # run.json (as given), validate-config (as validated), or None (not recorded)
     step_times: list[dict[str, Any]]
     code_version: str | None
+    study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial}
+    gate: dict[str, Any] | None = None   # {passed, missed, lines}
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -240,6 +249,10 @@ def read_run(path: str) -> Run:
     if status != "finished" and running:
         note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
 
+    gate = _gate(path, record if succeeded and not later_attempt else {}, steps_record, log_started)
+    if gate and not gate["passed"] and status != "running":
+        status, note = "failed", f"the gate refused the model: {gate['missed'] or 'see gate.json'}"
+
     config = record.get("config") if isinstance(record.get("config"), dict) and not later_attempt else None
     source = "run.json" if config else None
     if config is None:
@@ -258,7 +271,10 @@ def read_run(path: str) -> Run:
         wall = round(os.path.getmtime(last_log) - log_started.timestamp(), 1) if last_log and log_started else None
         when = log_started.isoformat(timespec="seconds") if log_started else None
         step_times = steps_record.get("steps") or []
-        metrics = _metrics({}, metrics_json)
+        verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
+                       for x in step_times if isinstance(x, dict))  # this attempt's own verification
+        metrics = _metrics({"verification": _read_json(os.path.join(path, "verification.json"))} if verified else {},
+                           metrics_json)
     training_cfg = (config or {}).get("training") if isinstance((config or {}).get("training"), dict) else {}
     total = training_cfg.get("steps") if isinstance(training_cfg.get("steps"), int) and training_cfg.get("steps") else None
     if total is None and status == "finished":
@@ -272,7 +288,43 @@ def read_run(path: str) -> Run:
     return Run(name=name, path=path, job=(config or {}).get("name") or summary.get("name"), status=status, note=note,
                archive_of=archive.group("base") if archive else None, steps=steps, total_steps=total,
                metrics=metrics, wall_s=wall, when=when, report=report, config=config, config_source=source,
-               step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"))
+               step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"),
+               study=_study(path, record if status == "finished" else {}), gate=gate)
+
+
+def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The study's outcome: run.json's ``tuning`` for a finished run, else the folder's ``tuning.json``."""
+    from jobs import records
+
+    study = record.get("tuning") if isinstance(record.get("tuning"), dict) else None
+    if not study:
+        study = _read_json(os.path.join(path, records.TUNING_RECORD))
+    if not study.get("trials"):
+        return None
+    best = records.best_trial(study)
+    return {"metric": study.get("metric"), "goal": study.get("goal"), **records.study_counts(study),
+            "best_trial": {k: best.get(k) for k in ("id", "parameters", "metric")} if best else None}
+
+
+def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_started: dt.datetime | None
+          ) -> dict[str, Any] | None:
+    """The gate's verdict: run.json's ``gate`` for a finished run; else ``gate.json`` when this attempt's gate
+    step wrote it (steps.json names the step; without steps.json, the file is newer than the attempt's log)."""
+    from jobs import records
+
+    gate = record.get("gate") if isinstance(record.get("gate"), dict) else None
+    if not gate:
+        where = os.path.join(path, records.GATE_RECORD)
+        ran = any(isinstance(x, dict) and x.get("name") == "gate" for x in steps_record.get("steps") or [])
+        try:
+            newer = log_started is not None and os.path.getmtime(where) >= log_started.timestamp()
+        except OSError:
+            return None
+        gate = _read_json(where) if ran or (not steps_record and newer) else None
+    if not gate or "passed" not in gate:
+        return None
+    return {"passed": bool(gate["passed"]), "missed": records.gate_missed_bar(gate),
+            "lines": [str(x) for x in gate.get("lines") or []]}
 
 
 def list_runs(root: str) -> list[Run]:
@@ -393,11 +445,39 @@ def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict
     return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
+def _study_text(study: dict[str, Any] | None) -> str | None:
+    if not study:
+        return None
+    return f"{study['trials']} trials, {study['succeeded']} succeeded" + (
+        f", {study['failed']} failed" if study.get("failed") else "")
+
+
+def _best_text(study: dict[str, Any] | None) -> str | None:
+    from jobs import records
+
+    best = (study or {}).get("best_trial")
+    if not best:
+        return None
+    return (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
+            f"{records.format_parameters(best.get('parameters') or {})}")
+
+
+def _gate_text(gate: dict[str, Any] | None) -> str | None:
+    if not gate:
+        return None
+    return "passed" if gate["passed"] else f"missed: {gate['missed']}"
+
+
 def comparison(a: Run, b: Run) -> dict[str, Any]:
     rows: list[tuple[str, Any, Any]] = [("job", a.job, b.job), ("status", a.status, b.status),
                                         ("steps", _steps_text(a), _steps_text(b)),
                                         ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
                                         ("code version", a.code_version, b.code_version)]
+    if a.study or b.study:
+        rows += [("study", _study_text(a.study), _study_text(b.study)),
+                 ("best trial", _best_text(a.study), _best_text(b.study))]
+    if a.gate or b.gate:
+        rows.append(("gate", _gate_text(a.gate), _gate_text(b.gate)))
     for key in [k for k in (*a.metrics, *b.metrics) if k in a.metrics or k in b.metrics]:
         if key not in [r[0] for r in rows]:
             rows.append((key, a.metrics.get(key), b.metrics.get(key)))

@@ -117,13 +117,16 @@ def read_record(base: str) -> dict[str, Any]:
 
 def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
     """Written (atomically) only when a run succeeded: what makes a later rerun a no-op. Top level:
-    ``status``, ``finished``, ``config``, ``summary``, ``steps`` (each pipeline step's wall time) and
-    ``verification`` (what the verify step found: signature, input/output specs, predictions, latency)."""
+    ``status``, ``finished``, ``config``, ``summary``, ``steps`` (each pipeline step's wall time),
+    ``verification`` (what the verify step found: signature, input/output specs, predictions, latency),
+    ``tuning`` (the study's record, ``tuning.json``: every trial and the best; {} without a ``tuning:`` section)
+    and ``gate`` (the gate's record, ``gate.json``: each bar's line and the verdict; {} without a gate)."""
     from trainers import fileio
 
     fileio.write_json_atomic(join(base, RECORD_NAME), {
         "status": "succeeded", "finished": _now(), "config": json.loads(config_json), "summary": summary,
-        "steps": summary.get("steps") or [], "verification": summary.get("verification") or {}})
+        "steps": summary.get("steps") or [], "verification": summary.get("verification") or {},
+        "tuning": summary.get("tuning") or {}, "gate": summary.get("gate") or {}})
 
 
 def finished_record(base: str, config_json: str) -> dict[str, Any] | None:
@@ -275,34 +278,27 @@ def read_steps(base: str) -> dict[str, Any]:
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
+    """What the run did, from its records (``jobs.records``). A tuned run trained in its trials' folders: its
+    ``dirs`` and ``training`` figures are those of the trial whose model was verified (the study's best)."""
     from jobs import records
+    from trainers.cluster import output_dirs
     from jobs.report import code_version
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
     started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
+    verification = {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"}
+    tuning = records.read_tuning(cfg)
+    trial = records.verified_trial(tuning, verification.get("model_dir") or "") if tuning else None
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
-            "code_version": code_version(), "dirs": _model_dirs(cfg, base),
+            "code_version": code_version(),
+            "dirs": records.trial_dirs(base, trial) if trial else output_dirs(None, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
-            "training": records.read_metrics(cfg), "trainer": records.read_training(cfg),
-            "verification": {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"},
-            "evaluation": records.read_evaluation(cfg),
+            "training": records.read_trial_metrics(base, trial) if trial else records.read_metrics(cfg),
+            "trainer": records.read_training(cfg), "verification": verification,
+            "evaluation": records.read_evaluation(cfg), "tuning": tuning,
+            "verified_trial": str(trial.get("id")) if trial else None, "gate": records.read_gate(cfg),
             "log_file": log_file, "report": join(base, "report.html")}
-
-
-def _model_dirs(cfg, base: str) -> dict[str, str]:
-    """Where the run's model, checkpoints and logs are: the job's ``AIP_*`` folders, or with a ``tuning:`` study the
-    best trial's (``<base>/<trial id>/...``, as Vertex lays trials out), which the tune step passed on; ``<base>/model``
-    does not exist there."""
-    from trainers.cluster import output_dirs
-
-    if cfg.tuning.enabled:
-        from jobs.tuning.local import read_record, trial_base
-
-        best = read_record(base).get("best_trial") or {}
-        if best.get("id"):
-            return output_dirs(None, trial_base(base, best["id"]))
-    return output_dirs(None, base)
 
 
 def _num(value: Any, spec: str) -> str:
@@ -332,6 +328,18 @@ def _training_line(t: dict[str, Any], trainer: dict[str, Any]) -> str:
     return line
 
 
+def _trained_line(s: dict[str, Any], t: dict[str, Any]) -> str:
+    """The training line; a tuned run's is the verified trial's (its ``metrics.json``; a user trainer writes none)."""
+    trainer = s.get("trainer") if isinstance(s.get("trainer"), dict) else {}
+    trial = s.get("verified_trial")
+    if trial is None:
+        return _training_line(t, trainer)
+    if not isinstance(t.get("steps"), int) and not trainer:
+        return (f"trial {trial} (the verified model's; every trial under study below): no metrics.json (a user "
+                "trainer's figures are its TensorBoard scalars and the metric it reported)")
+    return f"trial {trial}: {_training_line(t, trainer)}"
+
+
 def _verification_line(v: dict[str, Any]) -> str:
     if not v:
         return "none recorded"
@@ -345,6 +353,36 @@ def _verification_line(v: dict[str, Any]) -> str:
     return line
 
 
+def study_line(study: dict[str, Any], verified: Any = None) -> str:
+    """The study in one line: trials run and how they ended, the best trial's id, values and metric, and the
+    trial the verified model came from when it is not the best."""
+    from jobs import records
+
+    n = records.study_counts(study)
+    ended = f"{n['succeeded']} succeeded" + (f", {n['failed']} failed" if n["failed"] else "") + (
+        f", {n['other']} stopped or running" if n["other"] else "")
+    wall = f" in {_num(study.get('seconds'), '.0f')} s" if study.get("seconds") is not None else ""
+    line = f"{n['trials']} trial(s){wall} ({ended})"
+    best = records.best_trial(study)
+    if not best:
+        return line + "; no trial succeeded"
+    line += (f"; best trial {best.get('id')}: {study.get('metric', 'metric')} {records.format_value(best.get('metric'))}"
+             f" ({study.get('goal', '?')}) with {records.format_parameters(best.get('parameters') or {})}")
+    if verified is not None and str(verified) != str(best.get("id")):
+        line += f"; the verified model is trial {verified}'s"
+    return line
+
+
+def gate_line(gate: dict[str, Any]) -> str:
+    """The gate's verdict in one line: passed (with every bar's line) or the bar it missed."""
+    from jobs import records
+
+    if gate.get("passed"):
+        lines = [str(x) for x in gate.get("lines") or []]
+        return f"passed ({len(lines)} bar(s)): " + "; ".join(lines) if lines else "passed (no bar set)"
+    return f"missed: {records.gate_missed_bar(gate) or 'see gate.json'}; the model is not registered"
+
+
 def summary_lines(s: dict[str, Any]) -> list[str]:
     """The console summary; every field may be missing or null (an old or partial record)."""
     dirs, t, v = s.get("dirs") or {}, s.get("training") or {}, s.get("verification") or {}
@@ -355,7 +393,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
              *([f"  run report          {s['report']}"] if s.get("report") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
-             f"  training            {_training_line(t, s.get('trainer') or {})}"]
+             f"  training            {_trained_line(s, t)}"]
     e = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
     if e:
         evaluated = len(e["history"]) if isinstance(e.get("history"), list) else 0
@@ -363,6 +401,12 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
                      f"at step {e.get('step', '?')} on {e.get('examples', '?')} validation examples "
                      f"({evaluated} checkpoint(s) evaluated; scalars in <logs>/validation)")
     lines.append(f"  verification        {_verification_line(v)}")
+    study = s.get("tuning") if isinstance(s.get("tuning"), dict) else {}
+    if study.get("trials"):
+        lines.append(f"  study               {study_line(study, s.get('verified_trial'))}")
+    gate = s.get("gate") if isinstance(s.get("gate"), dict) else {}
+    if gate:
+        lines.append(f"  gate                {gate_line(gate)}")
     steps = s.get("steps") or []
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))

@@ -152,6 +152,11 @@ def validate_main(argv: Sequence[str]) -> int:
         if path is None and not parsed.overrides:
             raise ConfigError("give a job file or preset (python pipelines/run.py validate FILE.yaml); --help says "
                               "more", field="validate")
+        if path and not Path(path).exists():  # a preset's name (`validate gpu-1x4`), as --config takes one
+            from trainers import config as config_lib
+
+            if config_lib.is_preset(path):
+                path = str(config_lib.PRESET_DIR / f"{path}.yaml")
         doc = load_yaml(path) if path else None
         if path and not isinstance(doc, Mapping):
             raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)

@@ -8,8 +8,11 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
 * training progress: a live bar on a terminal (rich), otherwise a line at most every few seconds, with
   step/total, loss, accuracy, examples/s and ETA; for a user's Keras trainer, each epoch's metrics as
   ``fit`` prints them; resumes and restarts when they happen;
-* warnings and errors (``warning:``/``error:`` lines, the launcher's failures); a failed step's last
-  meaningful lines and the log file's path;
+* warnings and errors (``warning:``/``error:`` lines, the launcher's failures; a replica's error line once,
+  not once per replica); a failed step's last meaningful lines and the log file's path, then (printed by
+  the caller, :meth:`Console.failure_lines`) its cause as the LAST lines: the step's error and the failing
+  replica's own error line and hint (``jobs.local.launcher.ReplicaFailure.cause``), which would otherwise be
+  buried above a tensor dump;
 * this process's own lines (summary, notes) unchanged.
 
 Noise never reaches the console: kfp's executor input/output dumps, repeated configs, TensorFlow's C++
@@ -44,9 +47,15 @@ NOISE = (
     re.compile(r"^\S+\.py:\d+: \w*Warning: "), re.compile(r"^warnings\.warn\("),
     re.compile(r"^-{20,}$"),
 )
+#: a failed replica's reason as ``ReplicaFailure.cause`` writes it: kept for the end, not shown where it passes
+CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")
+#: a line written to fd 1/2 by :meth:`Console.drain`: seen by the reader, never shown nor logged
+DRAIN = "\x00vtp-console-drain "
 SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
 PROGRESS_EVERY_S = 5.0
+#: a failed step's last lines shown (the log file has them all; its cause comes after them)
+FAILED_LINES = 10
 
 
 def _noise(text: str) -> bool:
@@ -65,6 +74,11 @@ class Console:
         self._task: str | None = None
         self._task_started = 0.0
         self._task_lines: collections.deque[str] = collections.deque(maxlen=400)
+        self._cause: list[str] = []             # the running task's failed replica: error line, hint
+        self._errors: list[str] = []            # the running task's own error: lines
+        self._shown_errors: set[str] = set()    # replica error lines shown (once, whichever replica printed it)
+        self.failed: tuple[str, list[str], list[str]] | None = None  # (step, its errors, cause) of a failed step
+        self._drained: dict[str, threading.Event] = {}
         self._train: dict[str, float] = {}
         self._last_progress = 0.0
         self._bar = None
@@ -119,11 +133,48 @@ class Console:
             self._log.writelines(line + "\n" for line in self._pending)
             self._pending.clear()
 
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait until both readers have handled every line written to fds 1 and 2 so far (kfp.local logs a
+        task's end and then raises at once: the reader may not have seen that line yet). False on timeout or
+        when not capturing."""
+        if not getattr(self, "_readers", None):
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        events = []
+        for fd in (1, 2):
+            token = f"{DRAIN}{fd} {time.monotonic_ns()}"
+            with self._lock:
+                events.append(self._drained.setdefault(token, threading.Event()))
+            os.write(fd, (token + "\n").encode())
+        deadline = time.monotonic() + timeout_s
+        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)
+
+    def failure_lines(self) -> list[str]:
+        """The lines that end a run whose step failed, for the caller to print last (after the step's display):
+        ``error: the pipeline failed at step <step>: <its error>``, then the failing replica's own error line
+        and hint. Empty when no step failed."""
+        if self.failed is None:
+            return []
+        step, errors, cause = self.failed
+        head = f"error: the pipeline failed at step {step}"
+        if errors:
+            head += f": {errors[-1].removeprefix('error: ')}"
+            if len(errors) > 1:
+                head += f" (and {len(errors) - 1} more error line(s) above)"
+        return [head, *(f"  {line}" for line in cause)]
+
     # -- the pipe ---------------------------------------------------------------------------------
     def _pump(self, fd: int, shown_on) -> None:
         with os.fdopen(fd, "rb") as pipe:
             for raw in pipe:
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.startswith(DRAIN):
+                    with self._lock:
+                        event = self._drained.pop(line, None)
+                    if event is not None:
+                        event.set()
+                    continue
                 with self._lock:
                     if self._log is not None:
                         self._log.write(line + "\n")
@@ -164,6 +215,7 @@ class Console:
         if start:
             self._task, self._task_started = start.group(1), time.monotonic()
             self._task_lines.clear()
+            self._cause, self._errors, self._shown_errors = [], [], set()
             self._show(f"▸ {self._task}")
         elif end:
             name, status = end.group(1), end.group(2)
@@ -177,17 +229,26 @@ class Console:
                 self._show(f"✓ {name} ({took:.1f} s)")
             else:
                 self._show(f"✗ {name} {status.lower()} after {took:.1f} s; its last lines:")
-                meaningful = [t for t in self._task_lines if not _noise(t)][-15:]
+                meaningful = [t for t in self._task_lines if not _noise(t) and not CAUSE.match(t)][-FAILED_LINES:]
                 for t in meaningful:
                     self._show(f"    {t}")
                 if self.log_path:
                     self._show(f"  full log: {self.log_path}")
+                self.failed = (name, list(self._errors), list(self._cause))
             self._task = None
         elif level != "INFO":
             self._show(message)
 
     def _child(self, text: str) -> None:
         self._task_lines.append(text)
+        cause = CAUSE.match(text)
+        if cause:  # kept for the end (failure_lines), where a person reads first
+            if not text.startswith("hint: "):
+                self._cause = []
+            self._cause.append(text)
+            return
+        if text.startswith("error: "):
+            self._errors.append(text)
         m = REPLICA.match(text)
         role, body = (f"{m.group(1)}-{m.group(2)}", m.group(3)) if m else ("", text)
         if text.startswith("[launcher]"):
@@ -196,6 +257,10 @@ class Console:
             return
         if _noise(body):
             return
+        if body.startswith("error: "):  # every replica prints the same problem: show it once
+            if body in self._shown_errors:
+                return
+            self._shown_errors.add(body)
         if role and role != "chief-0":
             if re.match(r"(error|preempted)", body):
                 self._show(f"  [{role}] {body}")

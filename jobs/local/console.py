@@ -62,6 +62,14 @@ def _noise(text: str) -> bool:
     return any(p.search(text) for p in NOISE)
 
 
+def _body(text: str) -> str:
+    """A relayed line without what the launcher put before it: ``[worker-0] `` (a replica's line) or ``| ``
+    (a failed replica's last lines, as ``ReplicaFailure.describe`` quotes them)."""
+    m = REPLICA.match(text)
+    text = m.group(3) if m else text
+    return text[2:] if text.startswith("| ") else text
+
+
 class Console:
     """Capture fds 1 and 2 into a classifier thread; see the module docstring."""
 
@@ -229,7 +237,7 @@ class Console:
                 self._show(f"✓ {name} ({took:.1f} s)")
             else:
                 self._show(f"✗ {name} {status.lower()} after {took:.1f} s; its last lines:")
-                meaningful = [t for t in self._task_lines if not _noise(t) and not CAUSE.match(t)][-FAILED_LINES:]
+                meaningful = [t for t in self._task_lines if not _noise(_body(t)) and not CAUSE.match(t)][-FAILED_LINES:]
                 for t in meaningful:
                     self._show(f"    {t}")
                 if self.log_path:

@@ -149,8 +149,11 @@ class ReplicaFailure:
         lines = []
         if self.error_line:
             line = " ".join(self.error_line.split())
+            # an error: line is written to be read whole (the way out is at its end); an exception's may hold
+            # a whole array on one line
+            limit = 1000 if line.startswith("error: ") else 300
             line = line[len("error: "):] if line.startswith("error: ") else line
-            lines.append(f"{self.name}'s error: {line if len(line) <= 300 else line[:297] + '...'}")
+            lines.append(f"{self.name}'s error: {line if len(line) <= limit else line[:limit - 3] + '...'}")
         hint = hint_for([self.error_line or "", *self.last_lines])
         if hint:
             lines.append(f"hint: {hint}")

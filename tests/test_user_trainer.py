@@ -133,8 +133,8 @@ def test_the_whole_pipeline_runs_a_users_keras_trainer_with_two_replicas(project
     assert v["input_source"] == "serving.sample_request" and len(v["predictions"]) == 3
     assert all(isinstance(p["value"][0], float) for p in v["predictions"]) and v["latency_ms"]["median"] > 0
     names = [s["name"] for s in record["steps"]]
-    assert names[:4] == ["build-image", "validate-config", "train", "verify-model"]  # no prepare-data
-    assert sorted(names[4:]) == ["report", "upload-model"]  # both after verify, in either order
+    assert names[:3] == ["validate-config", "train", "verify-model"]  # no prepare-data (nor a build locally)
+    assert sorted(names[3:]) == ["report", "upload-model"]  # both after verify, in either order
     page = (base / "report.html").read_text()
     for series in ("train/epoch_loss", "validation/epoch_loss", "train/epoch_mae", "validation/epoch_mae"):
         assert f"<td>{series}</td>" in page, series

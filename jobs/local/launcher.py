@@ -67,8 +67,9 @@ Restart contract (Vertex's ``restart_job_on_worker_restart``)
     into the same clean-up; a replica whose launcher is killed outright (kill -9) is killed with it
     (``PR_SET_PDEATHSIG``).  A replica exiting with a status in ``permanent_statuses`` (default 2: bad
     config or data, ``trainers.task``'s code, and a command-line usage error by convention) is never
-    restarted: the same input would fail the same way (``[launcher] not restarting: ...``).  Replicas run in their own sessions, so a terminal's Ctrl-C reaches
-    only the launcher, which then stops them (SIGTERM, grace, SIGKILL).
+    restarted: the same input would fail the same way (``[launcher] not restarting: ...``).  Replicas
+    run in their own sessions, so a terminal's Ctrl-C reaches only the launcher, which then stops them
+    (SIGTERM, grace, SIGKILL).
 
 Exit codes (``JobResult.returncode`` and the CLI's status)
     0 success; the failing replica's status when it exited non-zero; 128+N when it died of

@@ -99,16 +99,72 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     )
 
 
+def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
+    """What a user's trainer may resume from without being told: the checkpoints already in the output folder
+    before this run starts (``None``: none, or a ``gs://`` folder, which Vertex's job owns).
+
+    ``{"checkpoints": dir, "files": N, "earlier_run": None | {"finished", "config_differences"}}``: the
+    differences (dotted keys, ``{"earlier", "now"}``) between this config and the one in the folder's
+    ``run.json`` (the last run that finished there), when the checkpoints are that run's; ``None`` when the
+    run that wrote them did not finish (its config is recorded nowhere), including checkpoints written after
+    ``run.json`` was. Why here and not in the trainer: the built-in trainer refuses a checkpoint past its
+    steps itself (``trainers.train.refuse_checkpoint_past_the_end``); a user's trainer is a black box, so
+    the record and one ``warning:`` line say it instead."""
+    import json
+    import os
+
+    from jobs.job_spec import output_dirs
+    from jobs.local import history, runs
+
+    base = config_lib.resolved_base_dir(cfg)
+    folder = output_dirs(cfg)["checkpoints"]
+    if "://" in base or not os.path.isdir(folder):
+        return None
+    files = [os.path.join(d, name) for d, _, names in os.walk(folder) for name in names]
+    if not files:
+        return None
+    found: dict[str, Any] = {"checkpoints": folder, "files": len(files), "earlier_run": None}
+    previous = runs.read_record(base)
+    record = os.path.join(base, runs.RECORD_NAME)
+    if (previous.get("status") != "succeeded" or not isinstance(previous.get("config"), dict)
+            or max(os.path.getmtime(f) for f in files) > os.path.getmtime(record)):
+        return found
+    diffs = history.config_diff(previous["config"], json.loads(cfg.to_json()))
+    found["earlier_run"] = {"finished": previous.get("finished"),
+                            "config_differences": {d["key"]: {"earlier": d["a"], "now": d["b"]} for d in diffs}}
+    return found
+
+
+def _earlier_checkpoints_warning(found: dict[str, Any]) -> str | None:
+    """One ``warning:`` line when the checkpoints are an earlier run's of another config."""
+    import json
+
+    diffs = ((found.get("earlier_run") or {}).get("config_differences")) or {}
+    if not diffs:
+        return None
+    shown = "; ".join(f"{key}: {json.dumps(d['earlier'])} → {json.dumps(d['now'])}" for key, d in list(diffs.items())[:4])
+    more = f"; and {len(diffs) - 4} more" if len(diffs) > 4 else ""
+    return (f"warning: {found['checkpoints']} holds checkpoints of an earlier run with another config ({shown}{more}); "
+            "your trainer may resume from them and its model then is not this config's alone (training.json records "
+            "it); --fresh keeps the earlier run aside and starts from step 0")
+
+
 def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     """Train locally (:func:`run_local`) and write ``<base>/training.json``: what ran (strategy, replicas,
     attempts, restarts, seconds) and the final figures: the built-in trainer's ``metrics.json``, else the
-    last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...)."""
+    last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...). For a user's
+    trainer, checkpoints already in the folder are recorded as ``resumed_from_existing_checkpoints``
+    (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config."""
     from jobs.tensorboard import last_values, read_scalars
 
     from jobs.job_spec import shown_command
     from trainers.cluster import output_dirs
 
     started = time.monotonic()
+    earlier = earlier_checkpoints(cfg) if cfg.user_trainer else None
+    warning = _earlier_checkpoints_warning(earlier) if earlier else None
+    if warning:
+        log(warning)
     result = run_local(cfg, log=log)
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     record: dict[str, Any] = {
@@ -119,6 +175,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
         "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
     }
+    if earlier:
+        record["resumed_from_existing_checkpoints"] = earlier
     from jobs import records
 
     builtin = records.read_metrics(cfg)

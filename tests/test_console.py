@@ -83,6 +83,76 @@ def test_a_failed_step_shows_its_last_lines_and_the_log_file(tmp_path):
     assert f"full log: {tmp_path / 'run.log'}" in text
 
 
+#: A train step whose worker died of Keras 3 ``fit`` under MultiWorkerMirroredStrategy, as kfp relays it: the
+#: replicas' lines, the launcher's, then the train component's ``error: training failed: <describe()>``.
+FAILED_TRAIN = """\
+08:00:00.000 - INFO - Executing task 'train'
+    [chief-0] error: training.steps: the same problem on every replica
+    [worker-0] error: training.steps: the same problem on every replica
+    [worker-0] Traceback (most recent call last):
+    [worker-0] ValueError: Attempt to convert a value (PerReplica:{
+""" + "".join(f"    [worker-0]        [{i}.0, {i}.5],\n" for i in range(20)) + """\
+    [worker-0] }) with an unsupported type (<class 'PerReplica'>) to a Tensor.
+    [launcher] job failed: worker-0 (workerpool1-0, attempt 1) exited with status 1.
+    error: training failed: worker-0 (workerpool1-0, attempt 1) exited with status 1.
+      last 20 lines of worker-0 (/x/worker-0.log):
+""" + "".join(f"      |        [{i}.0, {i}.5],\n" for i in range(19)) + """\
+      | I0000 00:00:1795557517.903389   29312 cudart_stub.cc:31] Could not find cuda drivers on your machine
+      worker-0's error: ValueError: Attempt to convert a value (PerReplica:{ … }) with an unsupported type (<class 'PerReplica'>) to a Tensor.
+      hint: this is Keras 3's Model.fit under a multi-worker strategy (keras-team/keras#20585)
+08:00:09.000 - ERROR - Task 'train' finished with status FAILURE
+"""
+
+
+def test_a_failed_replicas_error_and_hint_are_kept_for_the_last_lines():
+    console = Console(tty=False)
+    shown = io.StringIO()
+    console.out = console._stream = shown
+    for line in FAILED_TRAIN.splitlines():
+        console._handle(line)
+    text = shown.getvalue()
+    assert text.count("error: training.steps: the same problem on every replica") == 1  # once, not per replica
+    assert "✗ train failure after" in text
+    assert "worker-0's error" not in text and "hint:" not in text  # not buried in the middle: they come last
+    assert len(text.split("its last lines:")[1].strip().splitlines()) <= 10  # a few lines, not the whole dump
+    assert "I0000" not in text  # C++ noise, even quoted as a replica's last lines
+    assert console.failure_lines() == [
+        "error: the pipeline failed at step train: training failed: worker-0 (workerpool1-0, attempt 1) exited "
+        "with status 1.",
+        "  worker-0's error: ValueError: Attempt to convert a value (PerReplica:{ … }) with an unsupported type "
+        "(<class 'PerReplica'>) to a Tensor.",
+        "  hint: this is Keras 3's Model.fit under a multi-worker strategy (keras-team/keras#20585)"]
+    assert Console(tty=False).failure_lines() == []  # nothing failed
+
+
+def test_the_cause_is_the_last_thing_on_the_console_even_right_after_the_failure(tmp_path):
+    """kfp.local logs a task's end (on stdout, where it relays the task's lines too) and raises at once; the run
+    then prints the cause on stderr. ``drain`` waits for the readers to have seen the task's end, so the cause
+    is there to print, and is printed last."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from jobs.local.console import Console
+lines = {FAILED_TRAIN!r}.splitlines()
+with Console(tty=False) as c:
+    c.set_log_file({str(tmp_path / 'run.log')!r})
+    for line in lines:
+        print(line)
+    assert c.drain(), "the readers did not catch up"
+    print("\\n".join(c.failure_lines()), file=sys.stderr)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=60)  # one pipe: what a terminal shows, in its order
+    assert proc.returncode == 0, proc.stdout
+    err = proc.stdout.strip().splitlines()
+    assert [line for line in err[:-4] if line.startswith("✗ train failure after 0.0 s; its last lines:")]
+    assert err[-4] == f"  full log: {tmp_path / 'run.log'}"
+    assert err[-3].startswith("error: the pipeline failed at step train: training failed: worker-0")
+    assert err[-2].startswith("  worker-0's error: ValueError: Attempt to convert a value (PerReplica:{ … })")
+    assert err[-1].startswith("  hint: this is Keras 3's Model.fit")
+    assert "vtp-console-drain" not in proc.stdout + (tmp_path / "run.log").read_text()
+
+
 def test_a_steps_duration_is_the_one_run_json_keeps(tmp_path):
     """One source of truth for a step's wall time: the console's ``✓ step (N s)`` shows what the run's
     StepTimer recorded (from kfp's log records), not a time of its own; steps.json is written as steps go."""

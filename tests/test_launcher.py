@@ -330,6 +330,62 @@ def test_no_restarts_left_fails(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+def test_a_bad_config_exit_is_never_restarted(tmp_path, pid_dir):
+    """Exit 2 (the trainer's "bad config or data", argparse's usage error) fails the job at once, restarts left
+    or not: the same input would fail the same way. Another status still restarts."""
+    log = Log()
+    res = launch(fake(pid_dir, "chief=exit:2"), [1, 1], str(tmp_path), max_restarts=2, log=log, check=False)
+    assert (res.returncode, res.attempts, res.restarts) == (2, 1, [])
+    assert ("[launcher] not restarting: chief-0 exited with status 2 (bad config or input): a restart would fail "
+            "the same way") in log
+    res = launch(fake(pid_dir, "chief=exit:3"), [1], str(tmp_path), max_restarts=1, log=Log(), check=False,
+                 permanent_statuses=(3,))
+    assert (res.returncode, res.attempts) == (3, 1)
+    res = launch(fake(pid_dir, "chief=exit:2"), [1], str(tmp_path), max_restarts=1, log=Log(), check=False,
+                 permanent_statuses=())
+    assert (res.returncode, res.attempts) == (2, 2)
+    assert_nothing_left(pid_dir, log, expect=2)
+
+
+#: A replica that dies as Keras 3 ``fit`` does under MultiWorkerMirroredStrategy: a traceback whose exception
+#: message holds a tensor's repr over many lines (keras-team/keras#20585).
+KERAS3_DEATH = """
+import sys
+print("Epoch 1/3", flush=True)
+dump = "\\n".join(f"  {i}: <tf.Tensor: shape=(2,), numpy=array([{i}.0, {i}.5], dtype=float32)>," for i in range(30))
+raise ValueError("Attempt to convert a value (PerReplica:{\\n" + dump + "\\n}) with an unsupported type "
+                 "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_replicas_own_error_and_the_hint_end_the_failure(tmp_path):
+    """The failure's last lines are the replica's reason: its exception line, joined with the line that closes
+    a message spanning lines (not the tensor dump between), then the known failure's hint."""
+    with pytest.raises(JobFailed) as failed:
+        launch([sys.executable, "-c", KERAS3_DEATH], [1], str(tmp_path), log=Log())
+    failure = failed.value.result.failure
+    assert failure.error_line == ("ValueError: Attempt to convert a value (PerReplica:{ … }) with an unsupported type "
+                                  "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.")
+    lines = failure.describe().splitlines()
+    assert lines[0] == "chief-0 (workerpool0-0, attempt 1) exited with status 1."
+    assert lines[-2] == f"  chief-0's error: {failure.error_line}"
+    assert lines[-1].startswith("  hint: this is Keras 3's Model.fit under a multi-worker strategy")
+    assert "trainer.env: {TF_USE_LEGACY_KERAS: \"1\"}" in lines[-1]
+    assert failure.cause() == [line.strip() for line in lines[-2:]]
+    assert any(line.startswith("  | ") for line in lines[1:-2])  # the last lines come before
+
+
+def test_an_error_line_is_the_cause_without_its_prefix_and_no_hint_when_unknown():
+    f = launcher.ReplicaFailure(replica="workerpool0-0", role="chief", exit_status=2,
+                                last_lines=["error: training.steps: past the end"],
+                                error_line="error: training.steps: past the end")
+    assert f.cause() == ["chief-0's error: training.steps: past the end"]
+    assert f.describe().splitlines()[-1] == "  chief-0's error: training.steps: past the end"
+    assert launcher.ReplicaFailure("workerpool0-0", "chief", 1, []).cause() == []
+
+
+@pytest.mark.timeout(60)
 def test_parameter_servers_are_stopped_after_chief_and_workers(tmp_path, pid_dir):
     log = Log()
     start = time.monotonic()

@@ -238,6 +238,94 @@ def _finish(proc: subprocess.Popen, timeout_s: float = 240) -> str:
     return out
 
 
+# -- a shorter config in a folder that holds a longer run ---------------------------------------------------
+#: A user's trainer that keeps "checkpoints" as Keras' ModelCheckpoint would: one file per run in
+#: AIP_CHECKPOINT_DIR, named by its --steps (no TensorFlow: the record is what is tested).
+USER_TRAINER = """
+import argparse, json, os
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", required=True)
+steps = parser.parse_args().steps
+if json.loads(os.environ["TF_CONFIG"])["task"]["type"] == "chief":
+    with open(os.path.join(os.environ["AIP_CHECKPOINT_DIR"], f"ckpt-{steps}"), "w") as f:
+        f.write(steps)
+print(f"trained {steps} steps", flush=True)
+"""
+
+
+def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_said(tmp_path):
+    """A user's trainer is a black box: when the folder held checkpoints of an earlier finished run of another
+    config before this run started, ``training.json`` records it (the differences, dotted, from that run's
+    ``run.json``) and one ``warning:`` line says it. Checkpoints written after that record (an unfinished later
+    run's, whose config is recorded nowhere) are recorded without differences and without a warning."""
+    from jobs import steps
+    from trainers import config as config_lib
+
+    (tmp_path / "project" / "trainer").mkdir(parents=True)
+    (tmp_path / "project" / "trainer" / "task.py").write_text(USER_TRAINER)
+    job = tmp_path / "project" / "job.yaml"
+    job.write_text("name: user-steps\ntrainer: {module: trainer.task}\ntopology: {strategy: one_device}\n")
+    base = tmp_path / "run"
+
+    def load(steps_arg: str):
+        return config_lib.load(str(job), [f"trainer.args=[--steps, '{steps_arg}']", f"output.base_dir={base}"])
+
+    first, lines = load("200"), []
+    record = steps.train_local(first, log=lines.append)
+    assert "resumed_from_existing_checkpoints" not in record and not [x for x in lines if x.startswith("warning:")]
+    runs.write_record(str(base), first.to_json(), {})  # what run.py writes when the pipeline succeeded
+
+    lines = []
+    record = steps.train_local(load("30"), log=lines.append)
+    earlier = record["resumed_from_existing_checkpoints"]
+    assert earlier == {"checkpoints": str(base / "checkpoints"), "files": 1, "earlier_run": {
+        "finished": runs.read_record(str(base))["finished"],
+        "config_differences": {"trainer.args": {"earlier": ["--steps", "200"], "now": ["--steps", "30"]}}}}
+    assert json.loads((base / "training.json").read_text())["resumed_from_existing_checkpoints"] == earlier
+    warnings = [x for x in lines if x.startswith("warning:")]
+    assert len(warnings) == 1, lines
+    assert (f'warning: {base / "checkpoints"} holds checkpoints of an earlier run with another config '
+            f'(trainer.args: ["--steps", "200"] → ["--steps", "30"])') in warnings[0]
+    assert "--fresh" in warnings[0] and "\n" not in warnings[0]
+
+    lines = []  # the 30-step run never finished (no run.json of it): its checkpoints are newer than the record
+    record = steps.train_local(load("30"), log=lines.append)
+    assert record["resumed_from_existing_checkpoints"] == {"checkpoints": str(base / "checkpoints"), "files": 2,
+                                                           "earlier_run": None}
+    assert not [x for x in lines if x.startswith("warning:")]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(400)
+def test_a_shorter_config_stops_with_one_line_and_keeps_the_longer_run(tmp_path, prepared_data):
+    """After a 20-step run, the same folder with ``training.steps=10``: the built-in trainer refuses the step-20
+    checkpoint (exit 2, never restarted), the run fails at the train step with the trainer's one line last on
+    the console, and the 20-step run's model and record stay as they were."""
+    base = tmp_path / "job"
+    marker = uuid.uuid4().hex
+    one = ("--set", "topology.strategy=one_device", "--set", "topology.worker.replica_count=0",
+           "--set", "checkpoint.every_steps=10")
+    first = _start(base, prepared_data, marker, *one, "--set", "training.steps=20")
+    out = _finish(first)
+    assert first.returncode == 0, out
+    record, model = (base / "run.json").read_bytes(), (base / "model" / "saved_model.pb").read_bytes()
+
+    second = _start(base, prepared_data, marker, *one, "--set", "training.steps=10", "--set", "scheduling.max_restarts=2")
+    out = _finish(second)
+    assert second.returncode == 1, out
+    problem = (f"training.steps: the checkpoints in {base / 'checkpoints'} are at step 20, past the 10 steps this "
+               "config asks for; going on would report the 20-step model as this config's; valid choices: --fresh "
+               "(run.py: keeps the earlier run aside and trains from step 0), training.steps >= 20")
+    lines = out.strip().splitlines()
+    assert lines[-2:] == ["error: the pipeline failed at step train: training failed: chief-0 (workerpool0-0, attempt 1) "
+                          "exited with status 2.", f"  chief-0's error: {problem}"], lines[-12:]
+    assert [x.strip() for x in lines].count(f"error: {problem}") == 1  # the trainer's line, once, as it happened
+    assert "not restarting: chief-0 exited with status 2" in out and "restart 1/2" not in out
+    assert "resumed from step" not in out and "Traceback" not in out
+    assert (base / "run.json").read_bytes() == record and (base / "model" / "saved_model.pb").read_bytes() == model
+    assert_no_processes_left(marker)
+
+
 @pytest.mark.integration
 def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
     """The issue's sequence on one folder: a second run is refused while the first trains; Ctrl-C stops the

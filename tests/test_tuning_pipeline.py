@@ -409,11 +409,12 @@ def test_a_failed_steps_own_error_line_is_kept_for_the_runs_last_words_not_repea
     console, shown = _fed(GATE_FAILS)
     assert shown[0] == "▸ gate" and shown[1].startswith("✗ gate failure after ")
     assert [line.strip() for line in shown[2:]] == ["gate: val_rmse 0.98 <= 1e-06: missed"]  # no JSON dump, no error
-    assert console.failed_step(wait_s=0) == [
-        "error: serving.gate.thresholds[0]: val_rmse 0.98 <= 1e-06 missed, so the model is not registered"]
+    assert console.failure_lines() == [
+        "error: the pipeline failed at step gate: serving.gate.thresholds[0]: val_rmse 0.98 <= 1e-06 missed, so the "
+        "model is not registered"]
     # a step that succeeds after an error line still shows it, when it ends
     console, shown = _fed(GATE_FAILS.replace("ERROR - Task 'gate' finished with status FAILURE",
                                              "INFO - Task 'gate' finished with status SUCCESS"))
     assert shown[1] == ("  error: serving.gate.thresholds[0]: val_rmse 0.98 <= 1e-06 missed, so the model is not "
                         "registered")
-    assert shown[2].startswith("✓ gate (") and console.failed_step(wait_s=0) == []
+    assert shown[2].startswith("✓ gate (") and console.failure_lines() == []

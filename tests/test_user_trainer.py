@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def test_every_replica_runs_the_users_module_with_its_args():
     assert job_spec.worker_command(cfg) == ["python", "-m", "trainer.task", "--epochs", "3"]
     container = job_spec.custom_job_spec(cfg)["worker_pool_specs"][0]["container_spec"]
     assert container["command"] + container["args"] == ["python", "-m", "trainer.task", "--epochs", "3"]
+    assert container["env"] == [{"name": "TF_USE_LEGACY_KERAS", "value": "1"}]  # trainer.env: Vertex sets it too
     assert cfg.trainer.source_dir == str(EXAMPLE)  # the replicas' working directory here, the image's WORKDIR there
 
 
@@ -83,6 +85,7 @@ def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_pr
         container = pool["container_spec"]
         assert container["image_uri"] == IMAGE
         assert container["command"] + container.get("args", []) == ["python", "-m", "trainer.task", "--epochs", "3"]
+        assert container["env"] == [{"name": "TF_USE_LEGACY_KERAS", "value": "1"}]
     sample = compiled["root"]["inputDefinitions"]["parameters"]["sample_request"]["defaultValue"]
     assert json.loads(sample) == json.loads((project / "sample.json").read_text())  # it travels with the pipeline
 
@@ -130,8 +133,8 @@ def test_the_whole_pipeline_runs_a_users_keras_trainer_with_two_replicas(project
     assert v["input_source"] == "serving.sample_request" and len(v["predictions"]) == 3
     assert all(isinstance(p["value"][0], float) for p in v["predictions"]) and v["latency_ms"]["median"] > 0
     names = [s["name"] for s in record["steps"]]
-    assert names[:4] == ["build-image", "validate-config", "train", "verify-model"]  # no prepare-data
-    assert sorted(names[4:]) == ["report", "upload-model"]  # both after verify, in either order
+    assert names[:3] == ["validate-config", "train", "verify-model"]  # no prepare-data (nor a build locally)
+    assert sorted(names[3:]) == ["report", "upload-model"]  # both after verify, in either order
     page = (base / "report.html").read_text()
     for series in ("train/epoch_loss", "validation/epoch_loss", "train/epoch_mae", "validation/epoch_mae"):
         assert f"<td>{series}</td>" in page, series
@@ -170,21 +173,45 @@ def test_kill_9_of_a_replica_mid_run_restarts_the_job_and_keras_resumes_from_its
         assert_no_processes_left(str(base))
 
 
-@pytest.mark.integration
-@pytest.mark.timeout(300)
-def test_keras_3_fit_under_multi_worker_fails_with_its_cause_and_the_way_out(project):
-    """Without TF_USE_LEGACY_KERAS the lab's code runs Keras 3 ``fit`` under MultiWorkerMirroredStrategy
-    (keras-team/keras#20585): the failure names the real error line and the two ways out."""
-    from jobs.local.launcher import JobFailed
-
+@pytest.fixture
+def tutorial_project(project) -> Path:
+    """The example, its trainer written as TensorFlow's multi-worker tutorial writes one: it does not set
+    TF_USE_LEGACY_KERAS itself, the environment must (``trainer.env`` in the job file)."""
     task = project / "trainer" / "task.py"
-    task.write_text(task.read_text().replace('os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")',
-                                             'os.environ["TF_USE_LEGACY_KERAS"] = "0"'))
-    base = project / "runs" / "keras3"
-    cfg = config_lib.load(str(project / "job.yaml"), [f"output.base_dir={base}"])
-    with pytest.raises(JobFailed) as failed:
-        steps.run_local(cfg, log=lambda _: None, timeout_s=240)
-    text = failed.value.result.failure.describe()
-    assert "'s error: ValueError: Attempt to convert a value (PerReplica" in text
-    assert "keras-team/keras#20585" in text and "TF_USE_LEGACY_KERAS=1" in text and "custom loop" in text
-    assert_no_processes_left(str(base))
+    line = 'os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")\n'
+    assert line in task.read_text()
+    task.write_text(task.read_text().replace(line, ""))
+    return project
+
+
+KERAS3_ERROR = re.compile(r"^  (chief|worker)-0's error: ValueError: Attempt to convert a value \(PerReplica:\{ … \}\) "
+                          r"with an unsupported type \(<class '[\w.]+PerReplica'>\) to a Tensor\.$")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(400)
+def test_a_tf_keras_trainer_gets_its_legacy_keras_from_trainer_env_not_from_the_shell(tutorial_project, monkeypatch):
+    """The shell has TF_USE_LEGACY_KERAS=1; a replica never sees it. Without ``trainer.env`` the tutorial's code runs
+    Keras 3 ``fit`` under MultiWorkerMirroredStrategy and fails (keras-team/keras#20585): the console's last lines
+    are the failing replica's own error and the hint, not a tensor dump. With the job file as shipped
+    (``trainer.env: {TF_USE_LEGACY_KERAS: "1"}``) the same code trains."""
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    job = str(tutorial_project / "job.yaml")
+    proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "--config", job, "--set", "trainer.env={}",
+                           "--set", "scheduling.max_restarts=0", "--set", f"output.base_dir={tutorial_project / 'k3'}"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)  # as a terminal shows it
+    console = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert console[-3].startswith("error: the pipeline failed at step train: training failed: "), console[-12:]
+    assert KERAS3_ERROR.match(console[-2]), console[-2]
+    assert console[-1].startswith("  hint: this is Keras 3's Model.fit under a multi-worker strategy"), console[-1]
+    assert "keras-team/keras#20585" in console[-1] and 'trainer.env: {TF_USE_LEGACY_KERAS: "1"}' in console[-1]
+    assert "Traceback" not in proc.stdout and len(console) < 40, proc.stdout
+
+    cfg = config_lib.load(job, [f"output.base_dir={tutorial_project / 'legacy'}"])
+    assert cfg.trainer.env == {"TF_USE_LEGACY_KERAS": "1"}
+    lines: list[str] = []
+    result = steps.run_local(cfg, log=lines.append, timeout_s=300)
+    assert result.returncode == 0 and result.attempts == 1, result.message
+    assert "[chief-0] Epoch 3/3" in lines and (tutorial_project / "legacy" / "model" / "saved_model.pb").exists()
+    assert_no_processes_left(str(tutorial_project))

@@ -84,6 +84,27 @@ def _agree_on_step(strategy, step: int) -> None:
                            "checkpoint directory.")
 
 
+def refuse_checkpoint_past_the_end(cfg: config_lib.JobConfig, plan, start_step: int, checkpoints: str) -> None:
+    """A checkpoint past the steps the config asks for is refused with one line (``ConfigError``: exit 2, which
+    the launcher never restarts), never trained on: "training" from it would do nothing and then export and
+    report the longer run's model under the shorter config (a 200-step model shown as a 30-step run)."""
+    if start_step <= plan.total_steps:
+        return
+    from trainers.errors import ConfigError, problem
+
+    if cfg.training.steps:
+        field, asked, way = "training.steps", f"{plan.total_steps} steps", f"training.steps >= {start_step}"
+    else:
+        epochs = -(-start_step // plan.steps_per_epoch)
+        field = "training.epochs"
+        asked = f"{cfg.training.epochs} epoch(s) = {plan.total_steps} steps"
+        way = f"training.epochs >= {epochs}"
+    raise ConfigError([problem(
+        field, f"the checkpoints in {checkpoints} are at step {start_step}, past the {asked} this config asks for; "
+               f"going on would report the {start_step}-step model as this config's",
+        ["--fresh (run.py: keeps the earlier run aside and trains from step 0)", way])])
+
+
 def train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Train ``cfg`` in this process as the replica the environment describes; returns final metrics.
 
@@ -301,6 +322,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     restored = checkpointer.restore()
     start_step = int(optimizer.iterations.numpy())
     _agree_on_step(strategy, start_step)
+    refuse_checkpoint_past_the_end(cfg, plan, start_step, dirs["checkpoints"])
     if restored:
         print(f"resumed from step {start_step} ({restored})", flush=True)
 

@@ -47,7 +47,7 @@ from trainers import config as config_lib
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.plan import evaluator_mismatch, make_plan
 from trainers.train import Progress, export_and_record, exit_preempted, make_optimizer, replica_step, run_guarded
-from trainers.train import summary_writer
+from trainers.train import refuse_checkpoint_past_the_end, summary_writer
 
 #: Exit status of the chief when a parameter server was lost: restart the job (it resumes from a checkpoint).
 EXIT_PS_LOST = 5
@@ -147,6 +147,7 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
                                 plan.fingerprint(cfg), is_chief=True)
     restored = checkpointer.restore()
     start_step = int(step_var.numpy())
+    refuse_checkpoint_past_the_end(cfg, plan, start_step, dirs["checkpoints"])
     if restored:
         print(f"resumed from step {start_step} ({restored})", flush=True)
 

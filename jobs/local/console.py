@@ -8,11 +8,12 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
 * training progress: a live bar on a terminal (rich), otherwise a line at most every few seconds, with
   step/total, loss, accuracy, examples/s and ETA; for a user's Keras trainer, each epoch's metrics as
   ``fit`` prints them; resumes and restarts when they happen;
-* warnings and errors (``warning:``/``error:`` lines, the launcher's failures); a failed step's last
-  meaningful lines and the log file's path. A step's own ``error:`` lines are held until it ends: a failed
-  step's are not shown here but kept in :attr:`Console.failed_step_errors` for the run's last words
-  (``jobs.local.pipeline_run``), so the problem is said once, last, on stderr, where scripts and
-  ``runs list`` read it;
+* warnings and errors (``warning:``/``error:`` lines, the launcher's failures; a replica's error line once,
+  not once per replica). A step's own ``error:`` lines are held until it ends: shown then when the step
+  succeeded; when it failed, its last meaningful lines and the log file's path are shown, and then (printed
+  by the caller, :meth:`Console.failure_lines`, on stderr, where scripts and ``runs list`` read it) its cause
+  as the LAST lines, said once: the step's error and the failing replica's own error line and hint
+  (``jobs.local.launcher.ReplicaFailure.cause``), which would otherwise be buried above a tensor dump;
 * this process's own lines (summary, notes) unchanged.
 
 Noise never reaches the console: kfp's executor input/output dumps, repeated configs, TensorFlow's C++
@@ -47,16 +48,30 @@ NOISE = (
     re.compile(r"^\S+\.py:\d+: \w*Warning: "), re.compile(r"^warnings\.warn\("),
     re.compile(r"^-{20,}$"),
 )
+#: a failed replica's reason as ``ReplicaFailure.cause`` writes it: kept for the end, not shown where it passes
+CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")
+#: a line written to fd 1/2 by :meth:`Console.drain`: seen by the reader, never shown nor logged
+DRAIN = "\x00vtp-console-drain "
 SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
 PROGRESS_EVERY_S = 5.0
 #: a step that has shown nothing for this long gets a "still running" line (then every HEARTBEAT_EVERY_S):
 #: a big model's first steps on CPUs here take minutes, and silence reads as a hang
 QUIET_S, HEARTBEAT_EVERY_S = 30.0, 60.0
+#: a failed step's last lines shown (the log file has them all; its cause comes after them)
+FAILED_LINES = 10
 
 
 def _noise(text: str) -> bool:
     return any(p.search(text) for p in NOISE)
+
+
+def _body(text: str) -> str:
+    """A relayed line without what the launcher put before it: ``[worker-0] `` (a replica's line) or ``| ``
+    (a failed replica's last lines, as ``ReplicaFailure.describe`` quotes them)."""
+    m = REPLICA.match(text)
+    text = m.group(3) if m else text
+    return text[2:] if text.startswith("| ") else text
 
 
 class Console:
@@ -71,11 +86,12 @@ class Console:
         self._task: str | None = None
         self._task_started = 0.0
         self._task_lines: collections.deque[str] = collections.deque(maxlen=400)
-        self._task_errors: list[str] = []       # the running step's own `error:` lines, shown when it ends
         self._in_dump = False                   # inside kfp's executor-input JSON dump (never shown)
-        #: the own ``error:`` lines of the step that failed (set when kfp reports the failure)
-        self.failed_step_errors: list[str] = []
-        self._step_failed = threading.Event()
+        self._cause: list[str] = []             # the running task's failed replica: error line, hint
+        self._errors: list[str] = []            # the running task's own error: lines, held until it ends
+        self._shown_errors: set[str] = set()    # replica error lines shown (once, whichever replica printed it)
+        self.failed: tuple[str, list[str], list[str]] | None = None  # (step, its errors, cause) of a failed step
+        self._drained: dict[str, threading.Event] = {}
         self._train: dict[str, float] = {}
         self._last_progress = 0.0
         self._bar = None
@@ -135,11 +151,46 @@ class Console:
             self._log.writelines(line + "\n" for line in self._pending)
             self._pending.clear()
 
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait until both readers have handled every line written to fds 1 and 2 so far (kfp.local logs a
+        task's end and then raises at once: the reader may not have seen that line yet). False on timeout or
+        when not capturing."""
+        if not getattr(self, "_readers", None):
+            return False
+        sys.stdout.flush()
+        sys.stderr.flush()
+        events = []
+        for fd in (1, 2):
+            token = f"{DRAIN}{fd} {time.monotonic_ns()}"
+            with self._lock:
+                events.append(self._drained.setdefault(token, threading.Event()))
+            os.write(fd, (token + "\n").encode())
+        deadline = time.monotonic() + timeout_s
+        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)
+
+    def failure_lines(self) -> list[str]:
+        """The lines that end a run whose step failed, for the caller to print last (after the step's display):
+        ``error: the pipeline failed at step <step>: <its error>``, then the failing replica's own error line
+        and hint. Empty when no step failed."""
+        if self.failed is None:
+            return []
+        step, errors, cause = self.failed
+        head = f"error: the pipeline failed at step {step}"
+        if errors:
+            head += f": {errors[-1].removeprefix('error: ')}"
+        return [*errors[:-1], head, *(f"  {line}" for line in cause)]  # one line per problem, the step's last
+
     # -- the pipe ---------------------------------------------------------------------------------
     def _pump(self, fd: int, shown_on) -> None:
         with os.fdopen(fd, "rb") as pipe:
             for raw in pipe:
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                if line.startswith(DRAIN):
+                    with self._lock:
+                        event = self._drained.pop(line, None)
+                    if event is not None:
+                        event.set()
+                    continue
                 with self._lock:
                     if self._log is not None:
                         self._log.write(line + "\n")
@@ -200,7 +251,7 @@ class Console:
         if start:
             self._task, self._task_started = start.group(1), time.monotonic()
             self._task_lines.clear()
-            self._task_errors = []
+            self._cause, self._errors, self._shown_errors = [], [], set()
             self._show(f"▸ {self._task}")
         elif end:
             name, status = end.group(1), end.group(2)
@@ -211,33 +262,33 @@ class Console:
             if took is None:
                 took = time.monotonic() - self._task_started
             if status == "SUCCESS":
-                for error in self._task_errors:
+                for error in self._errors:
                     self._show(f"  {error}")
                 self._show(f"✓ {name} ({took:.1f} s)")
             else:
                 self._show(f"✗ {name} {status.lower()} after {took:.1f} s; its last lines:")
-                errors = set(self._task_errors)  # said once, as the run's last words
-                meaningful = [t for t in self._task_lines if not _noise(t) and t not in errors][-15:]
+                errors = set(self._errors)  # said once, as the run's last words (failure_lines)
+                meaningful = [t for t in self._task_lines if not _noise(_body(t)) and not CAUSE.match(t)
+                              and t not in errors][-FAILED_LINES:]
                 for t in meaningful:
                     self._show(f"    {t}")
                 if self.log_path:
                     self._show(f"  full log: {self.log_path}")
-                self.failed_step_errors = list(self._task_errors)
-                self._step_failed.set()
+                self.failed = (name, list(self._errors), list(self._cause))
             self._task = None
         elif level != "INFO":
             self._show(message)
 
-    def failed_step(self, wait_s: float = 5.0) -> list[str]:
-        """The own ``error:`` lines of the step whose failure ended the pipeline ([] when it printed none, or no
-        step failure was seen within ``wait_s``: kfp logs it before raising, and this pipe is read by a thread)."""
-        self._step_failed.wait(wait_s)
-        return list(self.failed_step_errors)
-
     def _child(self, text: str) -> None:
         self._task_lines.append(text)
+        cause = CAUSE.match(text)
+        if cause:  # kept for the end (failure_lines), where a person reads first
+            if not text.startswith("hint: "):
+                self._cause = []
+            self._cause.append(text)
+            return
         if text.startswith("error: "):  # the step's own problem: held until the step ends (see the module doc)
-            self._task_errors.append(text)
+            self._errors.append(text)
             return
         m = REPLICA.match(text)
         role, body = (f"{m.group(1)}-{m.group(2)}", m.group(3)) if m else ("", text)
@@ -247,6 +298,10 @@ class Console:
             return
         if _noise(body):
             return
+        if body.startswith("error: "):  # every replica prints the same problem: show it once
+            if body in self._shown_errors:
+                return
+            self._shown_errors.add(body)
         if role and role != "chief-0":
             if re.match(r"(error|preempted)", body):
                 self._show(f"  [{role}] {body}")

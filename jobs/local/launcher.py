@@ -67,8 +67,11 @@ Restart contract (Vertex's ``restart_job_on_worker_restart``)
     restarts included.  No process is left behind: every process group started is killed and
     reaped on return, on exceptions and on KeyboardInterrupt; the CLI also turns SIGTERM/SIGHUP
     into the same clean-up; a replica whose launcher is killed outright (kill -9) is killed with it
-    (``PR_SET_PDEATHSIG``).  Replicas run in their own sessions, so a terminal's Ctrl-C reaches
-    only the launcher, which then stops them (SIGTERM, grace, SIGKILL).
+    (``PR_SET_PDEATHSIG``).  A replica exiting with a status in ``permanent_statuses`` (default 2: bad
+    config or data, ``trainers.task``'s code, and a command-line usage error by convention) is never
+    restarted: the same input would fail the same way (``[launcher] not restarting: ...``).  Replicas
+    run in their own sessions, so a terminal's Ctrl-C reaches only the launcher, which then stops them
+    (SIGTERM, grace, SIGKILL).
 
 Exit codes (``JobResult.returncode`` and the CLI's status)
     0 success; the failing replica's status when it exited non-zero; 128+N when it died of
@@ -87,7 +90,7 @@ import socket
 import subprocess
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from jobs.local.vertex_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
                                    validate_replica_counts, vertex_environment)
@@ -100,6 +103,9 @@ RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
 DONE_RULES = {"all": ("ps",), "chief": ("ps", "worker")}
 WORKER_FAILURE_RULES = ("restart", "tolerate")
 TAIL_LINES = 20
+#: Exit statuses never restarted (``launch(permanent_statuses=)``): 2 is ``trainers.task``'s "bad config or
+#: data" (one ``error:`` line per problem) and argparse's usage error; a restart would fail the same way.
+PERMANENT_STATUSES = frozenset({2})
 _POLL_S = 0.05
 
 
@@ -129,18 +135,37 @@ class ReplicaFailure:
     log_file: str | None = None
     timed_out_after: float | None = None   # set when the job hit timeout_s
     still_running: list[str] = dataclasses.field(default_factory=list)
-    #: the replica's own error: the exception line that ended its last traceback, or its last ``error:`` line
+    #: the replica's own error: the exception line that ended its last traceback (with `` … <the line that
+    #: closes it>`` when its message spans lines, as a tensor's repr does), or its last ``error:`` line
     error_line: str | None = None
 
     @property
     def name(self) -> str:
         return f"{self.role}-{self.replica.rsplit('-', 1)[-1]}"
 
-    def describe(self) -> str:
-        """One head line; then the replica's error line and a hint for a known failure (``jobs.local.hints``);
-        then its last lines."""
+    def cause(self) -> list[str]:
+        """The replica's own reason, as the last lines of :meth:`describe` (and of the console, which shows them
+        last too): ``<name>'s error: <its error line>`` and, for a known failure, ``hint: ...``
+        (``jobs.local.hints``). Empty when the replica printed no error."""
         from jobs.local.hints import hint_for
 
+        lines = []
+        if self.error_line:
+            line = " ".join(self.error_line.split())
+            # an error: line is written to be read whole (the way out is at its end); an exception's may hold
+            # a whole array on one line
+            limit = 1000 if line.startswith("error: ") else 300
+            line = line[len("error: "):] if line.startswith("error: ") else line
+            lines.append(f"{self.name}'s error: {line if len(line) <= limit else line[:limit - 3] + '...'}")
+        hint = hint_for([self.error_line or "", *self.last_lines])
+        if hint:
+            lines.append(f"hint: {hint}")
+        return lines
+
+    def describe(self) -> str:
+        """One head line; then the replica's last lines; then, last, its own reason (:meth:`cause`): the error
+        line and a hint for a known failure. Last because that is what a person reads first: a console or a
+        terminal shows the end of a failure, and the last lines before it are often a tensor dump."""
         if self.timed_out_after is not None:
             head = (f"job timed out after {self.timed_out_after:g} s (attempt {self.attempt}); "
                     f"still running: {', '.join(self.still_running) or 'none'}.")
@@ -150,15 +175,9 @@ class ReplicaFailure:
         where = f" ({self.log_file})" if self.log_file else ""
         if not self.last_lines and not self.error_line:
             return f"{head} {self.name} printed nothing{where}."
-        cause = []
-        if self.error_line:
-            line = " ".join(self.error_line.split())
-            cause.append(f"  {self.name}'s error: {line if len(line) <= 300 else line[:297] + '...'}")
-        hint = hint_for([self.error_line or "", *self.last_lines])
-        if hint:
-            cause.append(f"  hint: {hint}")
-        body = "\n".join(f"  | {line}" for line in self.last_lines)
-        return "\n".join([head, *cause, f"  last {len(self.last_lines)} lines of {self.name}{where}:", body])
+        body = [f"  | {line}" for line in self.last_lines]
+        return "\n".join([head, f"  last {len(self.last_lines)} lines of {self.name}{where}:", *body,
+                          *(f"  {line}" for line in self.cause())])
 
 
 @dataclasses.dataclass
@@ -237,6 +256,8 @@ class _Replica:
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.error_line: str | None = None  # see ReplicaFailure.error_line
         self._in_traceback = False
+        self._error_open = 0                # brackets the exception line left open (its message goes on)
+        self._error_close: str | None = None  # the line that closed them: the end of the message
         self.buf = b""
         self.fd: int | None = None
         self.logfile = None
@@ -284,8 +305,13 @@ class _Attempt:
             r._in_traceback = True
         elif r._in_traceback and text and not text[0].isspace():  # the exception line ends the traceback
             r.error_line, r._in_traceback = text, False
+            r._error_open, r._error_close = _open_brackets(text), None
         elif text.startswith("error: "):
-            r.error_line = text
+            r.error_line, r._error_open, r._error_close = text, 0, None
+        elif r._error_open > 0:  # a message that opened a bracket (a tensor's repr) goes on until it closes
+            r._error_open += _open_brackets(text)
+            if r._error_open <= 0:
+                r._error_open, r._error_close = 0, text
         self.log(f"[{r.name}] {text}")
         self.on_line(r, text)
 
@@ -454,9 +480,18 @@ class _Attempt:
 
     def failure(self, r: _Replica, **extra) -> ReplicaFailure:
         status = r.returncode if r.returncode is not None else 0
+        error = r.error_line
+        if error and r._error_close is not None:  # "ValueError: ... (PerReplica:{ … }) with an unsupported type ..."
+            error = f"{error.rstrip()} … {r._error_close.strip()}"
         return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
                               last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
-                              error_line=r.error_line, **extra)
+                              error_line=error, **extra)
+
+
+def _open_brackets(text: str) -> int:
+    """Brackets ``text`` opens minus those it closes: a multi-line exception message (a tensor's repr in it)
+    ends on the line that closes what its first line opened."""
+    return sum(map(text.count, "([{")) - sum(map(text.count, ")]}"))
 
 
 def _job_returncode(status: int) -> int:
@@ -469,7 +504,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
            on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
            base_env: Mapping[str, str] | None = None, replica_env: Callable[[str, int], Mapping[str, str]] | None = None,
-           stop: threading.Event | None = None) -> JobResult:
+           stop: threading.Event | None = None, permanent_statuses: Collection[int] = PERMANENT_STATUSES) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -484,6 +519,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     ``stop``: a ``threading.Event`` another thread sets to end the job as a KeyboardInterrupt would (every
     replica SIGTERM, ``grace_s``, SIGKILL; then :class:`Stopped` is raised): the main thread alone gets Ctrl-C,
     and a job run in a worker thread must still stop the preemption way.
+    ``permanent_statuses``: exit statuses that end the job at once, restarts left or not (see the module doc).
     """
     counts = validate_replica_counts(replica_counts)
     if isinstance(command, (str, bytes)) or not list(command):
@@ -568,9 +604,13 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
             failure.exit_status = 124
             return result(124, failure)
         over_time = deadline is not None and time.monotonic() >= deadline
-        if number > max_restarts or over_time:
+        permanent = failure.exit_status in permanent_statuses
+        if number > max_restarts or over_time or permanent:
             if over_time and number <= max_restarts:
                 log("[launcher] not restarting: timeout reached")
+            elif permanent and number <= max_restarts:
+                log(f"[launcher] not restarting: {failure.name} exited with status {failure.exit_status} (bad config "
+                    "or input): a restart would fail the same way")
             return result(_job_returncode(failure.exit_status), failure)
         log(f"[launcher] restart {number}/{max_restarts}: {failure.name} exited with status "
             f"{status_text(failure.exit_status)}; restarting all replicas")

@@ -183,10 +183,9 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
         print(_interrupted_line(cfg, opts), file=sys.stderr)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
-        # the failed step's own error lines are the run's last words (said once: the console held them back);
-        # a step that said nothing (a crash) gets kfp's verdict
-        errors = console.failed_step() if console is not None else []
-        print("\n" + ("\n".join(errors) or f"error: the pipeline failed: {exc}"), file=sys.stderr)
+        # the console's last lines: the failed step's error, then the failing replica's own error and hint
+        ending = console.failure_lines() if console is not None and console.drain() else []
+        print("\n" + "\n".join(ending or [f"error: the pipeline failed: {exc}"]), file=sys.stderr)
         return 1
     summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
                                steps=timer.steps)

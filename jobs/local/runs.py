@@ -6,7 +6,9 @@ Behaviour of ``python pipelines/run.py`` on an output folder (``output.base_dir`
   summary (from ``run.json``, written when a run succeeds) and exits 0. ``--fresh`` is one flag away.
 * **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
   checkpoint-resume feature); a different config in the same folder also goes ahead (more steps continue
-  training; an incompatible model is refused by the trainer's checkpoint fingerprint).
+  training; an incompatible model is refused by the trainer's checkpoint fingerprint, and fewer steps than
+  the checkpoint's by the built-in trainer with one ``error:`` line naming ``--fresh``; a user's trainer gets
+  a ``warning:`` line and ``resumed_from_existing_checkpoints`` in ``training.json``).
 * ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole) and the run
   starts from step 0 in an empty ``<base>``.
 * **another live run holds the folder** -> refused at once with one line naming it (pid, start time,

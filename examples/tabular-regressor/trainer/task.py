@@ -2,7 +2,8 @@
 
 Keras ``fit`` under ``MultiWorkerMirroredStrategy``, with the legacy Keras 2 API (``tf_keras``, selected by
 ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported: Keras 3's ``fit`` fails under this strategy,
-keras-team/keras#20585). It reads only what Vertex AI gives every replica: ``TF_CONFIG`` (through the
+keras-team/keras#20585). ``job.yaml`` declares it in ``trainer.env``, so every replica gets it, here and on Vertex
+(a replica sees nothing of your shell); the ``setdefault`` below keeps ``python -m trainer.task`` working alone. It reads only what Vertex AI gives every replica: ``TF_CONFIG`` (through the
 strategy), ``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR`` and ``AIP_TENSORBOARD_LOG_DIR``. The chief saves the
 model to ``AIP_MODEL_DIR``; the other workers save to a temporary folder (saving involves a collective, so
 every worker must save), as in the lab. ``BackupAndRestore`` makes a restarted job resume at the last

@@ -129,8 +129,8 @@ def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, pr
     scalars = read_scalars(str(reference / "logs" / "validation"))
     assert sorted(scalars) == ["accuracy", "loss"]
     for tag in ("loss", "accuracy"):  # <logs>/validation/: tag, step = the checkpoint's step, as evaluation.json
-        steps, values = zip(*scalars[tag])
-        assert list(steps) == [h["step"] for h in ev["history"]]
+        at, values = zip(*scalars[tag])
+        assert list(at) == [h["step"] for h in ev["history"]]
         assert list(values) == pytest.approx([h[tag] for h in ev["history"]], rel=1e-6)
     assert [s for s, _ in read_scalars(str(reference / "logs"))["train/loss"]] == \
         list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))

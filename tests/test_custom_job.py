@@ -10,7 +10,6 @@ position, whatever GCPC's launcher would have stripped.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -18,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, signal_when
+from tests.conftest import signal_when
 from tests.standins.vertex import VertexStandIn
+from tests.vertex_steps import as_json_numbers, finish, start_step
 from trainers import config as config_lib
 
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
@@ -33,21 +33,8 @@ def _compiled(tmp_path) -> dict:
     return yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
 
 
-def _as_json_numbers(value):
-    """What a parameter looks like after Vertex's parameter passing: every number a JSON float."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return float(value)
-    if isinstance(value, list):
-        return [_as_json_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_json_numbers(v) for k, v in value.items()}
-    return value
-
-
 def _inputs(worker_pool_specs, endpoint: str, **extra) -> dict:
-    return {"display_name": "flowers-local", "worker_pool_specs": _as_json_numbers(worker_pool_specs),
+    return {"display_name": "flowers-local", "worker_pool_specs": as_json_numbers(worker_pool_specs),
             "base_output_directory": "gs://my-pipelines/runs/x", "tensorboard": "",
             "restart_job_on_worker_restart": True, "scheduling_strategy": "STANDARD", "timeout": "3600s",
             "max_wait_duration": "", "persistent_resource_id": "", "service_account": "", "network": "",
@@ -56,28 +43,14 @@ def _inputs(worker_pool_specs, endpoint: str, **extra) -> dict:
 
 def start_executor(compiled: dict, inputs: dict, out: Path, env: dict | None = None) -> subprocess.Popen:
     """The task's container command, as the Vertex backend starts it (``{{$}}`` = the executor input)."""
-    from kfp.local import placeholder_utils
-
     container = compiled["deploymentSpec"]["executors"]["exec-custom-training-job"]["container"]
-    executor_input = {"inputs": {"parameterValues": inputs},
-                      "outputs": {"parameters": {"gcp_resources": {"outputFile": str(out / "gcp_resources")}},
-                                  "outputFile": str(out / "executor_output.json")}}
-    argv = placeholder_utils.replace_placeholders(container["command"] + container["args"], executor_input,
-                                                  "pipeline", "custom-training-job", str(out), "job-1")
-    assert argv[:4] == ["python3", "-u", "-m", "jobs.cloud.custom_job"]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = start_step(container, "custom-training-job", inputs, out, parameters=("gcp_resources",), env=env)
+    assert proc.args[:4] == ["python3", "-u", "-m", "jobs.cloud.custom_job"]
+    return proc
 
 
 def run_executor(compiled, inputs, out, env=None, timeout=120) -> subprocess.CompletedProcess:
-    proc = start_executor(compiled, inputs, out, env)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return finish(start_executor(compiled, inputs, out, env), timeout)
 
 
 def _pools(cfg_sets=(), job_dict=None):

@@ -10,7 +10,6 @@ rest of the pipeline: the best trial, its model folder, the Model artifact.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 import components
 from tests.conftest import ROOT, signal_when
 from tests.standins.vertex import VertexStandIn
+from tests.vertex_steps import as_json_numbers, finish, start_step
 from trainers import config as config_lib
 
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
@@ -50,20 +50,8 @@ def trial_spec(cfg: config_lib.JobConfig) -> dict:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
-def _as_json_numbers(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return float(value)
-    if isinstance(value, list):
-        return [_as_json_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_json_numbers(v) for k, v in value.items()}
-    return value
-
-
 def _inputs(cfg, endpoint: str) -> dict:
-    return _as_json_numbers({"display_name": cfg.name, "tuning": cfg.to_dict()["tuning"],
+    return as_json_numbers({"display_name": cfg.name, "tuning": cfg.to_dict()["tuning"],
                              "trial_job_spec": trial_spec(cfg), "location": "europe-west4", "project": "my-proj",
                              "api_endpoint": endpoint})
 
@@ -71,36 +59,18 @@ def _inputs(cfg, endpoint: str) -> dict:
 def start_executor(inputs: dict, out: Path, env: dict | None = None) -> subprocess.Popen:
     """The published component's container command, as the Vertex backend starts it (``{{$}}`` = the executor
     input)."""
-    from kfp.local import placeholder_utils
-
     doc = yaml.safe_load(components.yaml_path("hyperparameter_tuning_job").read_text())
     container = doc["deploymentSpec"]["executors"]["exec-hyperparameter-tuning-job"]["container"]
-    executor_input = {
-        "inputs": {"parameterValues": inputs},
-        "outputs": {"parameters": {name: {"outputFile": str(out / name)}
-                                   for name in ("gcp_resources", "best_trial", "best_model_dir")},
-                    "artifacts": {"model": {"artifacts": [{"name": "model", "type": {"schemaTitle": "system.Model"},
-                                                           "uri": "gs://my-pipelines/root/x/model", "metadata": {}}]},
-                                  # without it kfp's resolver gives --study "null": a file of that name in the cwd
-                                  "study": {"artifacts": [{"name": "study", "type": {"schemaTitle": "system.Artifact"},
-                                                           "uri": str(out / "study"), "metadata": {}}]}},
-                    "outputFile": str(out / "executor_output.json")}}
-    argv = placeholder_utils.replace_placeholders(container["command"] + container["args"], executor_input,
-                                                  "pipeline", "hyperparameter-tuning-job", str(out), "job-1")
-    assert argv[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = start_step(container, "hyperparameter-tuning-job", inputs, out,
+                      parameters=("gcp_resources", "best_trial", "best_model_dir"),
+                      artifacts={"model": ("system.Model", "gs://my-pipelines/root/x/model"),
+                                 "study": ("system.Artifact", str(out / "study"))}, env=env)
+    assert proc.args[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
+    return proc
 
 
 def run_executor(inputs, out, env=None, timeout=120) -> subprocess.CompletedProcess:
-    proc = start_executor(inputs, out, env)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return finish(start_executor(inputs, out, env), timeout)
 
 
 def test_the_study_spec_and_the_trial_job_are_the_job_files(tmp_path):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ import yaml
 
 from tests.conftest import ROOT, assert_no_processes_left
 from tests.standins.vertex import VertexStandIn
+from tests.vertex_steps import as_json_numbers, finish, start_step
 
 EXAMPLE = ROOT / "examples" / "tabular-regressor"
 IMAGE = "us-central1-docker.pkg.dev/team/training/regressor:ctx-1@sha256:" + "c" * 64
@@ -230,19 +230,6 @@ def test_the_gate_refuses_with_one_line_and_nothing_is_registered(tuned):
 
 
 # -- the same job on Vertex ------------------------------------------------------------------------------------
-def _as_json_numbers(value):
-    """A parameter after Vertex's parameter passing: every number a JSON float."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return float(value)
-    if isinstance(value, list):
-        return [_as_json_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_json_numbers(v) for k, v in value.items()}
-    return value
-
-
 SCALES = {None: "SCALE_TYPE_UNSPECIFIED", "linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE",
           "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
 ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH", "grid": "GRID_SEARCH"}
@@ -264,8 +251,6 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     resolver from the inputs validate-config gives it (numbers as JSON floats), run as a process against the
     Vertex stand-in; what Vertex would receive is compared with the job file."""
     from google.protobuf import json_format
-    from kfp.local import placeholder_utils
-
     import components
 
     project = copy_project(tmp_path / "my-project")
@@ -294,24 +279,14 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     assert container["image"] == IMAGE
 
     with VertexStandIn(tuning_trials=VERTEX_TRIALS) as vertex:
-        inputs = _as_json_numbers({"display_name": validated.display_name, "tuning": validated.tuning,
+        inputs = as_json_numbers({"display_name": validated.display_name, "tuning": validated.tuning,
                                    "trial_job_spec": validated.custom_job_spec, "location": location,
                                    "project": "team", "api_endpoint": vertex.url})
-        artifact = {"type": {"schemaTitle": "system.Artifact"}, "metadata": {}}
-        executor_input = {
-            "inputs": {"parameterValues": inputs},
-            "outputs": {"parameters": {name: {"outputFile": str(tmp_path / name)}
-                                       for name in ("gcp_resources", "best_trial", "best_model_dir")},
-                        "artifacts": {"model": {"artifacts": [{**artifact, "name": "model", "type": {
-                                          "schemaTitle": "system.Model"}, "uri": "gs://team-bucket/root/x/model"}]},
-                                      "study": {"artifacts": [{**artifact, "name": "study",
-                                                               "uri": str(tmp_path / "study")}]}},
-                        "outputFile": str(tmp_path / "executor_output.json")}}
-        argv = placeholder_utils.replace_placeholders(container["command"] + container["args"], executor_input,
-                                                      "pipeline", "hyperparameter-tuning-job", str(tmp_path), "job-1")
-        assert argv[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=str(ROOT), timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        run = finish(start_step(container, "hyperparameter-tuning-job", inputs, tmp_path,
+                                parameters=("gcp_resources", "best_trial", "best_model_dir"),
+                                artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
+                                           "study": ("system.Artifact", str(tmp_path / "study"))}))
+        assert run.args[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/hyperparameterTuningJobs$")
         (job,) = vertex.tuning_jobs.values()  # decoded strictly as aiplatform_v1.HyperparameterTuningJob

@@ -206,13 +206,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --worker_pool_specs: {args.worker_pool_specs[:80]!r} is not a JSON list of worker pools",
               file=sys.stderr, flush=True)
         return 1
+    return step_status(lambda: run(
+        display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
+        tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
+        == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
+        max_wait_duration=args.max_wait_duration, persistent_resource_id=args.persistent_resource_id,
+        service_account=args.service_account, network=args.network, location=args.location, project=args.project,
+        gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint))
+
+
+def step_status(step: Callable[[], object]) -> int:
+    """A Vertex job step's container (this one, ``jobs.cloud.tuning_job``): ``step()``'s exit status. A
+    CloudError is one ``error:`` line and 1; a cancelled pipeline (SIGTERM, the job already cancelled) 143;
+    Ctrl-C one line naming what keeps running, 130; never a traceback."""
+    import sys
+
     try:
-        run(display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
-            tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
-            == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
-            max_wait_duration=args.max_wait_duration, persistent_resource_id=args.persistent_resource_id,
-            service_account=args.service_account, network=args.network, location=args.location, project=args.project,
-            gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint)
+        step()
     except clients.CloudError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

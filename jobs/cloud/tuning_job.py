@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs.cloud import clients
-from jobs.cloud.custom_job import Terminated, existing_job, system_labels, write_gcp_resources
+from jobs.cloud.custom_job import Terminated, existing_job, step_status, system_labels, write_gcp_resources
 from jobs.job_spec import pools_by_position
 
 RESOURCE, COLLECTION = "HyperparameterTuningJob", "hyperparameterTuningJobs"
@@ -280,24 +280,17 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(parsed[flag], dict):
             print(f"error: --{flag}: {getattr(args, flag)[:80]!r} is not a JSON mapping", file=sys.stderr, flush=True)
             return 1
-    try:
+    def step() -> None:
         job = run(display_name=args.display_name, tuning=parsed["tuning"], trial_job_spec=parsed["trial_job_spec"],
                   location=args.location, project=args.project, gcp_resources=args.gcp_resources,
                   api_endpoint=args.api_endpoint)
         best = write_outputs(job, parsed["tuning"], parsed["trial_job_spec"], best_trial_path=args.best_trial,
                              best_model_dir_path=args.best_model_dir, executor_input=args.executor_input,
                              study_path=args.study)
-    except clients.CloudError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except Terminated:
-        return 143
-    except KeyboardInterrupt:
-        print(clients.interrupted_line(), file=sys.stderr, flush=True)
-        return 130
-    print(f"best trial {best['id']}: {json.dumps(best['parameters'], sort_keys=True)} -> metric {best['metric']:g}; "
-          f"model {best['model_dir']}", flush=True)
-    return 0
+        print(f"best trial {best['id']}: {json.dumps(best['parameters'], sort_keys=True)} -> metric "
+              f"{best['metric']:g}; model {best['model_dir']}", flush=True)
+
+    return step_status(step)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,6 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
     kfp.local runs, unchecked. ``OUT`` is written as :func:`output_problems` allows. Returns the exit status
     (2: one ``error:`` line per problem)."""
     import json
-    import sys
 
     problems = output_problems(out, config_source, overwrite)
     warnings: list[str] = []
@@ -65,11 +64,9 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
 
         errors, warnings = preflight.job_problems(cfg, "PROJECT", cfg.topology.region, components_image=image)
         problems += errors
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    if problems:
+    from jobs.cloud.preflight import say
+
+    if say(problems, warnings):
         return 2
     write(lambda path: compile_pipeline(cfg, path, target, base_image=image or None), out)
     print(f"compiled pipeline {cfg.name!r} for {target} to {out}")

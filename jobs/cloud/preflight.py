@@ -38,6 +38,20 @@ def vertex_regions() -> list[str]:
     return sorted(r for r in base.SUPPORTED_REGIONS if r != "global")
 
 
+def say(errors: Iterable[object], warnings: Iterable[str], err=None) -> bool:
+    """The preflight's verdict, said: one ``warning:`` line each, then one ``error:`` line each (on stderr unless
+    ``err`` is given); True when there was an error (nothing may be sent or written then)."""
+    import sys
+
+    err = err or (lambda line: print(line, file=sys.stderr))
+    errors = [e for e in errors if e]
+    for w in warnings:
+        err(f"warning: {w}")
+    for e in errors:
+        err(f"error: {e}")
+    return bool(errors)
+
+
 def project_problems(flag: str, project: str | None) -> list[Problem]:
     if project is None:
         return [problem(flag, "is required", ["my-gcp-project"])]

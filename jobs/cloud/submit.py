@@ -145,14 +145,6 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline
     return clients.run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err), [])
 
 
-def _report(errors: list[Problem], warnings: list[str], err) -> bool:
-    for w in warnings:
-        err(f"warning: {w}")
-    for p in errors:
-        err(f"error: {p}")
-    return bool(errors)
-
-
 def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     region = args.region or cfg.topology.region
@@ -160,7 +152,7 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
                                          service_account=args.service_account or "", network=args.network or "",
                                          labels=args.labels or [], template=args.template or "",
                                          components_image=getattr(args, "image", None) or "")
-    if _report(errors, warnings, err):
+    if checks.say(errors, warnings, err):
         return 2
     if region != cfg.topology.region:
         out(f"note: the job runs in --region {region} (the config says topology.region={cfg.topology.region})")
@@ -173,7 +165,7 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
             from jobs.cloud import templates
 
             path = templates.download(args.template, str(Path(tmp) / "template.yaml"), args.api_endpoint)
-            if _report(*template_problems(path, args.project, region), err):
+            if checks.say(*template_problems(path, args.project, region), err):
                 return 2
         else:
             path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image)

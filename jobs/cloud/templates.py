@@ -130,12 +130,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")
         problems += [str(e) for e in errors]
-    problems = [x for x in problems if x]
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    for x in problems:
-        print(f"error: {x}", file=sys.stderr)
-    if problems:
+    if preflight.say(problems, warnings):
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)

@@ -113,11 +113,11 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     import json
     import os
 
-    from jobs.job_spec import output_dirs
     from jobs.local import history, runs
+    from trainers.cluster import output_dirs
 
     base = config_lib.resolved_base_dir(cfg)
-    folder = output_dirs(cfg)["checkpoints"]
+    folder = output_dirs(None, base)["checkpoints"]
     if "://" in base or not os.path.isdir(folder):
         return None
     files = [os.path.join(d, name) for d, _, names in os.walk(folder) for name in names]

@@ -173,7 +173,7 @@ def test_a_wrong_metric_tag_stops_after_the_first_batch_with_one_line(tmp_path):
     assert proc.returncode != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert error_lines(proc) == [
-        "error: tuning.metric: trials 1, 2 ended (exit 0) without reporting 'val_mse', the study's metric, with "
+        "error: the pipeline failed at step tune: tuning.metric: trials 1, 2 ended (exit 0) without reporting 'val_mse', the study's metric, with "
         "cloudml-hypertune; the trainer reported val_rmse; report it: hypertune.HyperTune()"
         ".report_hyperparameter_tuning_metric(hyperparameter_metric_tag='val_mse', metric_value=...), or set "
         "tuning.metric to a reported tag; valid choices: val_rmse"], proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -221,7 +221,7 @@ def test_the_gate_refuses_with_one_line_and_nothing_is_registered(tuned):
     assert "Traceback" not in proc.stdout + proc.stderr
     figure = f"{best['metric']:g}"
     assert error_lines(proc) == [
-        f"error: serving.gate.thresholds[0]: val_rmse {figure} <= 1e-06 missed, so the model is not registered; "
+        f"error: the pipeline failed at step gate: serving.gate.thresholds[0]: val_rmse {figure} <= 1e-06 missed, so the model is not registered; "
         f"valid choices: val_rmse <= {figure} (what this model measured)"], proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == error_lines(proc)[0]
     gate = json.loads((base / "gate.json").read_text())

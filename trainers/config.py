@@ -400,9 +400,12 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
         choices = typing.get_args(tp)
         if value in choices:
             return value
-        near = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        named = [str(c) for c in choices if c != ""]
+        near = difflib.get_close_matches(str(value), named, n=1) or \
+            [c for c in named if str(value) and c.upper().startswith(str(value).upper())][:1]
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        problems.append(problem(path, f"{value!r} is not allowed{hint}", choices))
+        shown = [("'' (unset)" if c == "" else c) for c in choices]
+        problems.append(problem(path, f"{value!r} is not allowed{hint}", shown))
         return None
     if origin is dict:  # labels, trainer.env: str -> str; tuning.parameters: str -> Parameter
         if not isinstance(value, dict):

@@ -293,12 +293,12 @@ def test_max_failed_trials_stops_the_study_and_zero_means_the_first(tmp_path, mo
 
 
 def test_a_rerun_keeps_succeeded_trials_and_runs_the_others_again(tmp_path, monkeypatch):
-    from jobs.tuning.local import read_record, run_local_study
+    from jobs.tuning.local import read_study, run_local_study
 
     ran = fake_trials(monkeypatch, {"2": FAILED, "*": OK})
     with pytest.raises(Exception):
         run_local_study(with_tuning(job(tmp_path), parallel_trials=1), log=lambda _: None)
-    first = read_record(str(tmp_path / "study"))
+    first = read_study(str(tmp_path / "study"))
     assert ran == ["1", "2"] and [t["state"] for t in first["trials"]] == ["SUCCEEDED", "FAILED"]
     ran.clear()
     fake_trials(monkeypatch, {"*": {"state": "SUCCEEDED", "metric": 0.1}})

@@ -190,7 +190,7 @@ def study_key(cfg: config_lib.JobConfig) -> dict[str, Any]:
             "parameters": {n: config_lib.dataclasses.asdict(p) for n, p in t.parameters.items()}}
 
 
-def read_record(base: str) -> dict[str, Any]:
+def read_study(base: str) -> dict[str, Any]:
     """``<base>/tuning.json`` ({} when there is none)."""
     return fileio.read_json(join(base, RECORD)) or {}
 
@@ -228,7 +228,7 @@ def _write(base: str, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
-    old = read_record(base)
+    old = read_study(base)
     if not old:
         return _new_record(cfg)
     if old.get("study") != study_key(cfg):

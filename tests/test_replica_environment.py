@@ -110,7 +110,7 @@ def test_the_docker_runner_builds_a_replica_containers_env_with_the_same_builder
     # environment, no declared env: the stand-in is ours, it needs the engine's settings) ...
     stand_in = vertex_env.replica_environment(containers.stand_in_environment(), {}, vertex)
     assert stand_in["SHELL_ONLY"] == "1"  # the stand-in's, never passed on to its container
-    container = replica_container.replica_environment(stand_in, spec["worker_pool_specs"][1]["container_spec"])
+    container = replica_container.container_environment(stand_in, spec["worker_pool_specs"][1]["container_spec"])
     # ... and what it gives a replica process under the process runner (jobs.steps.run_local: pool 0's env)
     declared = {e["name"]: e["value"] for e in spec["worker_pool_specs"][0]["container_spec"]["env"]}
     process = vertex_env.replica_environment(vertex_env.process_base(), declared, vertex)

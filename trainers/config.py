@@ -448,7 +448,10 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
             return value
         if value is None:
             return ""
-    problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}"))
+    quote = (" (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)"
+             if tp is str and isinstance(value, bool) else "")
+    problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}{quote}",
+                            ["'1'", "'true'"] if quote else ()))
     return None
 
 

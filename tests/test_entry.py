@@ -46,7 +46,7 @@ def test_vtp_runs_from_any_folder_and_says_vtp(tmp_path):
     assert help_.returncode == 0 and help_.stdout.startswith("usage: vtp ")
     ok = subprocess.run([vtp, "validate", "local"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.startswith("valid local")
+    assert ok.stdout.startswith("valid project job config: strategy multi_worker")
     typo = subprocess.run([vtp, "valdate", "local"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and typo.stderr.strip() == (
         "error: 'valdate' is not a command (did you mean 'validate'?); valid choices: validate, build, "

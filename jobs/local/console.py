@@ -47,6 +47,7 @@ NOISE = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog"),
     re.compile(r"^\S+\.py:\d+: \w*Warning: "), re.compile(r"^warnings\.warn\("),
     re.compile(r"^-{20,}$"),
+    re.compile(r"^\[KFP Executor [\d-]+ [\d:,]+ INFO\]: "),     # kfp's executor finding the component
 )
 #: a failed replica's reason as ``ReplicaFailure.cause`` writes it: kept for the end, not shown where it passes
 CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")

@@ -42,7 +42,8 @@ stops with ONE ``error:`` line naming the tag the study expects and the tags the
 
 The study's record is ``<base>/tuning.json``, written atomically when a trial starts and ends:
 ``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
-[{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial"}``.
+[{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial",
+"seconds"}``; the study's ``seconds`` add up over every run of it (a resumed study keeps its earlier time).
 """
 from __future__ import annotations
 
@@ -236,7 +237,8 @@ def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
                                                       "parameters, algorithm or training.seed differ): its trials cannot "
                                                       "be resumed; start afresh or use another output.base_dir",
                                    ["--fresh", "another output.base_dir"])])
-    return {**_new_record(cfg), "trials": old.get("trials", [])}
+    prior = old.get("seconds") if isinstance(old.get("seconds"), (int, float)) else 0.0
+    return {**_new_record(cfg), "trials": old.get("trials", []), "seconds": prior}
 
 
 def _metric_problem(cfg: config_lib.JobConfig, trials: list[dict[str, Any]]):
@@ -292,7 +294,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     hold = False  # no new trial starts: a suspected configuration error waits for the running trials
     running: dict[concurrent.futures.Future, dict[str, Any]] = {}
     allowed = t.max_failed_trials or 1
-    started = time.monotonic()
+    started, prior = time.monotonic(), record.get("seconds") or 0.0  # a resumed study's time adds up
 
     def start(pool, trial: dict[str, Any]) -> None:
         trial.update(state=ACTIVE, model_dir=join(trial_base(base, trial["id"]), "model"))
@@ -372,7 +374,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         raise
     finally:
         pool.shutdown(wait=True)
-        record["seconds"] = round(time.monotonic() - started, 1)
+        record["seconds"] = round(prior + time.monotonic() - started, 1)
         public = _write(base, record)
     if interrupted:
         stopped = [tr["id"] for tr in record["trials"] if tr["state"] == STOPPED]

@@ -1,5 +1,5 @@
 """`python pipelines/run.py --runner docker`: every step and every replica in the job's image
-(jobs/local/containers.py).
+(jobs/local/docker_session.py, replica_container.py, containers.py).
 
 The rules first (no engine); then, against the real test engine (tests/docker_servers.py, overlay2 where the
 kernel takes it) and the one trainer image the suite builds (fixture ``trainer_image``): the default job

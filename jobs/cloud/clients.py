@@ -205,7 +205,7 @@ class Policy:
         return min(self.connect_s, left_s), min(self.read_s, left_s)
 
 
-#: the policy's environment variables -> Policy field (README "Credentials, timeouts, retries")
+#: the policy's environment variables -> Policy field (docs/vertex.md "Credentials, timeouts, retries")
 POLICY_ENV = {"VTP_CLOUD_CONNECT_TIMEOUT_S": "connect_s", "VTP_CLOUD_READ_TIMEOUT_S": "read_s",
               "VTP_CLOUD_RETRY_TOTAL_S": "total_s", "VTP_CLOUD_RETRY_FIRST_S": "first_s",
               "VTP_CLOUD_RETRY_MAX_S": "max_s", "VTP_CLOUD_POLL_S": "poll_s"}

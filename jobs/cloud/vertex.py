@@ -93,7 +93,7 @@ def submit_pipeline(request, *, project: str, location: str, job_id: str, api_en
     the policy; if the lost attempt did create it, the repeat answers ALREADY_EXISTS and the job is read
     back instead. ``PipelineJob.submit()`` is not used: it first probes the pipeline root's bucket through
     the Storage and Resource Manager APIs (creating it and granting IAM roles when missing), endpoints that
-    cannot be redirected, logging a traceback on failure. The bucket must exist (README)."""
+    cannot be redirected, logging a traceback on failure. The bucket must exist (docs/vertex.md)."""
     from google.api_core import exceptions as core
 
     client = pipeline_client(location, api_endpoint)

@@ -47,7 +47,8 @@ NOISE = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog"),
     re.compile(r"^\S+\.py:\d+: \w*Warning: "), re.compile(r"^warnings\.warn\("),
     re.compile(r"^-{20,}$"),
-    re.compile(r"^\[KFP Executor [\d-]+ [\d:,]+ INFO\]: "),     # kfp's executor finding the component
+    # kfp's executor finding the component (not its executor-input dump's first line: that starts the dump)
+    re.compile(r"^\[KFP Executor [\d-]+ [\d:,]+ INFO\]: (?!Got executor_input:)"),
 )
 #: a failed replica's reason as ``ReplicaFailure.cause`` writes it: kept for the end, not shown where it passes
 CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")

@@ -146,20 +146,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     from jobs import validate
 
+    cloud = bool(args.project or args.compile_only)
     try:
-        # a Vertex job runs in --region: its machines and accelerators are checked there (a malformed
-        # --region is reported by the submit preflight)
-        from jobs.hardware.rules import REGION_RE
-
-        region = [f"topology.region={args.region}"] if args.project and REGION_RE.match(args.region or "") else []
-        doc = config_lib.load_document(args.config, args.overrides + region)
-        cfg, report = validate.validate_document(doc, check_data=not (args.project or args.compile_only))
-        if report.warnings:
-            print("\n".join(f"warning: {w}" for w in report.warnings), file=sys.stderr)
-        if report.errors:
-            raise ConfigError(report.errors)
+        cfg, warnings = validate.load(args.config, args.overrides, region=args.region if args.project else None,
+                                      check_data=not cloud)
     except ConfigError as exc:
         return _fail(exc.problems)
+    if warnings:
+        print("\n".join(f"warning: {w}" for w in warnings), file=sys.stderr)
     if args.project:
         from jobs.cloud import submit
 
@@ -169,20 +163,10 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
 
         return compiled.compile_only(cfg, args.compile_only, _compile, config_source=args.config, target=args.target,
                                      overwrite=args.overwrite, image=args.image or "")
-    note = validate.running_locally_note(cfg)
-    if note:
-        print(f"note: {note}")
     from jobs.local import pipeline_run
     from pipelines.training_pipeline import build_pipeline
 
-    from jobs.images import build
-
-    request = build.Request(config=args.config, overrides=list(args.overrides), image=args.image,
-                            build_args=list(args.build_args), **({"context": args.context} if args.context else {}))
-    opts = pipeline_run.Options(argv=argv, command=invoked_as(), fresh=args.fresh, wait_s=args.wait, runner=args.runner,
-                                image=args.image or "", build=lambda: build.build_or_say(request))
-    return pipeline_run.run(cfg, opts, build_pipeline, console)
-
+    return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), build_pipeline, console)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -145,3 +145,21 @@ def test_a_beam_runner_without_apache_beam_is_one_line(monkeypatch, capsys):
         "error: data.prepare_runner: beam needs Apache Beam (apache_beam), which is not installed in this "
         "environment: pip install '.[beam]'; for the trainer image: python pipelines/run.py build --build-arg "
         "EXTRAS=beam; valid choices: local"]
+
+
+def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
+    from trainers.errors import ConfigError
+    from jobs.validate import load
+
+    cfg, _ = load("local", ["training.steps=7"], region="europe-west4", check_data=False)
+    assert (cfg.training.steps, cfg.topology.region) == (7, "europe-west4")
+    cfg, _ = load("local", [], region="not a region!", check_data=False)  # left to the submit preflight
+    assert cfg.topology.region == config_lib.load("local").topology.region
+    with pytest.raises(ConfigError) as exc:
+        load("local", ["training.steps=0", "training.stepz=3"], check_data=False)
+    assert [p.field for p in exc.value.problems] == ["training.stepz"]  # the shape first: steps is checked once typed
+    with pytest.raises(ConfigError) as exc:
+        load("local", ["training.steps=0", "topology.region=us-east5",
+                       "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=1"],
+             check_data=False)
+    assert {"training.steps", "topology.region"} <= {p.field for p in exc.value.problems}

@@ -45,6 +45,16 @@ class Options:
     image: str = ""                       # --runner docker: pinned image, or a repository to build into
     build: Callable[[], str] | None = None  # --runner docker without a pinned image: builds it, returns it
 
+    @classmethod
+    def from_args(cls, args, argv: list[str], command: str) -> "Options":
+        """From ``run.py``'s parsed flags; ``build`` builds the job's image as ``run.py build`` would."""
+        from jobs.images import build
+
+        request = build.Request(config=args.config, overrides=list(args.overrides), image=args.image,
+                                build_args=list(args.build_args), **({"context": args.context} if args.context else {}))
+        return cls(argv=argv, command=command, fresh=args.fresh, wait_s=args.wait, runner=args.runner,
+                   image=args.image or "", build=lambda: build.build_or_say(request))
+
 
 def resume_command(opts: Options) -> str:
     return shlex.join([*opts.command.split(), *[a for a in opts.argv if a != "--fresh"]])
@@ -53,8 +63,12 @@ def resume_command(opts: Options) -> str:
 def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
     """Run ``build_pipeline(cfg, "local", base_image)`` (a pipeline function) on this machine (see the
     module doc); returns the exit status."""
+    from jobs import validate
     from jobs.local import runs
 
+    note = validate.running_locally_note(cfg)
+    if note:
+        print(f"note: {note}")
     image = ""
     if opts.runner == "docker":
         from jobs.local import docker_session

@@ -119,7 +119,7 @@ def test_list_names_every_run_with_its_status_steps_metrics_wall_time_and_report
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip() and not line.startswith(("  ", "─"))}
     archive = real_runs["archive"].name
     assert set(rows) == {"run", "local", archive, "ctrl-c", "failed", "killed", "live", "gated"}  # not "not-a-run"
-    assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}, loss \d\.\d{4}\s+\d+ s\s+"
+    assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}, train loss \d\.\d{4}\s+\d+ s\s+"
                      r"\d{4}-\d\d-\d\d \d\d:\d\d\s+\S+local/report\.html", rows["local"]), rows["local"]
     assert re.search(rf"^{re.escape(archive)}\s+flowers-local\s+finished\s+10/10\s+val acc", rows[archive])
     assert "/report.html" in rows[archive] and archive in rows[archive].split()[-1]  # the copy's own report

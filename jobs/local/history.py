@@ -379,7 +379,7 @@ def _metrics_text(m: dict[str, float]) -> str:
     if "val_accuracy" in m:
         parts.append(f"val acc {m['val_accuracy']:.3f}")
     if "train_loss" in m:
-        parts.append(f"loss {m['train_loss']:.4f}")
+        parts.append(f"train loss {m['train_loss']:.4f}")
     if not parts:  # a user trainer: its first two series
         parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
     return ", ".join(parts) or "-"

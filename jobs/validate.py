@@ -365,19 +365,21 @@ def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.Jo
     return cfg, validate(cfg, check_data)
 
 
-def load(config: str, overrides: list[str], region: str | None = None,
-         check_data: bool = True) -> tuple[config_lib.JobConfig, list[Problem]]:
+def load(config: str, overrides: list[str], region: str | None = None, check_data: bool = True,
+         warn=lambda line: None) -> config_lib.JobConfig:
     """The job a command line names, validated: a preset or job file (``--config``), its ``--set`` overrides
     and, for a job submitted to ``--region``, that region (its machines and accelerators are checked there;
-    a malformed region is left to the submit preflight to report). Returns the config and its warnings;
-    raises :class:`ConfigError` with every problem at once."""
+    a malformed region is left to the submit preflight to report). Each warning goes to ``warn`` first,
+    errors or not; raises :class:`ConfigError` with every problem at once."""
     from jobs.hardware.rules import REGION_RE
 
     region_set = [f"topology.region={region}"] if region and REGION_RE.match(region) else []
     cfg, report = validate_document(config_lib.load_document(config, list(overrides) + region_set), check_data)
+    for warning in report.warnings:
+        warn(warning)
     if report.errors:
         raise ConfigError(report.errors)
-    return cfg, list(report.warnings)
+    return cfg
 
 
 def validate_or_raise(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:

@@ -146,14 +146,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     from jobs import validate
 
-    cloud = bool(args.project or args.compile_only)
     try:
-        cfg, warnings = validate.load(args.config, args.overrides, region=args.region if args.project else None,
-                                      check_data=not cloud)
+        cfg = validate.load(args.config, args.overrides, region=args.region if args.project else None,
+                            check_data=not (args.project or args.compile_only),
+                            warn=lambda line: print(f"warning: {line}", file=sys.stderr))
     except ConfigError as exc:
         return _fail(exc.problems)
-    if warnings:
-        print("\n".join(f"warning: {w}" for w in warnings), file=sys.stderr)
     if args.project:
         from jobs.cloud import submit
 
@@ -167,6 +165,7 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
     from pipelines.training_pipeline import build_pipeline
 
     return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), build_pipeline, console)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,7 +35,8 @@ def _is_main_block(node: ast.AST) -> bool:
 
 def _imports(path: Path, module: str, import_time_only: bool) -> set[str]:
     """Dotted names ``path`` imports (``from a import b`` gives ``a.b``; relative imports resolved). With
-    ``import_time_only`` the bodies of functions and the ``__main__`` block are skipped: what runs when the module is imported."""
+    ``import_time_only`` the bodies of functions and the ``__main__`` block are skipped: what runs when the
+    module is imported."""
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()

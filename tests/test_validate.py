@@ -151,9 +151,9 @@ def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
     from trainers.errors import ConfigError
     from jobs.validate import load
 
-    cfg, _ = load("local", ["training.steps=7"], region="europe-west4", check_data=False)
+    cfg = load("local", ["training.steps=7"], region="europe-west4", check_data=False)
     assert (cfg.training.steps, cfg.topology.region) == (7, "europe-west4")
-    cfg, _ = load("local", [], region="not a region!", check_data=False)  # left to the submit preflight
+    cfg = load("local", [], region="not a region!", check_data=False)  # left to the submit preflight
     assert cfg.topology.region == config_lib.load("local").topology.region
     with pytest.raises(ConfigError) as exc:
         load("local", ["training.steps=0", "training.stepz=3"], check_data=False)
@@ -163,3 +163,17 @@ def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
                        "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=1"],
              check_data=False)
     assert {"training.steps", "topology.region"} <= {p.field for p in exc.value.problems}
+
+
+def test_load_says_its_warnings_even_when_it_refuses():
+    from trainers.errors import ConfigError
+    from jobs.validate import load
+
+    idle_ps = ["topology.parameter_server.replica_count=1", "topology.parameter_server.machine_type=n1-standard-4"]
+    said: list[str] = []
+    assert load("local", idle_ps, check_data=False, warn=lambda w: said.append(str(w)))
+    assert [w.split(":")[0] for w in said] == ["topology.parameter_server.replica_count"]
+    refused: list[str] = []
+    with pytest.raises(ConfigError):
+        load("local", idle_ps + ["training.steps=0"], check_data=False, warn=lambda w: refused.append(str(w)))
+    assert refused == said

@@ -551,8 +551,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
         if cfg is None:  # a report of given parts: the gate's record, if one is there
             gate = records.read_at(where, records.GATE_RECORD)
         if "://" not in where:
-            found = fileio.read_json(join(where, "steps.json"))
-            steps = found if isinstance(found, dict) else {}
+            steps = records.read_at(where, "steps.json")
     verification = verification or {}
     trial = records.verified_trial(study, str(verification.get("model_dir") or "")) if study else None
     training: dict[str, Any] = {}

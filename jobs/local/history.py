@@ -36,6 +36,7 @@ import shutil
 import sys
 from typing import Any
 
+from jobs import records
 from jobs.local import runs
 from trainers.errors import problem
 
@@ -146,15 +147,6 @@ def validated_config(path: str) -> dict[str, Any] | None:
     return None
 
 
-def _read_json(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def _parse_time(text: Any) -> dt.datetime | None:
     """An ISO time from a record, or a log name's ``YYYYmmdd-HHMMSS`` (local time), as an aware datetime."""
     if not isinstance(text, str):
@@ -225,10 +217,10 @@ def read_run(path: str) -> Run:
     """Everything the records say about the run in ``path`` (see the module docstring)."""
     path = os.path.abspath(path)
     name = os.path.basename(path.rstrip("/"))
-    record = _read_json(os.path.join(path, runs.RECORD_NAME))
+    record = records.read_at(path, runs.RECORD_NAME)
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
-    steps_record = _read_json(os.path.join(path, runs.STEPS_NAME))
-    metrics_json = _read_json(os.path.join(path, "metrics.json"))
+    steps_record = records.read_at(path, runs.STEPS_NAME)
+    metrics_json = records.read_at(path, "metrics.json")
     logs = _logs(path)
     last_log = os.path.join(path, "logs", logs[-1]) if logs else None
     log_started = _parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
@@ -274,7 +266,7 @@ def read_run(path: str) -> Run:
         step_times = steps_record.get("steps") or []
         verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
                        for x in step_times if isinstance(x, dict))  # this attempt's own verification
-        metrics = _metrics({"verification": _read_json(os.path.join(path, "verification.json"))} if verified else {},
+        metrics = _metrics({"verification": records.read_at(path, "verification.json")} if verified else {},
                            metrics_json)
     training_cfg = (config or {}).get("training") if isinstance((config or {}).get("training"), dict) else {}
     total = training_cfg.get("steps") if isinstance(training_cfg.get("steps"), int) and training_cfg.get("steps") else None
@@ -295,11 +287,9 @@ def read_run(path: str) -> Run:
 
 def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
     """The study's outcome: run.json's ``tuning`` for a finished run, else the folder's ``tuning.json``."""
-    from jobs import records
-
     study = record.get("tuning") if isinstance(record.get("tuning"), dict) else None
     if not study:
-        study = _read_json(os.path.join(path, records.TUNING_RECORD))
+        study = records.read_at(path, records.TUNING_RECORD)
     if not study.get("trials"):
         return None
     best = records.best_trial(study)
@@ -311,8 +301,6 @@ def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_s
           ) -> dict[str, Any] | None:
     """The gate's verdict: run.json's ``gate`` for a finished run; else ``gate.json`` when this attempt's gate
     step wrote it (steps.json names the step; without steps.json, the file is newer than the attempt's log)."""
-    from jobs import records
-
     gate = record.get("gate") if isinstance(record.get("gate"), dict) else None
     if not gate:
         where = os.path.join(path, records.GATE_RECORD)
@@ -321,7 +309,7 @@ def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_s
             newer = log_started is not None and os.path.getmtime(where) >= log_started.timestamp()
         except OSError:
             return None
-        gate = _read_json(where) if ran or (not steps_record and newer) else None
+        gate = records.read_at(path, records.GATE_RECORD) if ran or (not steps_record and newer) else None
     if not gate or "passed" not in gate:
         return None
     return {"passed": bool(gate["passed"]), "missed": records.gate_missed_bar(gate),
@@ -454,8 +442,6 @@ def _study_text(study: dict[str, Any] | None) -> str | None:
 
 
 def _best_text(study: dict[str, Any] | None) -> str | None:
-    from jobs import records
-
     best = (study or {}).get("best_trial")
     if not best:
         return None

@@ -269,14 +269,6 @@ def step_seconds(name: str) -> float | None:
     return timer.seconds_of(name) if timer is not None else None
 
 
-def read_steps(base: str) -> dict[str, Any]:
-    """``<base>/steps.json``: ``{"started", "steps": [{"name", "seconds", "status"}], "running": [...]}``."""
-    from trainers import fileio
-
-    found = fileio.read_json(join(base, STEPS_NAME))
-    return found if isinstance(found, dict) else {}
-
-
 # -- the run's summary (printed at the end, kept in run.json, printed again by a rerun) -----------------
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:

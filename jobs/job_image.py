@@ -15,13 +15,13 @@ content tag (:func:`jobs.images.context.content_tag`) names the sources, and a C
 same sources must not fight over one tag. ``container.image_uri``, when set, wins over all of this.
 
 Building and pushing: ``jobs.images.builders`` (one interface; a Docker engine or Cloud Build). Every failure
-here is a :class:`~jobs.images.reference.BuildError` whose text is one line.
+here is a :class:`~jobs.image_reference.BuildError` whose text is one line.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from jobs.images.reference import BuildError, parse_reference
+from jobs.image_reference import BuildError, parse_reference
 
 VARIANTS = ("cpu", "gpu", "tpu")
 #: the project the presets name in container.image_repository; never a real build target

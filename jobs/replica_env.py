@@ -60,7 +60,7 @@ BASE_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TMPDIR"
 #: What the trainer image's ``ENV`` gives every replica (containers/Dockerfile), beside its PYTHONPATH.
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 #: This checkout: what the image's ``PYTHONPATH=/app`` is to a replica process here.
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 def validate_replica_counts(replica_counts: Sequence[int]) -> tuple[int, int, int, int]:

@@ -69,7 +69,7 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
     as flags after its arguments. No trial: the config unchanged, no flags, no row."""
     if not trial or not isinstance(trial.get("parameters"), dict):
         return cfg, [], []
-    from jobs.tuning.spec import trial_flags
+    from jobs.tuning_spec import trial_flags
 
     try:
         flags = trial_flags(cfg, trial["parameters"])

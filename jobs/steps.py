@@ -60,7 +60,7 @@ def console_log(line: str) -> None:
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
     """Run the job's worker pools on this machine, exactly as Vertex would run them: every replica runs pool
     0's ``container_spec`` of THE job spec (``jobs.job_spec.custom_job_spec``: command, args, ``env``) with
-    Vertex's environment and nothing else of this shell (``jobs.local.vertex_env``); a user's trainer in its
+    Vertex's environment and nothing else of this shell (``jobs.replica_env``); a user's trainer in its
     ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
     image and each replica is a container of its pool's ``container_spec`` (``jobs.local.containers``).
 

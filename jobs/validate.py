@@ -112,7 +112,7 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """``trainer.env``: names a shell and Vertex accept, and none that Vertex (or the local launcher) sets
     for every replica: a declared ``TF_CONFIG`` or ``AIP_MODEL_DIR`` would fight the cluster's own."""
-    from jobs.local.vertex_env import is_vertex_variable
+    from jobs.replica_env import is_vertex_variable
     from trainers.cluster import LOCAL_LAUNCHER_ENV
 
     p = []

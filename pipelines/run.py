@@ -49,7 +49,7 @@ def _subcommand(module: str, function: str = "main", compile_pipeline: bool = Fa
 
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
-    "validate": _subcommand("jobs.hardware.cli", "validate_main"),
+    "validate": _subcommand("jobs.aiplatform.cli", "validate_main"),
     "build": _subcommand("jobs.images.build"),
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),
     "register-model": _subcommand("jobs.cloud.submit", "register_main"),

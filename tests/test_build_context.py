@@ -124,7 +124,7 @@ def test_missing_context_or_dockerfile_is_one_line(tmp_path):
 def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
-    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/images/reference.py",
+    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/image_reference.py",
                    "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "trainers/configs/local.yaml",
                    "jobs/hardware/catalog.yaml"):
         assert needed in files, needed

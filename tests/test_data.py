@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainers import data, prepare, records
+from trainers import data, image_records, prepare
 from trainers.errors import ConfigError
 
 SIZE = 12
@@ -67,7 +67,7 @@ def _ctx(pipelines, pipeline_id, replicas=None):
 def test_decode_batch_round_trips_pixels():
     rng = np.random.default_rng(0)
     imgs = rng.integers(0, 256, size=(5, 7, 7, 3), dtype=np.uint8)
-    serialized = tf.constant([records.example_bytes(im.tobytes(), i % 3, 7, f"c/{i}.jpg")
+    serialized = tf.constant([image_records.example_bytes(im.tobytes(), i % 3, 7, f"c/{i}.jpg")
                               for i, im in enumerate(imgs)])
     x, y = data.decode_batch(serialized, 7)
     assert x.dtype == tf.float32 and y.dtype == tf.int32

@@ -1,5 +1,5 @@
 """Data larger than memory: JPEG-encoded shards, cache-or-stream by a memory budget, stateless augmentation,
-and exact resume with all three (``trainers.records``, ``trainers.input_cache``, ``trainers.data``)."""
+and exact resume with all three (``trainers.image_records``, ``trainers.input_cache``, ``trainers.data``)."""
 from __future__ import annotations
 
 import io
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers import data, input_cache, prepare, records
+from trainers import data, image_records, input_cache, prepare
 
 SIZE = 24
 MB = 1 << 20
@@ -62,11 +62,11 @@ def test_jpeg_encoding_round_trip_is_close_to_the_pixels_and_matches_pillow():
     grid = Image.fromarray(rng.integers(0, 256, size=(3, 3, 3)).astype(np.uint8))
     base = np.asarray(grid.resize((SIZE, SIZE), Image.BILINEAR)).astype(int)  # smooth, like a photo
     imgs = [np.clip(base + k * 9, 0, 255).astype(np.uint8) for k in range(4)]
-    encoded = [records.encode_pixels(im.tobytes(), SIZE, "jpeg", 95) for im in imgs]
+    encoded = [image_records.encode_pixels(im.tobytes(), SIZE, "jpeg", 95) for im in imgs]
     assert all(e[:2] == b"\xff\xd8" for e in encoded)  # JPEG SOI marker
-    serialized = tf.constant([records.example_bytes(e, k % 2, SIZE, f"c/{k}.jpg", "jpeg")
+    serialized = tf.constant([image_records.example_bytes(e, k % 2, SIZE, f"c/{k}.jpg", "jpeg")
                               for k, e in enumerate(encoded)])
-    x, y = records.decode_batch(serialized, SIZE, "jpeg")
+    x, y = image_records.decode_batch(serialized, SIZE, "jpeg")
     assert x.shape == (4, SIZE, SIZE, 3) and x.dtype == tf.float32 and y.numpy().tolist() == [0, 1, 0, 1]
     for k, im in enumerate(imgs):
         got = x[k].numpy()
@@ -74,7 +74,7 @@ def test_jpeg_encoding_round_trip_is_close_to_the_pixels_and_matches_pillow():
         pil = np.asarray(Image.open(io.BytesIO(encoded[k])).convert("RGB"), dtype=np.float32)
         assert np.abs(got - pil).mean() < 1.5  # TF's and Pillow's decoders agree (chroma upsampling differs)
     with pytest.raises(ValueError, match="data.encoding"):
-        records.encode_pixels(imgs[0].tobytes(), SIZE, "png")
+        image_records.encode_pixels(imgs[0].tobytes(), SIZE, "png")
 
 
 @pytest.fixture(scope="module")
@@ -129,11 +129,11 @@ def test_augmentation_is_a_pure_function_of_seed_pipeline_and_batch_position():
     import tensorflow as tf
 
     images = tf.random.stateless_uniform([6, SIZE, SIZE, 3], seed=[1, 2], maxval=255.0)
-    a = records.augment_batch(images, 7, 0, tf.constant(3, tf.int64)).numpy()
-    assert np.array_equal(a, records.augment_batch(images, 7, 0, tf.constant(3, tf.int64)).numpy())
+    a = image_records.augment_batch(images, 7, 0, tf.constant(3, tf.int64)).numpy()
+    assert np.array_equal(a, image_records.augment_batch(images, 7, 0, tf.constant(3, tf.int64)).numpy())
     assert a.shape == images.shape and a.min() >= 0 and a.max() <= 255
     for other in [(8, 0, 3), (7, 1, 3), (7, 0, 4)]:
-        assert not np.array_equal(a, records.augment_batch(images, *other[:2], tf.constant(other[2], tf.int64)).numpy())
+        assert not np.array_equal(a, image_records.augment_batch(images, *other[:2], tf.constant(other[2], tf.int64)).numpy())
     assert not np.array_equal(a, images.numpy())
 
 
@@ -141,7 +141,7 @@ def test_augmentation_flips_mirror_the_crop():
     import tensorflow as tf
 
     ramp = tf.tile(tf.reshape(tf.range(SIZE, dtype=tf.float32), [1, 1, SIZE, 1]), [64, SIZE, 1, 3])
-    out = records.augment_batch(ramp, 0, 0, tf.constant(0, tf.int64)).numpy()
+    out = image_records.augment_batch(ramp, 0, 0, tf.constant(0, tf.int64)).numpy()
     rising = out[:, 0, -1, 0] > out[:, 0, 0, 0]
     assert 10 < rising.sum() < 54  # about half the examples are mirrored
 

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from trainers.errors import Problem
 from jobs.hardware.catalog import load_catalog
-from jobs.hardware.gcloud_flags import FLAGS
-from jobs.hardware.legacy import KNOWN_KEYS, import_legacy, translate
+from jobs.aiplatform.gcloud_flags import FLAGS
+from jobs.aiplatform.legacy import KNOWN_KEYS, import_legacy, translate
 from jobs.job_spec import worker_pool_specs
 from jobs.hardware.rules import Report, check_job, infer_strategy, num_replicas
 

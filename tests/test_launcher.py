@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from jobs.local import launcher, launcher_cli
+from jobs.local import launcher
+from jobs.local.launcher import __main__ as launcher_cli
 from jobs.local.launcher import JobFailed, launch, vertex_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

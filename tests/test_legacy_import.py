@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from trainers.errors import ConfigError
-from jobs.hardware.cli import load_yaml, validate_main
-from jobs.hardware.legacy import (import_legacy, is_legacy, parse_gcloud_flags, to_worker_pool_specs,
+from jobs.aiplatform.cli import load_yaml, validate_main
+from jobs.aiplatform.legacy import (import_legacy, is_legacy, parse_gcloud_flags, to_worker_pool_specs,
                                       translate, translate_report)
 from jobs.hardware.rules import check_job
 

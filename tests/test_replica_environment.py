@@ -1,5 +1,5 @@
 """What a replica sees: Vertex's variables, the job's ``trainer.env``, a short documented base, and nothing else
-of the caller's shell (``jobs.local.vertex_env``), under the process runner and the docker runner alike."""
+of the caller's shell (``jobs.replica_env``), under the process runner and the docker runner alike."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs import job_spec
-from jobs.local import containers, replica_container, vertex_env
+from jobs import replica_env
+from jobs.local import containers, replica_container
 from tests.conftest import ROOT
 from trainers import config as config_lib
 
@@ -77,18 +78,18 @@ def test_a_replica_sees_vertex_its_declared_env_and_the_base_and_nothing_of_the_
                           cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     replicas = project / "runs" / "env-probe" / "logs" / "replicas" / "attempt-1"
-    allowed = set(vertex_env.BASE_NAMES) | set(vertex_env.IMAGE_ENV) | {"PYTHONPATH"}
+    allowed = set(replica_env.BASE_NAMES) | set(replica_env.IMAGE_ENV) | {"PYTHONPATH"}
     for replica in ("chief-0", "worker-0"):
         names, values = _seen(replicas / f"{replica}.log")
         assert "DECLARED" in names and values["DECLARED"] == "yes", replica  # trainer.env
         assert not names & set(SHELL) - {"PYTHONPATH"}, (replica, names & set(SHELL))  # the shell's own: none
         assert not [n for n in names if "CREDENTIAL" in n or n.startswith(("CLOUDSDK_", "GOOGLE_"))], names
         assert VERTEX <= names, (replica, VERTEX - names)  # Vertex's
-        vertex = {n for n in names if vertex_env.is_vertex_variable(n)}
+        vertex = {n for n in names if replica_env.is_vertex_variable(n)}
         rest = names - vertex - {"DECLARED", "VTP_LOCAL_LAUNCHER"}
         assert rest <= allowed, (replica, rest - allowed)  # the documented base, nothing else
-        assert values["PYTHONPATH"] == vertex_env.PROJECT_ROOT, values  # the checkout: the image's /app here
-    assert {"PATH", "HOME"} <= names and set(vertex_env.IMAGE_ENV) <= names
+        assert values["PYTHONPATH"] == replica_env.PROJECT_ROOT, values  # the checkout: the image's /app here
+    assert {"PATH", "HOME"} <= names and set(replica_env.IMAGE_ENV) <= names
 
 
 def test_the_docker_runner_builds_a_replica_containers_env_with_the_same_builder(monkeypatch):
@@ -103,19 +104,19 @@ def test_the_docker_runner_builds_a_replica_containers_env_with_the_same_builder
     assert all(p["container_spec"]["env"] == [{"name": "DECLARED", "value": "yes"},
                                               {"name": "TF_USE_LEGACY_KERAS", "value": "1"}] for p in pools)
     counts = cfg.topology.replica_counts()
-    addresses = {vertex_env.POOL_NAMES[p]: [f"127.0.0.1:{1000 + p * 10 + i}" for i in range(n)]
+    addresses = {replica_env.POOL_NAMES[p]: [f"127.0.0.1:{1000 + p * 10 + i}" for i in range(n)]
                  for p, n in enumerate(counts) if n}
-    vertex = vertex_env.vertex_environment(counts, addresses, 1, 0, "/b", cfg.name)
+    vertex = replica_env.vertex_environment(counts, addresses, 1, 0, "/b", cfg.name)
     # what the launcher gives the docker runner's stand-in process (jobs.steps.run_local: base = this process's
     # environment, no declared env: the stand-in is ours, it needs the engine's settings) ...
-    stand_in = vertex_env.replica_environment(containers.stand_in_environment(), {}, vertex)
+    stand_in = replica_env.replica_environment(containers.stand_in_environment(), {}, vertex)
     assert stand_in["SHELL_ONLY"] == "1"  # the stand-in's, never passed on to its container
     container = replica_container.container_environment(stand_in, spec["worker_pool_specs"][1]["container_spec"])
     # ... and what it gives a replica process under the process runner (jobs.steps.run_local: pool 0's env)
     declared = {e["name"]: e["value"] for e in spec["worker_pool_specs"][0]["container_spec"]["env"]}
-    process = vertex_env.replica_environment(vertex_env.process_base(), declared, vertex)
-    assert container == {k: v for k, v in process.items() if k not in vertex_env.process_base() or k in declared}
+    process = replica_env.replica_environment(replica_env.process_base(), declared, vertex)
+    assert container == {k: v for k, v in process.items() if k not in replica_env.process_base() or k in declared}
     assert container["DECLARED"] == "yes" and container["TF_USE_LEGACY_KERAS"] == "1"  # declared, not the shell's
     for leaked in ("SHELL_ONLY", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "PYTHONPATH", "PATH"):
         assert leaked not in container, leaked
-    assert process["PYTHONPATH"] == vertex_env.PROJECT_ROOT and "SHELL_ONLY" not in process
+    assert process["PYTHONPATH"] == replica_env.PROJECT_ROOT and "SHELL_ONLY" not in process

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from trainers import records, tfrecord
+from trainers import image_records, tfrecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,7 +48,7 @@ def test_feature_order_does_not_change_the_bytes():
 def test_record_example_is_the_one_training_parses():
     import tensorflow as tf
 
-    data = records.example_bytes(bytes(range(48)), 1, 4, "daisy/d.jpg")
+    data = image_records.example_bytes(bytes(range(48)), 1, 4, "daisy/d.jpg")
     parsed = tf.io.parse_single_example(data, {"image/raw": tf.io.FixedLenFeature([], tf.string),
                                                "label": tf.io.FixedLenFeature([], tf.int64),
                                                "image/path": tf.io.FixedLenFeature([], tf.string)})

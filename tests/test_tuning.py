@@ -166,7 +166,7 @@ def test_the_trial_record_folder_comes_from_aip_model_dir():
 
 
 def test_flags_are_written_as_vertex_writes_them(tmp_path):
-    from jobs.tuning.spec import trial_flags
+    from jobs.tuning_spec import trial_flags
 
     cfg = job(tmp_path)
     # by name: a job file and the config JSON the pipeline passes on (sorted keys) give one command

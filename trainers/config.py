@@ -63,7 +63,7 @@ class Trainer:
     requirements: str = ""
     #: environment variables every replica gets, as Vertex's ``container_spec.env`` sets them: in every pool
     #: of the CustomJob, in every replica container (``--runner docker``) and every replica process here.
-    #: A replica sees nothing else of the caller's shell (``jobs.local.vertex_env``), so a trainer that
+    #: A replica sees nothing else of the caller's shell (``jobs.replica_env``), so a trainer that
     #: needs ``TF_USE_LEGACY_KERAS=1`` declares it here and gets it on Vertex too.
     env: dict[str, str] = dataclasses.field(default_factory=dict)
 

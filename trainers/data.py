@@ -15,7 +15,7 @@ Training pipeline, per input pipeline (= per worker), in the order the tf.data g
   ``data.cache_budget_mb`` (``trainers.input_cache``); otherwise the files are re-read every epoch with
   parallel reads, and shuffle/prefetch hide the latency. Both give the same sequence.
 * Decoding after ``skip``: a resume skips serialized batches without decoding them, and the batch counter
-  zipped in before ``skip`` keys the stateless augmentation (``trainers.records.augment_batch``) on the
+  zipped in before ``skip`` keys the stateless augmentation (``trainers.image_records.augment_batch``) on the
   batch's position in the stream, so augmented batches after a resume equal the uninterrupted run's.
 * The dataset is infinite, so a fixed number of steps never hangs a multi-worker job whose workers
   hold unequal numbers of examples.  Batches never straddle an epoch (``drop_remainder`` per epoch).
@@ -37,7 +37,7 @@ from typing import Any, Callable
 from trainers import input_cache
 from trainers.errors import ConfigError, problem
 from trainers.paths import join
-from trainers.records import augment_batch
+from trainers.image_records import augment_batch
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def load_manifest(tfrecord_dir: str) -> dict:
 
 def decode_batch(serialized, image_size: int, encoding: str = "raw"):
     """Vectorized decode of a batch of serialized records -> (float32 [B,H,W,3] in 0..255, int32 [B])."""
-    from trainers.records import decode_batch as decode
+    from trainers.image_records import decode_batch as decode
 
     return decode(serialized, image_size, encoding)
 

@@ -9,7 +9,7 @@ Output (``out_dir``)::
     train-00000-of-00004.tfrecord ... validation-00000-of-00001.tfrecord
     manifest.json   classes.json   counts.json
 
-Each record (see :data:`trainers.records.FEATURES`; ``encoding`` raw or jpeg):
+Each record (see :data:`trainers.image_records.FEATURES`; ``encoding`` raw or jpeg):
 
 ===============  ======  ==============================================================
 ``image/raw``    bytes   uint8 ``image_size x image_size x 3`` (PIL decode, RGB, bilinear)
@@ -56,7 +56,7 @@ import sys
 import uuid
 from typing import Any, Callable, Sequence
 
-from trainers import fileio, records, sources
+from trainers import fileio, image_records, sources
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 from trainers.synthetic import synthesize_image_folder
@@ -119,15 +119,15 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
                       progress: Callable[[int, int, int, int], None] | None = None) -> dict:
     """Convert ``<image_root>/<class>/*.{jpg,jpeg,png}`` to sharded TFRecords; return the manifest.
 
-    ``encoding``: ``raw`` pixels or ``jpeg`` (see ``trainers.records``). ``runner``: ``local`` threads,
+    ``encoding``: ``raw`` pixels or ``jpeg`` (see ``trainers.image_records``). ``runner``: ``local`` threads,
     or Apache Beam (``beam`` = DirectRunner, ``dataflow``) with ``beam_options`` (``PipelineOptions`` or
     ``config.Dataflow``). ``progress(shards_done, shards, images_done, images)``: after each shard (local
     runner; Beam and Dataflow report their own progress). Raises :class:`ConfigError` listing every problem found (layout, empty classes,
     corrupt images, parameters) before anything is left in ``out_dir``.
     """
     problems: list[Problem] = []
-    if encoding not in records.ENCODINGS:
-        problems.append(problem(F_ENCODING, f"{encoding!r} is not a known encoding", records.ENCODINGS))
+    if encoding not in image_records.ENCODINGS:
+        problems.append(problem(F_ENCODING, f"{encoding!r} is not a known encoding", image_records.ENCODINGS))
     if runner not in RUNNERS:
         problems.append(problem(F_RUNNER, f"{runner!r} is not a known runner", RUNNERS))
     if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
@@ -187,7 +187,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         "source": image_root,
         "fingerprint": fingerprint,
         "num_source_files": len(files),
-        "features": records.FEATURES[encoding],
+        "features": image_records.FEATURES[encoding],
         "num_examples": {s: len(by_split[s]) for s in SPLITS},
         "counts": {s: {c: sum(1 for it in by_split[s] if it[1] == c) for c in classes} for s in SPLITS},
         "files": {s: [shard_name(s, i, len(shard_lists[s])) for i in range(len(shard_lists[s]))]
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--validation-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--encoding", choices=records.ENCODINGS, default="raw",
+    parser.add_argument("--encoding", choices=image_records.ENCODINGS, default="raw",
                         help="raw pixels, or jpeg (~10x smaller, decoded while training)")
     parser.add_argument("--jpeg-quality", type=int, default=95)
     parser.add_argument("--runner", choices=("local", "beam"), default="local",

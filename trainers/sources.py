@@ -3,7 +3,7 @@ training expects it, and the deterministic split/shard plan -- shared by every p
 here, Apache Beam / Dataflow in ``trainers.prepare_beam``) so they all produce the same records.
 
 Why here and not in ``trainers.prepare``: the Beam workers import only what a record needs (this module
-and ``trainers.records``), not the commit logic of the driver.
+and ``trainers.image_records``), not the commit logic of the driver.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import typing
 from typing import Callable, Iterable
 
-from trainers import fileio, records, tfrecord
+from trainers import fileio, image_records, tfrecord
 from trainers.errors import Problem, problem
 from trainers.paths import join
 
@@ -153,8 +153,8 @@ class ShardSpec(typing.NamedTuple):
         raw, err = try_load(join(self.image_root, rel), self.image_size)
         if err:
             return None, err
-        image = records.encode_pixels(raw, self.image_size, self.encoding, self.jpeg_quality)
-        return records.example_bytes(image, label, self.image_size, rel, self.encoding), None
+        image = image_records.encode_pixels(raw, self.image_size, self.encoding, self.jpeg_quality)
+        return image_records.example_bytes(image, label, self.image_size, rel, self.encoding), None
 
 
 def write_shard(path: str, serialized: Iterable[bytes]) -> int:

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence, TextIO
 import yaml
 
 from trainers.errors import ConfigError, Problem
-from jobs.hardware.gcloud_flags import parse_flags
-from jobs.hardware.legacy import import_legacy, is_legacy
+from jobs.aiplatform.gcloud_flags import parse_flags
+from jobs.aiplatform.legacy import import_legacy, is_legacy
 from jobs.hardware.rules import num_replicas
 
 USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.catalog import load_catalog
-from jobs.hardware.gcloud_flags import merge, parse_flags, parse_gcloud_flags  # noqa: F401 (re-export)
+from jobs.aiplatform.gcloud_flags import merge, parse_flags, parse_gcloud_flags  # noqa: F401 (re-export)
 from jobs.hardware.jobview import as_int, as_str, one_line
 from jobs.job_spec import worker_pool_specs
 from jobs.hardware.rules import Report, check_job, check_tpu_version, infer_strategy

@@ -52,7 +52,7 @@ _RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_S
 def tuning_section(tuning: Any):
     """The ``tuning`` section (a ``trainers.config.Tuning`` or its plain dict, as a pipeline passes it), shape-
     and rule-checked; a problem is one CloudError line naming the field."""
-    from jobs.tuning.spec import section_problems
+    from jobs.tuning_spec import section_problems
     from trainers import config as config_lib
     from trainers.errors import ConfigError, problem
 
@@ -130,7 +130,7 @@ def hint(name: str) -> str:
 def trials(job, tuning: Any) -> list[dict[str, Any]]:
     """Every trial of the job as the local record writes one: id, parameters (typed as the section declares
     them), metric (the final measurement's), state."""
-    from jobs.tuning.spec import typed_value
+    from jobs.tuning_spec import typed_value
 
     t = tuning_section(tuning)
     out = []

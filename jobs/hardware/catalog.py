@@ -211,7 +211,7 @@ def load_catalog(path: str | None = None) -> Catalog:
 def pytorch_image_version(image_uri: str) -> str | None:
     """tpuTfVersion a prebuilt PyTorch XLA image needs (``...pytorch-xla.1-11[:tag|@digest]``); None for any
     other image, or a reference that does not parse (``jobs.images.parse_reference`` says why elsewhere)."""
-    from jobs.images.reference import BuildError, parse_reference
+    from jobs.image_reference import BuildError, parse_reference
 
     try:
         return load_catalog().pytorch_images.get(parse_reference(image_uri).repository)

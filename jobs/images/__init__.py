@@ -15,8 +15,8 @@
 This package's own names (the light ones, no docker SDK, no cloud client) are re-exported here, because
 most callers need only "which image" and "parse this reference":
 """
-from jobs.images.reference import DIGEST_HINT, DOCKER_HUB, BuildError, ImageRef, parse_reference
-from jobs.images.variants import (PLACEHOLDER_PROJECT, VARIANT_SUFFIX, VARIANTS, build_repository, component_image,
+from jobs.image_reference import DIGEST_HINT, DOCKER_HUB, BuildError, ImageRef, parse_reference
+from jobs.job_image import (PLACEHOLDER_PROJECT, VARIANT_SUFFIX, VARIANTS, build_repository, component_image,
                                   job_image, repository_for, variant_for)
 
 __all__ = ["BuildError", "DIGEST_HINT", "DOCKER_HUB", "ImageRef", "PLACEHOLDER_PROJECT", "VARIANTS", "VARIANT_SUFFIX",

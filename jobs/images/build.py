@@ -25,7 +25,7 @@ from typing import Callable
 
 from jobs.images.builders import BACKENDS, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
-from jobs.images.reference import BuildError
+from jobs.image_reference import BuildError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/images/build.py)
 

@@ -68,7 +68,7 @@ class CloudBuildBuilder(ImageBuilder):
         registry is asked (a test never reaches a real registry)."""
         from jobs.cloud import clients
         from jobs.images import registry
-        from jobs.images.reference import parse_reference
+        from jobs.image_reference import parse_reference
 
         ref = parse_reference(f"{repository}:{tag}")
         stand_in = clients.is_local_endpoint(self.endpoint)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from jobs.cloud import clients
-from jobs.images.reference import ImageRef
+from jobs.image_reference import ImageRef
 
 MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json",
                   "application/vnd.docker.distribution.manifest.list.v2+json",

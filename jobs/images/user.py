@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobs.images.context import BuildContext, content_tag, make_context
-from jobs.images.reference import BuildError
+from jobs.image_reference import BuildError
 
 CODE_DIR = "/workspace/code"
 REQUIREMENTS_DIR = "/workspace/requirements"
@@ -264,7 +264,7 @@ def plan(cfg, wheels_dir: str | None = None) -> Plan:
 def dockerfile(base_image: str, plan_: Plan, command: list[str]) -> str:
     """The generated Dockerfile. ``base_image`` must be pinned (``REPO@sha256:...``); the tag, if any,
     is dropped from FROM (a digest is what it runs) and kept in a comment."""
-    from jobs.images.reference import parse_reference
+    from jobs.image_reference import parse_reference
 
     ref = parse_reference(base_image)
     repository, tag, digest = ref.repository, ref.tag, ref.digest
@@ -365,14 +365,14 @@ def build_user_image(cfg, req, builder, log: Callable[[str], None]) -> str:
     ``container.base_image``), then the user's image FROM it; returns the user's image by digest. Bad input is
     ``jobs.images.build.InputError`` (nothing built); a failed build a CloudError."""
     from jobs import job_spec
-    from jobs.images import variants
+    from jobs import job_image
     from jobs.images.build import InputError
     from trainers.errors import ConfigError
 
     started = time.monotonic()
     try:
         repository = user_repository(req.image)
-        variant = req.variant or variants.variant_for(cfg)
+        variant = req.variant or job_image.variant_for(cfg)
         the_plan = plan(cfg, req.wheels)
         base = configured_base(cfg)
         trainer_build_args = {"VARIANT": variant}

@@ -28,10 +28,10 @@ def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int,
 
 
 def container_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str, str]:
-    """The replica container's environment, by the one builder (``jobs.local.vertex_env``): nothing of the
+    """The replica container's environment, by the one builder (``jobs.replica_env``): nothing of the
     host's (the image has its own ``ENV``), the pool's ``container_spec.env``, the Vertex variables the
     launcher gave this stand-in."""
-    from jobs.local.vertex_env import is_vertex_variable, replica_environment as build
+    from jobs.replica_env import is_vertex_variable, replica_environment as build
 
     declared = {e["name"]: e.get("value", "") for e in spec.get("env") or []}
     return build({}, declared, {k: v for k, v in env.items() if is_vertex_variable(k)})
@@ -39,7 +39,7 @@ def container_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str
 
 def run_replica(specs_file: str) -> int:
     """Run this replica's container to its end; its exit status is the container's."""
-    from jobs.local.vertex_env import ROLES
+    from jobs.replica_env import ROLES
 
     settings = Settings.from_env()
     if settings is None:

@@ -1,6 +1,6 @@
 """Hyperparameter tuning from the job file's ``tuning:`` section: the one home of the study.
 
-* :mod:`jobs.tuning.spec`   the section's rules (:func:`tuning_problems`, run by ``jobs.validate``) and the
+* :mod:`jobs.tuning_spec`   the section's rules (:func:`tuning_problems`, run by ``jobs.validate``) and the
   ``--NAME=VALUE`` flags a trial's replicas get;
 * :mod:`jobs.tuning.search` the search itself (Optuna: TPE for Vertex's default Bayesian optimization, random,
   grid), and why Optuna rather than OSS Vizier;
@@ -10,6 +10,6 @@
 
 Importing this package is cheap (no Optuna): validation runs everywhere.
 """
-from jobs.tuning.spec import tuning_problems
+from jobs.tuning_spec import tuning_problems
 
 __all__ = ["tuning_problems"]

@@ -3,7 +3,7 @@
 Each trial is the job's whole topology (every worker pool, every replica) under ``jobs.local.launcher``, with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
-  (``jobs.tuning.spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
+  (``jobs.tuning_spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
 * its own output folders, laid out as Vertex lays out a trial's: the trial's CustomJob gets the study's base
   output directory's subfolder named by the trial id, so ``AIP_MODEL_DIR=<base>/<trial_id>/model/``,
   ``AIP_CHECKPOINT_DIR=<base>/<trial_id>/checkpoints/``, ``AIP_TENSORBOARD_LOG_DIR=<base>/<trial_id>/logs/``
@@ -62,7 +62,7 @@ from trainers import fileio
 from trainers.errors import ConfigError, problem
 from trainers.paths import join
 
-from jobs.tuning import spec as spec_lib
+from jobs import tuning_spec as spec_lib
 
 RECORD = "tuning.json"
 HYPERTUNE_DIR = "hypertune"

@@ -36,7 +36,7 @@ from typing import Any
 
 from trainers import config as config_lib
 
-from jobs.tuning.spec import LOG_SCALES, typed_value
+from jobs.tuning_spec import LOG_SCALES, typed_value
 
 
 def _grid_values(p: config_lib.Parameter) -> list[Any]:

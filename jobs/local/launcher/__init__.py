@@ -7,11 +7,11 @@ runs locally and on Vertex.
     python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x -- python -m trainer.task
     result = launch([sys.executable, "-m", "trainer.task"], [1, 1], "runs/x", max_restarts=2)
 
-This module is the supervisor (:func:`launch`); its command line is ``jobs.local.launcher_cli``. Why ~580
+This module is the supervisor (:func:`launch`); its command line is ``jobs.local.launcher.__main__``. Why ~580
 lines in one module: a third of them are the contracts below, and the rest is one loop (start every
 replica, pump their output, reap, apply the done and failure rules, restart) whose parts share its state.
 
-Environment contract (``jobs.local.vertex_env``: :func:`replica_environment` builds it)
+Environment contract (``jobs.replica_env``: :func:`replica_environment` builds it)
     Each replica gets only: ``base_env`` (default :func:`process_base`: ``PATH``, ``HOME``, locale,
     ``TMPDIR``, the virtualenv, what the trainer image's ``ENV`` sets and ``PYTHONPATH`` = this checkout;
     nothing else of the launcher's environment, credentials above all), plus ``env=`` (the job's declared
@@ -92,7 +92,7 @@ import threading
 import time
 from typing import Callable, Collection, Mapping, Sequence
 
-from jobs.local.vertex_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
+from jobs.replica_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
                                    validate_replica_counts, vertex_environment)
 
 __all__ = ["ReplicaFailure", "RestartRecord", "JobResult", "JobFailed", "Stopped", "vertex_environment",
@@ -615,9 +615,3 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
         log(f"[launcher] restart {number}/{max_restarts}: {failure.name} exited with status "
             f"{status_text(failure.exit_status)}; restarting all replicas")
         restarts.append(RestartRecord(attempt=number + 1, failure=failure, resumed_step=None))
-
-
-if __name__ == "__main__":  # `python -m jobs.local.launcher ...`: the command line lives apart (launcher_cli)
-    from jobs.local.launcher_cli import run_as_script
-
-    run_as_script()

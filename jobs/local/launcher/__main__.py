@@ -17,7 +17,7 @@ import sys
 from typing import Sequence
 
 from jobs.local.launcher import DONE_RULES, WORKER_FAILURE_RULES, launch
-from jobs.local.vertex_env import ROLES
+from jobs.replica_env import ROLES
 
 
 class _Terminated(BaseException):

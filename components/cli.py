@@ -31,9 +31,9 @@ def _main(argv: list[str]) -> int:
         args = p.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from jobs.images import BuildError
+    from jobs.image_reference import BuildError
     from jobs.cloud import templates
-    from jobs.images import parse_reference
+    from jobs.image_reference import parse_reference
 
     problems = []
     try:

@@ -1,4 +1,4 @@
-"""The gate before the Model Registry (``serving.gate``): the one home of its rules, its verdict and its record.
+"""The gate before the Model Registry (``serving.gate``): its verdict, its record and its step (its rules: ``jobs.gate_spec``).
 
 A job may set bars the verified model must pass to be registered at all::
 
@@ -7,11 +7,8 @@ A job may set bars the verified model must pass to be registered at all::
         thresholds: ["accuracy >= 0.8", "val_rmse <= 0.3"]   # METRIC OP NUMBER, OP: >= > <= <
         better_than_parent: true    # also beat serving.parent_model's default version on those metrics
 
-* :func:`gate_problems` checks the section before anything runs (``jobs.validate`` calls it): one problem per
-  unparsable bar, unknown comparison, non-finite number, metric no step of the job measures (for the built-in
-  trainer the names are known: :func:`known_metrics`; a user trainer's TensorBoard scalars are known only once
-  it ran, so any name passes here and a missing one fails at gate time), better_than_parent without a parent
-  model or without a threshold to say which metrics and in which direction.
+* ``jobs.gate_spec`` is the spec: the bars (:class:`Bar`, :func:`parse`) and :func:`gate_problems`, the
+  section's rules ``jobs.validate`` runs before anything is spent (re-exported here);
 * :func:`measured` gathers what a run measured into one ``{name: number}``: the training figures, the tuning
   study's best metric, the verify step's evaluation (later sources win on a shared name: the held-out
   evaluation of the exported model is the figure that counts).
@@ -29,65 +26,28 @@ parent's): the threshold already says which way is better, so no second setting 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-import operator
-import re
 from typing import Any
 
+from jobs import records
+from jobs.gate_spec import FIELD, Bar, figure_text, parse
+# the spec's names, for callers that take the whole gate from here
+from jobs.gate_spec import EXAMPLES, OPS, gate_problems, known_metrics, parse_bar  # noqa: F401
 from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from trainers.errors import problem
 
-#: The comparisons a bar may make, and what each means.
-OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-_BAR_RE = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w./-]*)\s*(?P<op>[<>=!]+)\s*(?P<number>\S+)\s*$")
-EXAMPLES = ("accuracy >= 0.8", "val_rmse <= 0.3")
-FIELD = "serving.gate"
-RECORD_NAME = "gate.json"
 #: the display name of the evaluations :func:`record_on_version` writes, preferred when reading a parent's.
 EVALUATION_NAME = "serving-gate"
-_MODEL_RE = re.compile(r"^projects/[^/]+/locations/[a-z0-9-]+/models/[^/@]+$")
 #: Model Registry evaluation schemas (Google's, as GCPC's ``ModelImportEvaluationOp`` names them).
 SCHEMA_URIS = {
     "classification": "gs://google-cloud-aiplatform/schema/modelevaluation/classification_metrics_1.0.0.yaml",
     "regression": "gs://google-cloud-aiplatform/schema/modelevaluation/regression_metrics_1.0.0.yaml",
 }
 
-# What each step measures, by the names the gate sees (:func:`measured`).
-#: the verify step, for every model: latency of its serving signature.
-VERIFY_METRICS = ("latency_ms_median", "latency_ms_first_call", "instances")
-#: the verify step's held-out evaluation of the built-in classifier (``trainers.export.evaluate_export``).
-BUILTIN_EVALUATION = ("accuracy", "loss", "examples")
-#: the built-in trainer's figures, in both branches: ``metrics.json`` locally, TensorBoard scalars everywhere
-#: (``train/loss``...; also spelled ``train_loss``, as the train step's Metrics artifact logs them).
-BUILTIN_TRAINING = ("train_loss", "train_accuracy", "train/loss", "train/accuracy", "train/examples_per_second",
-                    "train_examples_per_second")
-#: the side-car evaluator's scalars (``trainers.evaluator``), with an evaluator pool.
-EVALUATOR_SCALARS = ("validation/loss", "validation/accuracy", "validation_loss", "validation_accuracy")
-
 
 class GateError(Exception):
     """The gate cannot give a verdict (a bad spec handed to the step directly, a tuning figure that is not
     JSON); ``str(exc)`` is one line."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Bar:
-    """One bar: ``metric op value``; ``field`` is where it came from (``serving.gate.thresholds[0]``, or
-    ``serving.gate.better_than_parent`` for a bar set by the parent's figure)."""
-    metric: str
-    op: str
-    value: float
-    field: str
-    parent: str = ""  # the parent version whose figure ``value`` is
-
-    def holds(self, measured: float) -> bool:
-        return not math.isnan(measured) and bool(OPS[self.op](measured, self.value))
-
-    @property
-    def text(self) -> str:
-        against = f" (parent {self.parent})" if self.parent else ""
-        return f"{self.metric} {self.op} {_num(self.value)}{against}"
 
 
 @dataclasses.dataclass
@@ -123,98 +83,8 @@ class GateResult:
                 "metrics": {k: _safe(v) for k, v in sorted(self.metrics.items())}, "parent": self.parent}
 
 
-def _num(x: float) -> str:
-    return f"{x:.6g}"
-
-
 def _safe(x: float | None) -> float | str | None:
     return x if x is None or math.isfinite(x) else str(x)
-
-
-# --------------------------------------------------------------------------------------------------
-# The spec
-
-
-def parse_bar(text: str, field: str) -> Bar | Problem:
-    """``"METRIC OP NUMBER"`` -> a :class:`Bar`, or the one problem with it."""
-    m = _BAR_RE.match(text) if isinstance(text, str) else None
-    if not m:
-        return problem(field, f"{text!r} is not METRIC OP NUMBER", EXAMPLES)
-    metric, op, number = m.group("metric"), m.group("op"), m.group("number")
-    if op not in OPS:
-        return problem(field, f"{op!r} in {text!r} is not a comparison the gate makes", list(OPS))
-    try:
-        value = float(number)
-    except ValueError:
-        return problem(field, f"{number!r} in {text!r} is not a number", [f"{metric} {op} 0.8"])
-    if not math.isfinite(value):
-        return problem(field, f"{number!r} in {text!r} is not a finite number (no figure passes a NaN bar)",
-                       [f"{metric} {op} 0.8"])
-    return Bar(metric, op, value, field)
-
-
-def parse(gate: config_lib.Gate) -> tuple[list[Bar], list[Problem]]:
-    """Every threshold as a :class:`Bar`, and the problems of those that are not one."""
-    field = f"{FIELD}.thresholds"
-    if any(isinstance(t, str) and re.fullmatch(r"[<>=!]+", t.strip()) for t in gate.thresholds):
-        return [], [problem(field, f"{gate.thresholds!r} looks like one threshold split into words (a --set value "
-                                   "without brackets is split on spaces); give a list",
-                            [f"--set '{field}=[\"{EXAMPLES[0]}\"]'"])]
-    bars, problems = [], []
-    for i, text in enumerate(gate.thresholds):
-        parsed = parse_bar(text, f"{field}[{i}]")
-        (bars if isinstance(parsed, Bar) else problems).append(parsed)
-    return bars, problems
-
-
-def known_metrics(cfg: config_lib.JobConfig) -> list[str] | None:
-    """The names the gate will see for this job, or None when they are known only once it ran (a user's
-    trainer: its TensorBoard scalars are its own)."""
-    tuning = getattr(cfg, "tuning", None)  # the tuning study's section, where this checkout has one
-    study_metric = getattr(tuning, "metric", "") or ""
-    if cfg.user_trainer:
-        return None
-    names = list(BUILTIN_EVALUATION) + list(VERIFY_METRICS) + list(BUILTIN_TRAINING)
-    if cfg.topology.evaluator.replica_count:
-        names += EVALUATOR_SCALARS
-    if study_metric:
-        names.append(study_metric)
-    return names
-
-
-def _index(field: str) -> int:
-    m = re.search(r"\[(\d+)\]$", field)
-    return int(m.group(1)) if m else -1
-
-
-def gate_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """``serving.gate``'s rules (see the module docstring), one problem each."""
-    gate = cfg.serving.gate
-    bars, problems = parse(gate)
-    known = known_metrics(cfg)
-    if known is not None:
-        for bar in bars:
-            if bar.metric not in known:
-                near = difflib.get_close_matches(bar.metric, known, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
-                problems.append(problem(bar.field, f"no step of this job measures {bar.metric!r}{hint}", known))
-    problems.sort(key=lambda p: _index(p.field))
-    if gate.better_than_parent:
-        region = cfg.topology.region
-        example = f"projects/PROJECT/locations/{region}/models/ID"
-        if not cfg.serving.parent_model:
-            problems.append(problem(f"{FIELD}.better_than_parent", "needs serving.parent_model, the model whose "
-                                                                   "default version this model must beat",
-                                    [f"serving.parent_model: {example}", "better_than_parent: false"]))
-        elif not _MODEL_RE.match(cfg.serving.parent_model):
-            problems.append(problem("serving.parent_model", f"{cfg.serving.parent_model!r} is not a Model Registry "
-                                                            "model name (no version: its default version is compared)",
-                                    [example]))
-        if not gate.thresholds:
-            problems.append(problem(f"{FIELD}.better_than_parent",
-                                    "compares the metrics of serving.gate.thresholds (each in its threshold's "
-                                    "direction); there are none", [f"thresholds: [\"{EXAMPLES[0]}\"]"]))
-    return problems
 
 
 # --------------------------------------------------------------------------------------------------
@@ -290,7 +160,7 @@ def _check(bar: Bar, metrics: dict[str, float]) -> Check:
     passed = bar.holds(value)
     why = " (NaN never passes)" if math.isnan(value) else ""
     against = f" (parent {bar.parent})" if bar.parent else ""
-    return Check(bar, value, passed, f"{bar.metric} {_num(value)} {bar.op} {_num(bar.value)}{against}: "
+    return Check(bar, value, passed, f"{bar.metric} {figure_text(value)} {bar.op} {figure_text(bar.value)}{against}: "
                                      f"{'passed' if passed else 'missed'}{why}")
 
 
@@ -305,8 +175,8 @@ def _missed_line(check: Check, metrics: dict[str, float]) -> str:
     elif nan:
         choice = f"a model whose {bar.metric} is a number"
     else:  # the bar this model meets (never a strict one at its own figure)
-        choice = f"{bar.metric} {bar.op.rstrip('=') + '='} {_num(check.measured)} (what this model measured)"
-    return str(problem(bar.field, f"{bar.metric} {_num(check.measured)} {bar.op} {_num(bar.value)}"
+        choice = f"{bar.metric} {bar.op.rstrip('=') + '='} {figure_text(check.measured)} (what this model measured)"
+    return str(problem(bar.field, f"{bar.metric} {figure_text(check.measured)} {bar.op} {figure_text(bar.value)}"
                                   f"{f' (parent {bar.parent})' if bar.parent else ''} missed{nan}, so the model is not "
                                   "registered", [choice]))
 
@@ -402,10 +272,7 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
     result.notes = notes + result.notes
     result.parent = parent_record
     if record_dir:
-        from trainers import fileio
-        from trainers.paths import join, readable
-
-        fileio.write_json_atomic(join(readable(record_dir), RECORD_NAME), result.to_dict())
+        records.write_at(record_dir, records.GATE_RECORD, result.to_dict())
     return result
 
 

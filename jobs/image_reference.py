@@ -1,5 +1,5 @@
 """THE image-reference parser: ``[HOST[:PORT]/]PATH[:TAG][@sha256:HEX]`` -> :class:`ImageRef`, and the one
-error of the image side (:class:`BuildError`, one line meant for a person).
+error of the image side (:class:`BuildError`, one line meant for a person; its home is ``jobs.errors``).
 
 Every caller that reads an image reference goes through :func:`parse_reference`: build, submit,
 upload-template, the Cloud Build trigger helper, the registry probe, the docker runner, the hardware
@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from jobs.cloud.clients import CloudError
+from jobs.errors import BuildError
 
-
-class BuildError(CloudError):
-    """A bad image reference, or a build or push that cannot go on; ``str(exc)`` is one line meant for a person."""
+__all__ = ["BuildError", "DIGEST_HINT", "DOCKER_HUB", "ImageRef", "parse_reference"]
 
 
 # docker/distribution reference grammar (reference/regexp.go), without the tag/digest.

@@ -10,8 +10,9 @@ job reads it from here:
 * ``custom_training_job`` (``jobs.cloud.custom_job``) creates and follows it on Vertex, re-assembled from
   its component inputs by the same :func:`job_spec`;
 * a HyperparameterTuningJob's ``trial_job_spec`` is this very spec (``jobs.cloud.tuning_job``);
-* the local launcher runs pool 0's container command with its ``env`` (``jobs.steps.run_local``), and the
-  docker runner starts each replica from its pool's ``container_spec``.
+* the local launch (``jobs.local.custom_job``) runs its worker command with its declared variables
+  (:func:`worker_command`, :func:`declared_env`), and the docker runner starts each replica from its pool's
+  ``container_spec``.
 
 Worker pools by position (Vertex reads a pool's role from its index): 0 chief (exactly one replica),
 1 workers, 2 parameter servers (or a reduction server), 3 evaluator; an unused pool is ``{}``.
@@ -52,9 +53,15 @@ def shown_command(cfg: config_lib.JobConfig) -> list[str]:
     return command[:4] + ["<the job config>"] if command[3:4] == ["--config-json"] else command
 
 
+def declared_env(cfg: config_lib.JobConfig) -> dict[str, str]:
+    """The variables the job declares for every replica (``trainer.env``, in the file's order): what the local
+    launch hands the launcher as it is, and what :func:`container_env` writes for Vertex."""
+    return {str(k): str(v) for k, v in cfg.trainer.env.items()}
+
+
 def container_env(cfg: config_lib.JobConfig) -> list[dict[str, str]]:
     """``trainer.env`` as Vertex's ``container_spec.env`` (``[{name, value}]``, in the file's order)."""
-    return [{"name": str(k), "value": str(v)} for k, v in cfg.trainer.env.items()]
+    return [{"name": k, "value": v} for k, v in declared_env(cfg).items()]
 
 
 def _int(value: Any) -> int:
@@ -157,7 +164,7 @@ def job_spec(*, worker_pool_specs: Sequence[Any], base_output_directory: str = "
 def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
     """THE ``CustomJobSpec`` of ``cfg`` (see the module doc). ``service_account``/``network`` are the
     submission's (``run.py --service-account``/``--network``), not the config's."""
-    from jobs.images import job_image  # container.image_uri, else the variant the accelerators need
+    from jobs.job_image import job_image  # container.image_uri, else the variant the accelerators need
 
     command = worker_command(cfg)
     s = cfg.scheduling

@@ -1,28 +1,52 @@
-"""The records a run leaves beside it, one JSON file per step (written atomically by the step that knows it),
-read here by name: ``training.json`` (what the train step ran), ``metrics.json`` (the built-in trainer's
-final figures), ``evaluation.json`` (the side-car evaluator), ``verification.json`` (the verify step),
-``tuning.json`` (the hyperparameter study, ``jobs.tuning.local``; Vertex's study in the same shape) and
-``gate.json`` (the gate's verdict, ``jobs.gate``). ``jobs.local.runs`` gathers them into ``<base>/run.json``;
-the report and ``runs list`` read them too.
+"""What a run leaves beside it, in one place: every record's name, how it is read and written, the folders of a
+study's trials, and THE best-trial rule.
 
-A tuned run trains in its trials' folders (``<base>/<trial id>/``, Vertex's layout), not in ``<base>``: the
-model that goes on is the one the verify step loaded, and :func:`verified_trial` says which trial it is, so
-the figures and folders shown for the run are that trial's (:func:`trial_dirs`, :func:`read_trial_metrics`).
+One JSON file per step, written atomically by the step that knows it (:func:`write_at`), read back by name
+(:func:`read_at`): ``training.json`` (what the train step ran, ``jobs.steps``), ``metrics.json`` (the built-in
+trainer's final figures, written by its chief), ``evaluation.json`` (the side-car evaluator),
+``verification.json`` (the verify step), ``model_upload_request.json`` (the Model Registry request),
+``tuning.json`` (the hyperparameter study, ``jobs.tuning.local``; Vertex's study in the same shape,
+``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.gate``), ``steps.json`` (the pipeline
+steps' wall times so far) and ``run.json`` (a run that finished, ``jobs.local.runs``), beside the page
+``report.html``. The report, ``runs list`` and the gate read them here.
+
+A study's trials each train in a folder of their own, ``<base>/<trial id>/`` (:func:`trial_base`, Vertex's
+layout for a trial's CustomJob), and report their metric to a cloudml-hypertune file per replica
+(:func:`metric_file`, :func:`read_reports`). A tuned run's model is the one the verify step loaded, and
+:func:`verified_trial` says which trial it is, so the figures and folders shown for the run are that trial's
+(:func:`trial_dirs`, :func:`read_trial_metrics`). The best trial is chosen by one rule everywhere
+(:func:`best_of`): the local study, Vertex's study and every reader of either.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 from typing import Any
 
 from trainers import config as config_lib
 from trainers import fileio
 from trainers.paths import join, readable
 
-from jobs.gate import RECORD_NAME as GATE_RECORD
-from jobs.tuning.local import RECORD as TUNING_RECORD
-from jobs.tuning.local import trial_base
+# -- the records' names --------------------------------------------------------------------------------------
+TRAINING_RECORD = "training.json"
+#: written by the built-in trainer's chief (``trainers.train``), which cannot import this module
+METRICS_RECORD = "metrics.json"
+#: written by the side-car evaluator (``trainers.evaluator.EVALUATION_FILE``)
+EVALUATION_RECORD = "evaluation.json"
+VERIFICATION_RECORD = "verification.json"
+UPLOAD_REQUEST_RECORD = "model_upload_request.json"
+TUNING_RECORD = "tuning.json"
+GATE_RECORD = "gate.json"
+#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``jobs.local.runs.StepTimer``):
+#: what the report step (inside the pipeline, before run.json exists) and ``runs list`` of an unfinished run read
+STEPS_RECORD = "steps.json"
+#: written when a local run succeeds (``jobs.local.runs.write_record``): its config and summary
+RUN_RECORD = "run.json"
+REPORT_PAGE = "report.html"
 
 
+# -- reading and writing -----------------------------------------------------------------------------------------
 def read_at(base: str, name: str) -> dict[str, Any]:
     """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object):
     for readers that have a folder and no config (the report of a KFP user's run, ``runs list``). A ``gs://``
@@ -31,28 +55,36 @@ def read_at(base: str, name: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+def write_at(base: str, name: str, record: Any) -> str:
+    """Write the record ``name`` into the run folder ``base`` atomically (a ``gs://`` folder through Vertex's
+    ``/gcs`` mount where there is one); returns the path written."""
+    path = join(readable(base), name)
+    fileio.write_json_atomic(path, record)
+    return path
+
+
 def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
     return read_at(config_lib.resolved_base_dir(cfg), name)
 
 
 def read_training(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What ``jobs.steps.train_local`` recorded (``<base>/training.json``)."""
-    return _read_json(cfg, "training.json")
+    return _read_json(cfg, TRAINING_RECORD)
 
 
 def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What the chief wrote at the end of training (``<base>/metrics.json``)."""
-    return _read_json(cfg, "metrics.json")
+    return _read_json(cfg, METRICS_RECORD)
 
 
 def read_evaluation(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What the side-car evaluator wrote (``<base>/evaluation.json``; empty without an evaluator pool)."""
-    return _read_json(cfg, "evaluation.json")
+    return _read_json(cfg, EVALUATION_RECORD)
 
 
 def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
     """What ``jobs.steps.verify_model`` found (``<base>/verification.json``)."""
-    return _read_json(cfg, "verification.json")
+    return _read_json(cfg, VERIFICATION_RECORD)
 
 
 def is_gated(cfg: config_lib.JobConfig) -> bool:
@@ -73,7 +105,73 @@ def read_gate(cfg: config_lib.JobConfig) -> dict[str, Any]:
     return _read_json(cfg, GATE_RECORD) if is_gated(cfg) else {}
 
 
-# -- the study's record, as the run's readers need it ---------------------------------------------------
+def read_study(base: str) -> dict[str, Any]:
+    """The study's record in ``base`` (``tuning.json``; {} when there is none), whatever the job's config says."""
+    return read_at(base, TUNING_RECORD)
+
+
+def read_run(base: str) -> dict[str, Any]:
+    """The record of the run that last finished in ``base`` (``run.json``; {} when none did)."""
+    return read_at(base, RUN_RECORD)
+
+
+# -- a study's trials: their states, their folders, what they report ------------------------------------------
+#: A trial's state, as the local study records it and as Vertex names it (``Trial.State``): ACTIVE (running),
+#: SUCCEEDED (exit 0 and the metric), FAILED (the job failed), INFEASIBLE (exit 0 without a finite metric;
+#: Vertex's word for a trial without the metric), STOPPED (Ctrl-C, or the study stopped it).
+SUCCEEDED, FAILED, INFEASIBLE, STOPPED, ACTIVE = "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", "ACTIVE"
+HYPERTUNE_DIR = "hypertune"
+#: What cloudml-hypertune writes beside the reported tag on every line.
+REPORT_FIELDS = frozenset({"timestamp", "trial", "global_step", "checkpoint_path"})
+
+
+def trial_base(base: str, trial_id: str) -> str:
+    """A trial's base output directory: the study's base, then the trial id (Vertex's layout: the trial's
+    CustomJob gets ``<baseOutputDirectory>/<trial id>``, so its ``AIP_MODEL_DIR`` is ``<base>/<id>/model/``)."""
+    return join(base, str(trial_id))
+
+
+def metric_file(base: str, trial_id: str, role: str = "chief", index: int = 0) -> str:
+    """The cloudml-hypertune file of one replica of a trial (the chief's is the trial's)."""
+    return os.path.join(trial_base(base, trial_id), HYPERTUNE_DIR, f"{role}-{index}.metrics")
+
+
+def read_reports(path: str) -> list[dict[str, Any]]:
+    """The reports in a cloudml-hypertune file, oldest first ([] when there is none). A line that is not a JSON
+    object is skipped (the library rewrites the whole file on every report)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    reports = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            reports.append(doc)
+    return reports
+
+
+def reported_tags(reports: list[dict[str, Any]]) -> list[str]:
+    return sorted({k for r in reports for k in r if k not in REPORT_FIELDS})
+
+
+def last_value(reports: list[dict[str, Any]], tag: str) -> float | None:
+    """The last reported value of ``tag`` (Vertex's LAST_MEASUREMENT); NaN when it is not a number; None when
+    the tag was never reported."""
+    for report in reversed(reports):
+        if tag in report:
+            try:
+                return float(report[tag])
+            except (TypeError, ValueError):
+                return math.nan
+    return None
+
+
+# -- the best trial: one rule ------------------------------------------------------------------------------------
 def _number(value: Any) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
@@ -85,17 +183,24 @@ def trial_order(trial_id: Any) -> tuple[int, Any]:
     return (0, int(text)) if text.isdigit() else (1, text)
 
 
-def best_trial(study: dict[str, Any]) -> dict[str, Any] | None:
-    """The record's ``best_trial``; for a record without one, the SUCCEEDED trial with the best finite metric
-    in the study's direction (the lowest id among equals), as the study itself picks it."""
-    if isinstance(study.get("best_trial"), dict):
-        return study["best_trial"]
-    done = [t for t in study.get("trials") or [] if isinstance(t, dict) and t.get("state") == "SUCCEEDED"
+def best_of(trials: list[dict[str, Any]], goal: str) -> dict[str, Any] | None:
+    """THE best-trial rule: of the SUCCEEDED trials with a finite metric, the one best in the study's
+    direction (``goal``: ``maximize``, else lowest first), the lowest id among equals; None when there is none.
+    ``trials`` as the records hold them (``{"id", "state", "metric", ...}``); the trial itself is returned."""
+    done = [t for t in trials if isinstance(t, dict) and t.get("state") == SUCCEEDED
             and _number(t.get("metric")) is not None]
     if not done:
         return None
-    sign = -1 if study.get("goal") == "maximize" else 1
+    sign = -1 if goal == "maximize" else 1
     return min(done, key=lambda t: (sign * t["metric"], trial_order(t.get("id"))))
+
+
+def best_trial(study: dict[str, Any]) -> dict[str, Any] | None:
+    """The record's ``best_trial``; for a record without one, :func:`best_of` its trials, as the study itself
+    picks it."""
+    if isinstance(study.get("best_trial"), dict):
+        return study["best_trial"]
+    return best_of(study.get("trials") or [], str(study.get("goal") or ""))
 
 
 def _same_folder(a: Any, b: Any) -> bool:
@@ -135,15 +240,15 @@ def trial_dirs(base: str, trial: dict[str, Any]) -> dict[str, str]:
 def read_trial_metrics(base: str, trial: dict[str, Any]) -> dict[str, Any]:
     """What the built-in trainer wrote at the end of the trial (``<base>/<id>/metrics.json``; {} for a user
     trainer, which writes none)."""
-    return read_at(trial_folder(base, trial), "metrics.json")
+    return read_at(trial_folder(base, trial), METRICS_RECORD)
 
 
 def study_counts(study: dict[str, Any]) -> dict[str, int]:
     """``{"trials", "succeeded", "failed", "other"}``: failed counts FAILED and INFEASIBLE (Vertex's word for
     a trial without the metric); other: running or stopped trials."""
     states = [str(t.get("state", "")) for t in study.get("trials") or [] if isinstance(t, dict)]
-    failed = sum(s in ("FAILED", "INFEASIBLE") for s in states)
-    succeeded = states.count("SUCCEEDED")
+    failed = sum(s in (FAILED, INFEASIBLE) for s in states)
+    succeeded = states.count(SUCCEEDED)
     return {"trials": len(states), "succeeded": succeeded, "failed": failed,
             "other": len(states) - succeeded - failed}
 
@@ -167,3 +272,41 @@ def gate_missed_bar(gate: dict[str, Any]) -> str:
         return missed.split(", so the model is not registered")[0].split("; valid choices:")[0]
     line = next((b.get("bar") for b in gate.get("bars") or [] if isinstance(b, dict) and not b.get("passed")), "")
     return f"{line} missed" if line else ""
+
+
+# -- which code ran ----------------------------------------------------------------------------------------------
+PACKAGE = "vertex-tf-pipelines"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_version(root: str = ROOT) -> dict[str, Any]:
+    """Which code ran: ``{"git_commit", "git_dirty", "package_version", "text"}``. The project's git commit
+    (and whether tracked files had changes) when ``root`` is the top of a git checkout, else the installed
+    package's version (an image, a wheel: no ``.git``). Why not only the version: it stays 0.1.0 across
+    every commit, so two runs from different code would look the same."""
+    import subprocess
+    from importlib import metadata
+
+    try:
+        version = metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        version = None
+    out: dict[str, Any] = {"git_commit": None, "git_dirty": None, "package_version": version}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        # only this project's own checkout: a package installed inside some other repository must not
+        # report that repository's commit
+        if os.path.samefile(git("rev-parse", "--show-toplevel"), root):
+            out["git_commit"] = git("rev-parse", "HEAD")
+            out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    if out["git_commit"]:
+        out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+    else:
+        out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
+    return out

@@ -1,4 +1,5 @@
-"""The run report: one self-contained HTML file (plots and images embedded) plus a Markdown summary.
+"""The run report: one self-contained HTML file (plots and images embedded) plus a Markdown summary, rendered
+here (:func:`build`) from what ``jobs.report_data`` gathered (:func:`jobs.report_data.gather`).
 
 It answers the question a user opens it with, "is this model any good?", first (held-out accuracy against
 the majority-class baseline, the weakest class, how much one validation image weighs), then says how the
@@ -18,170 +19,26 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (:func:`code_version`): the project's git commit, else the installed package's version;
+* the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version;
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
 
 Sections that only make sense for a classifier appear only for one. Plots are matplotlib (Agg), embedded
-as base64 PNG, so the file opens anywhere, the Vertex Pipelines UI's HTML viewer included, with no
-network. Nothing here imports TensorFlow.
+as base64 PNG (``jobs.report_charts``), so the file opens anywhere, the Vertex Pipelines UI's HTML viewer
+included, with no network. Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
-import base64
-import dataclasses
 import html
-import io
-import json
 import os
-import re
 from typing import Any
 
-from trainers.paths import join, readable
+from jobs import report_charts
+from jobs import report_sections as sections
+from trainers.paths import readable
 
 MAX_PREDICTIONS = 10
-PACKAGE = "vertex-tf-pipelines"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def code_version(root: str = ROOT) -> dict[str, Any]:
-    """Which code ran: ``{"git_commit", "git_dirty", "package_version", "text"}``. The project's git commit
-    (and whether tracked files had changes) when ``root`` is the top of a git checkout, else the installed
-    package's version (an image, a wheel: no ``.git``). Why not only the version: it stays 0.1.0 across
-    every commit, so two runs from different code would look the same."""
-    import subprocess
-    from importlib import metadata
-
-    try:
-        version = metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        version = None
-    out: dict[str, Any] = {"git_commit": None, "git_dirty": None, "package_version": version}
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
-
-    try:
-        # only this project's own checkout: a package installed inside some other repository must not
-        # report that repository's commit
-        if os.path.samefile(git("rev-parse", "--show-toplevel"), root):
-            out["git_commit"] = git("rev-parse", "HEAD")
-            out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
-    if out["git_commit"]:
-        out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
-    else:
-        out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
-    return out
-
-
-def _figure(**kwargs):
-    """A matplotlib ``Figure`` made without ``pyplot``: no global figure manager or GUI backend to set up
-    (importing ``pyplot`` was 0.6 s of a 1.3 s report step), and nothing to close; ``savefig`` renders PNGs
-    with Agg, as matplotlib's "embedding in a web server" example does."""
-    from matplotlib.figure import Figure
-
-    return Figure(**kwargs)
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def metric_groups(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, list[str]]:
-    """``{metric: [series, ...]}``: series named ``<run>/<metric>`` share a chart (``train/epoch_loss`` and
-    ``validation/epoch_loss``); a series without a run is a metric of its own."""
-    groups: dict[str, list[str]] = {}
-    for series in sorted(scalars):
-        metric = series.split("/", 1)[1] if "/" in series else series
-        groups.setdefault(metric, []).append(series)
-    return groups
-
-
-def _curves_png(scalars: dict[str, list[tuple[int, float]]]) -> str | None:
-    groups = metric_groups(scalars)
-    if not groups:
-        return None
-    columns = min(3, len(groups))
-    rows = -(-len(groups) // columns)
-    fig = _figure(figsize=(4.6 * columns, 3.1 * rows))
-    axes = fig.subplots(rows, columns, squeeze=False)
-    for ax, (metric, names) in zip(axes.flat, groups.items()):
-        for name in names:
-            steps, values = zip(*scalars[name])
-            ax.plot(steps, values, marker="o", markersize=3, label=name)
-        ax.set_title(metric)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(groups):]:
-        ax.axis("off")
-    fig.tight_layout()
-    return _png(fig)
-
-
-def _confusion_png(classes: list[str], matrix: list[list[int]]) -> str:
-    import numpy as np
-
-    m = np.asarray(matrix)
-    fig = _figure(figsize=(1.2 + 0.7 * len(classes), 1 + 0.6 * len(classes)))
-    ax = fig.subplots()
-    ax.imshow(m, cmap="Blues")
-    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
-    ax.set_yticks(range(len(classes)), classes)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    for (i, j), v in np.ndenumerate(m):
-        ax.text(j, i, str(v), ha="center", va="center", color="white" if v > m.max() / 2 else "black")
-    ax.set_title("confusion matrix (validation)")
-    return _png(fig)
-
-
-def checkpoint_steps(checkpoint_dir: str) -> list[int]:
-    """Steps of the built-in trainer's checkpoints (``ckpt-<step>.index``) in a local or mounted folder."""
-    try:
-        names = os.listdir(readable(checkpoint_dir))
-    except OSError:
-        return []
-    return sorted({int(m.group(1)) for n in names if (m := re.match(r"ckpt-(\d+)\.index$", n))})
-
-
-def attempts(logs_dir: str) -> int:
-    try:
-        return sum(1 for n in os.listdir(readable(join(logs_dir, "replicas"))) if n.startswith("attempt-"))
-    except OSError:
-        return 0
-
-
-def job_rows(cfg, training: dict[str, Any]) -> list[tuple[str, str]]:
-    """The job table: name, trainer, strategy, machines, replicas, throughput, training wall time."""
-    figures = training.get("metrics") or {}
-    rows = [("job", cfg.name if cfg else str(training.get("job", "n/a")))]
-    if cfg is not None:
-        pools = [(name, p) for name, p in zip(("chief", "worker", "parameter_server", "evaluator"),
-                                              cfg.topology.pools()) if p.replica_count]
-        machines = "; ".join(
-            f"{name} {p.replica_count}× {p.machine_type}" + (f" + {p.accelerator_count}× {p.accelerator_type}"
-                                                            if p.accelerator_count else "") for name, p in pools)
-        trainer = f"python -m {cfg.trainer.module}" if cfg.trainer.module else f"built-in ({cfg.model.name})"
-        rows += [("trainer", trainer), ("strategy", f"{cfg.topology.strategy}"
-                                                    + (f" ({figures['strategy']})" if figures.get("strategy") else "")),
-                 ("machines (Vertex pools)", machines or "n/a")]
-    if figures.get("replicas") is not None:  # batch and precision: in the hyperparameters
-        rows.append(("replicas", str(figures["replicas"])))
-    eps = figures.get("examples_per_second")
-    if isinstance(eps, (int, float)):
-        rows.append(("training throughput", f"{eps:.1f} examples/s (this run's training loop from its first step "
-                                            "to its last, validation passes excluded: the last "
-                                            "train/examples_per_second point)"))
-    if training.get("seconds") is not None:
-        rows.append(("training wall time", f"{training['seconds']} s"))
-    return rows
 
 
 def _predictions_table(verification: dict[str, Any], e) -> str:
@@ -203,61 +60,6 @@ def _short(value: Any, limit: int = 120) -> str:
 
 def _fmt(value: Any, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
-
-
-def hyperparameter_rows(cfg, figures: dict[str, Any], trial: dict[str, Any] | None = None) -> list[tuple[str, str]]:
-    """What was chosen for the training: the built-in trainer's hyperparameters (from the config, and what
-    the trainer reports it really used), or a user trainer's command line (its hyperparameters are its own).
-    ``trial``: the study's trial whose model this is; its values are what that training used (the built-in
-    trainer takes them as config overrides, a user trainer as ``--NAME=VALUE`` after its arguments)."""
-    if cfg is None:
-        return []
-    from jobs.report_sections import with_trial
-
-    cfg, flags, tuned = with_trial(cfg, trial)
-    t, d, c = cfg.training, cfg.data, cfg.checkpoint
-    if cfg.user_trainer:
-        command = (["python", "-m", cfg.trainer.module] + list(cfg.trainer.args) if cfg.trainer.module
-                   else list(cfg.container.command) + list(cfg.container.args))
-        return tuned + [("trainer command", " ".join(command + flags)),
-                        ("hyperparameters", "your trainer's own (its arguments above; Vertex passes a tuning "
-                                            "trial's as flags)")]
-    steps = figures.get("steps")
-    length = f"{t.steps} steps" if t.steps else f"{t.epochs} epochs" + (f" ({steps} steps)" if steps else "")
-    global_batch = figures.get("global_batch_size") or t.global_batch_size or None
-    precision = t.precision + (f" → {figures['precision']}" if figures.get("precision") else "")
-    if cfg.topology.evaluator.replica_count:
-        validation = "the side-car evaluator replica, at every checkpoint"
-    else:
-        validation = "the chief, at every checkpoint save and at the end"
-    every = " or ".join(x for x in (f"{c.every_steps} steps" if c.every_steps else "",
-                                    f"{c.every_seconds:g} s" if c.every_seconds else "") if x) or "the end only"
-    return tuned + [
-        ("model", cfg.model.name), ("optimizer", t.optimizer), ("learning rate", f"{t.learning_rate:g}"),
-        ("training length", length),
-        ("batch", f"{t.per_replica_batch_size} per replica" + (f", {global_batch} global" if global_batch else "")),
-        ("image size", f"{d.image_size}×{d.image_size}"), ("precision", precision),
-        ("seed", f"{t.seed}" + (" (op-deterministic)" if t.deterministic else "")),
-        ("data augmentation", "random crop and flip" if d.augment else "none"),
-        ("shuffle buffer", str(d.shuffle_buffer)),
-        ("checkpoints", f"every {every}, {c.keep} kept"), ("validation", validation)]
-
-
-def data_summary(cfg) -> dict[str, Any] | None:
-    """The prepared data's ``manifest.json`` (examples per split and class), or None when the job has none
-    (a user trainer reading its own data) or it cannot be read."""
-    from trainers import config as config_lib
-    from trainers import fileio
-
-    if cfg is None or cfg.data.source == "none":
-        return None
-    where = config_lib.prepared_data_dir(cfg)
-    manifest = fileio.read_json(join(readable(where), "manifest.json")) if where else None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("classes"), list):
-        return {"dir": where, "missing": True}
-    return {"dir": where, "source": cfg.data.source, "path": cfg.data.path, "classes": manifest["classes"],
-            "counts": manifest.get("counts") or {}, "num_examples": manifest.get("num_examples") or {},
-            "image_size": manifest.get("image_size"), "encoding": manifest.get("encoding", "raw")}
 
 
 def per_class(classes: list[str], matrix: list[list[int]]) -> list[dict[str, Any]]:
@@ -337,7 +139,6 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     step this run restored; ``fresh``: the trainer said it restored nothing (started from step 0). ``study``:
     ``jobs.report_sections.study_facts``; ``gate``: the gate's record (``gate_expected``: the job sets bars, so
     a missing record is said)."""
-    from jobs import report_sections as sections
 
     e = html.escape
     train = train or {}
@@ -367,7 +168,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
                 f"pixels ({e(str(data.get('encoding')))} records) in {e(str(data.get('dir')))}, prepared from "
                 f"{e(str(data.get('source')))}{' ' + e(str(data['path'])) if data.get('path') else ''}</p>"
                 + _table("data", ["class", "train", "validation"], body, e))
-    curves = _curves_png(scalars)
+    curves = report_charts.curves_png(scalars)
     validation_series = sorted(n for n in scalars if n.startswith("validation"))
     if curves:
         listing = "".join(
@@ -412,7 +213,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
             + "<p>precision: of the images predicted as the class, the share that are; recall: of the class's "
               "images, the share found; n/a: never predicted</p>")
         parts.append(f"<img id='confusion-matrix' alt='confusion matrix' "
-                     f"src='data:image/png;base64,{_confusion_png(classes, matrix)}'>")
+                     f"src='data:image/png;base64,{report_charts.confusion_png(classes, matrix)}'>")
         order = {c: i for i, c in enumerate(classes)}
         gallery = sorted(verification.get("gallery") or [], key=lambda g: order.get(g.get("label"), len(order)))
         if gallery:
@@ -497,100 +298,6 @@ def _folder_bytes(path: str) -> int:
     if not where or "://" in where or not os.path.isdir(where):
         return 0
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(where) for f in files)
-
-
-def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any]) -> list[tuple[str, str]]:
-    """When the run started and with which command (the run lock, held while this step runs; local runs),
-    when this page was written, and from which code."""
-    import datetime as dt
-
-    holder: dict[str, Any] = {}
-    if base and "://" not in base:
-        try:
-            with open(os.path.join(base, ".run.lock"), encoding="utf-8") as f:
-                holder = json.loads(f.read() or "{}")
-        except (OSError, ValueError):
-            holder = {}
-    rows = []
-    started = steps.get("started") or holder.get("started")
-    if started:
-        rows.append(("run started", str(started)))
-    rows.append(("report written", dt.datetime.now().astimezone().isoformat(timespec="seconds")))
-    rows.append(("code version", code_version()["text"]))
-    if holder.get("command"):
-        rows.append(("command", str(holder["command"])))
-    if verification.get("framework_version"):
-        rows.append(("TensorFlow", str(verification["framework_version"])))
-    if base:
-        rows.append(("run folder", base))
-    return rows
-
-
-def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, logs_uri: str = "",
-           checkpoints_uri: str = "", study: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report of a run: what ``base`` (a run folder, local or ``gs://`` read through the ``/gcs`` mount)
-    holds, with the given parts winning over it. Any part may be missing. ``study``: the hyperparameter
-    study's record (the ``tune`` or ``hyperparameter_tuning_job`` step's); without it, ``<base>/tuning.json``
-    when the job has a ``tuning:`` section. A tuned run's training figures, logs and checkpoints are those of
-    the trial whose model was verified."""
-    from jobs import records
-    from jobs import report_sections as sections
-    from jobs.tensorboard import read_scalars
-    from trainers import fileio
-
-    where = readable(base) if base else ""
-    tuned = cfg is None or cfg.tuning.enabled
-    expect_gate = cfg is not None and records.is_gated(cfg)
-    steps: dict[str, Any] = {}
-    gate: dict[str, Any] = {}
-    if where:
-        if verification is None:
-            verification = fileio.read_json(join(where, "verification.json"))
-        if study is None and tuned:
-            study = records.read_at(where, records.TUNING_RECORD)
-        if cfg is None:  # a report of given parts: the gate's record, if one is there
-            gate = records.read_at(where, records.GATE_RECORD)
-        if "://" not in where:
-            steps = records.read_at(where, "steps.json")
-    verification = verification or {}
-    trial = records.verified_trial(study, str(verification.get("model_dir") or "")) if study else None
-    training: dict[str, Any] = {}
-    if trial is not None:  # the trials trained, each in <base>/<id>/: the figures are the verified trial's
-        figures = records.read_trial_metrics(where or "", trial) if where or trial.get("model_dir") else {}
-        training = {"metrics": figures} if figures else {}
-        dirs = records.trial_dirs(base, trial) if base or trial.get("model_dir") else {}
-    elif where:
-        training = fileio.read_json(join(where, "training.json")) or {}
-        if not training.get("metrics"):
-            builtin = fileio.read_json(join(where, "metrics.json"))
-            if builtin:
-                training["metrics"] = builtin
-        dirs = {"logs": join(base, "logs"), "checkpoints": join(base, "checkpoints")}
-    else:
-        dirs = {}
-    logs = logs_uri or dirs.get("logs", "")
-    checkpoints = checkpoints_uri or dirs.get("checkpoints", "")
-    figures = training.get("metrics") or {}
-    resumed = figures.get("resumed_from_step")
-    restarts = [r for r in training.get("restarts") or [] if isinstance(r, dict)]
-    if resumed is None:
-        resumed = next((r.get("resumed_from_step") for r in reversed(restarts)
-                        if r.get("resumed_from_step") is not None), None)
-    # the built-in trainer says resumed_from_step null when it restored nothing: a fresh start, not a gap
-    fresh = resumed is None and "resumed_from_step" in figures
-    title = cfg.name if cfg else (os.path.basename(base.rstrip("/")) if base else "model")
-    specs = ({n: dataclasses.asdict(p) for n, p in cfg.tuning.parameters.items()}
-             if cfg is not None and cfg.tuning.enabled else None)
-    scalars = read_scalars(readable(logs)) if logs else {}
-    if expect_gate:
-        gate = sections.checked_gate(cfg, figures, scalars, study, verification)
-    return build(title=title, rows=job_rows(cfg, training), scalars=scalars,
-                 verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
-                 checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
-                 fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
-                 restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
-                 gate_expected=expect_gate, gate_where=base)
 
 
 def write(path: str, content: dict[str, Any]) -> str:

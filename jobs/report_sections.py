@@ -7,7 +7,7 @@ Kept out of ``jobs.report`` (the page, its assembly and the sections every run h
 readable file: these sections read records with their own shapes (trials, bars) and draw charts of their own,
 and ``jobs.report`` only places what they return. Like ``jobs.report``: pure functions of the records (every
 field may be missing: an old, partial or Vertex-made record), charts as matplotlib ``Figure`` without
-``pyplot`` embedded as base64 PNG (the page stays one self-contained file), no TensorFlow.
+``pyplot`` embedded as base64 PNG (``jobs.report_charts``: the page stays one self-contained file), no TensorFlow.
 
 Study: every trial (id, parameter values, metric, state, wall time) with the best one marked, which trial the
 verified model came from, one chart of the metric per trial (by trial id, the best highlighted) and one per
@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from jobs import records
+from jobs import report_charts
 
 #: the sections' CSS, added to the page's
 STYLE = ("#trials tr.best td{background:#fff3c4;font-weight:bold}#trials td.failed{color:#b00020}"
@@ -151,13 +152,12 @@ def _axis_values(facts: dict[str, Any], name: str) -> tuple[list[str] | None, bo
 def trials_figure(facts: dict[str, Any]):
     """The metric of every trial by trial id, the best as a red star; a trial without a metric is an ``x`` at
     the bottom with its state under its id. None when no trial has a metric."""
-    from jobs.report import _figure
 
     values = [_finite(t["metric"]) for t in facts["trials"]]
     if all(v is None for v in values):
         return None
     low = min(v for v in values if v is not None)
-    fig = _figure(figsize=(max(4.6, 0.55 * len(values) + 2), 3.1))
+    fig = report_charts.figure(figsize=(max(4.6, 0.55 * len(values) + 2), 3.1))
     ax = fig.subplots()
     xs = list(range(len(values)))
     shown = [(x, v) for x, v in zip(xs, values) if v is not None]
@@ -183,14 +183,13 @@ def trials_figure(facts: dict[str, Any]):
 def parameter_figure(facts: dict[str, Any], name: str):
     """The metric against one parameter's value over the trials with a metric, the best as a red star. None
     when no trial with a metric has a value for it."""
-    from jobs.report import _figure
 
     points = [(t["parameters"][name], _finite(t["metric"]), t["best"]) for t in facts["trials"]
               if name in t["parameters"] and _finite(t["metric"]) is not None]
     if not points:
         return None
     categories, log = _axis_values(facts, name)
-    fig = _figure(figsize=(3.8, 2.9))
+    fig = report_charts.figure(figsize=(3.8, 2.9))
     ax = fig.subplots()
     if categories is not None:  # a categorical axis: one slot per declared value, in the declared order
         position = {c: i for i, c in enumerate(categories)}
@@ -217,9 +216,7 @@ def parameter_figure(facts: dict[str, Any], name: str):
 
 
 def _png(fig) -> str | None:
-    from jobs.report import _png as png
-
-    return png(fig) if fig is not None else None
+    return report_charts.png(fig) if fig is not None else None
 
 
 def study_html(facts: dict[str, Any] | None, e) -> str:

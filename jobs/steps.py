@@ -3,7 +3,7 @@
 ``prepare`` -> ``train_local`` (or a Vertex CustomJob of ``jobs.job_spec``) -> ``verify_model`` ->
 the Model Registry request -> the report. Each step that has something to say about the run writes it
 beside the run (``<base>/training.json``, ``verification.json``, ``model_upload_request.json``,
-``report.html``), which ``run.py`` gathers into ``<base>/run.json``.
+``report.html``: ``jobs.records`` names them and writes them), which ``run.py`` gathers into ``<base>/run.json``.
 
 Nothing here imports TensorFlow at module level; only the steps that need it (prepare, verify) do.
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from jobs import records
 from trainers import config as config_lib
 from trainers import fileio
-from trainers.paths import join, readable
+from trainers.paths import join
 
 def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
     """Make the TFRecord shards the trainer reads; returns (data_dir, manifest)."""
@@ -58,45 +59,18 @@ def console_log(line: str) -> None:
 
 
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
-    """Run the job's worker pools on this machine, exactly as Vertex would run them: every replica runs pool
-    0's ``container_spec`` of THE job spec (``jobs.job_spec.custom_job_spec``: command, args, ``env``) with
-    Vertex's environment and nothing else of this shell (``jobs.replica_env``); a user's trainer in its
+    """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.custom_job``,
+    the one local launch): every replica runs THE job spec's worker command with the job's declared variables
+    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its
     ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
-    image and each replica is a container of its pool's ``container_spec`` (``jobs.local.containers``).
+    image and each replica is a container of its pool's ``container_spec``.
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
     after the grace period) before the interrupt propagates."""
-    import sys
+    from jobs.local import custom_job
 
-    from jobs import job_spec
-    from jobs.local import containers, launcher
-
-    base = config_lib.resolved_base_dir(cfg)
-    timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
-    spec = job_spec.custom_job_spec(cfg)
-    docker = containers.Settings.from_env()
-    if docker is not None:
-        specs = containers.worker_pool_specs_file(base, job_spec.parts(spec)["worker_pool_specs"])
-        command, env, cwd = containers.launcher_command(specs), {}, None
-        base_env = containers.stand_in_environment()
-        engine = containers.engine_client(docker.timeout_s)
-
-        def after_attempt() -> None:
-            containers.remove_labelled(engine, {containers.LABEL_RUN: docker.run_id,
-                                                containers.LABEL_KIND: "replica"}, log)
-    else:
-        container = spec["worker_pool_specs"][0]["container_spec"]
-        command = list(container.get("command", [])) + list(container.get("args", []))
-        env = {e["name"]: e["value"] for e in container.get("env", [])}
-        cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
-        if command[0] in ("python", "python3"):  # the container's python is this interpreter here
-            command[0] = sys.executable
-    return launcher.launch(
-        command, cfg.topology.replica_counts(), base,
-        job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
-        env=env, cwd=cwd, after_attempt=after_attempt, base_env=base_env, **job_spec.launch_rules(cfg),
-    )
+    return custom_job.launch(cfg, config_lib.resolved_base_dir(cfg), timeout_s=timeout_s, log=log)
 
 
 def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
@@ -113,7 +87,7 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     import json
     import os
 
-    from jobs.local import history, runs
+    from jobs.local import history
     from trainers.cluster import output_dirs
 
     base = config_lib.resolved_base_dir(cfg)
@@ -124,8 +98,8 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     if not files:
         return None
     found: dict[str, Any] = {"checkpoints": folder, "files": len(files), "earlier_run": None}
-    previous = runs.read_record(base)
-    record = os.path.join(base, runs.RECORD_NAME)
+    previous = records.read_run(base)
+    record = os.path.join(base, records.RUN_RECORD)
     if (previous.get("status") != "succeeded" or not isinstance(previous.get("config"), dict)
             or max(os.path.getmtime(f) for f in files) > os.path.getmtime(record)):
         return found
@@ -155,9 +129,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...). For a user's
     trainer, checkpoints already in the folder are recorded as ``resumed_from_existing_checkpoints``
     (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config."""
-    from jobs.tensorboard import last_values, read_scalars
-
     from jobs.job_spec import shown_command
+    from jobs.tensorboard import last_values, read_scalars
     from trainers.cluster import output_dirs
 
     started = time.monotonic()
@@ -177,14 +150,12 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     }
     if earlier:
         record["resumed_from_existing_checkpoints"] = earlier
-    from jobs import records
-
     builtin = records.read_metrics(cfg)
     if not cfg.user_trainer and builtin:
         record["metrics"] = builtin
     else:
         record["scalars"] = last_values(read_scalars(dirs["logs"]))
-    fileio.write_json_atomic(join(config_lib.resolved_base_dir(cfg), "training.json"), record)
+    records.write_at(config_lib.resolved_base_dir(cfg), records.TRAINING_RECORD, record)
     return record
 
 
@@ -213,7 +184,7 @@ def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", r
 
     record = verify.verify(model_dir, sample_request, data_dir)
     if record_dir:
-        fileio.write_json_atomic(join(record_dir, "verification.json"), record)
+        records.write_at(record_dir, records.VERIFICATION_RECORD, record)
     return record
 
 
@@ -238,7 +209,7 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
                                     serving_image=serving_image or vertex.prebuilt_serving_image(location),
                                     labels=labels, parent_model=parent_model, pipeline_job=pipeline_job)
     if record_dir:
-        fileio.write_json_atomic(join(readable(record_dir), "model_upload_request.json"), request)
+        records.write_at(record_dir, records.UPLOAD_REQUEST_RECORD, request)
     if dry_run:
         return "", request
     return vertex.upload_model(request, location, api_endpoint or None), request
@@ -249,12 +220,13 @@ def report(config_json: str = "", verification_file: str = "", logs_uri: str = "
     """The run report (``jobs.report``) from whatever is given (a run folder ``record_dir`` fills in what is
     not); written to ``<record_dir>/report.html`` when given. Returns (content, the path written or ``""``)."""
     from jobs import report as report_lib
+    from jobs import report_data
 
     cfg = config_lib.load_json(config_json) if config_json else None
     verification = (fileio.read_json(verification_file) or {}) if verification_file else None
     study = (fileio.read_json(study_file) or {}) if study_file else None
-    content = report_lib.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
+    content = report_data.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
                                 checkpoints_uri=checkpoints_uri, study=study)
     if not record_dir:
         return content, ""
-    return content, report_lib.write(join(record_dir, "report.html"), content)
+    return content, report_lib.write(join(record_dir, records.REPORT_PAGE), content)

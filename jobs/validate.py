@@ -13,9 +13,9 @@ from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
-from jobs.gate import gate_problems
+from jobs.gate_spec import gate_problems
 from jobs.hardware.rules import Report, check_job
-from jobs.tuning import tuning_problems
+from jobs.tuning_spec import tuning_problems
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")

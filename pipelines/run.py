@@ -54,7 +54,7 @@ SUBCOMMANDS = {
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),
     "register-model": _subcommand("jobs.cloud.submit", "register_main"),
     "components": _subcommand("components.cli"),
-    "runs": _subcommand("jobs.local.history"),
+    "runs": _subcommand("jobs.local.runs_cli"),
 }
 
 

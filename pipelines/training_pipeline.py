@@ -43,7 +43,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
     code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
     any other local path before anything is compiled)."""
-    from jobs.images import component_image  # components run the cpu image (or container.image_uri)
+    from jobs.job_image import component_image  # components run the cpu image (or container.image_uri)
 
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")

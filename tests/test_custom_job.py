@@ -114,7 +114,7 @@ def test_system_labels_of_the_run_are_added_like_gcpc_does(tmp_path):
 
 
 def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(tmp_path):
-    from jobs.cloud import custom_job
+    from jobs.cloud import job_runner
 
     compiled = _compiled(tmp_path)
     with VertexStandIn() as vertex:
@@ -124,7 +124,7 @@ def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(t
         assert again.returncode == 0, again.stderr[-2000:]
         assert len(vertex.calls("POST", r"/customJobs$")) == 1
     (name,) = [j.name for j in vertex.custom_jobs.values()]
-    assert custom_job.existing_job(str(tmp_path / "gcp_resources")) == name
+    assert job_runner.existing_job(str(tmp_path / "gcp_resources")) == name
     assert f"resuming: CustomJob {name} was created by an earlier attempt" in again.stdout
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import history, prune
+from jobs.local import history, prune, runs_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
@@ -107,7 +107,7 @@ def live(root):
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = history.main(list(argv))
+    code = runs_cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -220,8 +220,8 @@ def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, cap
 
 
 def test_list_is_fast_and_imports_neither_tensorflow_nor_kfp(root):
-    code = ("import sys, time; t = time.monotonic(); from jobs.local import history; "
-            f"rc = history.main(['list', '--root', {str(root)!r}]); "
+    code = ("import sys, time; t = time.monotonic(); from jobs.local import runs_cli; "
+            f"rc = runs_cli.main(['list', '--root', {str(root)!r}]); "
             "print('took', time.monotonic() - t); print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('tensorflow', 'kfp', 'keras')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

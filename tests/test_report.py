@@ -74,12 +74,12 @@ def _cfg(base: Path):
 
 
 def test_report_content(run_folder):
-    from jobs import report
+    from jobs import report_data
     from jobs.tensorboard import read_scalars
 
     scalars = read_scalars(str(run_folder / "logs"))
     assert scalars["train/loss"] == [(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.125)]  # the resumed values win
-    content = report.gather(_cfg(run_folder), str(run_folder))
+    content = report_data.gather(_cfg(run_folder), str(run_folder))
     page = content["html"]
     for needle in ("id='curves'", "id='confusion-matrix'", "id='samples'", "ckpt-30, ckpt-40",
                    "launcher attempts: 2", "resumed from step 20", "120.5 examples/s", "accuracy <b>0.889</b>",
@@ -123,32 +123,32 @@ def test_report_content(run_folder):
 
 def test_a_fresh_start_says_so(tmp_path):
     """The built-in trainer reports ``resumed_from_step: null`` when it restored nothing: step 0, not a gap."""
-    from jobs import report
+    from jobs import report_data
 
     (tmp_path / "metrics.json").write_text(json.dumps({"steps": 30, "resumed_from_step": None}))
-    page = report.gather(_cfg(tmp_path), str(tmp_path))["html"]
+    page = report_data.gather(_cfg(tmp_path), str(tmp_path))["html"]
     assert "this run started from step 0 (there was no checkpoint to resume from)" in page
     assert "—" not in page
     (tmp_path / "metrics.json").unlink()  # a trainer that says nothing: not guessed
-    assert "where this run started is not reported by the trainer" in report.gather(_cfg(tmp_path), str(tmp_path))["html"]
+    assert "where this run started is not reported by the trainer" in report_data.gather(_cfg(tmp_path), str(tmp_path))["html"]
 
 
 def test_code_version_names_the_commit_or_the_package(tmp_path):
-    from jobs import report
+    from jobs import records
 
-    here = report.code_version()
+    here = records.code_version()
     assert here["git_commit"] and re.fullmatch(r"[0-9a-f]{40}", here["git_commit"])  # this checkout
     assert here["text"].startswith(f"git {here['git_commit'][:12]}")
-    elsewhere = report.code_version(str(tmp_path))  # no checkout there: the installed package's version
+    elsewhere = records.code_version(str(tmp_path))  # no checkout there: the installed package's version
     assert elsewhere["git_commit"] is None and elsewhere["text"] == f"vertex-tf-pipelines {elsewhere['package_version']}"
 
 
 def test_report_without_verification_or_events_still_renders(tmp_path):
-    from jobs import report
+    from jobs import report_data
 
-    content = report.gather(_cfg(tmp_path), str(tmp_path))
+    content = report_data.gather(_cfg(tmp_path), str(tmp_path))
     assert "no TensorBoard scalars were found" in content["html"] and "not verified" in content["html"]
-    assert report.gather(None)["html"].startswith("<!doctype html>")  # nothing at all: still a page
+    assert report_data.gather(None)["html"].startswith("<!doctype html>")  # nothing at all: still a page
 
 
 def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_sections(tmp_path):
@@ -156,7 +156,7 @@ def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_se
     epoch_mae, plus a non-scalar ``keras`` tag (the model config) that must be skipped, not an error."""
     import tensorflow as tf
 
-    from jobs import report
+    from jobs import report_data
 
     for run, scale in (("train", 1.0), ("validation", 0.5)):
         writer = tf.summary.create_file_writer(str(tmp_path / "logs" / run))
@@ -172,7 +172,7 @@ def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_se
         "predictions": [{"value": [1.5]}, {"value": [-0.25]}], "latency_ms": {"median": 0.4, "first_call": 20}}))
     cfg = config_lib.load("local", [f"output.base_dir={tmp_path}", "trainer.module=trainer.task", "data.source=none",
                                     f"trainer.source_dir={tmp_path}"])
-    content = report.gather(cfg, str(tmp_path))
+    content = report_data.gather(cfg, str(tmp_path))
     page = content["html"]
     for series in ("train/epoch_loss", "validation/epoch_loss", "train/epoch_mae", "validation/epoch_mae"):
         assert f"<td>{series}</td>" in page, series  # named in the text, not only inside the picture
@@ -376,9 +376,9 @@ def _tuned_cfg(base: Path):
 
 
 def test_a_tuned_runs_report_is_the_verified_trials(tuned_folder):
-    from jobs import report
+    from jobs import report_data
 
-    content = report.gather(_tuned_cfg(tuned_folder), str(tuned_folder))
+    content = report_data.gather(_tuned_cfg(tuned_folder), str(tuned_folder))
     page, md = content["html"], content["markdown"]
     assert "<h2>Hyperparameter study</h2>" in page and "<h2>Gate</h2>" in page
     assert page.index("<h2>Hyperparameters</h2>") < page.index("<h2>Hyperparameter study</h2>") < page.index("<h2>Data")
@@ -394,7 +394,7 @@ def test_a_tuned_runs_report_is_the_verified_trials(tuned_folder):
     assert "The gate refused this model (serving.gate.thresholds[0]: accuracy 0.5 &gt;= 0.8 missed" in page
     assert "## Hyperparameter study" in md and "## Gate" in md and "Gate missed: " in md
     # the study artifact (the pipeline's) wins over the folder's record
-    given = report.gather(_tuned_cfg(tuned_folder), str(tuned_folder), study={
+    given = report_data.gather(_tuned_cfg(tuned_folder), str(tuned_folder), study={
         "metric": "val_rmse", "goal": "minimize", "trials": [{"id": "9", "state": "STOPPED", "parameters": {}}]})
     assert "1 trials: 0 succeeded, 1 stopped or running; goal: minimize val_rmse. No trial succeeded." in given["html"]
 
@@ -423,15 +423,15 @@ def test_a_vertex_study_record_is_shown_too():
 
 
 def test_records_left_by_another_job_in_the_folder_are_not_shown(tuned_folder, tmp_path):
-    from jobs import report
+    from jobs import report_data
 
     shutil.copytree(tuned_folder, tmp_path / "run")
-    plain = report.gather(_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]  # no tuning:, no gate: section
+    plain = report_data.gather(_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]  # no tuning:, no gate: section
     assert "Hyperparameter study" not in plain and "<h2>Gate</h2>" not in plain
     (tmp_path / "run" / "gate.json").write_text('{"passed": true, "lines": ["an earlier run\'s"]}')
     # the job sets a bar: the report (it runs before the gate step) checks the bars itself, never shows a record
     # an earlier run left
-    waiting = report.gather(_tuned_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]
+    waiting = report_data.gather(_tuned_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]
     assert "<h2>Gate</h2>" in waiting and "checked here on the figures above" in waiting
     assert "an earlier run" not in waiting
 
@@ -467,9 +467,9 @@ CHROMIUM = pytest.mark.skipif(not shutil.which("chromedriver") and not os.enviro
 def test_report_renders_in_headless_chromium(run_folder):
     from selenium.webdriver.common.by import By
 
-    from jobs import report
+    from jobs import report, report_data
 
-    path = report.write(str(run_folder / "report.html"), report.gather(_cfg(run_folder), str(run_folder)))
+    path = report.write(str(run_folder / "report.html"), report_data.gather(_cfg(run_folder), str(run_folder)))
     driver = _chromium()
     try:
         driver.get(Path(path).as_uri())
@@ -503,9 +503,9 @@ def test_a_tuned_runs_report_renders_in_headless_chromium(tuned_folder):
     the charts loaded, the gate's missed bar in its colour."""
     from selenium.webdriver.common.by import By
 
-    from jobs import report
+    from jobs import report, report_data
 
-    path = report.write(str(tuned_folder / "report.html"), report.gather(_tuned_cfg(tuned_folder), str(tuned_folder)))
+    path = report.write(str(tuned_folder / "report.html"), report_data.gather(_tuned_cfg(tuned_folder), str(tuned_folder)))
     driver = _chromium()
     try:
         driver.get(Path(path).as_uri())

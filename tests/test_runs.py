@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import records
 from jobs.local import runs
 from tests.conftest import assert_no_processes_left
 
@@ -192,7 +193,7 @@ def test_run_json_keeps_the_study_and_the_gate_and_a_tuned_runs_dirs_are_the_ver
     assert f"model (SavedModel)  {tmp_path / '2' / 'model'}" in text
     assert "  training            trial 2: 6 steps, 1 replicas (S), global batch 8, final train loss 0.5000" in text
     runs.write_record(str(tmp_path), cfg.to_json(), summary)
-    record = json.loads((tmp_path / runs.RECORD_NAME).read_text())
+    record = json.loads((tmp_path / records.RUN_RECORD).read_text())
     assert record["tuning"]["trials"][2]["state"] == "FAILED" and record["tuning"]["metric"] == "val_rmse"
     assert record["gate"] == PASSED and record["summary"]["gate"] == PASSED
 
@@ -201,7 +202,7 @@ def test_run_json_keeps_the_study_and_the_gate_and_a_tuned_runs_dirs_are_the_ver
     assert plain["tuning"] == {} and plain["gate"] == {} and plain["verified_trial"] is None
     assert plain["training"] == {"steps": 99} and plain["dirs"]["model"] == str(tmp_path / "model")
     runs.write_record(str(tmp_path), "{}", plain)
-    record = json.loads((tmp_path / runs.RECORD_NAME).read_text())
+    record = json.loads((tmp_path / records.RUN_RECORD).read_text())
     assert record["tuning"] == {} and record["gate"] == {}
 
 

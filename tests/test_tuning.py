@@ -176,7 +176,7 @@ def test_flags_are_written_as_vertex_writes_them(tmp_path):
 
 # -- the hypertune file ------------------------------------------------------------------------------------
 def test_the_last_report_counts_and_the_tags_are_listed(tmp_path):
-    from jobs.tuning.local import last_value, read_reports, reported_tags
+    from jobs.records import last_value, read_reports, reported_tags
 
     path = tmp_path / "chief-0.metrics"
     path.write_text('{"timestamp": 1, "trial": "1", "val_rmse": "0.5", "global_step": "1", "checkpoint_path": ""}\n'
@@ -293,7 +293,8 @@ def test_max_failed_trials_stops_the_study_and_zero_means_the_first(tmp_path, mo
 
 
 def test_a_rerun_keeps_succeeded_trials_and_runs_the_others_again(tmp_path, monkeypatch):
-    from jobs.tuning.local import read_study, run_local_study
+    from jobs.records import read_study
+    from jobs.tuning.local import run_local_study
 
     ran = fake_trials(monkeypatch, {"2": FAILED, "*": OK})
     with pytest.raises(Exception):

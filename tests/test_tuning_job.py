@@ -166,7 +166,7 @@ def test_a_bad_section_or_spec_is_one_line_before_any_call(tmp_path):
 
 
 def test_a_retried_task_follows_the_job_it_created(tmp_path):
-    from jobs.cloud import custom_job
+    from jobs.cloud import job_runner
 
     cfg = job_config()
     with VertexStandIn(tuning_trials=TRIALS) as vertex:
@@ -176,7 +176,7 @@ def test_a_retried_task_follows_the_job_it_created(tmp_path):
         assert again.returncode == 0, again.stderr[-2000:]
         assert len(vertex.calls("POST", r"/hyperparameterTuningJobs$")) == 1
     (name,) = [j.name for j in vertex.tuning_jobs.values()]
-    assert custom_job.existing_job(str(tmp_path / "gcp_resources"), "HyperparameterTuningJob",
+    assert job_runner.existing_job(str(tmp_path / "gcp_resources"), "HyperparameterTuningJob",
                                    "hyperparameterTuningJobs") == name
     assert f"resuming: HyperparameterTuningJob {name} was created by an earlier attempt" in again.stdout
 

@@ -20,8 +20,8 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     ``<base>/tuning.json``, every trial (parameters, metric, state, seconds) and the best one; ``tensorboard`` and
     ``checkpoints``: the best trial's folders. On Vertex the same section runs as a HyperparameterTuningJob
     (``hyperparameter_tuning_job``)."""
-    from jobs import steps
-    from jobs.tuning.local import RECORD, StudyFailed, run_local_study
+    from jobs import records, steps
+    from jobs.tuning.local import StudyFailed, run_local_study
     from trainers import config as config_lib
     from trainers.errors import ConfigError
     from trainers.paths import join
@@ -49,7 +49,7 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     metrics.log_metric("trials", float(len(states)))
     metrics.log_metric("trials_succeeded", float(states.count("SUCCEEDED")))
     metrics.log_metric("study_seconds", float(record["seconds"]))
-    study.uri = join(config_lib.resolved_base_dir(cfg), RECORD)
+    study.uri = join(config_lib.resolved_base_dir(cfg), records.TUNING_RECORD)
     best_base = best["model_dir"].rstrip("/").rsplit("/", 1)[0]  # <base>/<trial id>, laid out as Vertex does
     tensorboard.uri, checkpoints.uri = join(best_base, "logs"), join(best_base, "checkpoints")
     study.metadata.update({"metric": record["metric"], "goal": record["goal"], "best_trial": best,

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
+from jobs.errors import CloudError
+
 AUTH_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "
              "service-account key file")
 GOOGLE_SUFFIXES = (".googleapis.com", ".pkg.dev", ".gcr.io")
@@ -63,8 +65,6 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 READ, CREATE_OWN_ID, CREATE_SERVER_ID = "read", "create-own-id", "create-server-id"
 
 
-class CloudError(Exception):
-    """A cloud call that cannot go on; ``str(exc)`` is one line meant for a person."""
 
 
 # --------------------------------------------------------------------------------------------------

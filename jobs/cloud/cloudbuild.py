@@ -45,7 +45,7 @@ def split_image(image: str) -> tuple[str, str]:
     """``host/path/name:tag`` -> (``host/path/name``, ``tag``) through THE reference parser; a build needs
     an explicit tag, because ``results.images`` is matched by name and an untagged push would silently be
     ``:latest``."""
-    from jobs.images import parse_reference
+    from jobs.image_reference import parse_reference
 
     ref = parse_reference(image)
     if ref.digest:
@@ -195,7 +195,7 @@ def build_and_push(context_tar: Path, image: str, dockerfile: str, *, project: s
 def registry_project(repository: str) -> str | None:
     """The project that owns an Artifact Registry (``REGION-docker.pkg.dev/PROJECT/...``) or Container
     Registry (``[REGION.]gcr.io/PROJECT/...``) repository; None for any other registry."""
-    from jobs.images import parse_reference
+    from jobs.image_reference import parse_reference
 
     ref = parse_reference(repository)
     parts = ref.path.split("/")

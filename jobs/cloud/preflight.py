@@ -18,7 +18,7 @@ import re
 from typing import Iterable
 
 from jobs.hardware.rules import REGION_RE
-from jobs.images import PLACEHOLDER_PROJECT
+from jobs.job_image import PLACEHOLDER_PROJECT
 from jobs.validate import NAME_RE as PIPELINE_NAME_RE
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
@@ -115,8 +115,7 @@ def _region_family_ok(host: str, region: str) -> bool:
 
 def image_problems(field: str, image: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
-    from jobs.images import BuildError
-    from jobs.images import parse_reference
+    from jobs.image_reference import BuildError, parse_reference
 
     fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:TAG@sha256:DIGEST"
     if not image:
@@ -169,7 +168,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     ``--image``; ``replicas_only``: the components' image is checked elsewhere, e.g. inside a template),
     Model Registry fields, and the config's own rules with region = ``region``."""
     from jobs import validate
-    from jobs.images import component_image, job_image
+    from jobs.job_image import component_image, job_image
 
     errors: list[Problem] = []
     warnings: list[str] = []

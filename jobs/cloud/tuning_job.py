@@ -4,7 +4,8 @@ whose trial job is exactly the CustomJob spec the training step would send.
 Why not GCPC's ``HyperparameterTuningJobRunOp``: its launcher goes through the same
 ``JobRemoteRunner.create_job`` as its CustomJob op, which removes empty entries recursively, so a ``{}`` pool kept
 for an evaluator's position would be dropped (``jobs/cloud/custom_job.py`` says why that matters), and it sends
-the spec pieces as strings pasted into one JSON payload. This module is modelled on ``jobs.cloud.custom_job``:
+the spec pieces as strings pasted into one JSON payload. This module is the study's spec -> request conversion
+and the reading of its outputs; ``jobs.cloud.job_runner`` (THE runner of every Vertex job) does the rest:
 
 * :func:`study_spec` maps the section onto ``StudySpec``: the metric (``metric_id`` + MINIMIZE/MAXIMIZE), each
   parameter's spec (``double_value_spec``/``integer_value_spec``/``categorical_value_spec``/
@@ -16,13 +17,11 @@ the spec pieces as strings pasted into one JSON payload. This module is modelled
   unknown fields refused) from that, the trial counts and ``trial_job_spec``, a ``CustomJobSpec`` given as a
   dict in proto field names (worker pools by position, ``{}`` kept between used pools), with the run's system
   labels;
-* :func:`run` creates it under the client policy (``kind=CREATE_SERVER_ID``: the job's id is Vertex's, a create
-  whose answer was lost is not repeated), writes ``gcp_resources`` (GCPC's format, resource type
-  ``HyperparameterTuningJob``), follows a job an earlier attempt of the task created instead of creating
-  another, polls to a terminal state, cancels the job on SIGTERM (the pipeline was cancelled); a failed job is
-  one line carrying its error;
-* :func:`best_trial` picks the best SUCCEEDED trial from the finished job (Vertex names none:
-  python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
+* :func:`run` creates it through the runner (created once, ``gcp_resources`` in GCPC's format with resource type
+  ``HyperparameterTuningJob``, a retried task following the job it created, polled to a terminal state with
+  the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error);
+* :func:`best_trial` picks the best trial of the finished job by the rule every study shares
+  (``jobs.records.best_of``; Vertex names none: python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
   ``AIP_MODEL_DIR`` to ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
   https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec).
 
@@ -31,22 +30,33 @@ the spec pieces as strings pasted into one JSON payload. This module is modelled
 from __future__ import annotations
 
 import json
-import math
-import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs.cloud import clients
-from jobs.cloud.custom_job import Terminated, existing_job, step_status, system_labels, write_gcp_resources
+from jobs import records
+from jobs.cloud import clients, job_runner
 from jobs.job_spec import pools_by_position
 
-RESOURCE, COLLECTION = "HyperparameterTuningJob", "hyperparameterTuningJobs"
 ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "bayesian": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH",
               "grid": "GRID_SEARCH"}
 SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
-_RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
-            "JOB_STATE_UPDATING", "JOB_STATE_UNSPECIFIED")
+
+
+def _trial_counts(job) -> str:
+    """What a progress line adds: how many trials are in which state."""
+    states: dict[str, int] = {}
+    for trial in job.trials:
+        states[trial.state.name] = states.get(trial.state.name, 0) + 1
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
+    return f" (trials: {counts})" if counts else ""
+
+
+TUNING_JOB = job_runner.JobType(
+    resource="HyperparameterTuningJob", collection="hyperparameterTuningJobs", method="hyperparameter_tuning_job",
+    gcloud="hp-tuning-jobs", progress=_trial_counts,
+    created=lambda job: (f": {job.max_trial_count} trials, {job.parallel_trial_count} at once, "
+                         f"{len(job.trial_job_spec.worker_pool_specs)} worker pools each"))
 
 
 def tuning_section(tuning: Any):
@@ -98,9 +108,6 @@ def study_spec(tuning: Any) -> dict[str, Any]:
 def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any],
                labels: dict[str, str] | None = None):
     """The ``aiplatform_v1.HyperparameterTuningJob`` to create (see the module doc)."""
-    from google.cloud import aiplatform_v1
-    from google.protobuf import json_format
-
     t = tuning_section(tuning)
     if not isinstance(trial_job_spec, dict):
         raise clients.CloudError(f"trial_job_spec: expected a CustomJobSpec as a mapping, got "
@@ -109,22 +116,10 @@ def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any]
         trial = {**trial_job_spec, "worker_pool_specs": pools_by_position(trial_job_spec.get("worker_pool_specs") or [])}
     except ValueError as exc:
         raise clients.CloudError(f"trial_job_spec.{exc}") from None
-    body = {"display_name": display_name, "study_spec": study_spec(t), "max_trial_count": t.max_trials,
-            "parallel_trial_count": t.parallel_trials, "max_failed_trial_count": t.max_failed_trials,
-            "trial_job_spec": trial, "labels": {**system_labels(), **(labels or {})}}
-    message = aiplatform_v1.HyperparameterTuningJob.pb()()
-    try:
-        json_format.ParseDict(body, message)
-    except json_format.ParseError as exc:
-        raise clients.CloudError(f"the HyperparameterTuningJob for {display_name!r} is not valid: "
-                                 f"{' '.join(str(exc).split())}") from None
-    return aiplatform_v1.HyperparameterTuningJob.wrap(message)
-
-
-def hint(name: str) -> str:
-    _, project, _, location, _, job_id = name.split("/")[:6]
-    return (f"gcloud ai hp-tuning-jobs describe {job_id} --region {location} --project {project}; cancel: "
-            f"gcloud ai hp-tuning-jobs cancel {job_id} --region {location} --project {project}")
+    return job_runner.request(TUNING_JOB, {
+        "display_name": display_name, "study_spec": study_spec(t), "max_trial_count": t.max_trials,
+        "parallel_trial_count": t.parallel_trials, "max_failed_trial_count": t.max_failed_trials,
+        "trial_job_spec": trial, "labels": labels or {}})
 
 
 def trials(job, tuning: Any) -> list[dict[str, Any]]:
@@ -145,85 +140,27 @@ def trials(job, tuning: Any) -> list[dict[str, Any]]:
 
 
 def best_trial(job, tuning: Any, base_output_directory: str = "") -> dict[str, Any] | None:
-    """The SUCCEEDED trial with the best final metric (the lowest id among equals), with its model folder."""
+    """The best trial of the finished job by THE rule (``jobs.records.best_of``: the SUCCEEDED trial with the
+    best finite final metric, the lowest id among equals), with its model folder."""
     t = tuning_section(tuning)
-    done = [tr for tr in trials(job, t) if tr["state"] == "SUCCEEDED" and tr["metric"] is not None
-            and math.isfinite(tr["metric"])]
-    if not done:
+    best = records.best_of(trials(job, t), t.goal)
+    if best is None:
         return None
-    sign = 1 if t.goal == "minimize" else -1
-    best = min(done, key=lambda tr: (sign * tr["metric"], int(tr["id"]) if tr["id"].isdigit() else tr["id"]))
     best = {k: best[k] for k in ("id", "parameters", "metric")}
     if base_output_directory:
         best["model_dir"] = f"{base_output_directory.rstrip('/')}/{best['id']}/model"
     return best
 
 
-def _terminate(signum, frame):
-    raise Terminated()
-
-
 def run(*, project: str, location: str, gcp_resources: str, display_name: str, tuning: Any,
         trial_job_spec: dict[str, Any], api_endpoint: str = "", labels: dict[str, str] | None = None,
         log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep):
-    """Create (or resume) the HyperparameterTuningJob and follow it to the end; returns the finished job. A
-    failed, cancelled or expired job, or a give-up of the policy, is a CloudError with one line."""
-    from google.cloud import aiplatform_v1
-
+    """Create (or resume) the HyperparameterTuningJob and follow it to the end (``jobs.cloud.job_runner.run``);
+    returns the finished job. A failed, cancelled or expired job, or a give-up of the policy, is a CloudError
+    with one line."""
     job = tuning_job(display_name=display_name, tuning=tuning, trial_job_spec=trial_job_spec, labels=labels)
-    client = aiplatform_v1.JobServiceClient(**clients.client_kwargs(
-        api_endpoint or f"{location}-aiplatform.googleapis.com", "Vertex AI"))
-    parent = f"projects/{project}/locations/{location}"
-    name = existing_job(gcp_resources, RESOURCE, COLLECTION)
-    if name:
-        log(f"resuming: HyperparameterTuningJob {name} was created by an earlier attempt of this task; following it")
-    else:
-        listing = (f"gcloud ai hp-tuning-jobs list --region {location} --project {project} "
-                   f"--filter=displayName={job.display_name}")
-        created = clients.call(client.create_hyperparameter_tuning_job, parent=parent, hyperparameter_tuning_job=job,
-                               kind=clients.CREATE_SERVER_ID,
-                               doing=f"creating HyperparameterTuningJob {job.display_name!r} in {parent}",
-                               unsure=f"a HyperparameterTuningJob may have been created even so: {listing}")
-        name = created.name
-        write_gcp_resources(gcp_resources, name, location, api_endpoint, RESOURCE)
-        log(f"created HyperparameterTuningJob {name}: {job.max_trial_count} trials, {job.parallel_trial_count} at "
-            f"once, {len(job.trial_job_spec.worker_pool_specs)} worker pools each")
-    clients.keeps_running(f"HyperparameterTuningJob {name}", hint(name))
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        return _follow(client, name, log, sleep)
-    except Terminated:
-        clients.call(client.cancel_hyperparameter_tuning_job, name=name,
-                     doing=f"cancelling HyperparameterTuningJob {name}", unsure=f"it may still be running: {hint(name)}")
-        log(f"the pipeline was cancelled: cancelled HyperparameterTuningJob {name}")
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _follow(client, name: str, log: Callable[[str], None], sleep: Callable[[float], None]):
-    last, interval = None, 1.0
-    while True:
-        job = clients.call(client.get_hyperparameter_tuning_job, name=name, doing=f"reading HyperparameterTuningJob "
-                           f"{name}", unsure=f"the job may still be running: {hint(name)}")
-        states = {}
-        for trial in job.trials:
-            states[trial.state.name] = states.get(trial.state.name, 0) + 1
-        seen = (job.state.name, tuple(sorted(states.items())))
-        if seen != last:
-            counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
-            log(f"{time.strftime('%H:%M:%S')}  HyperparameterTuningJob {name.rsplit('/', 1)[-1]}: "
-                f"{job.state.name.replace('JOB_STATE_', '')}" + (f" (trials: {counts})" if counts else ""))
-            last = seen
-        if job.state.name == "JOB_STATE_SUCCEEDED":
-            clients.ended(f"HyperparameterTuningJob {name}")
-            return job
-        if job.state.name not in _RUNNING:
-            message = " ".join((job.error.message or "no error message was given").split())
-            raise clients.CloudError(f"HyperparameterTuningJob {name} ended "
-                                     f"{job.state.name.replace('JOB_STATE_', '')}: {message}")
-        sleep(min(interval, clients.policy().poll_s))
-        interval *= 2
+    return job_runner.run(TUNING_JOB, job, project=project, location=location, gcp_resources=gcp_resources,
+                          api_endpoint=api_endpoint, log=log, sleep=sleep)
 
 
 def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_trial_path: str = "",
@@ -290,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"best trial {best['id']}: {json.dumps(best['parameters'], sort_keys=True)} -> metric "
               f"{best['metric']:g}; model {best['model_dir']}", flush=True)
 
-    return step_status(step)
+    return job_runner.step_status(step)
 
 
 if __name__ == "__main__":

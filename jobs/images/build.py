@@ -23,19 +23,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from jobs.images.builders import BACKENDS, builder_for
+from jobs.images.builders import BACKENDS, InputError, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
 from jobs.image_reference import BuildError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/images/build.py)
-
-
-class InputError(Exception):
-    """Bad input: nothing was built; ``lines`` are the problems, one line each."""
-
-    def __init__(self, lines: list[str]):
-        super().__init__("\n".join(lines))
-        self.lines = list(lines)
 
 
 @dataclasses.dataclass

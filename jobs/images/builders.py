@@ -26,6 +26,15 @@ from jobs.images.context import BuildContext, write_tar
 BACKENDS = ("docker", "cloudbuild")
 
 
+class InputError(Exception):
+    """Bad input for a build (``run.py build``'s flags, the job's config): nothing was built; ``lines`` are the
+    problems, one line each."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
 class ImageBuilder(abc.ABC):
     """Builds a context into ``repository:tag`` and returns the pushed image by digest."""
 

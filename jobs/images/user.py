@@ -333,7 +333,7 @@ def user_repository(image: str | None) -> str:
 
 
 def _no_placeholder(what: str, repository: str) -> None:
-    from jobs.images import PLACEHOLDER_PROJECT
+    from jobs.job_image import PLACEHOLDER_PROJECT
 
     if f"/{PLACEHOLDER_PROJECT}/" in f"{repository}/":
         raise BuildError(f"{what} {repository} still names the presets' placeholder project {PLACEHOLDER_PROJECT!r}; "
@@ -363,10 +363,10 @@ def build_user_image(cfg, req, builder, log: Callable[[str], None]) -> str:
     """``run.py build`` for a job with a ``trainer:`` section (``req``: ``jobs.images.build.Request``;
     ``builder``: ``jobs.images.builders.ImageBuilder``): the trainer image (built, found, or
     ``container.base_image``), then the user's image FROM it; returns the user's image by digest. Bad input is
-    ``jobs.images.build.InputError`` (nothing built); a failed build a CloudError."""
+    ``jobs.images.builders.InputError`` (nothing built); a failed build a CloudError."""
     from jobs import job_spec
     from jobs import job_image
-    from jobs.images.build import InputError
+    from jobs.images.builders import InputError
     from trainers.errors import ConfigError
 
     started = time.monotonic()

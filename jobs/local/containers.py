@@ -107,7 +107,7 @@ class Settings:
 def engine_client(timeout_s: float = CREATE_TIMEOUT_S):
     """The engine's client (``jobs.images.docker.client``, the one factory) with this runner's timeout; an
     unreachable engine is one ContainerError line."""
-    from jobs.images import BuildError
+    from jobs.image_reference import BuildError
     from jobs.images.docker import client as engine
 
     try:
@@ -154,7 +154,7 @@ def local_reference(c, reference: str, pull: bool = True) -> str:
     not in an image's tags or RepoDigests, and ``REPO:TAG@sha256:...`` never is."""
     import docker
 
-    from jobs.images import parse_reference
+    from jobs.image_reference import parse_reference
 
     try:
         ref = parse_reference(reference)

@@ -122,7 +122,7 @@ def is_pinned(image: str | None) -> bool:
     """A reference with a tag or digest is used as is; a bare repository (or none) means: build first."""
     if not image:
         return False
-    from jobs.images import parse_reference
+    from jobs.image_reference import parse_reference
 
     try:
         ref = parse_reference(image)

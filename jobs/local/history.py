@@ -1,8 +1,10 @@
-"""Run history: list the local runs under an output root, compare two, prune old ``--fresh`` copies.
+"""Run history: the local runs under an output root read back, listed, and two compared.
 
     python pipelines/run.py runs list [--root runs] [--json]
     python pipelines/run.py runs compare A B [--root runs] [--json]
     python pipelines/run.py runs prune [--keep N] [--older-than DAYS] [--dry-run] [--root runs]
+
+(the command line: ``jobs.local.runs_cli``; ``prune``, the one command that deletes: ``jobs.local.prune``)
 
 The one home of reading a run folder back as a row of history (why ~600 lines in one module: the three
 commands share that one reader, which decides a run's status from whatever records it left). Everything comes from the records a run
@@ -16,7 +18,7 @@ already leaves (``jobs.local.runs``), nothing new is written by a run for this:
   that never finished (``config_json``), ``checkpoints/checkpoint``: how far it trained, ``metrics.json``;
 * ``.run.lock``: held while a run is live (``running``); ``prune`` takes it before removing a folder, so a
   live run is never removed, and a run cannot start in a folder while it is being removed;
-* ``tuning.json`` and ``gate.json`` (``jobs.records``): the study's trials and best trial, the gate's verdict.
+* ``tuning.json`` and ``gate.json`` (``jobs.records``, which names every record): the study's trials and best trial, the gate's verdict.
   A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
   ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
@@ -26,7 +28,6 @@ listing takes well under a second.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import json
@@ -47,7 +48,7 @@ DEFAULT_KEEP = 3
 ARCHIVE_RE = re.compile(r"^(?P<base>.+)\.(?P<stamp>\d{8}-\d{6})(?:-(?P<n>\d+))?$")
 LOG_RE = re.compile(r"^run-(\d{8}-\d{6})\.log$")
 STAMP = "%Y%m%d-%H%M%S"
-MARKERS = (runs.RECORD_NAME, runs.STEPS_NAME, runs.LOCK_NAME, "metrics.json", "training.json", "checkpoints",
+MARKERS = (records.RUN_RECORD, records.STEPS_RECORD, runs.LOCK_NAME, records.METRICS_RECORD, records.TRAINING_RECORD, "checkpoints",
            "pipeline_root")
 TAIL_BYTES = 64 * 1024
 STATUSES = ("running", "finished", "interrupted", "failed", "unfinished")
@@ -217,10 +218,10 @@ def read_run(path: str) -> Run:
     """Everything the records say about the run in ``path`` (see the module docstring)."""
     path = os.path.abspath(path)
     name = os.path.basename(path.rstrip("/"))
-    record = records.read_at(path, runs.RECORD_NAME)
+    record = records.read_at(path, records.RUN_RECORD)
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
-    steps_record = records.read_at(path, runs.STEPS_NAME)
-    metrics_json = records.read_at(path, "metrics.json")
+    steps_record = records.read_at(path, records.STEPS_RECORD)
+    metrics_json = records.read_at(path, records.METRICS_RECORD)
     logs = _logs(path)
     last_log = os.path.join(path, "logs", logs[-1]) if logs else None
     log_started = _parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
@@ -266,7 +267,7 @@ def read_run(path: str) -> Run:
         step_times = steps_record.get("steps") or []
         verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
                        for x in step_times if isinstance(x, dict))  # this attempt's own verification
-        metrics = _metrics({"verification": records.read_at(path, "verification.json")} if verified else {},
+        metrics = _metrics({"verification": records.read_at(path, records.VERIFICATION_RECORD)} if verified else {},
                            metrics_json)
     training_cfg = (config or {}).get("training") if isinstance((config or {}).get("training"), dict) else {}
     total = training_cfg.get("steps") if isinstance(training_cfg.get("steps"), int) and training_cfg.get("steps") else None
@@ -275,7 +276,7 @@ def read_run(path: str) -> Run:
     if when is None:
         when = dt.datetime.fromtimestamp(os.path.getmtime(path)).astimezone().isoformat(timespec="seconds")
     # the folder's own report (run.json names it at the path the run had: a --fresh copy was renamed since)
-    report = os.path.join(path, "report.html") if os.path.exists(os.path.join(path, "report.html")) else None
+    report = os.path.join(path, records.REPORT_PAGE) if os.path.exists(os.path.join(path, records.REPORT_PAGE)) else None
     code = summary.get("code_version") if isinstance(summary.get("code_version"), dict) else {}
     archive = ARCHIVE_RE.match(name)
     return Run(name=name, path=path, job=(config or {}).get("name") or summary.get("name"), status=status, note=note,
@@ -321,7 +322,7 @@ def list_runs(root: str) -> list[Run]:
     if not os.path.isdir(root):
         raise UsageError(str(problem("--root", f"{root} is not a folder; give the folder that holds the run folders "
                                                "(the parent of output.base_dir)", [DEFAULT_ROOT])))
-    if is_run_folder(root) and os.path.exists(os.path.join(root, runs.RECORD_NAME)):
+    if is_run_folder(root) and os.path.exists(os.path.join(root, records.RUN_RECORD)):
         parent = os.path.dirname(os.path.abspath(root)) or "/"
         raise UsageError(str(problem("--root", f"{root} is a run folder itself; give the folder that holds runs",
                                      [parent])))
@@ -512,80 +513,3 @@ def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
 
 
 # -- the command line -------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one ``error:`` line (the house rule), raised rather than printed + exit 2."""
-
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--keep must be a whole number >= 0, got {text!r} (e.g. --keep 3)")
-    return value
-
-
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"--older-than must be a number of days >= 0, got {text!r} (e.g. --older-than 7)")
-    return value
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="List, compare and prune the local runs under an output root.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
-    ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
-    ls.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
-    ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
-    cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
-    cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
-    cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
-    cmp.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
-    cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
-    pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
-                                      "run, never a run folder itself")
-    pr.add_argument("--keep", type=_non_negative_int, default=None, metavar="N",
-                    help=f"keep the newest N copies of each run folder (default {DEFAULT_KEEP}; 0 with --older-than "
-                         "alone)")
-    pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
-                    help="only remove copies made (by --fresh) more than DAYS days ago")
-    pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
-    pr.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python pipelines/run.py runs ...``: 0 done, 2 bad input (one ``error:`` line)."""
-    try:
-        try:
-            args = parse_args(list(sys.argv[1:] if argv is None else argv))
-        except SystemExit as exc:  # --help
-            return int(exc.code or 0)
-        if args.command == "list":
-            show_list(list_runs(args.root), args.root, args.json)
-        elif args.command == "compare":
-            a = resolve(args.root, args.a, "A")
-            b = resolve(args.root, args.b, "B")
-            show_compare(a, b, args.json)
-        else:
-            from jobs.local.prune import prune
-
-            keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
-            prune(args.root, keep, args.older_than, args.dry_run)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

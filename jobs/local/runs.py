@@ -29,13 +29,11 @@ import sys
 import time
 from typing import Any
 
+from jobs import records
+from trainers import fileio
 from trainers.paths import join
 
 LOCK_NAME = ".run.lock"
-RECORD_NAME = "run.json"
-#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``StepTimer``): what the
-#: report step (inside the pipeline, before run.json exists) and ``runs list`` of an unfinished run read.
-STEPS_NAME = "steps.json"
 #: run.py's exit status when another live run holds the output folder (EX_TEMPFAIL: try again later).
 EXIT_BUSY = 75
 
@@ -112,9 +110,8 @@ class RunLock:
 
 
 def read_record(base: str) -> dict[str, Any]:
-    from trainers import fileio
-
-    return fileio.read_json(join(base, RECORD_NAME)) or {}
+    """The record of the run that last finished in ``base`` (``run.json``, ``jobs.records.read_run``)."""
+    return records.read_run(base)
 
 
 def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
@@ -123,9 +120,7 @@ def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
     ``verification`` (what the verify step found: signature, input/output specs, predictions, latency),
     ``tuning`` (the study's record, ``tuning.json``: every trial and the best; {} without a ``tuning:`` section)
     and ``gate`` (the gate's record, ``gate.json``: each bar's line and the verdict; {} without a gate)."""
-    from trainers import fileio
-
-    fileio.write_json_atomic(join(base, RECORD_NAME), {
+    records.write_at(base, records.RUN_RECORD, {
         "status": "succeeded", "finished": _now(), "config": json.loads(config_json), "summary": summary,
         "steps": summary.get("steps") or [], "verification": summary.get("verification") or {},
         "tuning": summary.get("tuning") or {}, "gate": summary.get("gate") or {}})
@@ -227,10 +222,8 @@ class StepTimer:
     def _write(self) -> None:
         if not self.record_dir or "://" in self.record_dir:
             return
-        from trainers import fileio
-
         try:
-            fileio.write_json_atomic(os.path.join(self.record_dir, STEPS_NAME), {
+            fileio.write_json_atomic(os.path.join(self.record_dir, records.STEPS_RECORD), {
                 "started": self.started, "steps": self.steps, "running": sorted(self._started)})
         except OSError:  # a record, never a reason for the run to fail
             pass
@@ -274,9 +267,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
                 ) -> dict[str, Any]:
     """What the run did, from its records (``jobs.records``). A tuned run trained in its trials' folders: its
     ``dirs`` and ``training`` figures are those of the trial whose model was verified (the study's best)."""
-    from jobs import records
     from trainers.cluster import output_dirs
-    from jobs.report import code_version
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
@@ -285,14 +276,14 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
     tuning = records.read_tuning(cfg)
     trial = records.verified_trial(tuning, verification.get("model_dir") or "") if tuning else None
     return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
-            "code_version": code_version(),
+            "code_version": records.code_version(),
             "dirs": records.trial_dirs(base, trial) if trial else output_dirs(None, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
             "training": records.read_trial_metrics(base, trial) if trial else records.read_metrics(cfg),
             "trainer": records.read_training(cfg), "verification": verification,
             "evaluation": records.read_evaluation(cfg), "tuning": tuning,
             "verified_trial": str(trial.get("id")) if trial else None, "gate": records.read_gate(cfg),
-            "log_file": log_file, "report": join(base, "report.html")}
+            "log_file": log_file, "report": join(base, records.REPORT_PAGE)}
 
 
 def _num(value: Any, spec: str) -> str:
@@ -350,8 +341,6 @@ def _verification_line(v: dict[str, Any]) -> str:
 def study_line(study: dict[str, Any], verified: Any = None) -> str:
     """The study in one line: trials run and how they ended, the best trial's id, values and metric, and the
     trial the verified model came from when it is not the best."""
-    from jobs import records
-
     n = records.study_counts(study)
     ended = f"{n['succeeded']} succeeded" + (f", {n['failed']} failed" if n["failed"] else "") + (
         f", {n['other']} stopped or running" if n["other"] else "")
@@ -369,8 +358,6 @@ def study_line(study: dict[str, Any], verified: Any = None) -> str:
 
 def gate_line(gate: dict[str, Any]) -> str:
     """The gate's verdict in one line: passed (with every bar's line) or the bar it missed."""
-    from jobs import records
-
     if gate.get("passed"):
         lines = [str(x) for x in gate.get("lines") or []]
         return f"passed ({len(lines)} bar(s)): " + "; ".join(lines) if lines else "passed (no bar set)"

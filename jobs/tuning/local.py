@@ -1,6 +1,7 @@
 """A study on this machine, trial by trial under the contract Vertex gives each trial of a HyperparameterTuningJob.
 
-Each trial is the job's whole topology (every worker pool, every replica) under ``jobs.local.launcher``, with:
+Each trial is the job's whole topology (every worker pool, every replica) through the one local launch
+(``jobs.local.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
   (``jobs.tuning_spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
@@ -12,7 +13,7 @@ Each trial is the job's whole topology (every worker pool, every replica) under 
   ``google.cloud.aiplatform_v1.types.CustomJobSpec``);
 * its metric read the way Vertex reads it: the file cloudml-hypertune writes (``CLOUD_ML_HP_METRIC_FILE``,
   one JSON line per report, the value as a string under its tag). Every replica gets its own file,
-  ``<base>/<trial_id>/hypertune/<role>-<index>.metrics``, so parallel trials (and the replicas of one trial)
+  ``<base>/<trial_id>/hypertune/<role>-<index>.metrics`` (the trials' layout is ``jobs.records``'), so parallel trials (and the replicas of one trial)
   never write one file; the chief's (workerpool0) is the trial's. Of several reports the LAST counts:
   ``StudySpec.measurementSelectionType`` unset "will be treated as LAST_MEASUREMENT" (aiplatform_v1
   ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.tuning_job`` sends LAST_MEASUREMENT so both agree.
@@ -40,7 +41,8 @@ no further trial starts, the running ones finish, and if none of them reports th
 stops with ONE ``error:`` line naming the tag the study expects and the tags the trainer did report
 (:class:`trainers.errors.ConfigError`, field ``tuning.metric``).
 
-The study's record is ``<base>/tuning.json``, written atomically when a trial starts and ends:
+The study's record is ``<base>/tuning.json`` (``jobs.records``: its name, its reading and writing, and THE
+best-trial rule the study, Vertex's study and every reader share), written atomically when a trial starts and ends:
 ``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
 [{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial",
 "seconds"}``; the study's ``seconds`` add up over every run of it (a resumed study keeps its earlier time).
@@ -48,27 +50,19 @@ The study's record is ``<base>/tuning.json``, written atomically when a trial st
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import math
 import os
 import shutil
-import sys
 import threading
 import time
 from typing import Any, Callable
 
+from jobs import records
+from jobs import tuning_spec as spec_lib
+from jobs.records import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from trainers import config as config_lib
-from trainers import fileio
 from trainers.errors import ConfigError, problem
 from trainers.paths import join
-
-from jobs import tuning_spec as spec_lib
-
-RECORD = "tuning.json"
-HYPERTUNE_DIR = "hypertune"
-#: What cloudml-hypertune writes beside the reported tag on every line.
-REPORT_FIELDS = frozenset({"timestamp", "trial", "global_step", "checkpoint_path"})
-SUCCEEDED, FAILED, INFEASIBLE, STOPPED, ACTIVE = "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", "ACTIVE"
 
 
 class StudyFailed(RuntimeError):
@@ -76,93 +70,36 @@ class StudyFailed(RuntimeError):
     written first."""
 
 
-# -- where a trial's things are -----------------------------------------------------------------------
-def trial_base(base: str, trial_id: str) -> str:
-    """A trial's base output directory: the study's base, then the trial id (Vertex's layout)."""
-    return join(base, str(trial_id))
-
-
-def metric_file(base: str, trial_id: str, role: str = "chief", index: int = 0) -> str:
-    """The cloudml-hypertune file of one replica of a trial (the chief's is the trial's)."""
-    return os.path.join(trial_base(base, trial_id), HYPERTUNE_DIR, f"{role}-{index}.metrics")
-
-
-def read_reports(path: str) -> list[dict[str, Any]]:
-    """The reports in a cloudml-hypertune file, oldest first ([] when there is none). A line that is not a JSON
-    object is skipped (the library rewrites the whole file on every report)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (FileNotFoundError, IsADirectoryError):
-        return []
-    reports = []
-    for line in lines:
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            reports.append(doc)
-    return reports
-
-
-def reported_tags(reports: list[dict[str, Any]]) -> list[str]:
-    return sorted({k for r in reports for k in r if k not in REPORT_FIELDS})
-
-
-def last_value(reports: list[dict[str, Any]], tag: str) -> float | None:
-    """The last reported value of ``tag`` (Vertex's LAST_MEASUREMENT); NaN when it is not a number; None when
-    the tag was never reported."""
-    for report in reversed(reports):
-        if tag in report:
-            try:
-                return float(report[tag])
-            except (TypeError, ValueError):
-                return math.nan
-    return None
-
-
 # -- one trial ------------------------------------------------------------------------------------------
 def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *, log: Callable[[str], None] = print,
                  stop: threading.Event | None = None):
-    """Run one trial: the job's worker pools under the local launcher, with the trial's flags, its
-    ``CLOUD_ML_TRIAL_ID``, its folders under ``<base>/<id>/`` and a hypertune file per replica. Returns the
-    launcher's ``JobResult`` (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set.
-    The one place a study starts a trial: re-point it when the way jobs are launched changes."""
-    from jobs import job_spec
-    from jobs.local import containers, launcher
+    """Run one trial: the job's worker pools through the one local launch (``jobs.local.custom_job``), with the
+    trial's flags after the job's own arguments, its ``CLOUD_ML_TRIAL_ID``, its folders under ``<base>/<id>/``
+    and a hypertune file per replica. Returns the launcher's ``JobResult`` (``check=False``); raises
+    ``jobs.local.launcher.Stopped`` when ``stop`` was set. The one place a study starts a trial."""
+    from jobs.local import containers, custom_job
 
     if containers.Settings.from_env() is not None:
         raise ConfigError([problem("tuning", "a study runs its trials under the process runner; --runner docker "
                                              "runs one training job", ["--runner process"])])
-    tbase = trial_base(base, trial["id"])
-    # THE job spec's pool 0 container, as the HyperparameterTuningJob's trial job runs it, plus the trial's flags
-    container = job_spec.custom_job_spec(cfg)["worker_pool_specs"][0]["container_spec"]
-    command = [*container.get("command", []), *container.get("args", []),
-               *spec_lib.trial_flags(cfg, trial["parameters"])]
-    if command[0] in ("python", "python3"):  # the container's python is this interpreter here
-        command[0] = sys.executable
-    env = {**{e["name"]: e["value"] for e in container.get("env", [])}, "CLOUD_ML_TRIAL_ID": str(trial["id"])}
-
+    tbase = records.trial_base(base, trial["id"])
     # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
     # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
-    os.makedirs(os.path.join(tbase, HYPERTUNE_DIR), exist_ok=True)
+    os.makedirs(os.path.join(tbase, records.HYPERTUNE_DIR), exist_ok=True)
 
     def replica_env(role: str, index: int) -> dict[str, str]:
-        return {"CLOUD_ML_HP_METRIC_FILE": metric_file(base, trial["id"], role, index)}
+        return {"CLOUD_ML_HP_METRIC_FILE": records.metric_file(base, trial["id"], role, index)}
 
-    return launcher.launch(
-        command, cfg.topology.replica_counts(), tbase, job_id=f"{cfg.name}-trial-{trial['id']}",
-        max_restarts=cfg.scheduling.max_restarts, timeout_s=float(cfg.scheduling.timeout.rstrip("s")), log=log,
-        env=env, cwd=cfg.trainer.source_dir or None, check=False, replica_env=replica_env, stop=stop,
-        **job_spec.launch_rules(cfg))
+    return custom_job.launch(cfg, tbase, args=spec_lib.trial_flags(cfg, trial["parameters"]),
+                             env={"CLOUD_ML_TRIAL_ID": str(trial["id"])}, replica_env=replica_env,
+                             job_id=f"{cfg.name}-trial-{trial['id']}", check=False, stop=stop, log=log)
 
 
 def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     """A trial's outcome: state, metric, reported tags, seconds, error (run in a worker thread)."""
     from jobs.local.launcher import Stopped
 
-    shutil.rmtree(os.path.join(trial_base(base, trial["id"]), HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
+    shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
     try:
         result = trial_launch(cfg, trial, base, log=log, stop=stop)
@@ -172,9 +109,9 @@ def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
         raise
     except (OSError, ValueError) as exc:  # the command cannot start: the job's, so every trial's, problem
         return {"state": FAILED, "seconds": round(time.monotonic() - started, 1), "error": f"cannot start: {exc}"}
-    reports = read_reports(metric_file(base, trial["id"]))
-    out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": reported_tags(reports),
-           "metric": last_value(reports, cfg.tuning.metric)}
+    reports = records.read_reports(records.metric_file(base, trial["id"]))
+    out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": records.reported_tags(reports),
+           "metric": records.last_value(reports, cfg.tuning.metric)}
     if result.returncode != 0:
         return {**out, "state": FAILED, "exit_status": result.returncode,
                 "error": " ".join(result.failure.describe().splitlines()[0].split()) if result.failure else ""}
@@ -191,11 +128,6 @@ def study_key(cfg: config_lib.JobConfig) -> dict[str, Any]:
             "parameters": {n: config_lib.dataclasses.asdict(p) for n, p in t.parameters.items()}}
 
 
-def read_study(base: str) -> dict[str, Any]:
-    """``<base>/tuning.json`` ({} when there is none)."""
-    return fileio.read_json(join(base, RECORD)) or {}
-
-
 def _new_record(cfg: config_lib.JobConfig) -> dict[str, Any]:
     t = cfg.tuning
     return {"metric": t.metric, "goal": t.goal, "algorithm": t.algorithm or "bayesian", "max_trials": t.max_trials,
@@ -204,13 +136,10 @@ def _new_record(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 
 def best_trial(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The SUCCEEDED trial with the best metric (the lowest id among equals)."""
-    done = [t for t in record["trials"] if t["state"] == SUCCEEDED and isinstance(t.get("metric"), (int, float))]
-    if not done:
-        return None
-    sign = 1 if record["goal"] == "minimize" else -1
-    best = min(done, key=lambda t: (sign * t["metric"], int(t["id"])))
-    return {k: best[k] for k in ("id", "parameters", "metric", "model_dir")}
+    """The best trial by THE rule (``jobs.records.best_of``), as the record names it: id, parameters, metric,
+    model folder."""
+    best = records.best_of(record["trials"], record["goal"])
+    return {k: best[k] for k in ("id", "parameters", "metric", "model_dir")} if best else None
 
 
 def _public(record: dict[str, Any]) -> dict[str, Any]:
@@ -224,16 +153,16 @@ def _public(record: dict[str, Any]) -> dict[str, Any]:
 
 def _write(base: str, record: dict[str, Any]) -> dict[str, Any]:
     public = _public(record)
-    fileio.write_json_atomic(join(base, RECORD), public)
+    records.write_at(base, records.TUNING_RECORD, public)
     return public
 
 
 def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
-    old = read_study(base)
+    old = records.read_study(base)
     if not old:
         return _new_record(cfg)
     if old.get("study") != study_key(cfg):
-        raise ConfigError([problem("output.base_dir", f"{join(base, RECORD)} holds another study (its metric, goal, "
+        raise ConfigError([problem("output.base_dir", f"{join(base, records.TUNING_RECORD)} holds another study (its metric, goal, "
                                                       "parameters, algorithm or training.seed differ): its trials cannot "
                                                       "be resumed; start afresh or use another output.base_dir",
                                    ["--fresh", "another output.base_dir"])])
@@ -278,7 +207,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     limit = min(t.max_trials, spec_lib.grid_points(cfg)) if t.algorithm == "grid" else t.max_trials
     next_id = max([int(tr["id"]) for tr in record["trials"]] + [0]) + 1
     if kept or queue:
-        log(f"resuming the study in {join(base, RECORD)}: {len(kept)} finished trial(s) kept"
+        log(f"resuming the study in {join(base, records.TUNING_RECORD)}: {len(kept)} finished trial(s) kept"
             + (f", trial(s) {', '.join(tr['id'] for tr in queue)} run again" if queue else ""))
 
     lock = threading.Lock()
@@ -297,7 +226,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     started, prior = time.monotonic(), record.get("seconds") or 0.0  # a resumed study's time adds up
 
     def start(pool, trial: dict[str, Any]) -> None:
-        trial.update(state=ACTIVE, model_dir=join(trial_base(base, trial["id"]), "model"))
+        trial.update(state=ACTIVE, model_dir=join(records.trial_base(base, trial["id"]), "model"))
         for key in ("metric", "seconds", "reported_tags", "error", "exit_status"):
             trial.pop(key, None)
         flags = " ".join(spec_lib.trial_flags(cfg, trial["parameters"]))

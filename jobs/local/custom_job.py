@@ -1,0 +1,75 @@
+"""A job's worker pools on this machine, as Vertex runs the job's CustomJob: THE local launch.
+
+Every local run of a job's replicas comes through :func:`launch`: the pipeline's train step
+(``jobs.steps.run_local``), every trial of a local study (``jobs.tuning.local.trial_launch``), and whatever
+runs a job next beside them. What the replicas run is read from the one builder of the Vertex job
+(``jobs.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
+and the variables the job declares (``trainer.env``, :func:`job_spec.declared_env`). The variables stay a
+mapping all the way into each replica's environment (``jobs.replica_env.replica_environment``), the same
+mapping Vertex gets as ``container_spec.env``. A caller adds arguments after the job's own (a trial's
+``--NAME=VALUE`` flags) and variables of its own, for every replica (``env``: ``CLOUD_ML_TRIAL_ID``) or per
+replica (``replica_env``: a trial's ``CLOUD_ML_HP_METRIC_FILE``).
+
+Two runners, as ``python pipelines/run.py --runner`` chose:
+
+* the process runner (default): every replica a process here, ``python`` in the command being this
+  interpreter (as the image's python is the container's), in ``trainer.source_dir`` (the image's WORKDIR);
+* the docker runner (``jobs.local.containers.Settings`` in the environment: the train step runs in the job's
+  image): every replica a container of its pool's ``container_spec``, started by a stand-in process that
+  reads the job spec from a file beside the replicas' logs. That file is the spec as Vertex gets it, so
+  arguments and variables of the caller's own, which it would not carry, are refused there (ValueError).
+
+The launcher (``jobs.local.launcher``) does the rest: Vertex's environment for every replica, restarts
+(``scheduling.max_restarts``), the strategy's done and worker-failure rules (``job_spec.launch_rules``), the
+timeout (``scheduling.timeout``), Ctrl-C and ``stop``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable, Mapping, Sequence
+
+from jobs import job_spec
+from jobs.local import containers, launcher
+from trainers import config as config_lib
+
+
+def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+           replica_env: Callable[[str, int], Mapping[str, str]] | None = None, job_id: str | None = None,
+           timeout_s: float | None = None, check: bool = True, stop: threading.Event | None = None,
+           log: Callable[[str], None] = print) -> launcher.JobResult:
+    """Run the job's worker pools with ``base`` as their base output directory (``AIP_MODEL_DIR`` is
+    ``<base>/model/``...); returns the launcher's ``JobResult``.
+
+    ``args``: appended to the worker command; ``env``: variables for every replica, over the job's declared
+    ones; ``replica_env(role, index)``: variables for one replica, over both (Vertex's own still win);
+    ``job_id``: ``CLOUD_ML_JOB_ID`` (default the job's name); ``timeout_s``: the whole job's bound, restarts
+    included (default ``scheduling.timeout``); ``check``: a failed job raises ``launcher.JobFailed`` (else it is
+    in the result); ``stop``: an event another thread sets to stop every replica the preemption way
+    (``launcher.Stopped`` is raised). Raises ValueError when the command cannot be started as given."""
+    timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
+    docker = containers.Settings.from_env()
+    if docker is not None:
+        if args or env or replica_env:
+            raise ValueError("the docker runner starts each replica from the job spec as Vertex gets it; arguments "
+                             "and variables of the caller's own need the process runner (--runner process)")
+        specs = containers.worker_pool_specs_file(
+            base, job_spec.parts(job_spec.custom_job_spec(cfg))["worker_pool_specs"])
+        command, declared, cwd = containers.launcher_command(specs), {}, None
+        base_env = containers.stand_in_environment()
+        engine = containers.engine_client(docker.timeout_s)
+
+        def after_attempt() -> None:
+            containers.remove_labelled(engine, {containers.LABEL_RUN: docker.run_id,
+                                                containers.LABEL_KIND: "replica"}, log)
+    else:
+        command = [str(c) for c in job_spec.worker_command(cfg)] + [str(a) for a in args]
+        if command[0] in ("python", "python3"):  # the container's python is this interpreter here
+            command[0] = sys.executable
+        declared = {**job_spec.declared_env(cfg), **{str(k): str(v) for k, v in (env or {}).items()}}
+        cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
+    return launcher.launch(
+        command, cfg.topology.replica_counts(), base, job_id=job_id or cfg.name,
+        max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log, env=declared, cwd=cwd, check=check,
+        after_attempt=after_attempt, base_env=base_env, replica_env=replica_env, stop=stop,
+        **job_spec.launch_rules(cfg))

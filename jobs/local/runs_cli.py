@@ -1,0 +1,91 @@
+"""``python pipelines/run.py runs list|compare|prune``: the run history's command line.
+
+``list`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder);
+``prune`` removes old ``--fresh`` copies (``jobs.local.prune``, the one command that deletes). Bad input is one
+``error:`` line and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jobs.local.history import (DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve, show_compare,
+                                show_list)
+from jobs.local.prune import prune
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one ``error:`` line (the house rule), raised rather than printed + exit 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--keep must be a whole number >= 0, got {text!r} (e.g. --keep 3)")
+    return value
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"--older-than must be a number of days >= 0, got {text!r} (e.g. --older-than 7)")
+    return value
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="List, compare and prune the local runs under an output root.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
+    ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
+    ls.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
+    cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
+    cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
+    cmp.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
+                                      "run, never a run folder itself")
+    pr.add_argument("--keep", type=_non_negative_int, default=None, metavar="N",
+                    help=f"keep the newest N copies of each run folder (default {DEFAULT_KEEP}; 0 with --older-than "
+                         "alone)")
+    pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
+                    help="only remove copies made (by --fresh) more than DAYS days ago")
+    pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
+    pr.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python pipelines/run.py runs ...``: 0 done, 2 bad input (one ``error:`` line)."""
+    try:
+        try:
+            args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        if args.command == "list":
+            show_list(list_runs(args.root), args.root, args.json)
+        elif args.command == "compare":
+            a = resolve(args.root, args.a, "A")
+            b = resolve(args.root, args.b, "B")
+            show_compare(a, b, args.json)
+        else:
+            keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
+            prune(args.root, keep, args.older_than, args.dry_run)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

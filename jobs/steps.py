@@ -162,17 +162,20 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
 def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",
                   project: str = "", endpoint: str | None = None, log=print) -> str:
     """The image the job's replicas run. No build context: the config's image, with no cloud call (so
-    kfp.local runs stay offline). A ``gs://`` context tarball: built and pushed by Cloud Build into the
-    job's variant repository, returned by digest (``REPO:TAG@sha256:...``)."""
-    from jobs import images
+    kfp.local runs stay offline). A ``gs://`` context tarball: built and pushed through the one builder
+    interface (``jobs.images.builders``, Cloud Build's: a context already staged) into the job's variant
+    repository, tagged with the object's name, returned by digest (``REPO:TAG@sha256:...``)."""
+    from jobs import job_image
 
     if not build_context_uri:
-        return images.job_image(cfg)
-    from jobs.cloud import cloudbuild
+        return job_image.job_image(cfg)
+    from jobs.images.builders import builder_for
+    from jobs.images.cloudbuild import StagedContext
 
-    variant = images.variant_for(cfg)
-    return cloudbuild.build_job_image(build_context_uri, images.build_repository(cfg, variant), variant=variant,
-                                      dockerfile=dockerfile, project=project, endpoint=endpoint or None, log=log)
+    variant = job_image.variant_for(cfg)
+    context = StagedContext(build_context_uri, dockerfile)
+    builder = builder_for("cloudbuild", project=project, endpoint=endpoint or None, log=log)
+    return builder.build(context, job_image.build_repository(cfg, variant), context.tag, {"VARIANT": variant})
 
 
 def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", record_dir: str = "") -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The Cloud Build backend (jobs.cloud.cloudbuild, jobs.cloud.gcs) against local stand-ins of the real HTTP APIs.
+"""The Cloud Build backend (jobs.images.cloudbuild over jobs.cloud.cloudbuild, jobs.cloud.gcs) against local stand-ins of
+the real HTTP APIs.
 
 Every call goes through the real google-cloud-storage / google-cloud-build clients (REST) to
 tests/standins on 127.0.0.1, so what is asserted here is what the product would send to Google.
@@ -19,6 +20,7 @@ import pytest
 
 from jobs import images, job_spec, steps
 from jobs.cloud import cloudbuild, gcs
+from jobs.images import cloudbuild as cloudbuild_builder
 from jobs.cloud.clients import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
@@ -52,7 +54,7 @@ def context_tar(tmp_path) -> Path:
 def _build(server, tar, lines=None, **kwargs):
     kwargs = {"project": "proj", "staging_bucket": "gs://stage/builds", "endpoint": server.url,
               "log": (lines.append if lines is not None else lambda _: None), "poll": FAST, **kwargs}
-    return cloudbuild.build_and_push(tar, IMAGE, "containers/Dockerfile", **kwargs)
+    return cloudbuild_builder.build_and_push(tar, IMAGE, "containers/Dockerfile", **kwargs)
 
 
 def test_build_and_push_uploads_the_context_builds_and_returns_the_digest(cloud, context_tar):
@@ -222,7 +224,7 @@ def test_a_context_that_was_never_uploaded_fails_in_fetchsource(cloud):
 def test_an_image_without_a_tag_is_refused_before_any_request(cloud, context_tar, image):
     server, _, _ = cloud
     with pytest.raises(CloudError, match="tag|digest"):
-        cloudbuild.build_and_push(context_tar, image, "Dockerfile", project="p", staging_bucket="gs://stage",
+        cloudbuild_builder.build_and_push(context_tar, image, "Dockerfile", project="p", staging_bucket="gs://stage",
                                   endpoint=server.url)
     assert server.requests == []
 
@@ -256,6 +258,24 @@ def test_with_a_build_context_cloud_build_builds_the_jobs_variant_by_digest(clou
     assert "VARIANT=gpu" in body["steps"][0]["args"]
     validated = job_spec.parts(job_spec.custom_job_spec(cfg.with_image(ref)))
     assert {p["container_spec"]["image_uri"] for p in validated["worker_pool_specs"] if p} == {ref}
+
+
+def test_a_staged_context_goes_through_the_builder_interface_and_only_cloud_build_takes_it(cloud):
+    """The pipeline's build step builds through the one builder interface: the Docker engine's builder refuses a
+    context in Cloud Storage in one line, before anything is called."""
+    from jobs.images.builders import builder_for
+    from jobs.images.cloudbuild import StagedContext
+
+    server, _, _ = cloud
+    staged = StagedContext("gs://stage/ctx/ctx-feedfacefeedface.tgz")
+    assert staged.tag == "ctx-feedfacefeedface" and staged.dockerfile == "containers/Dockerfile"
+    with pytest.raises(images.BuildError, match=r"^build context gs://stage/ctx/ctx-feedfacefeedface\.tgz: a Docker "
+                                                r"engine builds a local context; .* \(backend cloudbuild\)$"):
+        builder_for("docker", log=lambda _: None).build(staged, "example.com/x/y", staged.tag, {})
+    with pytest.raises(CloudError, match="cannot tell which project runs the build for example.com/x/y"):
+        builder_for("cloudbuild", endpoint=server.url, log=lambda _: None).build(staged, "example.com/x/y",
+                                                                                   staged.tag, {})
+    assert server.requests == []
 
 
 def test_the_build_component_runs_under_kfp_local_against_the_stand_in(cloud, tmp_path):

@@ -1,13 +1,14 @@
-"""Build and push the trainer image with Cloud Build, and return it by digest.
+"""The Cloud Build API: one build of a context staged in Cloud Storage, followed to its end, its image returned
+by digest. The builder that stages a context and calls this is ``jobs.images.cloudbuild`` (behind the one
+builder interface, ``jobs.images.builders``).
 
 Why Cloud Build: no local Docker engine is needed, the image is built next to Artifact Registry, and the
 digest that comes back pins exactly what every Vertex replica will run (a tag can move; a digest cannot).
 
 Steps (each one request through the real client library):
 
-1. the context tarball is gzip'd if it is not already and uploaded to
-   ``gs://STAGING/PATH/<ctx-tag>.tgz`` (:mod:`jobs.cloud.gcs`); the name is content-addressed, so a repeat
-   build of the same context reuses the same object name;
+1. the context tarball is already in ``gs://STAGING/PATH/<ctx-tag>.tgz`` (``jobs.images.cloudbuild``
+   uploads it through :mod:`jobs.cloud.gcs`);
 2. ``CloudBuildClient.create_build`` (REST) with one ``docker build -f DOCKERFILE -t IMAGE .`` step and
    ``images: [IMAGE]`` (Cloud Build pushes the images listed there after the steps succeed, and reports
    each pushed digest in ``results.images``);
@@ -20,13 +21,7 @@ A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API 
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
-import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Callable, Mapping
 
 from jobs.cloud import clients, gcs
@@ -38,7 +33,6 @@ BUILD_TIMEOUT_S = 3600
 #: extra time to wait beyond the build timeout (time spent QUEUED does not count against it).
 QUEUE_MARGIN_S = 900
 FAILED = ("FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
-CONTENT_TAG = re.compile(r"ctx-[0-9a-f]{8,64}")
 
 
 def split_image(image: str) -> tuple[str, str]:
@@ -53,32 +47,6 @@ def split_image(image: str) -> tuple[str, str]:
     if not ref.tag:
         raise CloudError(f"image {image!r} has no tag; give REPO:TAG, e.g. {image}:ctx-<hash>")
     return ref.repository, ref.tag
-
-
-def staged_name(context_tar: Path) -> str:
-    """The object name for a context tarball: its own name when that is already a content tag
-    (``ctx-<hex>.tgz`` as ``jobs.images.context`` names them), else ``ctx-<sha256 of the bytes>.tgz``."""
-    stem = context_tar.name.split(".")[0]
-    if CONTENT_TAG.fullmatch(stem):
-        return f"{stem}.tgz"
-    digest = hashlib.sha256()
-    with open(context_tar, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"ctx-{digest.hexdigest()[:16]}.tgz"
-
-
-def gzipped(context_tar: Path, workdir: Path) -> Path:
-    """``context_tar`` itself when it is gzip'd already, else a gzip copy in ``workdir`` (mtime 0, so the
-    same tar gives the same bytes). Cloud Build's storage source accepts ``.tar.gz``."""
-    with open(context_tar, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":
-            return context_tar
-    out = workdir / (context_tar.name.split(".")[0] + ".tgz")
-    with open(context_tar, "rb") as src, open(out, "wb") as raw, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    return out
 
 
 def build_request(source_uri: str, image: str, dockerfile: str, build_args: Mapping[str, str] | None = None,
@@ -174,57 +142,3 @@ def build_from_storage(source_uri: str, image: str, dockerfile: str, *, project:
     return image_by_digest(run_build(build, project=project, endpoint=endpoint, log=log, poll=poll), image)
 
 
-def build_and_push(context_tar: Path, image: str, dockerfile: str, *, project: str, staging_bucket: str,
-                   build_args: Mapping[str, str] | None = None, endpoint: str | None = None,
-                   log: Callable[[str], None] = print, poll: tuple[float, float] | None = None) -> str:
-    """Upload the build context ``context_tar`` to ``staging_bucket`` (``gs://B[/PATH]``), build and push
-    ``image`` (``repo:tag``) with Cloud Build; returns ``repo:tag@sha256:...``."""
-    context_tar = Path(context_tar)
-    split_image(image)  # a bad reference fails before anything is uploaded
-    bucket, prefix = gcs.parse_uri(staging_bucket)
-    with tempfile.TemporaryDirectory(prefix="cloudbuild-") as tmp:
-        source = gzipped(context_tar, Path(tmp))
-        uri = f"gs://{bucket}/{prefix + '/' if prefix else ''}{staged_name(context_tar)}"
-        log(f"uploading build context {context_tar} ({source.stat().st_size} bytes) to {uri}")
-        gcs.upload(source, uri, project=project, endpoint=endpoint, content_type="application/gzip",
-                   label=str(context_tar))
-    return build_from_storage(uri, image, dockerfile, project=project, build_args=build_args, endpoint=endpoint,
-                              log=log, poll=poll)
-
-
-def registry_project(repository: str) -> str | None:
-    """The project that owns an Artifact Registry (``REGION-docker.pkg.dev/PROJECT/...``) or Container
-    Registry (``[REGION.]gcr.io/PROJECT/...``) repository; None for any other registry."""
-    from jobs.image_reference import parse_reference
-
-    ref = parse_reference(repository)
-    parts = ref.path.split("/")
-    if len(parts) >= 2 and (ref.registry.endswith("-docker.pkg.dev") or ref.registry == "gcr.io"
-                            or ref.registry.endswith(".gcr.io")):
-        return parts[0]
-    return None
-
-
-def tag_for_source(source_uri: str) -> str:
-    """The image tag for a context already in Cloud Storage: the object's name without extensions, which
-    is the content tag when :func:`build_and_push` or ``run.py build --backend cloudbuild`` staged it."""
-    _, name = gcs.parse_uri(source_uri)
-    stem = name.rsplit("/", 1)[-1].split(".")[0]
-    if not re.fullmatch(r"[\w][\w.-]{0,127}", stem):
-        raise CloudError(f"build context {source_uri}: cannot derive an image tag from {stem!r}; name the "
-                         f"object <tag>.tgz, e.g. ctx-<hash>.tgz")
-    return stem
-
-
-def build_job_image(source_uri: str, repository: str, *, variant: str, dockerfile: str, project: str = "",
-                    endpoint: str | None = None, log: Callable[[str], None] = print,
-                    poll: tuple[float, float] | None = None) -> str:
-    """What the pipeline's build step does: build ``repository:<tag from the object name>`` from the
-    staged context with ``VARIANT=variant``, in ``project`` (default: the registry's own project)."""
-    project = project or registry_project(repository) or ""
-    if not project:
-        raise CloudError(f"cannot tell which project runs the build for {repository}: pass a project "
-                         f"(the repository is not in Artifact Registry or Container Registry)")
-    image = f"{repository}:{tag_for_source(source_uri)}"
-    return build_from_storage(source_uri, image, dockerfile, project=project, build_args={"VARIANT": variant},
-                              endpoint=endpoint, log=log, poll=poll)

@@ -10,9 +10,11 @@ will run. Failures are one line (``BuildError`` / ``CloudError``).
 
 * :class:`DockerBuilder`: a Docker engine at ``DOCKER_HOST`` (``jobs.images.docker``); "already there" is
   asked through the engine, with its registry credentials.
-* :class:`CloudBuildBuilder`: Google Cloud Build (``jobs.cloud.cloudbuild``): the context uploaded to Cloud
-  Storage, built and pushed next to Artifact Registry; "already there" asked from the registry directly
-  (``jobs.images.registry``), believed only from a Google registry asked with the Google token.
+* :class:`CloudBuildBuilder`: Google Cloud Build (``jobs.images.cloudbuild``, over the API client
+  ``jobs.cloud.cloudbuild``): the context uploaded to Cloud Storage, built and pushed next to Artifact Registry;
+  "already there" asked from the registry directly (``jobs.images.registry``), believed only from a Google
+  registry asked with the Google token. It also builds a context already staged in Cloud Storage
+  (``jobs.images.cloudbuild.StagedContext``): the pipeline's build step (``jobs.steps.trainer_image``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
+from jobs.errors import BuildError
+from jobs.images.cloudbuild import StagedContext
 from jobs.images.context import BuildContext, write_tar
 
 BACKENDS = ("docker", "cloudbuild")
@@ -44,15 +48,23 @@ class ImageBuilder(abc.ABC):
         self.log = log
 
     @abc.abstractmethod
-    def build(self, context: BuildContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
-        """``REPO:TAG@sha256:DIGEST``, built and pushed, or found already built."""
+    def build(self, context: BuildContext | StagedContext, repository: str, tag: str,
+              build_args: Mapping[str, str]) -> str:
+        """``REPO:TAG@sha256:DIGEST``, built and pushed, or found already built. ``context``: a local build context
+        (``jobs.images.context``), or one already staged in Cloud Storage (a backend that cannot build it says so
+        in one line)."""
 
 
 class DockerBuilder(ImageBuilder):
     name = "docker"
 
-    def build(self, context: BuildContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
+    def build(self, context: BuildContext | StagedContext, repository: str, tag: str,
+              build_args: Mapping[str, str]) -> str:
         from jobs.images.docker import build_and_push_docker
+
+        if isinstance(context, StagedContext):
+            raise BuildError(f"build context {context.uri}: a Docker engine builds a local context; one in Cloud "
+                             "Storage is built by Cloud Build (backend cloudbuild)")
 
         return build_and_push_docker(context, repository, tag, build_args, log=self.log)[0]
 
@@ -65,7 +77,13 @@ class CloudBuildBuilder(ImageBuilder):
         super().__init__(log)
         self.project, self.staging_bucket, self.endpoint = project, staging_bucket, endpoint
 
-    def build(self, context: BuildContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
+    def build(self, context: BuildContext | StagedContext, repository: str, tag: str,
+              build_args: Mapping[str, str]) -> str:
+        """A local context: ``REPO:TAG@DIGEST`` found already built, else staged, built and pushed. A context
+        already staged in Cloud Storage (the pipeline's build step) is built as it is handed, in the registry's
+        own project when the builder names none; the registry is not asked first."""
+        if isinstance(context, StagedContext):
+            return self._staged(context, repository, tag, build_args)
         return self.already_built(repository, tag) or self._cloudbuild(context, f"{repository}:{tag}", build_args)
 
     def already_built(self, repository: str, tag: str) -> str | None:
@@ -95,7 +113,7 @@ class CloudBuildBuilder(ImageBuilder):
 
     def _cloudbuild(self, context: BuildContext, image: str, build_args: Mapping[str, str]) -> str:
         """Send the same deterministic context (gzipped, named ``<content tag>.tgz``) to Cloud Build."""
-        from jobs.cloud import cloudbuild
+        from jobs.images import cloudbuild
 
         with tempfile.TemporaryDirectory() as tmp:
             tarball = Path(tmp) / f"{image.rsplit(':', 1)[1]}.tgz"
@@ -104,6 +122,18 @@ class CloudBuildBuilder(ImageBuilder):
             return cloudbuild.build_and_push(tarball, image, context.dockerfile, project=self.project,
                                              staging_bucket=self.staging_bucket, build_args=build_args,
                                              endpoint=self.endpoint, log=self.log)
+
+    def _staged(self, context: StagedContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
+        from jobs.cloud import clients
+        from jobs.cloud import cloudbuild as api
+        from jobs.images import cloudbuild
+
+        project = self.project or cloudbuild.registry_project(repository) or ""
+        if not project:
+            raise clients.CloudError(f"cannot tell which project runs the build for {repository}: pass a project "
+                                     f"(the repository is not in Artifact Registry or Container Registry)")
+        return api.build_from_storage(context.uri, f"{repository}:{tag}", context.dockerfile, project=project,
+                                      build_args=build_args, endpoint=self.endpoint, log=self.log)
 
 
 def builder_for(backend: str, *, project: str | None = None, staging_bucket: str | None = None,

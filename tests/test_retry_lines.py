@@ -273,7 +273,9 @@ def token_credentials(monkeypatch):
     header or a request would show it; the product's own rule gives loopback anonymous credentials."""
     from google.oauth2.credentials import Credentials
 
-    monkeypatch.setattr(clients, "credentials", lambda endpoint=None, what="": Credentials(token=TOKEN))
+    from jobs.cloud import credentials
+
+    monkeypatch.setattr(credentials, "credentials", lambda endpoint=None, what="": Credentials(token=TOKEN))
 
 
 def server(fault: str):

@@ -26,26 +26,24 @@ steps never depends on a working directory.
 Loading checks the *shape* (unknown fields, wrong types) and reports every problem at once as
 ``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
 (hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
-This module never imports TensorFlow. Why ~600 lines in one module: the schema and its loader are one thing
-(the field paths in every error are the schema's), and most lines are the sections' documented fields.
+This module is the schema (one dataclass per section, :class:`JobConfig` the whole) and the ways in
+(:func:`load`, :func:`load_json`, :func:`from_dict`); reading files and presets and applying overrides is
+``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce`` (their
+names are handed on here: ``config.load_document``, ``config.presets``...). It never imports TensorFlow.
 """
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
-import types
-import typing
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from trainers import coerce
+from trainers.config_files import (PRESET_DIR, RELATIVE_TO_FILE, absolute_paths, apply_overrides,  # noqa: F401
+                                   is_preset, load_document, presets)
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 
-PRESET_DIR = Path(__file__).resolve().parent / "configs"
 
 Strategy = Literal["one_device", "mirrored", "multi_worker", "parameter_server", "tpu"]
 
@@ -359,232 +357,16 @@ class JobConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# Building a typed config from plain data, with field-path errors.
-
-
-def _optional(tp: Any) -> Any:
-    """``X`` for ``X | None`` (a field whose absence means something: unset), else None."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(tp)) == 2:
-            return args[0]
-    return None
-
-
-def _type_name(tp: Any) -> str:
-    if _optional(tp) is not None:
-        return _type_name(_optional(tp))
-    if tp is Any:
-        return "a string or a number"
-    if typing.get_origin(tp) is dict:
-        return "a mapping"
-    if typing.get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if typing.get_origin(tp) is list:
-        return "a list of " + _type_name(typing.get_args(tp)[0])
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
-
-
-def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
-    if _optional(tp) is not None:  # unset (None, or "" from --set key=) keeps the default: None
-        return None if value is None or value == "" else _coerce(value, _optional(tp), path, problems)
-    if tp is Any:  # a scalar of a list whose items' type is a matter of meaning (tuning values), not of shape
-        if isinstance(value, (str, int, float, bool)):
-            return value
-        problems.append(problem(path, f"expected a string or a number, got {type(value).__name__} {value!r}"))
-        return None
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value in choices:
-            return value
-        named = [str(c) for c in choices if c != ""]
-        near = difflib.get_close_matches(str(value), named, n=1) or \
-            [c for c in named if str(value) and c.upper().startswith(str(value).upper())][:1]
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        shown = [("'' (unset)" if c == "" else c) for c in choices]
-        problems.append(problem(path, f"{value!r} is not allowed{hint}", shown))
-        return None
-    if origin is dict:  # labels, trainer.env: str -> str; tuning.parameters: str -> Parameter
-        if not isinstance(value, dict):
-            what = "a mapping of strings" if typing.get_args(tp)[1] is str else "a mapping"
-            problems.append(problem(path, f"expected {what}, got {type(value).__name__} {value!r}"))
-            return None
-        key_tp, item_tp = typing.get_args(tp)
-        if item_tp is str:  # YAML reads `TF_USE_LEGACY_KERAS: 1` as a number: an env value is its text
-            value = {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
-                     for k, v in value.items()}
-        return {_coerce(k, key_tp, path, problems): _coerce(v, item_tp, f"{path}.{k}", problems) for k, v in value.items()}
-    if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if isinstance(value, str) and item_tp is str:
-            value = value.split()  # "--set container.args='--a 1'" convenience
-        if not isinstance(value, list):
-            problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}"))
-            return None
-        return [_coerce(v, item_tp, f"{path}[{i}]", problems) for i, v in enumerate(value)]
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, path, problems)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():  # compiled KFP parameters turn ints to 2.0
-            return int(value)
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-        if value is None:
-            return ""
-    quote = (" (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)"
-             if tp is str and isinstance(value, bool) else "")
-    problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}{quote}",
-                            ["'1'", "'true'"] if quote else ()))
-    return None
-
-
-def _build(cls: type, data: Any, path: str, problems: list[Problem]) -> Any:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        problems.append(problem(path or "config", f"expected a mapping, got {type(data).__name__} {data!r}"))
-        return cls()
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in data.items():
-        field_path = f"{path}.{key}" if path else str(key)
-        if key not in names:
-            near = difflib.get_close_matches(str(key), names, n=1)
-            hint = f" did you mean {near[0]!r}?" if near else ""
-            problems.append(problem(field_path, f"unknown field;{hint} {path or 'the config'} has these fields",
-                                    names))
-            continue
-        coerced = _coerce(value, hints[key], field_path, problems)
-        if coerced is not None:
-            kwargs[key] = coerced
-    return cls(**kwargs)
+# The ways in: plain data (``trainers.coerce``), a file or preset (``trainers.config_files``), JSON.
 
 
 def from_dict(data: dict[str, Any]) -> JobConfig:
     """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
     problems: list[Problem] = []
-    cfg = _build(JobConfig, data, "", problems)
+    cfg = coerce.build(JobConfig, data, "", problems)
     if problems:
         raise ConfigError(problems)
     return cfg
-
-
-# --------------------------------------------------------------------------------------------------
-# Files, presets and overrides.
-
-
-def presets() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-
-
-def _read_yaml(source: str) -> dict[str, Any]:
-    path = Path(source)
-    if not path.suffix and not path.exists():
-        if source not in presets():
-            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
-        path = PRESET_DIR / f"{source}.yaml"
-    if not path.is_file():
-        raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError([problem("--config", f"{path} is not valid YAML: {exc}".replace("\n", " "))]) from None
-    if not isinstance(doc, dict):
-        raise ConfigError([problem("--config", f"{path} must hold a mapping at the top level")])
-    return doc
-
-
-def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = doc
-    for key in keys[:-1]:
-        if not isinstance(node.get(key), dict):
-            node[key] = {}
-        node = node[key]
-    node[keys[-1]] = value
-
-
-def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``key.path=value`` overrides; values are parsed as YAML (``8``, ``true``, ``[a, b]``)."""
-    problems = []
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(problem("--set", f"{item!r} is not key=value (e.g. training.steps=50)"))
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        _set_path(doc, key.strip(), value)
-    if problems:
-        raise ConfigError(problems)
-    return doc
-
-
-def is_preset(source: str) -> bool:
-    """A preset name (``local``), not a file path."""
-    return not Path(source).suffix and not Path(source).exists() and source in presets()
-
-
-#: Paths a job file may give relative to its own folder (see the module docstring).
-RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "data.path", "data.prepared_dir",
-                    "output.base_dir")
-
-
-def _is_local_relative(value: Any) -> bool:
-    return isinstance(value, str) and bool(value) and "://" not in value and not os.path.isabs(value)
-
-
-def absolute_paths(doc: dict[str, Any], folder: str) -> dict[str, Any]:
-    """``doc`` with its relative local paths (:data:`RELATIVE_TO_FILE`) made absolute against ``folder``;
-    a user trainer's empty ``trainer.source_dir`` becomes ``folder`` itself."""
-    for dotted in RELATIVE_TO_FILE:
-        section, key = dotted.split(".")
-        node = doc.get(section)
-        if isinstance(node, dict) and _is_local_relative(node.get(key)):
-            node[key] = os.path.normpath(os.path.join(folder, node[key]))
-    trainer = doc.get("trainer")
-    if isinstance(trainer, dict) and trainer.get("module") and not trainer.get("source_dir"):
-        trainer["source_dir"] = os.path.abspath(folder)
-    return doc
-
-
-def _user_trainer_defaults(doc: dict[str, Any]) -> dict[str, Any]:
-    """A job file naming ``trainer.module`` and no ``data.source``: the trainer reads its own data."""
-    trainer, data = doc.get("trainer"), doc.get("data")
-    if isinstance(trainer, dict) and trainer.get("module") and not (isinstance(data, dict) and "source" in data):
-        doc["data"] = {**(data if isinstance(data, dict) else {}), "source": "none"}
-    return doc
-
-
-def load_document(source: str | None = "local", overrides: list[str] | None = None) -> dict[str, Any]:
-    """The plain document of a preset name or YAML file with overrides applied (not yet type-checked).
-    Relative paths become absolute: a job file's against its folder, a preset's and ``--set``'s against
-    the current directory."""
-    source = source or "local"
-    doc = _read_yaml(source)
-    doc.pop("description", None)
-    doc = absolute_paths(doc, os.getcwd() if is_preset(source) else str(Path(source).resolve().parent))
-    return absolute_paths(_user_trainer_defaults(apply_overrides(doc, list(overrides or []))), os.getcwd())
 
 
 def load(source: str | None = "local", overrides: list[str] | None = None) -> JobConfig:

@@ -1,0 +1,117 @@
+"""Job files and presets into a plain document: YAML read, ``--set key=value`` overrides applied, relative
+paths made absolute (the job config's loading; the typed schema is ``trainers.config``).
+
+A preset is a name (``local``, ``multiworker``...) of a YAML file in ``trainers/configs/``; anything else is a
+job file's path. Relative paths in a job *file* are relative to that file's folder (:data:`RELATIVE_TO_FILE`);
+in a preset and in ``--set`` they are relative to the current directory. A job file naming
+``trainer.module`` and no ``data.source`` reads its own data (``data.source: none``). Every problem is a
+``trainers.errors.ConfigError`` naming ``--config`` or ``--set``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainers.errors import ConfigError, problem
+
+
+PRESET_DIR = Path(__file__).resolve().parent / "configs"
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _read_yaml(source: str) -> dict[str, Any]:
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        if source not in presets():
+            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
+        path = PRESET_DIR / f"{source}.yaml"
+    if not path.is_file():
+        raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([problem("--config", f"{path} is not valid YAML: {exc}".replace("\n", " "))]) from None
+    if not isinstance(doc, dict):
+        raise ConfigError([problem("--config", f"{path} must hold a mapping at the top level")])
+    return doc
+
+
+def _set_path(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = doc
+    for key in keys[:-1]:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    node[keys[-1]] = value
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides; values are parsed as YAML (``8``, ``true``, ``[a, b]``)."""
+    problems = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(problem("--set", f"{item!r} is not key=value (e.g. training.steps=50)"))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        _set_path(doc, key.strip(), value)
+    if problems:
+        raise ConfigError(problems)
+    return doc
+
+
+def is_preset(source: str) -> bool:
+    """A preset name (``local``), not a file path."""
+    return not Path(source).suffix and not Path(source).exists() and source in presets()
+
+
+#: Paths a job file may give relative to its own folder (see the module docstring).
+RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "data.path", "data.prepared_dir",
+                    "output.base_dir")
+
+
+def _is_local_relative(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and "://" not in value and not os.path.isabs(value)
+
+
+def absolute_paths(doc: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``doc`` with its relative local paths (:data:`RELATIVE_TO_FILE`) made absolute against ``folder``;
+    a user trainer's empty ``trainer.source_dir`` becomes ``folder`` itself."""
+    for dotted in RELATIVE_TO_FILE:
+        section, key = dotted.split(".")
+        node = doc.get(section)
+        if isinstance(node, dict) and _is_local_relative(node.get(key)):
+            node[key] = os.path.normpath(os.path.join(folder, node[key]))
+    trainer = doc.get("trainer")
+    if isinstance(trainer, dict) and trainer.get("module") and not trainer.get("source_dir"):
+        trainer["source_dir"] = os.path.abspath(folder)
+    return doc
+
+
+def _user_trainer_defaults(doc: dict[str, Any]) -> dict[str, Any]:
+    """A job file naming ``trainer.module`` and no ``data.source``: the trainer reads its own data."""
+    trainer, data = doc.get("trainer"), doc.get("data")
+    if isinstance(trainer, dict) and trainer.get("module") and not (isinstance(data, dict) and "source" in data):
+        doc["data"] = {**(data if isinstance(data, dict) else {}), "source": "none"}
+    return doc
+
+
+def load_document(source: str | None = "local", overrides: list[str] | None = None) -> dict[str, Any]:
+    """The plain document of a preset name or YAML file with overrides applied (not yet type-checked).
+    Relative paths become absolute: a job file's against its folder, a preset's and ``--set``'s against
+    the current directory."""
+    source = source or "local"
+    doc = _read_yaml(source)
+    doc.pop("description", None)
+    doc = absolute_paths(doc, os.getcwd() if is_preset(source) else str(Path(source).resolve().parent))
+    return absolute_paths(_user_trainer_defaults(apply_overrides(doc, list(overrides or []))), os.getcwd())

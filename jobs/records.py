@@ -15,7 +15,8 @@ layout for a trial's CustomJob), and report their metric to a cloudml-hypertune 
 (:func:`metric_file`, :func:`read_reports`). A tuned run's model is the one the verify step loaded, and
 :func:`verified_trial` says which trial it is, so the figures and folders shown for the run are that trial's
 (:func:`trial_dirs`, :func:`read_trial_metrics`). The best trial is chosen by one rule everywhere
-(:func:`best_of`): the local study, Vertex's study and every reader of either.
+(:func:`best_of`): the local study, Vertex's study and every reader of either. Which code ran
+(:func:`code_version`) is recorded in ``run.json`` and shown by the report.
 """
 from __future__ import annotations
 

@@ -488,3 +488,46 @@ def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_me
         assert s["dir"] and s["trial"] == "7" and s["model"] == f"{tmp_path}/7/model/"
         assert s["argv"] == ["--epochs=1", "--batch_size=64", "--learning_rate=0.5", "--optimizer=sgd", "--units=9"]
         assert s["file"] == f"{tmp_path}/7/hypertune/{role[1:-1]}.metrics"
+
+
+CHECK_RUN = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "
+             "print('seen', json.dumps({'dir': os.path.isdir(os.path.dirname(f)), 'file': f, 'argv': sys.argv[1:], "
+             "'trial': os.environ.get('CLOUD_ML_TRIAL_ID'), 'job': os.environ['CLOUD_ML_JOB_ID'], "
+             "'model': os.environ['AIP_MODEL_DIR'], 'declared': os.environ.get('DECLARED')}))")
+
+
+@pytest.mark.timeout(60)
+def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp_path):
+    """measured_run (what a trial is made of) runs the job without a trial's flags or id: its own folder under
+    the study's, the job's own arguments and declared variables, a ready hypertune file per replica."""
+    from jobs.tuning.local import measured_run
+
+    cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
+                                f'container.command=["python", "-c", "{CHECK_RUN}"]', 'container.args=["--epochs=1"]',
+                                "trainer.env={DECLARED: 'yes'}"])
+    lines = []
+    result = measured_run(cfg, str(tmp_path), "baseline", job_id="tuning-fake-baseline", log=lines.append)
+    assert result.returncode == 0, lines
+    seen = {line.split("] ", 1)[0] + "]": json.loads(line.split(" seen ", 1)[1]) for line in lines if " seen " in line}
+    assert set(seen) == {"[chief-0]", "[worker-0]"}
+    for role, s in seen.items():
+        assert s["dir"] and s["trial"] is None and s["job"] == "tuning-fake-baseline" and s["declared"] == "yes"
+        assert s["model"] == f"{tmp_path}/baseline/model/" and s["argv"] == ["--epochs=1"]
+        assert s["file"] == f"{tmp_path}/baseline/hypertune/{role[1:-1]}.metrics"
+
+
+def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp_path, monkeypatch):
+    """The docker runner's replicas read the job spec from a file, which carries no caller's arguments or
+    variables: the one local launch refuses them there, before anything starts; a study says so in one line."""
+    from jobs.local import custom_job
+    from jobs.tuning.local import trial_launch
+
+    monkeypatch.setenv("VTP_RUNNER", "docker")
+    cfg = job(tmp_path)
+    for extras in ({"args": ["--x=1"]}, {"env": {"A": "1"}}, {"replica_env": lambda role, index: {}}):
+        with pytest.raises(ValueError, match="need the process runner"):
+            custom_job.launch(cfg, str(tmp_path / "b"), **extras)
+    with pytest.raises(ConfigError, match="a study runs its trials under the process runner"):
+        trial_launch(cfg, {"id": "1", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
+                                                    "batch_size": 64}}, str(tmp_path))
+    assert not (tmp_path / "b").exists() and not (tmp_path / "1").exists()

@@ -55,7 +55,7 @@ import os
 import shutil
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from jobs import records
 from jobs import tuning_spec as spec_lib
@@ -71,28 +71,40 @@ class StudyFailed(RuntimeError):
 
 
 # -- one trial ------------------------------------------------------------------------------------------
-def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *, log: Callable[[str], None] = print,
-                 stop: threading.Event | None = None):
-    """Run one trial: the job's worker pools through the one local launch (``jobs.local.custom_job``), with the
-    trial's flags after the job's own arguments, its ``CLOUD_ML_TRIAL_ID``, its folders under ``<base>/<id>/``
-    and a hypertune file per replica. Returns the launcher's ``JobResult`` (``check=False``); raises
-    ``jobs.local.launcher.Stopped`` when ``stop`` was set. The one place a study starts a trial."""
+def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None, job_id: str | None = None,
+                 log: Callable[[str], None] = print, stop: threading.Event | None = None):
+    """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
+    through the one local launch (``jobs.local.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
+    a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
+    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.records.metric_file(base, run_id, role, index)``; the
+    chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
+    (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
+    docker runner."""
     from jobs.local import containers, custom_job
 
     if containers.Settings.from_env() is not None:
         raise ConfigError([problem("tuning", "a study runs its trials under the process runner; --runner docker "
                                              "runs one training job", ["--runner process"])])
-    tbase = records.trial_base(base, trial["id"])
+    folder = records.trial_base(base, run_id)
     # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
     # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
-    os.makedirs(os.path.join(tbase, records.HYPERTUNE_DIR), exist_ok=True)
+    os.makedirs(os.path.join(folder, records.HYPERTUNE_DIR), exist_ok=True)
 
     def replica_env(role: str, index: int) -> dict[str, str]:
-        return {"CLOUD_ML_HP_METRIC_FILE": records.metric_file(base, trial["id"], role, index)}
+        return {"CLOUD_ML_HP_METRIC_FILE": records.metric_file(base, run_id, role, index)}
 
-    return custom_job.launch(cfg, tbase, args=spec_lib.trial_flags(cfg, trial["parameters"]),
-                             env={"CLOUD_ML_TRIAL_ID": str(trial["id"])}, replica_env=replica_env,
-                             job_id=f"{cfg.name}-trial-{trial['id']}", check=False, stop=stop, log=log)
+    return custom_job.launch(cfg, folder, args=args, env=env, replica_env=replica_env, job_id=job_id, check=False,
+                             stop=stop, log=log)
+
+
+def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *, log: Callable[[str], None] = print,
+                 stop: threading.Event | None = None):
+    """Run one trial (:func:`measured_run`): the trial's flags after the job's own arguments, as Vertex passes
+    them, its ``CLOUD_ML_TRIAL_ID``, its folders under ``<base>/<id>/``. The one place a study starts a trial."""
+    return measured_run(cfg, base, str(trial["id"]), args=spec_lib.trial_flags(cfg, trial["parameters"]),
+                        env={"CLOUD_ML_TRIAL_ID": str(trial["id"])}, job_id=f"{cfg.name}-trial-{trial['id']}",
+                        log=log, stop=stop)
 
 
 def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:

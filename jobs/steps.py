@@ -94,7 +94,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
             command[0] = sys.executable
     return launcher.launch(
         command, cfg.topology.replica_counts(), base,
-        job_id=cfg.name, max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log,
+        job_id=cfg.name, max_restarts=job_spec.local_max_restarts(cfg), timeout_s=timeout, log=log,
         env=env, cwd=cwd, after_attempt=after_attempt, base_env=base_env, **job_spec.launch_rules(cfg),
     )
 

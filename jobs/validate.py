@@ -337,11 +337,15 @@ def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
 
 
 def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    from jobs.hardware.today import retired_problems
+    from jobs.hardware.vertex_rules import vertex_problems
+
     report = check_job(cfg.to_dict())
-    errors = _value_checks(cfg) + list(report.errors)
+    vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
+    errors = _value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg)
-    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg))
+    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings)
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:

@@ -14,6 +14,9 @@ A job config describes everything needed to run one training job, locally or on 
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
 * ``serving``    the Model Registry entry (prediction container, display name, parent model, labels), the
   sample request the verify step sends to the exported model, and the gate before registration.
+* ``vertex``     what only Vertex does with the job: service account, network, web access, reserved IP ranges,
+  Private Service Connect (per pool: ``topology.<pool>.disk_spec`` and ``nfs_mounts``);
+* ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 
@@ -151,12 +154,35 @@ class Checkpoint:
 
 
 @dataclasses.dataclass
+class DiskSpec:
+    """A pool's boot disk (``WorkerPoolSpec.disk_spec``); empty type and 0 size: not sent (Vertex's default:
+    pd-ssd, hyperdisk-balanced on A3 Ultra; 100 GB)."""
+    #: ``pd-ssd``, ``pd-standard`` or ``hyperdisk-balanced``
+    boot_disk_type: str = ""
+    #: 100 to 64000 (GB); 0 = Vertex's default (100)
+    boot_disk_size_gb: int = 0
+
+
+@dataclasses.dataclass
+class NfsMount:
+    """An NFS share every replica of the pool mounts at ``/mnt/nfs/<mount_point>`` (``WorkerPoolSpec.nfs_mounts``);
+    the job must be peered with the share's VPC (``vertex.network``)."""
+    server: str = ""
+    #: the exported path, starting with ``/``
+    path: str = ""
+    mount_point: str = ""
+
+
+@dataclasses.dataclass
 class Pool:
     replica_count: int = 0
     machine_type: str = ""
     accelerator_type: str = ""
     accelerator_count: int = 0
+    #: a TPU VM slice's topology, the whole slice (``4x4`` on ct5lp-hightpu-4t: 4 hosts), in the chief pool.
     tpu_topology: str = ""
+    disk_spec: DiskSpec = dataclasses.field(default_factory=DiskSpec)
+    nfs_mounts: list[NfsMount] = dataclasses.field(default_factory=list)
 
 
 def _chief() -> Pool:
@@ -226,6 +252,9 @@ class Scheduling:
     persistent_resource_id: str = ""
     #: which Compute Engine reservation every pool's machines come from (``MachineSpec.reservation_affinity``).
     reservation_affinity: "ReservationAffinity" = dataclasses.field(default_factory=lambda: ReservationAffinity())
+    #: Vertex does not retry the job after an internal error once it runs (``Scheduling.disable_retries``; it
+    #: overrides ``restart_job_on_worker_restart``); the local launcher then restarts no failed replica.
+    disable_retries: bool = False
 
 
 @dataclasses.dataclass
@@ -236,6 +265,37 @@ class ReservationAffinity:
     key: str = ""
     #: the reservations' full resource names, ``projects/P/zones/Z/reservations/NAME``
     values: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class PscInterfaceConfig:
+    """``CustomJobSpec.psc_interface_config``: Private Service Connect interface into the user's VPC."""
+    #: a network attachment of the job's region: its name, or ``projects/P/regions/R/networkAttachments/NAME``
+    network_attachment: str = ""
+
+
+@dataclasses.dataclass
+class Vertex:
+    """What only Vertex does with the job (``CustomJobSpec`` fields; nothing here changes a local run). The
+    submission's ``--service-account``/``--network`` override ``service_account``/``network``."""
+    #: the replicas' run-as account, ``NAME@PROJECT.iam.gserviceaccount.com``; empty: Vertex's service agent
+    service_account: str = ""
+    #: the VPC to peer with, ``projects/PROJECT_NUMBER/global/networks/NAME``; empty: not peered
+    network: str = ""
+    #: an interactive shell into each running replica (``CustomJob.web_access_uris``)
+    enable_web_access: bool = False
+    #: the chief container's dashboard through ``web_access_uris``
+    enable_dashboard_access: bool = False
+    #: names of reserved IP ranges of ``network`` the job's VMs take addresses from
+    reserved_ip_ranges: list[str] = dataclasses.field(default_factory=list)
+    psc_interface_config: PscInterfaceConfig = dataclasses.field(default_factory=PscInterfaceConfig)
+
+
+@dataclasses.dataclass
+class Validation:
+    """How strictly the job is checked: ``strict`` refuses what the hardware catalog does not know (a machine or
+    accelerator type it has never seen, a region without data) instead of warning (``run.py --strict``)."""
+    strict: bool = False
 
 
 @dataclasses.dataclass
@@ -317,6 +377,8 @@ class JobConfig:
     scheduling: Scheduling = dataclasses.field(default_factory=Scheduling)
     serving: Serving = dataclasses.field(default_factory=Serving)
     tuning: Tuning = dataclasses.field(default_factory=Tuning)
+    vertex: Vertex = dataclasses.field(default_factory=Vertex)
+    validation: Validation = dataclasses.field(default_factory=Validation)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -153,7 +153,7 @@ def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *,
 
     return launcher.launch(
         command, cfg.topology.replica_counts(), tbase, job_id=f"{cfg.name}-trial-{trial['id']}",
-        max_restarts=cfg.scheduling.max_restarts, timeout_s=float(cfg.scheduling.timeout.rstrip("s")), log=log,
+        max_restarts=job_spec.local_max_restarts(cfg), timeout_s=float(cfg.scheduling.timeout.rstrip("s")), log=log,
         env=env, cwd=cfg.trainer.source_dir or None, check=False, replica_env=replica_env, stop=stop,
         **job_spec.launch_rules(cfg))
 

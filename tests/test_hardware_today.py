@@ -260,3 +260,38 @@ def test_tpu_v4_is_known_but_unconfirmed_for_vertex_training():
     report = check_job(one("ct4p-hightpu-4t", tpu_topology="2x2x1"))
     assert report.ok
     assert any("does not confirm Vertex offers it" in w.message for w in report.warnings)
+
+
+# ---- vtp hardware, --strict ---------------------------------------------------------------------------
+def test_vtp_hardware_lists_what_the_catalog_knows_with_date_and_sources(capsys):
+    from pipelines.run import main
+
+    assert main(["hardware", "--accelerator", "NVIDIA_B200", "--sources"]) == 0
+    out = capsys.readouterr().out
+    assert "hardware catalog of 2026-11-25" in out and "a4-highgpu-8g" in out and "8 x NVIDIA_B200" in out
+    assert "n1-standard-8" not in out  # filtered to what carries B200
+    assert "https://cloud.google.com/vertex-ai/docs/training/configure-compute" in out and "read 2026-11-25" in out
+    assert main(["hardware", "--region", "europe-north1"]) == 0
+    assert "europe-north1: the catalog has no region data for it" in capsys.readouterr().out
+    assert main(["hardware", "--region", "us-west2", "--family", "n1"]) == 0
+    out = capsys.readouterr().out
+    assert "us-west2 offers (as the catalog knows): NVIDIA_TESLA_P4, NVIDIA_TESLA_T4" in out
+    assert "NVIDIA_TESLA_V100 (current)" not in out  # not offered there
+    assert main(["hardware", "--family", "v6e"]) == 0
+    assert "TensorFlow: no." in capsys.readouterr().out
+    assert main(["hardware", "--accelerator", "NVIDIA_H200"]) == 2
+    assert "NVIDIA_H200_141GB" in capsys.readouterr().err
+    assert main(["validate", "--list", "--family", "e2"]) == 0
+    assert "e2-highcpu-32" in capsys.readouterr().out
+
+
+def test_validate_strict_flag_refuses_unknowns(capsys):
+    from jobs.hardware.cli import validate_main
+
+    sets = ["--set", "topology.chief.machine_type=x7-standard-8", "--set", "topology.worker.replica_count=0",
+            "--set", "topology.strategy=one_device"]
+    assert validate_main(["local", *sets]) == 0
+    assert "warning: topology.chief.machine_type: machine type 'x7-standard-8'" in capsys.readouterr().out
+    assert validate_main(["local", "--strict", *sets]) == 2
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert line.endswith("refused under validation.strict (--strict)")

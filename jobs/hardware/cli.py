@@ -32,6 +32,9 @@ evaluator 3). One `error:` line per problem, naming the field, the rule and vali
   FILE.yaml              a job file or preset name; or an AI Platform `trainingInput` config (legacy), which
                          is translated to this project's topology
   --set KEY=VALUE        override a field of a job config, e.g. --set training.steps=50 (repeatable)
+  --strict               refuse what the hardware catalog does not know (a machine or accelerator type it has
+                         never seen, a region without data) instead of warning; as validation.strict: true
+  --list                 what the hardware catalog knows (as python pipelines/run.py hardware)
   gcloud-style flags     for an AI Platform config, as `gcloud ai-platform jobs submit training` takes them:
                          --scale-tier, --master-machine-type, --worker-count 4, --worker-machine-type, ...
   -- USER_ARGS           the trainer's own arguments (AI Platform config)
@@ -136,6 +139,13 @@ def validate_main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in own):
         print(USAGE)
         return 0
+    if "--list" in own:
+        from jobs.hardware.listing import main as hardware_main
+
+        return hardware_main([a for a in own if a != "--list"])
+    if "--strict" in own:  # the job file's validation.strict: true, said on the command line
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv = [a for a in argv[:cut] if a != "--strict"] + ["--set", "validation.strict=true"] + argv[cut:]
     try:
         argv, sets, set_problems = _split_sets(argv)
         if set_problems:

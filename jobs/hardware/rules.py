@@ -416,6 +416,7 @@ def check_job(job: Any, strict: bool | None = None) -> Report:
     strict = view(job).strict if strict is None else strict
     warnings = (check_warnings(job) + tf_warnings) if strict else (unknown + check_warnings(job) + tf_warnings)
     if strict:
-        errors += unknown
+        errors += [Problem(p.field, p.message.split(": Vertex decides")[0] + ": refused under validation.strict "
+                                                                           "(--strict)", p.valid) for p in unknown]
     return Report(errors=list(dict.fromkeys(map(one_line, errors))),
                   warnings=list(dict.fromkeys(map(one_line, warnings))))

@@ -68,6 +68,10 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
 
     if say(problems, warnings):
         return 2
+    if target == "vertex":
+        from jobs.cloud.preflight import placeholder_free
+
+        cfg = placeholder_free(cfg)  # no placeholder anywhere in what is compiled
     write(lambda path: compile_pipeline(cfg, path, target, base_image=image or None), out)
     print(f"compiled pipeline {cfg.name!r} for {target} to {out}")
     parameters = {"config_json": "(the config)", "location": cfg.topology.region,

@@ -132,6 +132,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         problems += [str(e) for e in errors]
     if preflight.say(problems, warnings):
         return 2
+    cfg = preflight.placeholder_free(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)
         package, version = upload(path, args.host, args.tags)

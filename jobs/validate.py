@@ -8,11 +8,14 @@ as the pipeline's first component. No TensorFlow import: it takes well under a s
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from jobs.evaluation import settings_problems as eval_settings_problems
 from jobs.gate import gate_problems
 from jobs.hardware.rules import Report, check_job
 from jobs.tuning import tuning_problems
@@ -75,6 +78,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
     p += gate_problems(cfg)  # serving.gate: jobs/gate.py
+    p += eval_settings_problems(cfg.serving)  # serving.eval_*: jobs/evaluation.py
     p += tuning_problems(cfg)  # tuning: jobs/tuning
     return p
 
@@ -244,6 +248,10 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
                                                      "trainer.source_dir)", ["requirements.txt"]))
     if cfg.serving.sample_request:
         p += sample_request_problems(cfg.serving.sample_request)
+    if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
+        from jobs.evaluation import eval_data_problems
+
+        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request)
     return p
 
 

@@ -344,7 +344,18 @@ def _verification_line(v: dict[str, Any]) -> str:
     if "accuracy" in v:  # a classifier's held-out figures (n/a when missing)
         line += (f"; accuracy {_num(v.get('accuracy'), '.3f')}, loss {_num(v.get('loss'), '.4f')} on "
                  f"{v.get('examples', '?')} {v.get('split', '')} examples")
-    return line
+    return line + eval_text(v.get("eval"))
+
+
+def eval_text(e: Any) -> str:
+    """The held-out verdict on ``serving.eval_data`` for the summary line ("" without one)."""
+    if not isinstance(e, dict) or not e.get("task"):
+        return ""
+    if e["task"] == "regression":
+        return (f"; on {e.get('examples', '?')} held-out examples (serving.eval_data): RMSE {_num(e.get('rmse'), '.4g')}, "
+                f"MAE {_num(e.get('mae'), '.4g')} (predicting the mean: RMSE {_num(e.get('baseline_rmse'), '.4g')})")
+    return (f"; on {e.get('examples', '?')} held-out examples (serving.eval_data): accuracy "
+            f"{_num(e.get('accuracy'), '.3f')} (the most common class: {_num(e.get('baseline_accuracy'), '.3f')})")
 
 
 def study_line(study: dict[str, Any], verified: Any = None) -> str:

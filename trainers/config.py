@@ -159,8 +159,15 @@ class Pool:
     tpu_topology: str = ""
 
 
-def _chief() -> Pool:
-    return Pool(replica_count=1, machine_type="n1-standard-4")
+@dataclasses.dataclass
+class Chief(Pool):
+    """Pool 0: the chief, always one replica (Vertex runs ``workerPoolSpecs[0]`` once); a ``chief`` section that
+    names only its machine has that one replica."""
+    replica_count: int = 1
+
+
+def _chief() -> Chief:
+    return Chief(replica_count=1, machine_type="n1-standard-4")
 
 
 @dataclasses.dataclass
@@ -169,7 +176,7 @@ class Topology:
     region: str = "us-central1"
     #: legacy AI Platform TPU runtime version (e.g. "2.11" or "pytorch-1.11").
     tpu_tf_version: str = ""
-    chief: Pool = dataclasses.field(default_factory=_chief)
+    chief: Chief = dataclasses.field(default_factory=_chief)
     worker: Pool = dataclasses.field(default_factory=Pool)
     parameter_server: Pool = dataclasses.field(default_factory=Pool)
     evaluator: Pool = dataclasses.field(default_factory=Pool)
@@ -511,7 +518,9 @@ def _read_yaml(source: str) -> dict[str, Any]:
     path = Path(source)
     if not path.suffix and not path.exists():
         if source not in presets():
-            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
+            near = difflib.get_close_matches(source, presets(), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError([problem("--config", f"no preset or file named {source!r}{hint}", presets())])
         path = PRESET_DIR / f"{source}.yaml"
     if not path.is_file():
         raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])

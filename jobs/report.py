@@ -18,7 +18,8 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (:func:`code_version`): the project's git commit, else the installed package's version;
+* the code version (:func:`code_version`): the project's git commit, else the installed package's version; for a
+  user's trainer also its own (:func:`trainer_version`: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
@@ -75,6 +76,57 @@ def code_version(root: str = ROOT) -> dict[str, Any]:
         out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
     else:
         out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
+    return out
+
+
+def trainer_version(cfg) -> dict[str, Any] | None:
+    """Which code of a user's trainer ran, apart from this tool's (:func:`code_version`): ``{"source_dir",
+    "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of ``trainer.source_dir``'s
+    repository (and whether its files there had changes), when it is in one; always the SHA-256 of the files the
+    trainer's image would hold (``jobs.images.user.collect_code``: the same files, the same exclusions), so a
+    copy outside any repository is named by its content. None for the built-in trainer; on Vertex (no
+    ``source_dir``: the code is the image's) the image names it."""
+    import hashlib
+    import subprocess
+    from pathlib import Path
+
+    if cfg is None or not cfg.user_trainer:
+        return None
+    root = cfg.trainer.source_dir
+    if not root or not os.path.isdir(root):
+        image = cfg.container.image_uri or "the job's image"
+        return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
+                "files": None, "text": f"the code in {image} (its WORKDIR)"}
+    out: dict[str, Any] = {"source_dir": root, "git_commit": None, "git_dirty": None}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        git("rev-parse", "--show-toplevel")
+        out["git_commit"] = git("rev-parse", "HEAD")
+        out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no", "--", "."))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from jobs.images.user import collect_code
+
+    digest = hashlib.sha256()
+    files, _ = collect_code(Path(root), cfg.output.base_dir)
+    for rel in files:
+        digest.update(rel.encode() + b"\0")
+        try:
+            digest.update(Path(root, rel).read_bytes())
+        except OSError:
+            digest.update(b"(unreadable)")
+        digest.update(b"\0")
+    out.update(content_sha256=digest.hexdigest(), files=len(files))
+    content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
+    if out["git_commit"]:
+        out["text"] = (f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+                       + f" ({content})")
+    else:
+        out["text"] = f"{content} in {root} (not in a git repository)"
     return out
 
 
@@ -511,9 +563,10 @@ def _folder_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(where) for f in files)
 
 
-def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any]) -> list[tuple[str, str]]:
+def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any], cfg=None) -> list[tuple[str, str]]:
     """When the run started and with which command (the run lock, held while this step runs; local runs),
-    when this page was written, and from which code."""
+    when this page was written, and from which code: a user's trainer's own version (:func:`trainer_version`)
+    and this tool's apart."""
     import datetime as dt
 
     holder: dict[str, Any] = {}
@@ -528,7 +581,12 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     if started:
         rows.append(("run started", str(started)))
     rows.append(("report written", dt.datetime.now().astimezone().isoformat(timespec="seconds")))
-    rows.append(("code version", code_version()["text"]))
+    trainer = trainer_version(cfg)
+    if trainer:
+        rows.append(("trainer code version", trainer["text"]))
+        rows.append(("tool version (this pipeline)", code_version()["text"]))
+    else:
+        rows.append(("code version", code_version()["text"]))
     if holder.get("command"):
         rows.append(("command", str(holder["command"])))
     if verification.get("framework_version"):
@@ -600,7 +658,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
+                 steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
                  restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)
 

@@ -57,7 +57,9 @@ class Request:
 
 
 def parse_args(argv: list[str]) -> Request:
-    p = argparse.ArgumentParser(prog="python pipelines/run.py build", description=__doc__.split("\n")[0],
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -53,11 +53,14 @@ def trained(tmp_path_factory):
     classifier.export(str(root / "classifier"), verbose=False)
     # the instances exactly as the file holds them (rounded), so numpy and the model see the same numbers
     held = np.round(held, 6).astype("float32")
+    predicted = {"regressor": regressor.predict(held, verbose=0)[:, 0].astype("float64"),
+                 "classifier": classifier.predict(held, verbose=0).argmax(axis=1).tolist()}
+    keras.backend.clear_session()  # Keras' names (adam, adam_2, ...) start again for the tests after these
     return {"root": root,
             "regressor": {"dir": root / "regressor", "labels": [round(float(v), 6) for v in y_held[:, 0]],
-                          "predicted": regressor.predict(held, verbose=0)[:, 0].astype("float64"), "x": held},
+                          "predicted": predicted["regressor"], "x": held},
             "classifier": {"dir": root / "classifier", "labels": classes(held),
-                           "predicted": classifier.predict(held, verbose=0).argmax(axis=1).tolist(), "x": held}}
+                           "predicted": predicted["classifier"], "x": held}}
 
 
 def _verify_in_a_fresh_process(model_dir: Path, eval_data: Path, sample: dict) -> dict:

@@ -317,6 +317,13 @@ def _modules_in(root: Path, limit: int = 5) -> list[str]:
     return found
 
 
+def _nearest(name: str, names: list[str]) -> list[str]:
+    """``names``, the most like ``name`` first (a did-you-mean lists the likeliest first)."""
+    import difflib
+
+    return sorted(names, key=lambda n: -difflib.SequenceMatcher(None, name, n).ratio())
+
+
 def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """A user trainer's files, checked on this machine before any replica starts: the source folder, the
     module in it, the requirements file, the sample request."""
@@ -332,7 +339,8 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             rel = "/".join(parts)
             p.append(problem("trainer.module", f"{t.module} is not importable from trainer.source_dir {root} (no "
                                                f"{rel}.py or {rel}/__main__.py there): every replica runs python -m "
-                                               f"{t.module} in that folder", _modules_in(root) or ["trainer.task"]))
+                                               f"{t.module} in that folder", _nearest(t.module, _modules_in(root))
+                                               or ["trainer.task"]))
         if t.requirements and not (root / t.requirements).is_file():
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))

@@ -18,7 +18,8 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (:func:`code_version`): the project's git commit, else the installed package's version;
+* the code version (:func:`code_version`): the project's git commit, else the installed package's version; for a
+  user's trainer also its own (:func:`trainer_version`: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
@@ -75,6 +76,57 @@ def code_version(root: str = ROOT) -> dict[str, Any]:
         out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
     else:
         out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
+    return out
+
+
+def trainer_version(cfg) -> dict[str, Any] | None:
+    """Which code of a user's trainer ran, apart from this tool's (:func:`code_version`): ``{"source_dir",
+    "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of ``trainer.source_dir``'s
+    repository (and whether its files there had changes), when it is in one; always the SHA-256 of the files the
+    trainer's image would hold (``jobs.images.user.collect_code``: the same files, the same exclusions), so a
+    copy outside any repository is named by its content. None for the built-in trainer; on Vertex (no
+    ``source_dir``: the code is the image's) the image names it."""
+    import hashlib
+    import subprocess
+    from pathlib import Path
+
+    if cfg is None or not cfg.user_trainer:
+        return None
+    root = cfg.trainer.source_dir
+    if not root or not os.path.isdir(root):
+        image = cfg.container.image_uri or "the job's image"
+        return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
+                "files": None, "text": f"the code in {image} (its WORKDIR)"}
+    out: dict[str, Any] = {"source_dir": root, "git_commit": None, "git_dirty": None}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        git("rev-parse", "--show-toplevel")
+        out["git_commit"] = git("rev-parse", "HEAD")
+        out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no", "--", "."))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from jobs.images.user import collect_code
+
+    digest = hashlib.sha256()
+    files, _ = collect_code(Path(root), cfg.output.base_dir)
+    for rel in files:
+        digest.update(rel.encode() + b"\0")
+        try:
+            digest.update(Path(root, rel).read_bytes())
+        except OSError:
+            digest.update(b"(unreadable)")
+        digest.update(b"\0")
+    out.update(content_sha256=digest.hexdigest(), files=len(files))
+    content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
+    if out["git_commit"]:
+        out["text"] = (f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+                       + f" ({content})")
+    else:
+        out["text"] = f"{content} in {root} (not in a git repository)"
     return out
 
 
@@ -285,8 +337,14 @@ def _kv_table(element_id: str, rows: list[tuple[str, str]], e) -> str:
 
 def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], scalars: dict[str, list],
             data: dict[str, Any] | None, train: dict[str, Any]) -> list[str]:
-    """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks)."""
+    """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks): the
+    held-out verdict on ``serving.eval_data`` for any model (``jobs.report_sections.eval_verdict``), the built-in
+    classifier's on its validation split; a user's model without eval_data is said not to be judged, and how to
+    have it judged."""
+    from jobs.report_sections import EVAL_MISSING, eval_verdict
+
     acc, examples = verification.get("accuracy"), verification.get("examples")
+    held_out = eval_verdict(verification.get("eval"))
     out = []
     if isinstance(acc, (int, float)) and isinstance(examples, int) and examples:
         out.append(f"Validation accuracy {acc:.3f} ({round(acc * examples)} of {examples} held-out images right), "
@@ -308,12 +366,16 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
         if isinstance(train.get("train_accuracy"), (int, float)):
             out.append(f"Training accuracy over the last logged steps: {train['train_accuracy']:.3f} (a large gap "
                        "above the validation accuracy means the model learned its training images, not the task).")
+        out += held_out
     elif verification:
+        out += held_out
         finals = {name: points[-1][1] for name, points in scalars.items() if points}
         shown = {k: v for k, v in finals.items() if k.startswith("validation")} or finals
         if shown:
-            out.append("Final values: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6])
-                       + ". Not a classifier this report knows: judge by the curves below.")
+            out.append("The trainer's own final values: "
+                       + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6]) + ".")
+        if not held_out:
+            out.append(EVAL_MISSING)
         out.append(f"The exported model loads and serves: {verification.get('signature', '?')} answered "
                    f"{verification.get('instances', '?')} instance(s).")
     else:
@@ -347,7 +409,8 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     answer = verdict(verification, stats, scalars, data, train) + sections.study_verdict(study) \
         + sections.gate_verdict(gate)
     parts = [f"<h1>Run report: {e(title)}</h1>",
-             "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"]
+             "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"
+             + sections.eval_html(verification.get("eval"), e)]
     if provenance:
         parts.append("<h2>Run</h2>" + _kv_table("provenance", list(provenance), e))
     parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
@@ -465,7 +528,8 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
              "#samples img{width:96px;height:96px;image-rendering:pixelated}" + sections.STYLE)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], "", "| | |", "|---|---|"]
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
+          "", "| | |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
     md += sections.study_markdown(study)
     if data and not data.get("missing"):
@@ -499,9 +563,10 @@ def _folder_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(where) for f in files)
 
 
-def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any]) -> list[tuple[str, str]]:
+def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any], cfg=None) -> list[tuple[str, str]]:
     """When the run started and with which command (the run lock, held while this step runs; local runs),
-    when this page was written, and from which code."""
+    when this page was written, and from which code: a user's trainer's own version (:func:`trainer_version`)
+    and this tool's apart."""
     import datetime as dt
 
     holder: dict[str, Any] = {}
@@ -516,7 +581,12 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     if started:
         rows.append(("run started", str(started)))
     rows.append(("report written", dt.datetime.now().astimezone().isoformat(timespec="seconds")))
-    rows.append(("code version", code_version()["text"]))
+    trainer = trainer_version(cfg)
+    if trainer:
+        rows.append(("trainer code version", trainer["text"]))
+        rows.append(("tool version (this pipeline)", code_version()["text"]))
+    else:
+        rows.append(("code version", code_version()["text"]))
     if holder.get("command"):
         rows.append(("command", str(holder["command"])))
     if verification.get("framework_version"):
@@ -588,7 +658,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
+                 steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
                  restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)
 

@@ -60,15 +60,12 @@ SUBCOMMANDS = {
 }
 
 
-def invoked_as() -> str:
-    """How the user started this command: ``vtp`` (the console script ``pip install`` puts on the PATH) or
-    ``python pipelines/run.py``; lines that say how to go on (resume, --fresh) repeat it."""
-    return "vtp" if os.path.basename(sys.argv[0]) == "vtp" else "python pipelines/run.py"
+from jobs.cli import invoked_as, shown  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=invoked_as(), description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=shown(__doc__))
     p.add_argument("--config", default="local", help=f"preset ({', '.join(config_lib.presets())}) or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")

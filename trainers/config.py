@@ -21,7 +21,7 @@ A job config describes everything needed to run one training job, locally or on 
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
-``serving.sample_request``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
+``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
 ``trainer.requirements`` is relative to ``trainer.source_dir``); in a preset and in ``--set`` they are
 relative to the current directory. :func:`load` makes them absolute, so the config passed between pipeline
 steps never depends on a working directory.
@@ -185,8 +185,15 @@ class Pool:
     nfs_mounts: list[NfsMount] = dataclasses.field(default_factory=list)
 
 
-def _chief() -> Pool:
-    return Pool(replica_count=1, machine_type="n1-standard-4")
+@dataclasses.dataclass
+class Chief(Pool):
+    """Pool 0: the chief, always one replica (Vertex runs ``workerPoolSpecs[0]`` once); a ``chief`` section that
+    names only its machine has that one replica."""
+    replica_count: int = 1
+
+
+def _chief() -> Chief:
+    return Chief(replica_count=1, machine_type="n1-standard-4")
 
 
 @dataclasses.dataclass
@@ -195,7 +202,7 @@ class Topology:
     region: str = "us-central1"
     #: legacy AI Platform TPU runtime version (e.g. "2.11" or "pytorch-1.11").
     tpu_tf_version: str = ""
-    chief: Pool = dataclasses.field(default_factory=_chief)
+    chief: Chief = dataclasses.field(default_factory=_chief)
     worker: Pool = dataclasses.field(default_factory=Pool)
     parameter_server: Pool = dataclasses.field(default_factory=Pool)
     evaluator: Pool = dataclasses.field(default_factory=Pool)
@@ -324,6 +331,18 @@ class Serving:
     #: a JSON file ``{"instances": [...]}`` as Vertex online prediction takes it: the verify step runs the
     #: model's ``serving_default`` signature on it (empty: on an input generated from the signature).
     sample_request: str = ""
+    #: held-out examples for an independent verdict on any model: a JSON Lines file, one example per line,
+    #: ``{"instance": <one element of the sample request's instances>, "label": <value>}``, local (relative to
+    #: the job file) for a run here, ``gs://`` for Vertex. The verify step evaluates the exported model on it
+    #: (``jobs.evaluation``): regression -> RMSE, MAE, the RMSE of predicting the labels' mean; classification
+    #: -> accuracy, per-class precision and recall, the most-common-class baseline. Empty: no such verdict.
+    eval_data: str = ""
+    #: how ``eval_data`` is judged: ``auto`` decides from the labels and the model's output (``jobs.evaluation``
+    #: documents the rule), or say it: ``regression`` | ``classification``.
+    eval_task: Literal["auto", "regression", "classification"] = "auto"
+    #: which output of ``serving_default`` is the prediction, for a model with several (empty: the only one,
+    #: or the one named like a prediction: ``probabilities``, ``predictions``, ...).
+    eval_output: str = ""
     #: what the model must pass to be registered at all; a model that misses a bar stops the run.
     gate: Gate = dataclasses.field(default_factory=Gate)
 
@@ -561,7 +580,9 @@ def _read_yaml(source: str) -> dict[str, Any]:
     path = Path(source)
     if not path.suffix and not path.exists():
         if source not in presets():
-            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
+            near = difflib.get_close_matches(source, presets(), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError([problem("--config", f"no preset or file named {source!r}{hint}", presets())])
         path = PRESET_DIR / f"{source}.yaml"
     if not path.is_file():
         raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
@@ -608,8 +629,8 @@ def is_preset(source: str) -> bool:
 
 
 #: Paths a job file may give relative to its own folder (see the module docstring).
-RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "data.path", "data.prepared_dir",
-                    "output.base_dir")
+RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "serving.eval_data", "data.path",
+                    "data.prepared_dir", "output.base_dir")
 
 
 def _is_local_relative(value: Any) -> bool:

@@ -9,8 +9,9 @@ never carry what submit refuses. Each problem is one line naming the field, the 
   ``REPO:TAG@sha256:...``), not the presets' ``my-project`` placeholder, not on this machine, and in
   Artifact Registry in the job's region family (``R-docker.pkg.dev`` or the ``us``/``europe``/``asia``
   multi-region containing R); ``gcr.io`` hosts and other registries are warnings (public images only);
-* the job itself (:func:`job_problems`): name, ``output.base_dir`` / ``data.path`` on Cloud Storage, the
-  machines and accelerators offered in the region (the hardware catalog), Model Registry fields.
+* the job itself (:func:`job_problems`): name, ``output.base_dir`` / ``data.path`` / ``serving.eval_data`` on
+  Cloud Storage, the machines and accelerators offered in the region (the hardware catalog), Model Registry
+  fields.
 """
 from __future__ import annotations
 
@@ -199,6 +200,10 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
         errors += gcs_problems("data.prepared_dir", cfg.data.prepared_dir.replace("/gcs/", "gs://", 1)
                                if cfg.data.prepared_dir.startswith("/gcs/") else cfg.data.prepared_dir,
                                f"gs://{BUCKET_FORM}/flowers-tfrecords")
+    if cfg.serving.eval_data:  # read by the verify step on Vertex: Cloud Storage, like every other path
+        eval_data = cfg.serving.eval_data
+        errors += gcs_problems("serving.eval_data", eval_data.replace("/gcs/", "gs://", 1)
+                               if eval_data.startswith("/gcs/") else eval_data, f"gs://{BUCKET_FORM}/eval.jsonl")
     if cfg.serving.sample_request:  # its content travels in the pipeline: it must be readable here
         from jobs.validate import sample_request_problems
 

@@ -200,7 +200,9 @@ def register_main(argv: list[str]) -> int:
 def _register(argv: list[str]) -> int:
     from trainers.errors import ConfigError
 
-    p = argparse.ArgumentParser(prog="python pipelines/run.py register-model", description=register_main.__doc__)
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
     p.add_argument("--config", default="local")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")

@@ -167,6 +167,8 @@ def validate_main(argv: Sequence[str]) -> int:
 
             if config_lib.is_preset(path):
                 path = str(config_lib.PRESET_DIR / f"{path}.yaml")
+            elif not Path(path).suffix:  # a mistyped preset: the presets, and the one it is closest to
+                config_lib.load_document(path)
         doc = load_yaml(path) if path else None
         if path and not isinstance(doc, Mapping):
             raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)

@@ -22,7 +22,9 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python pipelines/run.py components", description=__doc__.split("\n")[0])
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py components"), description=__doc__.split("\n")[0])
     p.add_argument("--image", required=True, help="the trainer image by digest, REPO[:TAG]@sha256:<64 hex>")
     p.add_argument("--out", required=True, help="folder to write <name>/component.yaml into")
     p.add_argument("--host", help="also publish them to this KFP repository: https://REGION-kfp.pkg.dev/PROJECT/REPO")

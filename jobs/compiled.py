@@ -68,10 +68,15 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
 
     if say(problems, warnings):
         return 2
+    if target == "vertex":
+        from jobs.cloud.preflight import placeholder_free
+
+        cfg = placeholder_free(cfg)  # no placeholder anywhere in what is compiled
     write(lambda path: compile_pipeline(cfg, path, target, base_image=image or None), out)
     print(f"compiled pipeline {cfg.name!r} for {target} to {out}")
     parameters = {"config_json": "(the config)", "location": cfg.topology.region,
-                  "sample_request": "(the serving.sample_request JSON, when set)"}
+                  "sample_request": "(the serving.sample_request JSON, when set)",
+                  "eval_data": cfg.serving.eval_data or "(serving.eval_data: a gs:// JSON Lines file, when set)"}
     if target == "vertex":
         parameters.update({"build_context_uri": "(optional) gs://B/PATH/ctx-<hash>.tgz: build the image with Cloud "
                                                 "Build first", "service_account": "(optional)", "network": "(optional)"})

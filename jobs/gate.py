@@ -123,9 +123,12 @@ def tuning_figures(text: str, study_metric: str = "") -> dict[str, float]:
 def verification_figures(record: dict[str, Any]) -> dict[str, float]:
     """The verify step's record (``verification.json``) as figures: its evaluation (``accuracy``, ``loss``,
     ``examples`` for the built-in classifier) and latency (``latency_ms_median``, ...)."""
+    from jobs.evaluation import figures
+
     out = _numbers((k, record.get(k)) for k in ("accuracy", "loss", "examples", "instances"))
     latency = record.get("latency_ms") if isinstance(record.get("latency_ms"), dict) else {}
     out.update(_numbers((f"latency_ms_{k}", latency.get(k)) for k in ("median", "first_call")))
+    out.update(figures(record.get("eval")))  # serving.eval_data's verdict: eval_rmse, eval_accuracy, ...
     return out
 
 

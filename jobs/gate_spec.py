@@ -42,6 +42,10 @@ BUILTIN_EVALUATION = ("accuracy", "loss", "examples")
 #: (``train/loss``...; also spelled ``train_loss``, as the train step's Metrics artifact logs them).
 BUILTIN_TRAINING = ("train_loss", "train_accuracy", "train/loss", "train/accuracy", "train/examples_per_second",
                     "train_examples_per_second")
+#: the verify step's verdict on ``serving.eval_data`` (``jobs.evaluation.figures``; per-class figures too:
+#: ``eval_precision/<class>``, ``eval_recall/<class>``).
+EVAL_METRICS = ("eval_accuracy", "eval_baseline_accuracy", "eval_rmse", "eval_mae", "eval_baseline_rmse", "eval_r2",
+                "eval_examples")
 #: the side-car evaluator's scalars (``trainers.evaluator``), with an evaluator pool.
 EVALUATOR_SCALARS = ("validation/loss", "validation/accuracy", "validation_loss", "validation_accuracy")
 
@@ -110,6 +114,8 @@ def known_metrics(cfg: config_lib.JobConfig) -> list[str] | None:
     if cfg.user_trainer:
         return None
     names = list(BUILTIN_EVALUATION) + list(VERIFY_METRICS) + list(BUILTIN_TRAINING)
+    if cfg.serving.eval_data:  # the built-in classifier judged on serving.eval_data (jobs.evaluation)
+        names += [n for n in EVAL_METRICS if n not in names]
     if cfg.topology.evaluator.replica_count:
         names += EVALUATOR_SCALARS
     if study_metric:
@@ -133,6 +139,12 @@ def gate_problems(cfg: config_lib.JobConfig) -> list[Problem]:
                 near = difflib.get_close_matches(bar.metric, known, n=1)
                 hint = f" (did you mean {near[0]!r}?)" if near else ""
                 problems.append(problem(bar.field, f"no step of this job measures {bar.metric!r}{hint}", known))
+    if known is None and not cfg.serving.eval_data:  # a user trainer: eval_* is known to need serving.eval_data
+        for bar in bars:
+            if bar.metric in EVAL_METRICS or bar.metric.startswith(("eval_precision/", "eval_recall/")):
+                problems.append(problem(bar.field, f"{bar.metric} is measured on serving.eval_data (held-out "
+                                                   "examples), which this job does not set",
+                                        ["serving.eval_data: eval.jsonl"]))
     problems.sort(key=lambda p: _index(p.field))
     if gate.better_than_parent:
         region = cfg.topology.region

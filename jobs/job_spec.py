@@ -3,7 +3,10 @@
 One builder, :func:`custom_job_spec`, returns the spec as a dict in the API's proto field names (what
 ``json_format.ParseDict`` takes into ``aiplatform_v1.CustomJobSpec``): the worker command, the four pools by
 position (machine, accelerators, reservation, replica counts, ``container_spec`` with command, args and
-``env``), scheduling, output directory, TensorBoard, service account and network. Everything that runs the
+``env``, ``disk_spec``, ``nfs_mounts``), scheduling (``disable_retries`` too), output directory, TensorBoard, and
+the ``vertex`` section (service account and network, the submission's flags winning; web and dashboard access,
+reserved IP ranges, Private Service Connect). Which field of the client's ``CustomJobSpec`` comes from where, and
+why the rest are not reachable: ``jobs.hardware.api_fields``. Everything that runs the
 job reads it from here:
 
 * the pipeline's ``validate_config`` step outputs it (and its parts, for ``custom_training_job``);
@@ -123,9 +126,25 @@ def worker_pool_specs(job: Mapping[str, Any], image_uri: str, command: Sequence[
             container["args"] = [str(a) for a in args]
         if env:
             container["env"] = [{"name": str(e["name"]), "value": str(e.get("value", ""))} for e in env]
-        specs.append({"replica_count": replicas, "machine_spec": machine_spec(pool, reservation),
-                      "container_spec": container})
+        spec = {"replica_count": replicas, "machine_spec": machine_spec(pool, reservation), "container_spec": container}
+        spec.update(pool_extras(pool))
+        specs.append(spec)
     return specs
+
+
+def pool_extras(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """A pool's ``disk_spec`` (only what is set: Vertex's defaults otherwise) and ``nfs_mounts``, as the API names
+    them in ``WorkerPoolSpec``."""
+    out: dict[str, Any] = {}
+    disk = pool.get("disk_spec") if isinstance(pool.get("disk_spec"), Mapping) else {}
+    disk_spec = {k: v for k, v in (("boot_disk_type", str(disk.get("boot_disk_type") or "")),
+                                   ("boot_disk_size_gb", _int(disk.get("boot_disk_size_gb") or 0))) if v}
+    if disk_spec:
+        out["disk_spec"] = disk_spec
+    mounts = [m for m in pool.get("nfs_mounts") or [] if isinstance(m, Mapping)]
+    if mounts:
+        out["nfs_mounts"] = [{k: str(m.get(k) or "") for k in ("server", "path", "mount_point")} for m in mounts]
+    return out
 
 
 def pools_by_position(specs: Sequence[Any]) -> list[dict[str, Any]]:
@@ -142,39 +161,51 @@ def pools_by_position(specs: Sequence[Any]) -> list[dict[str, Any]]:
 def job_spec(*, worker_pool_specs: Sequence[Any], base_output_directory: str = "", tensorboard: str = "",
              restart_job_on_worker_restart: bool = False, scheduling_strategy: str = "", timeout: str = "",
              max_wait_duration: str = "", persistent_resource_id: str = "", service_account: str = "",
-             network: str = "") -> dict[str, Any]:
+             network: str = "", disable_retries: bool = False, enable_web_access: bool = False,
+             enable_dashboard_access: bool = False, reserved_ip_ranges: Sequence[str] = (),
+             psc_network_attachment: str = "") -> dict[str, Any]:
     """A ``CustomJobSpec`` dict from its parts (the config's, or the ``custom_training_job`` component's
     inputs): empty parts are left out, pools by position."""
     spec: dict[str, Any] = {"worker_pool_specs": pools_by_position(worker_pool_specs)}
     scheduling: dict[str, Any] = {k: v for k, v in (("timeout", timeout), ("strategy", scheduling_strategy),
                                                     ("max_wait_duration", max_wait_duration)) if v}
-    if restart_job_on_worker_restart:
-        scheduling["restart_job_on_worker_restart"] = True
+    for key, value in (("restart_job_on_worker_restart", restart_job_on_worker_restart),
+                       ("disable_retries", disable_retries)):
+        if value:
+            scheduling[key] = True
     if scheduling:
         spec["scheduling"] = scheduling
     if base_output_directory:
         spec["base_output_directory"] = {"output_uri_prefix": base_output_directory}
     for key, value in (("tensorboard", tensorboard), ("service_account", service_account), ("network", network),
-                       ("persistent_resource_id", persistent_resource_id)):
+                       ("persistent_resource_id", persistent_resource_id), ("enable_web_access", enable_web_access),
+                       ("enable_dashboard_access", enable_dashboard_access)):
         if value:
             spec[key] = value
+    if reserved_ip_ranges:
+        spec["reserved_ip_ranges"] = [str(r) for r in reserved_ip_ranges]
+    if psc_network_attachment:
+        spec["psc_interface_config"] = {"network_attachment": psc_network_attachment}
     return spec
 
 
 def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
-    """THE ``CustomJobSpec`` of ``cfg`` (see the module doc). ``service_account``/``network`` are the
-    submission's (``run.py --service-account``/``--network``), not the config's."""
+    """THE ``CustomJobSpec`` of ``cfg`` (see the module doc). ``service_account``/``network``: the submission's
+    (``run.py --service-account``/``--network``), which override the config's ``vertex`` section."""
     from jobs.job_image import job_image  # container.image_uri, else the variant the accelerators need
 
     command = worker_command(cfg)
-    s = cfg.scheduling
+    s, v = cfg.scheduling, cfg.vertex
     return job_spec(
         worker_pool_specs=worker_pool_specs(cfg.to_dict(), job_image(cfg), command[:1], command[1:],
                                             container_env(cfg)),
         base_output_directory=config_lib.resolved_base_dir(cfg), tensorboard=cfg.output.tensorboard,
         restart_job_on_worker_restart=s.restart_job_on_worker_restart, scheduling_strategy=s.strategy,
         timeout=s.timeout, max_wait_duration=s.max_wait_duration, persistent_resource_id=s.persistent_resource_id,
-        service_account=service_account, network=network)
+        service_account=service_account or v.service_account, network=network or v.network,
+        disable_retries=s.disable_retries, enable_web_access=v.enable_web_access,
+        enable_dashboard_access=v.enable_dashboard_access, reserved_ip_ranges=v.reserved_ip_ranges,
+        psc_network_attachment=v.psc_interface_config.network_attachment)
 
 
 def parts(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,7 +219,19 @@ def parts(spec: Mapping[str, Any]) -> dict[str, Any]:
             "restart_job_on_worker_restart": bool(scheduling.get("restart_job_on_worker_restart", False)),
             "scheduling_strategy": scheduling.get("strategy", ""), "timeout": scheduling.get("timeout", ""),
             "max_wait_duration": scheduling.get("max_wait_duration", ""),
-            "persistent_resource_id": spec.get("persistent_resource_id", "")}
+            "persistent_resource_id": spec.get("persistent_resource_id", ""),
+            "service_account": spec.get("service_account", ""), "network": spec.get("network", ""),
+            "disable_retries": bool(scheduling.get("disable_retries", False)),
+            "enable_web_access": bool(spec.get("enable_web_access", False)),
+            "enable_dashboard_access": bool(spec.get("enable_dashboard_access", False)),
+            "reserved_ip_ranges": list(spec.get("reserved_ip_ranges") or []),
+            "psc_network_attachment": (spec.get("psc_interface_config") or {}).get("network_attachment", "")}
+
+
+def local_max_restarts(cfg: config_lib.JobConfig) -> int:
+    """How often the local launcher restarts the whole job after a replica dies: ``scheduling.max_restarts``,
+    or none when ``scheduling.disable_retries`` (Vertex then retries nothing either)."""
+    return 0 if cfg.scheduling.disable_retries else cfg.scheduling.max_restarts
 
 
 def launch_rules(cfg: config_lib.JobConfig) -> dict[str, str]:

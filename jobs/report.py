@@ -19,7 +19,8 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version;
+* the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version; for a
+  user's trainer also its own (``jobs.images.user.trainer_version``: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
@@ -87,8 +88,14 @@ def _kv_table(element_id: str, rows: list[tuple[str, str]], e) -> str:
 
 def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], scalars: dict[str, list],
             data: dict[str, Any] | None, train: dict[str, Any]) -> list[str]:
-    """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks)."""
+    """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks): the
+    held-out verdict on ``serving.eval_data`` for any model (``jobs.report_sections.eval_verdict``), the built-in
+    classifier's on its validation split; a user's model without eval_data is said not to be judged, and how to
+    have it judged."""
+    from jobs.report_sections import EVAL_MISSING, eval_verdict
+
     acc, examples = verification.get("accuracy"), verification.get("examples")
+    held_out = eval_verdict(verification.get("eval"))
     out = []
     if isinstance(acc, (int, float)) and isinstance(examples, int) and examples:
         out.append(f"Validation accuracy {acc:.3f} ({round(acc * examples)} of {examples} held-out images right), "
@@ -110,12 +117,16 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
         if isinstance(train.get("train_accuracy"), (int, float)):
             out.append(f"Training accuracy over the last logged steps: {train['train_accuracy']:.3f} (a large gap "
                        "above the validation accuracy means the model learned its training images, not the task).")
+        out += held_out
     elif verification:
+        out += held_out
         finals = {name: points[-1][1] for name, points in scalars.items() if points}
         shown = {k: v for k, v in finals.items() if k.startswith("validation")} or finals
         if shown:
-            out.append("Final values: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6])
-                       + ". Not a classifier this report knows: judge by the curves below.")
+            out.append("The trainer's own final values: "
+                       + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6]) + ".")
+        if not held_out:
+            out.append(EVAL_MISSING)
         out.append(f"The exported model loads and serves: {verification.get('signature', '?')} answered "
                    f"{verification.get('instances', '?')} instance(s).")
     else:
@@ -148,7 +159,8 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     answer = verdict(verification, stats, scalars, data, train) + sections.study_verdict(study) \
         + sections.gate_verdict(gate)
     parts = [f"<h1>Run report: {e(title)}</h1>",
-             "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"]
+             "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"
+             + sections.eval_html(verification.get("eval"), e)]
     if provenance:
         parts.append("<h2>Run</h2>" + _kv_table("provenance", list(provenance), e))
     parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
@@ -266,7 +278,8 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
              "#samples img{width:96px;height:96px;image-rendering:pixelated}" + sections.STYLE)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], "", "| | |", "|---|---|"]
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
+          "", "| | |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
     md += sections.study_markdown(study)
     if data and not data.get("missing"):

@@ -114,9 +114,12 @@ def data_summary(cfg) -> dict[str, Any] | None:
             "image_size": manifest.get("image_size"), "encoding": manifest.get("encoding", "raw")}
 
 
-def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any]) -> list[tuple[str, str]]:
+def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any], cfg=None) -> list[tuple[str, str]]:
     """When the run started and with which command (the run lock, held while this step runs; local runs),
-    when this page was written, and from which code."""
+    when this page was written, and from which code: a user's trainer's own version
+    (``jobs.images.user.trainer_version``) and this tool's apart."""
+    from jobs.images.user import trainer_version
+
     import datetime as dt
 
     holder: dict[str, Any] = {}
@@ -131,7 +134,12 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     if started:
         rows.append(("run started", str(started)))
     rows.append(("report written", dt.datetime.now().astimezone().isoformat(timespec="seconds")))
-    rows.append(("code version", records.code_version()["text"]))
+    trainer = trainer_version(cfg)
+    if trainer:
+        rows.append(("trainer code version", trainer["text"]))
+        rows.append(("tool version (this pipeline)", records.code_version()["text"]))
+    else:
+        rows.append(("code version", records.code_version()["text"]))
     if holder.get("command"):
         rows.append(("command", str(holder["command"])))
     if verification.get("framework_version"):
@@ -198,6 +206,6 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification), train=figures,
+                 steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
                  restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)

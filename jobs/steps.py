@@ -178,14 +178,16 @@ def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", docker
     return builder.build(context, job_image.build_repository(cfg, variant), context.tag, {"VARIANT": variant})
 
 
-def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", record_dir: str = "") -> dict[str, Any]:
+def verify_model(model_dir: str, sample_request: str = "", data_dir: str = "", record_dir: str = "", *,
+                 eval_data: str = "", eval_task: str = "auto", eval_output: str = "") -> dict[str, Any]:
     """Load the SavedModel in this process, run ``serving_default`` on ``sample_request`` (the JSON text
-    ``{"instances": [...]}``) or a generated input, time it, and for the built-in classifier evaluate
-    ``data_dir``'s held-out split (``jobs.verify``); written to ``<record_dir>/verification.json`` when
-    given. Raises ``jobs.verify.VerifyError`` (one line)."""
+    ``{"instances": [...]}``) or a generated input, time it, evaluate it on ``eval_data`` (``serving.eval_data``)
+    when given, and for the built-in classifier evaluate ``data_dir``'s held-out split (``jobs.verify``); written
+    to ``<record_dir>/verification.json`` when given. Raises ``jobs.verify.VerifyError`` (one line)."""
     from jobs import verify
 
-    record = verify.verify(model_dir, sample_request, data_dir)
+    record = verify.verify(model_dir, sample_request, data_dir, eval_data=eval_data, eval_task=eval_task,
+                           eval_output=eval_output)
     if record_dir:
         records.write_at(record_dir, records.VERIFICATION_RECORD, record)
     return record

@@ -20,6 +20,8 @@ from trainers.errors import ConfigError, Problem, problem
 
 #: A parameter's name is a command-line flag (``--NAME=VALUE``) and Vertex's ``parameter_id``.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: Vertex's trial counts (``maxTrialCount``, ``parallelTrialCount``, ``maxFailedTrialCount``) are int32
+INT32_MAX = 2**31 - 1
 TYPES = ("double", "integer", "categorical", "discrete")
 LOG_SCALES = ("log", "reverse_log")
 EXAMPLE = {"double": "{type: double, min: 0.0001, max: 0.1, scale: log}",
@@ -85,6 +87,10 @@ def _range_problems(field: str, p: config_lib.Parameter) -> list[Problem]:
     if p.min is None or p.max is None:
         missing = " and ".join(k for k in ("min", "max") if getattr(p, k) is None)
         return out + [problem(field, f"a {p.type} parameter needs {missing}", [EXAMPLE[p.type]])]
+    infinite = [k for k in ("min", "max") if not math.isfinite(getattr(p, k))]
+    if infinite:  # Optuna's sampler raises OverflowError on it; Vertex's DoubleValueSpec cannot carry it
+        return out + [problem(f"{field}.{k}", f"{getattr(p, k)} is not a finite number: a search range has finite "
+                                              "bounds", [EXAMPLE[p.type]]) for k in infinite]
     if p.type == "integer":
         for key in ("min", "max"):
             if not float(getattr(p, key)).is_integer():
@@ -124,9 +130,17 @@ def _values_problems(field: str, p: config_lib.Parameter) -> list[Problem]:
         elif p.scale in LOG_SCALES and min(p.values) <= 0:
             out.append(problem(f"{field}.values", f"a {p.scale} scale needs values above 0, got {min(p.values):g}",
                                ["positive values", "scale: linear"]))
-    if not out and len({str(v) for v in p.values}) != len(p.values):
-        seen = [v for i, v in enumerate(p.values) if v in p.values[:i]]
-        out.append(problem(f"{field}.values", f"{seen[0]!r} is listed twice; every value must be distinct"))
+    if not out:  # distinct as Vertex compares them: discrete values as numbers (16 and 16.0 are one value)
+        key = (lambda v: v) if p.type == "categorical" else float
+        seen: dict[Any, Any] = {}
+        for v in p.values:
+            if key(v) in seen:
+                same = "" if str(seen[key(v)]) == str(v) else f" (as {seen[key(v)]!r}: the same number)"
+                distinct = list({key(x): x for x in reversed(p.values)}.values())[::-1]
+                out.append(problem(f"{field}.values", f"{v!r} is listed twice{same}; every value must be distinct",
+                                   [str(distinct)]))
+                break
+            seen[key(v)] = v
     return out
 
 
@@ -186,18 +200,22 @@ def section_problems(t: config_lib.Tuning) -> list[Problem]:
     if t.goal is None:
         p.append(problem("tuning.goal", f"missing: whether a lower or a higher {t.metric or 'metric'} is better",
                          ["minimize", "maximize"]))
+    huge = [name for name in ("max_trials", "parallel_trials", "max_failed_trials") if getattr(t, name) > INT32_MAX]
+    for name in huge:  # int32 fields of Vertex's API; the rules between the counts wait for numbers it takes
+        p.append(problem(f"tuning.{name}", f"{getattr(t, name)} is beyond what Vertex's HyperparameterTuningJob takes "
+                                           f"(an int32: at most {INT32_MAX})", [8 if name == "max_trials" else 2]))
     if t.max_trials < 1:
         p.append(problem("tuning.max_trials", f"must be at least 1 (how many trials the study runs), got {t.max_trials}",
                          [8]))
     if t.parallel_trials < 1:
         p.append(problem("tuning.parallel_trials", f"must be at least 1, got {t.parallel_trials}", [1, 2]))
-    elif t.max_trials >= 1 and t.parallel_trials > t.max_trials:
+    elif t.max_trials >= 1 and t.parallel_trials > t.max_trials and not huge:
         p.append(problem("tuning.parallel_trials", f"{t.parallel_trials} trials at once is more than max_trials "
                                                    f"({t.max_trials})", [t.max_trials]))
     if t.max_failed_trials < 0:
         p.append(problem("tuning.max_failed_trials", f"must be 0 (Vertex decides) or more, got {t.max_failed_trials}",
                          [0, 1]))
-    elif t.max_trials >= 1 and t.max_failed_trials > t.max_trials:
+    elif t.max_trials >= 1 and t.max_failed_trials > t.max_trials and not huge:
         p.append(problem("tuning.max_failed_trials", f"{t.max_failed_trials} is more than max_trials ({t.max_trials})",
                          [0, t.max_trials]))
     for name, param in t.parameters.items():
@@ -209,6 +227,7 @@ def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """Every rule of the ``tuning`` section, one problem each (empty section: none): the section's own, then
     what it must agree on with the trainer (flags its arguments already set; the built-in trainer's fields)."""
     p = section_problems(cfg.tuning)
+    p += builtin_metric_problems(cfg)
     args = trainer_args(cfg)
     args_field = "trainer.args" if cfg.trainer.module else "container.args"
     for name, param in cfg.tuning.parameters.items():
@@ -219,3 +238,21 @@ def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         if not cfg.user_trainer and not _parameter_problems(cfg.tuning, name, param):
             p += _builtin_problems(cfg, name, field, param)
     return p
+
+
+def builtin_metric_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The built-in trainer reports only its own tags (``trainers.train.HYPERTUNE_METRICS``): a study of another
+    tag would have every trial end without its metric."""
+    t = cfg.tuning
+    if cfg.user_trainer or not t.enabled or not t.metric or not re.fullmatch(r"\S+", t.metric):
+        return []
+    import difflib
+
+    from trainers.train import HYPERTUNE_METRICS
+
+    if t.metric in HYPERTUNE_METRICS:
+        return []
+    near = difflib.get_close_matches(t.metric, HYPERTUNE_METRICS, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return [problem("tuning.metric", f"the built-in trainer never reports {t.metric!r}{hint}: it reports "
+                                     "these with cloudml-hypertune", HYPERTUNE_METRICS)]

@@ -8,11 +8,14 @@ as the pipeline's first component. No TensorFlow import: it takes well under a s
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from jobs.evaluation import settings_problems as eval_settings_problems
 from jobs.gate_spec import gate_problems
 from jobs.hardware.rules import Report, check_job
 from jobs.tuning_spec import tuning_problems
@@ -67,6 +70,8 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("data.path", f"data.source={d.source} needs a path (local folder, gs://bucket/dir or /gcs/bucket/dir)"))
     if not TIMEOUT_RE.match(cfg.scheduling.timeout):
         p.append(problem("scheduling.timeout", f"{cfg.scheduling.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
+    else:
+        p += duration_problems("scheduling.timeout", cfg.scheduling.timeout, ["86400s"])
     if cfg.scheduling.max_restarts < 0:
         p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
     p += tensorboard_problems(cfg)
@@ -75,6 +80,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
     p += trainer_shape_problems(cfg)
     p += gate_problems(cfg)  # serving.gate: jobs/gate.py
+    p += eval_settings_problems(cfg.serving)  # serving.eval_*: jobs/evaluation.py
     p += tuning_problems(cfg)  # tuning: jobs/tuning
     return p
 
@@ -99,6 +105,7 @@ def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         field = "trainer.args" if t.args else "trainer.requirements"
         p.append(problem(field, "needs trainer.module (the module every replica runs)", ["trainer.module: trainer.task"]))
     p += trainer_env_problems(cfg)
+    p += env_size_problems(cfg.trainer.env)
     if cfg.data.source == "none" and not cfg.user_trainer:
         p.append(problem("data.source", "none means the trainer reads its own data, but the built-in trainer "
                                         "needs images or TFRecords; set trainer.module to your own trainer",
@@ -148,6 +155,8 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         if not TIMEOUT_RE.match(s.max_wait_duration):
             p.append(problem("scheduling.max_wait_duration", f"{s.max_wait_duration!r} is not a duration in seconds "
                                                              "(\"0s\": wait indefinitely)", ["1800s", "0s"]))
+        else:
+            p += duration_problems("scheduling.max_wait_duration", s.max_wait_duration, ["86400s", "0s"])
         if s.strategy != "FLEX_START":
             p.append(problem("scheduling.max_wait_duration", f"applies to scheduling.strategy FLEX_START only, not "
                                                              f"{s.strategy}: set the strategy or remove it", ["FLEX_START"]))
@@ -197,6 +206,91 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+def duration_problems(field: str, text: str, valid: list[str]) -> list[Problem]:
+    """A duration the API can carry: ``google.protobuf.Duration`` (the type of ``Scheduling.timeout`` and
+    ``max_wait_duration``) holds at most 315,576,000,000 s (10,000 years); the installed protobuf library says
+    so itself, and a longer one is refused when the job is created, after the pipeline ran up to it. Vertex
+    documents no lower cap of its own (its defaults: 7 days for ``timeout``, 24 hours for ``max_wait_duration``;
+    FLEX_START's 7-day timeout is checked with FLEX_START)."""
+    from google.protobuf import duration_pb2
+
+    try:
+        duration_pb2.Duration().FromJsonString(text)
+    except ValueError as exc:
+        limit = re.search(r"range \[(-?\d+), (\d+)\]", str(exc))
+        most = f"{int(limit.group(2)):,} s" if limit else "the protobuf Duration range"
+        return [problem(field, f"{text} is longer than a duration the Vertex API can carry (google.protobuf.Duration: "
+                               f"at most {most})", valid)]
+    return []
+
+
+#: Linux refuses to start a process with an environment (or argument) string longer than this, NAME= and the
+#: terminating NUL included (MAX_ARG_STRLEN = 32 pages of 4 KiB: "Argument list too long", E2BIG); seen here:
+#: ``X=`` + 131,069 characters starts, + 131,070 does not.
+MAX_ARG_STRLEN = 131072
+#: ... and whose arguments and environment together (strings and their pointers) exceed ARG_MAX, a quarter of the
+#: stack limit: 2 MiB with the usual 8 MiB stack. What is left beside trainer.env (the command, Vertex's and the
+#: launcher's variables) is kept free: ENV_BUDGET is what trainer.env may take.
+ARG_MAX = 2 * 1024 * 1024
+ENV_BUDGET = ARG_MAX - 256 * 1024
+
+
+def env_size_problems(env: dict[str, str]) -> list[Problem]:
+    """``trainer.env`` values no replica could start with (see :data:`MAX_ARG_STRLEN`, :data:`ENV_BUDGET`)."""
+    p = []
+    total = 0
+    for name, value in env.items():
+        size = len(f"{name}={value}".encode("utf-8", "surrogatepass")) + 1
+        total += size + 8
+        if size > MAX_ARG_STRLEN:
+            p.append(problem(f"trainer.env.{name}", f"{size - len(name) - 2:,} bytes: Linux starts no process with an "
+                                                    f"environment string of {MAX_ARG_STRLEN // 1024} KiB or more "
+                                                    "(NAME=value); put the content in a file of your trainer's source "
+                                                    "and pass its path", [f"{name}: path/in/source_dir.json"]))
+    if not p and total > ENV_BUDGET:
+        p.append(problem("trainer.env", f"{total:,} bytes in all: with the command and Vertex's own variables a "
+                                        f"process's environment must stay under {ARG_MAX // 1024 // 1024} MiB "
+                                        "(ARG_MAX); move the large values into files", ["fewer or shorter values"]))
+    return p
+
+
+def tuned_range_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The built-in trainer takes a tuning parameter as an override of its own config field: every value the study
+    can try (a range's ends, the listed values) must pass that field's own rules (:func:`_value_checks` and the
+    hardware rules: a positive learning rate, a batch that divides by the replicas...)."""
+    if cfg.user_trainer or not cfg.tuning.enabled:
+        return []
+    from jobs.tuning_spec import flag_value
+
+    out: list[Problem] = []
+    for name, param in cfg.tuning.parameters.items():
+        listed = param.type in ("categorical", "discrete")
+        candidates = list(param.values) if listed else [param.min, param.max]
+        for i, value in enumerate(candidates):
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                continue
+            try:
+                tried = cfg.with_overrides([f"{name}={flag_value(param, value)}"])
+            except (ConfigError, TypeError, ValueError):
+                continue  # not a value of the field's type: tuning_problems says so
+            there = [q for q in _field_rules(tried) if q.field == name]
+            if there:
+                section, _, key = name.partition(".")
+                own = getattr(getattr(cfg, section), key)  # the job's own value passes the field's rules
+                where = f"values without {value!r}" if listed else f"{('min', 'max')[i]}: {own}"
+                out.append(problem(f"tuning.parameters.{name}", f"the study would try {flag_value(param, value)}, "
+                                                                f"which {name} refuses: {there[0].message}",
+                                   [where, *there[0].valid]))
+                break
+    return out
+
+
+def _field_rules(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The config's own field rules (values and hardware), without the tuning section's."""
+    no_study = dataclasses.replace(cfg, tuning=config_lib.Tuning())
+    return _value_checks(no_study) + list(check_job(no_study.to_dict()).errors)
+
+
 def _value_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
     warnings = []
     if cfg.trainer.module and cfg.data.source != "none":
@@ -223,6 +317,13 @@ def _modules_in(root: Path, limit: int = 5) -> list[str]:
     return found
 
 
+def _nearest(name: str, names: list[str]) -> list[str]:
+    """``names``, the most like ``name`` first (a did-you-mean lists the likeliest first)."""
+    import difflib
+
+    return sorted(names, key=lambda n: -difflib.SequenceMatcher(None, name, n).ratio())
+
+
 def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """A user trainer's files, checked on this machine before any replica starts: the source folder, the
     module in it, the requirements file, the sample request."""
@@ -238,12 +339,17 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             rel = "/".join(parts)
             p.append(problem("trainer.module", f"{t.module} is not importable from trainer.source_dir {root} (no "
                                                f"{rel}.py or {rel}/__main__.py there): every replica runs python -m "
-                                               f"{t.module} in that folder", _modules_in(root) or ["trainer.task"]))
+                                               f"{t.module} in that folder", _nearest(t.module, _modules_in(root))
+                                               or ["trainer.task"]))
         if t.requirements and not (root / t.requirements).is_file():
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))
     if cfg.serving.sample_request:
         p += sample_request_problems(cfg.serving.sample_request)
+    if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
+        from jobs.evaluation import eval_data_problems
+
+        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request)
     return p
 
 
@@ -337,11 +443,16 @@ def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
 
 
 def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    from jobs.hardware.today import retired_problems
+    from jobs.hardware.vertex_rules import vertex_problems
+
     report = check_job(cfg.to_dict())
-    errors = _value_checks(cfg) + list(report.errors)
+    vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
+    errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
+              + tuned_range_problems(cfg))
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg)
-    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg))
+    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings)
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:

@@ -9,7 +9,9 @@ runs its ``serving_default`` signature on
 * without one, an input generated from the signature's specs (a batch of 2; numbers from a seeded normal
   distribution; strings as a small PNG image, what an image model's bytes input decodes),
 
-and times it (first call, then the median of 5). For the built-in classifier (its ``metadata.json`` names
+and times it (first call, then the median of 5). With ``serving.eval_data`` (held-out examples with their
+labels) it also evaluates the model on them, whoever made it (``jobs.evaluation``: RMSE and MAE against the
+labels' mean, or accuracy, per-class precision and recall against the most common class). For the built-in classifier (its ``metadata.json`` names
 the classes) with its prepared data, it also evaluates the held-out split through ``serving_pixels``
 (accuracy, loss, confusion matrix, a gallery): ``trainers.export.evaluate_export``.
 
@@ -75,7 +77,7 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _tensor(name: str, values: list[Any], spec, specs: dict[str, Any]):
+def _tensor(name: str, values: list[Any], spec, specs: dict[str, Any], field: str = "serving.sample_request"):
     import numpy as np
     import tensorflow as tf
 
@@ -86,35 +88,39 @@ def _tensor(name: str, values: list[Any], spec, specs: dict[str, Any]):
             array = np.asarray(values, dtype=spec.dtype.as_numpy_dtype)
         tensor = tf.constant(array, dtype=spec.dtype)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise VerifyError(f"serving.sample_request: input {name!r} does not fit the signature {SIGNATURE} "
+        raise VerifyError(f"{field}: input {name!r} does not fit the signature {SIGNATURE} "
                           f"({' '.join(str(exc).split())[:150]}); its inputs are {_inputs_text(specs)}") from None
     if not spec.shape.is_compatible_with(tensor.shape):
-        raise VerifyError(f"serving.sample_request: input {name!r} has shape {tensor.shape.as_list()}, the signature "
+        raise VerifyError(f"{field}: input {name!r} has shape {tensor.shape.as_list()}, the signature "
                           f"{SIGNATURE} takes {_inputs_text(specs)}")
     return tensor
 
 
-def inputs_from_instances(instances: list[Any], specs: dict[str, Any]) -> dict[str, Any]:
+def inputs_from_instances(instances: list[Any], specs: dict[str, Any], field: str = "serving.sample_request",
+                          lines: list[int] | None = None) -> dict[str, Any]:
     """The signature's keyword tensors from Vertex-style ``instances`` (one value per instance for a
-    one-input signature, or an object per instance naming every input)."""
+    one-input signature, or an object per instance naming every input). ``field``: the setting the instances
+    came from, named in an error; ``lines``: the instances' line numbers in a file (an error names the line,
+    not the index)."""
     names = sorted(specs)
     columns: dict[str, list[Any]] = {n: [] for n in names}
     for i, instance in enumerate(instances):
+        where = f"instance {i}" if lines is None else f"the instance of line {lines[i]}"
         instance = _decode(instance)
         if isinstance(instance, dict):
             missing, extra = set(names) - set(instance), set(instance) - set(names)
             if missing or extra:
-                raise VerifyError(f"serving.sample_request: instance {i} names {sorted(instance)}, the signature "
+                raise VerifyError(f"{field}: {where} names {sorted(instance)}, the signature "
                                   f"{SIGNATURE} takes {_inputs_text(specs)}")
             for n in names:
                 columns[n].append(instance[n])
         elif len(names) == 1:
             columns[names[0]].append(instance)
         else:
-            raise VerifyError(f"serving.sample_request: instance {i} is not an object, but the signature {SIGNATURE} "
+            raise VerifyError(f"{field}: {where} is not an object, but the signature {SIGNATURE} "
                               f"takes several inputs ({_inputs_text(specs)}): give each instance as "
                               "{\"" + names[0] + "\": ..., ...}")
-    return {n: _tensor(n, columns[n], specs[n], specs) for n in names}
+    return {n: _tensor(n, columns[n], specs[n], specs, field) for n in names}
 
 
 def _tiny_png() -> bytes:
@@ -185,10 +191,23 @@ def load(model_dir: str):
                           f"{' '.join(str(exc).split())[:200]}") from None
 
 
-def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_runs: int = 5) -> dict[str, Any]:
+def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_runs: int = 5, *,
+           eval_data: str = "", eval_task: str = "auto", eval_output: str = "") -> dict[str, Any]:
     """Load, run, time (see the module docstring); returns the verification record. ``sample_request``:
-    the JSON text ``{"instances": [...]}`` (empty: generated input)."""
+    the JSON text ``{"instances": [...]}`` (empty: generated input). ``eval_data``: a ``serving.eval_data``
+    file (JSON Lines of ``{"instance", "label"}``): the model is evaluated on it with the signature loaded here
+    (``jobs.evaluation``), the figures under ``eval`` in the record."""
     import tensorflow as tf
+
+    from jobs import evaluation
+
+    examples = None
+    if eval_data:  # the file first: a bad file fails before the model is loaded
+        sample = parse_request(sample_request)[0] if sample_request else None
+        try:
+            examples = evaluation.read_examples(eval_data, sample)
+        except evaluation.EvalError as exc:
+            raise VerifyError(str(exc)) from None
 
     loaded = load(model_dir)
     signatures = dict(loaded.signatures)
@@ -228,6 +247,9 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
                        "runs": timed_runs, "batch": count},
         "framework": "tensorflow", "framework_version": tf.__version__,
     }
+    if examples is not None:
+        record["eval"] = evaluate_examples(fn, specs, examples, task=eval_task, output=eval_output,
+                                           model_dir=model_dir, source=eval_data)
     metadata = _builtin_metadata(model_dir)
     if metadata:
         record["metadata"] = metadata
@@ -238,6 +260,67 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
             evaluation.pop("metadata", None)
             record.update(evaluation)
     return record
+
+
+def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]], *, task: str = "auto",
+                      output: str = "", model_dir: str = "", source: str = "") -> dict[str, Any]:
+    """The loaded signature ``fn`` (input ``specs``) run on ``serving.eval_data``'s examples (as
+    ``jobs.evaluation.read_examples`` returns them), in batches, and judged (``jobs.evaluation.judge``).
+    Raises :class:`VerifyError` (one line)."""
+    import numpy as np
+
+    from jobs import evaluation
+
+    field = evaluation.FIELD
+    collected: dict[str, list[Any]] = {}
+    for start in range(0, len(examples), evaluation.BATCH):
+        chunk = examples[start:start + evaluation.BATCH]
+        inputs = inputs_from_instances([e["instance"] for e in chunk], specs, field=field,
+                                       lines=[e.get("line", start + i + 1) for i, e in enumerate(chunk)])
+        try:
+            outputs = fn(**inputs)
+        except Exception as exc:  # the model failed on these inputs (an OpError, a shape error)
+            raise VerifyError(f"{field}: {SIGNATURE} failed on the examples from line {chunk[0].get('line')} "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); its inputs are "
+                              f"{_inputs_text(specs)}") from None
+        for k, v in outputs.items():
+            value = np.asarray(v.numpy())
+            if value.ndim == 0 or value.shape[0] != len(chunk):  # no batch dimension: the same for every instance
+                value = np.repeat(value.reshape(1, *value.shape), len(chunk), axis=0)
+            collected.setdefault(k, []).append(value)
+    arrays = {k: np.concatenate(v, axis=0) for k, v in collected.items()}
+    classes = [str(c) for c in (_builtin_metadata(model_dir) or {}).get("classes") or []] if model_dir else []
+    try:
+        result = evaluation.judge(arrays, [e["label"] for e in examples], task=task, output=output, classes=classes)
+    except evaluation.EvalError as exc:
+        raise VerifyError(str(exc)) from None
+    return {"data": source, **result}
+
+
+def evaluate_model(model_dir: str, eval_data: str, task: str = "auto", output: str = "",
+                   sample_request: str = "") -> dict[str, Any]:
+    """THE verdict of an exported model folder on a ``serving.eval_data`` file, for any step that needs one (the
+    verify step; a step comparing two models on the same held-out examples): load ``model_dir`` (a SavedModel,
+    local, ``/gcs`` or ``gs://``) in this process, run its ``serving_default`` on every example, return the
+    figures (``{"task": "regression", "examples", "rmse", "mae", "baseline_rmse", "r2", ...}`` or
+    ``{"task": "classification", "examples", "accuracy", "baseline_accuracy", "per_class", ...}``: see
+    ``jobs.evaluation``). ``sample_request``: its JSON text, whose first instance gives the shape every
+    instance must have. Raises :class:`VerifyError` (one line) for the file, the model or the fit."""
+    from jobs import evaluation
+
+    sample = parse_request(sample_request)[0] if sample_request else None
+    try:
+        examples = evaluation.read_examples(eval_data, sample)
+    except evaluation.EvalError as exc:
+        raise VerifyError(str(exc)) from None
+    loaded = load(model_dir)
+    signatures = dict(loaded.signatures)
+    if SIGNATURE not in signatures:
+        raise VerifyError(f"model: {model_dir} has no {SIGNATURE} signature (it has: "
+                          f"{', '.join(sorted(signatures)) or 'none'})")
+    fn = signatures[SIGNATURE]
+    return evaluate_examples(fn, dict(fn.structured_input_signature[1]), examples, task=task, output=output,
+                             model_dir=model_dir, source=eval_data)
 
 
 def _builtin_metadata(model_dir: str) -> dict[str, Any] | None:

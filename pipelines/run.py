@@ -7,6 +7,7 @@
     python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit (jobs/cloud/submit.py)
     python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
     python pipelines/run.py validate JOB [gcloud-style flags]     # check a config, print worker pools
+    python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
     python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
@@ -50,6 +51,7 @@ def _subcommand(module: str, function: str = "main", compile_pipeline: bool = Fa
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": _subcommand("jobs.aiplatform.cli", "validate_main"),
+    "hardware": _subcommand("jobs.hardware.listing"),
     "build": _subcommand("jobs.images.build"),
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),
     "register-model": _subcommand("jobs.cloud.submit", "register_main"),
@@ -58,18 +60,17 @@ SUBCOMMANDS = {
 }
 
 
-def invoked_as() -> str:
-    """How the user started this command: ``vtp`` (the console script ``pip install`` puts on the PATH) or
-    ``python pipelines/run.py``; lines that say how to go on (resume, --fresh) repeat it."""
-    return "vtp" if os.path.basename(sys.argv[0]) == "vtp" else "python pipelines/run.py"
+from jobs.cli import invoked_as, shown  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=invoked_as(), description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=shown(__doc__))
     p.add_argument("--config", default="local", help=f"preset ({', '.join(config_lib.presets())}) or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse what the hardware catalog does not know (as validation.strict: true)")
     p.add_argument("--image", help="the image of the pipeline's components (default: container.image_uri); "
                                     "--runner docker: the image everything runs in, REPO:TAG@sha256:... as is, "
                                     "a bare REPO: built into it first")
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail([f"{argv[0]!r} is not a command{f' (did you mean {near[0]!r}?)' if near else ''}; valid "
                       f"choices: {', '.join(SUBCOMMANDS)}, or none to run the pipeline (see --help)"])
     args = parse_args(argv)
+    if args.strict:
+        args.overrides.append("validation.strict=true")
     problems = _flag_problems(args)
     if problems:
         return _fail(problems)

@@ -64,6 +64,11 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
 
     gated = bool(cfg.serving.gate.thresholds or cfg.serving.gate.better_than_parent)
 
+    def held_out(eval_data):
+        """The verify step's held-out examples (``serving.eval_data``: a root parameter, so a run started from
+        the console may point at another file) and how they are judged."""
+        return dict(eval_data=eval_data, eval_task=cfg.serving.eval_task, eval_output=cfg.serving.eval_output)
+
     def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, report, **vertex_only):
         """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
         gate step: the upload never runs). Both after the report: a refused model's run still has its report."""
@@ -81,14 +86,14 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
     if target == "local":
         @dsl.pipeline(name=cfg.name, description=_description(cfg, "on this machine"))
         def local_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
-                           sample_request: str = request):
+                           sample_request: str = request, eval_data: str = cfg.serving.eval_data):
             job = c.validate_config(config_json=config_json, location=location)
             config = job.outputs["config_json"]
             _, dataset = prepared(config)
             # the job's pools here: once, or one study of trials (``tuning:``), the best trial's model going on
             trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
-                                      record_dir=job.outputs["base_dir"], **dataset)
+                                      record_dir=job.outputs["base_dir"], **held_out(eval_data), **dataset)
             report = c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
                               checkpoints=trained.outputs["checkpoints"], config_json=config,
                               record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
@@ -103,7 +108,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
     @dsl.pipeline(name=cfg.name, description=_description(cfg, "on Vertex AI"))
     def vertex_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
                         build_context_uri: str = "", service_account: str = "", network: str = "",
-                        sample_request: str = request):
+                        sample_request: str = request, eval_data: str = cfg.serving.eval_data):
         # service_account / network (run.py --service-account / --network): the training replicas run as
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
@@ -132,8 +137,13 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                 timeout=job.outputs["timeout"],
                 max_wait_duration=job.outputs["max_wait_duration"],
                 persistent_resource_id=job.outputs["persistent_resource_id"],
-                service_account=service_account,
-                network=network,
+                service_account=job.outputs["service_account"],  # the flag's, else the job file's vertex section
+                network=job.outputs["network"],
+                disable_retries=job.outputs["disable_retries"],
+                enable_web_access=job.outputs["enable_web_access"],
+                enable_dashboard_access=job.outputs["enable_dashboard_access"],
+                reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
+                psc_network_attachment=job.outputs["psc_network_attachment"],
                 tensorboard=job.outputs["tensorboard"],
                 location=location,
                 project=_placeholders.PROJECT_ID_PLACEHOLDER,
@@ -145,7 +155,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
         if data is not None:
             training.after(data)
         verified = c.verify_model(model=model, sample_request=sample_request,
-                                  record_dir=job.outputs["base_output_directory"], **dataset)
+                                  record_dir=job.outputs["base_output_directory"], **held_out(eval_data), **dataset)
         report = c.report(verification=verified.outputs["verification"], config_json=config,
                           record_dir=job.outputs["base_output_directory"],
                           **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))

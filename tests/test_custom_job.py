@@ -38,7 +38,8 @@ def _inputs(worker_pool_specs, endpoint: str, **extra) -> dict:
             "base_output_directory": "gs://my-pipelines/runs/x", "tensorboard": "",
             "restart_job_on_worker_restart": True, "scheduling_strategy": "STANDARD", "timeout": "3600s",
             "max_wait_duration": "", "persistent_resource_id": "", "service_account": "", "network": "",
-            "location": "europe-west4", "project": "my-proj", "api_endpoint": endpoint, **extra}
+            "disable_retries": False, "enable_web_access": False, "enable_dashboard_access": False,
+            "reserved_ip_ranges": [], "psc_network_attachment": "", "location": "europe-west4", "project": "my-proj", "api_endpoint": endpoint, **extra}
 
 
 def start_executor(compiled: dict, inputs: dict, out: Path, env: dict | None = None) -> subprocess.Popen:
@@ -210,3 +211,38 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
         f"2 s: no answer from {vertex.url.removeprefix('http://')} within 1 s; the job may still be running: gcloud ai "
         f"custom-jobs describe {job_id} --region europe-west4 --project my-proj; cancel: gcloud ai custom-jobs cancel "
         f"{job_id} --region europe-west4 --project my-proj")
+
+
+def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_create(tmp_path):
+    """Issue 33: a multi-worker job file's per-pool boot disks, NFS mount, vertex section and disable_retries,
+    through the compiled step (its inputs as validate_config outputs them), in the create call Vertex decodes."""
+    from jobs import job_spec
+
+    cfg = config_lib.load("multiworker", [*JOB, "topology.chief.disk_spec={boot_disk_type: pd-ssd, boot_disk_size_gb: 250}",
+                                          "topology.worker.disk_spec={boot_disk_type: pd-standard, boot_disk_size_gb: 1000}",
+                                          "topology.worker.nfs_mounts=[{server: 10.1.2.3, path: /vol1, mount_point: shared}]",
+                                          "vertex.enable_web_access=true", "vertex.enable_dashboard_access=true",
+                                          "vertex.service_account=trainer@my-proj.iam.gserviceaccount.com",
+                                          "vertex.network=projects/123/global/networks/vpc",
+                                          "vertex.reserved_ip_ranges=[vertex-range]",
+                                          "scheduling.disable_retries=true", "scheduling.restart_job_on_worker_restart=false"])
+    parts = job_spec.parts(job_spec.custom_job_spec(cfg))
+    compiled = _compiled(tmp_path)
+    inputs = _inputs(parts["worker_pool_specs"], "", **{k: as_json_numbers(v) for k, v in parts.items()
+                                                         if k != "worker_pool_specs"})
+    with VertexStandIn() as vertex:
+        inputs["api_endpoint"] = vertex.url
+        proc = run_executor(compiled, inputs, tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (job,) = vertex.custom_jobs.values()  # as Vertex parsed it (aiplatform_v1.CustomJob, unknown fields refused)
+    spec = job.job_spec
+    chief, worker = spec.worker_pool_specs
+    assert (chief.disk_spec.boot_disk_type, chief.disk_spec.boot_disk_size_gb) == ("pd-ssd", 250)
+    assert (worker.disk_spec.boot_disk_type, worker.disk_spec.boot_disk_size_gb) == ("pd-standard", 1000)
+    assert worker.replica_count == 3 and worker.machine_spec.accelerator_type.name == "NVIDIA_TESLA_T4"
+    assert [(m.server, m.path, m.mount_point) for m in worker.nfs_mounts] == [("10.1.2.3", "/vol1", "shared")]
+    assert spec.enable_web_access and spec.enable_dashboard_access
+    assert spec.service_account == "trainer@my-proj.iam.gserviceaccount.com"
+    assert spec.network == "projects/123/global/networks/vpc" and list(spec.reserved_ip_ranges) == ["vertex-range"]
+    assert spec.scheduling.disable_retries and not spec.scheduling.restart_job_on_worker_restart
+    assert spec.scheduling.strategy.name == "SPOT"

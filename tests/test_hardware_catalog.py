@@ -107,8 +107,10 @@ def test_brief_example_message():
 
 
 def test_every_entry_names_its_source():
-    raw = load_catalog().raw
-    for section in ("machine_types", "gpu_types", "legacy_machine_types", "scale_tiers", "tpu_types"):
+    cat = load_catalog()
+    raw = cat.raw
+    for section in ("machine_types", "gpu_types", "legacy_machine_types", "scale_tiers", "tpu_types", "machine_families",
+                    "tpu_vm"):
         for name, entry in raw[section].items():
             assert entry.get("source"), (section, name)
     for block in raw["gpu_tables"]:
@@ -117,10 +119,18 @@ def test_every_entry_names_its_source():
         assert limit["source"]
     for key in ("gpu", "tpu", "tpu_vm"):
         assert raw["regions"][key]["source"]
-    assert raw["zones"]["source"] == "zones" and "not in seeds" in raw["sources"]["zones"]
-    for name, entry in raw["machine_types"].items():
-        if entry.get("current"):
-            assert entry["source"] == "vertex" and "not in seeds" in raw["sources"]["vertex"], name
+    assert raw["zones"]["source"] == "zones" and "not in seeds" in raw["sources"]["zones"]["what"]
+    # every source says what it is and when it was read; today's rows name a source key that has a URL
+    for key, src in cat.sources.items():
+        assert src["what"] and src["read"], key
+    for name, m in cat.machines.items():
+        if m.current:
+            keys = [k for k in cat.sources if k in m.source]
+            assert keys and any(cat.sources[k].get("url") for k in keys), (name, m.source)
+    for name, family in raw["machine_families"].items():
+        for key in ("source", "vertex"):
+            assert family[key] in cat.sources and cat.sources[family[key]]["url"], (name, key)
+    assert cat.date == "2026-11-25"
 
 
 def test_resource_rule_reproduces_the_table_except_the_documented_v100_cell():
@@ -161,7 +171,8 @@ def test_vertex_types_marked_and_sized():
         assert cat.machines[name].current, name
     assert cat.table_counts("g2-standard-24", "NVIDIA_L4") == (2,)
     assert cat.table_counts("a3-highgpu-8g", "NVIDIA_H100_80GB") == (8,)
-    assert cat.machines["ct5lp-hightpu-4t"].topologies == ("2x2",)
+    assert cat.machines["ct5lp-hightpu-4t"].single_host_topologies == ("2x2",)
+    assert "4x4" in cat.machines["ct5lp-hightpu-4t"].topologies  # multi-host slices (issue 33)
     assert cat.machines["n1-standard-32"].vcpus == 32 and cat.machines["n1-standard-32"].memory_gb == 120
     assert "cloud-tpu" in cat.machines and cat.machines["cloud-tpu"].tpu == "legacy"
 

@@ -78,7 +78,7 @@ VALID_CELLS = sorted((m, g, c) for m, row in CAT.gpu_table.items() for g, counts
 @given(st.sampled_from(VALID_CELLS), st.data(), st.integers(0, 3))
 def test_valid_table_cells_are_accepted(cell, data, workers):
     machine, gpu, count = cell
-    region = data.draw(st.sampled_from(CAT.regions_offering(gpu)))
+    region = data.draw(st.sampled_from(CAT.regions_offering(gpu) or ["us-central1"]))  # no data: a warning
     pool = {"machine_type": machine, "accelerator_type": gpu, "accelerator_count": count}
     job = {"topology": {"region": region, "chief": {"replica_count": 1, **pool},
                         "worker": {"replica_count": workers, **pool}}}

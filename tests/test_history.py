@@ -116,13 +116,16 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_list_names_every_run_with_its_status_steps_metrics_wall_time_and_report(root, real_runs, live, capsys):
     code, out, err = _run(capsys, "list", "--root", str(root))
     assert code == 0 and err == ""
-    rows = {line.split()[0]: line for line in out.splitlines() if line.strip() and not line.startswith(("  ", "─"))}
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip() and not line.startswith(("  ", "─"))
+            and not line.startswith("reports: ")}
     archive = real_runs["archive"].name
     assert set(rows) == {"run", "local", archive, "ctrl-c", "failed", "killed", "live", "gated"}  # not "not-a-run"
-    assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}, train loss \d\.\d{4}\s+\d+ s\s+"
-                     r"\d{4}-\d\d-\d\d \d\d:\d\d\s+\S+local/report\.html", rows["local"]), rows["local"]
+    assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}(, train loss \d\.\d{4})?\s+"
+                     r"\d+ s\s+\d{4}-\d\d-\d\d \d\d:\d\d\s+yes\s*$", rows["local"]), rows["local"]
     assert re.search(rf"^{re.escape(archive)}\s+flowers-local\s+finished\s+10/10\s+val acc", rows[archive])
-    assert "/report.html" in rows[archive] and archive in rows[archive].split()[-1]  # the copy's own report
+    assert rows[archive].split()[-1] == "yes"  # the copy's own report, at the path the reports line names
+    assert f"reports: {root}/<run>/report.html" in out.splitlines()
+    assert max(len(line) for line in out.splitlines() if not line.startswith("  ")) <= 120  # notes aside
     for name, status in (("ctrl-c", "interrupted"), ("failed", "failed"), ("killed", "unfinished"), ("live", "running"),
                          ("gated", "failed")):
         assert rows[name].split()[2] == status, rows[name]

@@ -7,7 +7,8 @@ The layers, bottom to top (:data:`LAYERS`; a module may import its own layer and
 above; every first-party module is in exactly one):
 
 1. ``trainers``: what runs inside a replica; imports no job side and no kfp;
-2. the spec: what a job is and whether it is valid, with nothing run yet: the job side's one-line errors, the
+2. the spec: what a job is and whether it is valid, with nothing run yet: the job side's one-line errors, how the
+   user started the command (``vtp``), the held-out verdict's rules and figures, the
    hardware catalog and rules, the image reference and a job's image, THE job spec, the replica environment,
    the tuning and gate sections' rules, validation, the AI Platform import, the records a run leaves and the
    TensorBoard scalars it writes;
@@ -33,7 +34,7 @@ PACKAGES = ("trainers", "jobs", "components", "pipelines")
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("trainers",)),
-    ("spec", ("jobs", "jobs.errors", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
+    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
               "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.validate", "jobs.aiplatform",
               "jobs.records", "jobs.tensorboard")),
     ("clients", ("jobs.cloud",)),

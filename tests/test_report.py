@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs import records, report_data
+from jobs.images import user as user_image
 from trainers import config as config_lib
 
 CLASSES = ["daisy", "dandelion", "roses"]
@@ -534,5 +536,128 @@ def test_a_tuned_runs_report_renders_in_headless_chromium(tuned_folder):
             assert driver.find_element(By.ID, element_id).is_displayed(), element_id
         driver.find_element(By.ID, "trials").screenshot(str(tuned_folder / "trials.png"))
         assert (tuned_folder / "trials.png").stat().st_size > 5_000
+    finally:
+        driver.quit()
+
+
+# -- a user's model: the held-out verdict on serving.eval_data, or what cannot be judged -------------------------
+REGRESSION_EVAL = {"data": "/p/eval.jsonl", "task": "regression", "examples": 256, "rmse": 0.1042, "mae": 0.0831,
+                   "baseline_rmse": 2.713, "label_mean": 0.021, "r2": 0.9985, "output": "value",
+                   "task_rule": "the labels are numbers, not all whole"}
+CLASSIFICATION_EVAL = {
+    "data": "/p/eval.jsonl", "task": "classification", "examples": 40, "accuracy": 0.75, "correct": 30,
+    "baseline_accuracy": 0.5, "baseline_class": "cat", "classes": ["bird", "cat", "dog"], "output": "class_name",
+    "confusion_matrix": [[5, 5, 0], [0, 20, 0], [0, 5, 5]], "task_rule": "the labels are classes (strings or true/false)",
+    "per_class": [{"class": "bird", "support": 10, "predicted": 5, "correct": 5, "precision": 1.0, "recall": 0.5},
+                  {"class": "cat", "support": 20, "predicted": 30, "correct": 20, "precision": 0.6667, "recall": 1.0},
+                  {"class": "dog", "support": 10, "predicted": 5, "correct": 5, "precision": 1.0, "recall": 0.5}]}
+
+
+def _user_folder(tmp_path: Path, evaluation: dict | None) -> tuple[Path, object]:
+    record = {"signature": "serving_default", "inputs": {"features": "float32 [None, 8]"},
+              "outputs": {"value": "float32 [None, 1]"}, "instances": 3, "input_source": "serving.sample_request",
+              "predictions": [{"value": [1.5]}], "latency_ms": {"median": 0.4, "first_call": 20},
+              "model_dir": str(tmp_path / "model")}
+    if evaluation:
+        record["eval"] = evaluation
+    (tmp_path / "verification.json").write_text(json.dumps(record))
+    (tmp_path / "trainer").mkdir(exist_ok=True)
+    (tmp_path / "trainer" / "task.py").write_text("print('train')\n")
+    cfg = config_lib.load("local", [f"output.base_dir={tmp_path / 'runs' / 'r'}", "trainer.module=trainer.task",
+                                    "data.source=none", f"trainer.source_dir={tmp_path}"])
+    return tmp_path, cfg
+
+
+def _verdict(html_text: str) -> str:
+    import html as html_lib
+
+    return html_lib.unescape(html_text.split("id='verdict'>")[1].split("</ul>")[0])
+
+
+def test_a_user_regressor_with_eval_data_is_judged_against_the_mean(tmp_path):
+    from jobs import report
+
+    base, cfg = _user_folder(tmp_path, REGRESSION_EVAL)
+    content = report_data.gather(cfg, str(base))
+    verdict = _verdict(content["html"])
+    assert ("On 256 held-out examples (serving.eval_data, /p/eval.jsonl), run through the exported model in a process "
+            "that never trained: RMSE 0.1042, MAE 0.0831 (output value; the labels are numbers, not all whole).") in verdict
+    assert ("Yardstick: always predicting the labels' mean (0.021) gives RMSE 2.713; this model's RMSE is 3.8% of that "
+            "(R² 0.999).") in verdict
+    assert "Not judged on examples it never saw" not in verdict
+    table = content["html"].split("<table id='eval'>")[1].split("</table>")[0]
+    assert "<th>RMSE of predicting the labels&#x27; mean</th><td>2.713</td>" in table
+    assert "On 256 held-out examples" in content["markdown"]
+
+
+def test_a_user_classifier_with_eval_data_has_per_class_figures_in_the_first_section(tmp_path):
+    from jobs import report
+
+    base, cfg = _user_folder(tmp_path, CLASSIFICATION_EVAL)
+    page = report_data.gather(cfg, str(base))["html"]
+    verdict = _verdict(page)
+    assert "Held-out accuracy 0.750 (30 of 40 examples right; serving.eval_data, /p/eval.jsonl)" in verdict
+    assert "Yardstick: always answering the most common class (cat, 20 of 40) scores 0.500." in verdict
+    assert "Weakest class: bird, recall 0.500 (5 of 10 found)." in verdict
+    first = page.split("<h2>Is this model any good?</h2>")[1].split("<h2>")[0]
+    assert "<table id='eval-per-class'>" in first and "<td>cat</td><td>20</td><td>30</td><td>0.667</td><td>1.000</td>" in first
+
+
+def test_without_eval_data_the_first_section_says_what_it_cannot_judge_and_how_to_enable_it(tmp_path):
+    from jobs import report
+
+    base, cfg = _user_folder(tmp_path, None)
+    verdict = _verdict(report_data.gather(cfg, str(base))["html"])
+    assert "Not judged on examples it never saw: this report cannot say how far its predictions are" in verdict
+    assert 'set serving.eval_data to a JSON Lines file of held-out examples, one per line: {"instance"' in verdict
+    assert "Not a classifier this report knows" not in verdict
+    assert "The exported model loads and serves: serving_default answered 3 instance(s)." in verdict
+
+
+def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
+    """A trainer copied outside any repository: named by its files' content hash, not by this tool's commit."""
+    import html as html_lib
+
+    from jobs import report
+
+    base, cfg = _user_folder(tmp_path, None)
+    version = user_image.trainer_version(cfg)
+    assert version["git_commit"] is None and version["files"] == 2  # trainer/task.py, verification.json
+    rows = dict(report_data.provenance_rows(str(base), {}, {}, cfg))
+    assert rows["trainer code version"] == f"sha256 {version['content_sha256'][:12]} of its 2 file(s) in {tmp_path} " \
+                                           "(not in a git repository)"
+    assert rows["tool version (this pipeline)"] == records.code_version()["text"] and "code version" not in rows
+    (tmp_path / "trainer" / "task.py").write_text("print('changed')\n")
+    assert user_image.trainer_version(cfg)["content_sha256"] != version["content_sha256"]
+    page = html_lib.unescape(report_data.gather(cfg, str(base))["html"])
+    assert "trainer code version" in page and "tool version (this pipeline)" in page
+    # a trainer inside a git repository: its commit
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "add", "trainer"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"],
+                   check=True)
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert user_image.trainer_version(cfg)["text"].startswith(f"git {head[:12]} (sha256 ")
+    assert user_image.trainer_version(config_lib.load("local")) is None  # the built-in trainer: the tool's version
+
+
+@CHROMIUM
+def test_a_user_models_held_out_verdict_renders_in_headless_chromium(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from jobs import report
+
+    base, cfg = _user_folder(tmp_path, CLASSIFICATION_EVAL)
+    path = report.write(str(base / "report.html"), report_data.gather(cfg, str(base)))
+    driver = _chromium()
+    try:
+        driver.get(Path(path).as_uri())
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+        assert "Held-out accuracy 0.750" in driver.find_element(By.ID, "verdict").text
+        table = driver.find_element(By.ID, "eval-per-class")
+        assert table.is_displayed() and len(table.find_elements(By.CSS_SELECTOR, "tr")) == 4
+        assert "trainer code version" in driver.find_element(By.ID, "provenance").text
     finally:
         driver.quit()

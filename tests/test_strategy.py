@@ -155,3 +155,25 @@ def test_replicas_in_sync_from_the_config():
     assert replicas_in_sync(config_lib.load("multiworker")) == 8
     assert replicas_in_sync(config_lib.load("parameter-server")) == 1  # a step runs on one worker
     assert replicas_in_sync(config_lib.load("tpu")) == 8
+
+
+def test_a_multi_host_tpu_slice_resolver_reaches_every_host():
+    """Issue 33: a 4x4 v5e slice on ct5lp-hightpu-4t is 4 hosts (jobs.hardware); on each host the Cloud TPU VM
+    runtime lists them in TPU_WORKER_HOSTNAMES, and the resolver is given all of them. TensorFlow's own
+    TPUClusterResolver turns that input into a cluster spec with one worker task per host, without any cloud call.
+    Whether TPUStrategy then initialises across the hosts only a real slice can show."""
+    import tensorflow as tf
+
+    from jobs.hardware.catalog import load_catalog
+
+    hosts = load_catalog().machines["ct5lp-hightpu-4t"].hosts("4x4")
+    names = [f"t1v-n-{i}-w-{i}" for i in range(hosts)]
+    info = read_cluster({"TPU_WORKER_HOSTNAMES": ",".join(names), "TPU_WORKER_ID": "2"})
+    assert info.tpu_hosts == tuple(names) and info.tpu_worker_id == 2
+    assert info.tpu_resolver_input == ",".join(f"grpc://{n}:8470" for n in names)
+    calls = []
+    resolve_tpu(info, factory=lambda **k: calls.append(k) or "resolver")
+    assert calls == [{"tpu": info.tpu_resolver_input}]
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=info.tpu_resolver_input)
+    assert resolver.cluster_spec().as_dict() == {"worker": [f"{n}:8470" for n in names]}
+    assert read_cluster({"TPU_WORKER_HOSTNAMES": "only-one"}).tpu_resolver_input is None  # one host: as before

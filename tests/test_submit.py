@@ -70,8 +70,12 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     # the training replicas run as the same account, in the same network (CustomTrainingJobOp's inputs)
     assert (params["service_account"], params["network"]) == (body["serviceAccount"], body["network"])
     train = expected["root"]["dag"]["tasks"]["custom-training-job"]  # in the root: the Vertex pipeline has no branch
-    assert train["inputs"]["parameters"]["service_account"] == {"componentInputParameter": "service_account"}
-    assert train["inputs"]["parameters"]["network"] == {"componentInputParameter": "network"}
+    # the flag's values reach the CustomJob through validate-config (which falls back on the file's vertex section)
+    checked = expected["root"]["dag"]["tasks"]["validate-config"]["inputs"]["parameters"]
+    for key in ("service_account", "network"):
+        assert checked[key] == {"componentInputParameter": key}
+        assert train["inputs"]["parameters"][key] == {"taskOutputParameter": {"outputParameterKey": key,
+                                                                              "producerTask": "validate-config"}}
     assert config_lib.load_json(params["config_json"]) == cfg
     assert body["serviceAccount"] == f"runner@{PROJECT}.iam.gserviceaccount.com"
     assert body["network"] == "projects/123456789012/global/networks/vpc"
@@ -139,7 +143,7 @@ BAD = {
                     "error: --pipeline-root: 'gs://my-pipelines' is a whole bucket; give a folder in it; valid "
                     "choices: gs://my-pipelines/pipeline-root"),
     "no pipeline root": (["--pipeline-root", ""], "error: --pipeline-root: is required: a Cloud Storage folder; "
-                                                  "valid choices: gs://BUCKET/pipeline-root"),
+                                                  "valid choices: gs://<your bucket>/pipeline-root"),
     "s3 pipeline root": (["--pipeline-root", "s3://x/root"], "error: --pipeline-root: 's3://x/root': only Cloud "
                                                              "Storage (gs://) works here, not s3://"),
     "bad bucket name": (["--pipeline-root", "gs://My_Bucket/root"], "error: --pipeline-root: 'gs://My_Bucket/root': "
@@ -180,7 +184,7 @@ BAD = {
     "job id": (["--set", "name=9flowers"], "error: name: the job id '9flowers-"),
     "local output": (["--set", "output.base_dir=./runs/x"],
                      f"error: output.base_dir: '{os.path.abspath('runs/x')}': only Cloud Storage (gs://) works here, not a path on this "
-                     "machine (Vertex cannot see it); valid choices: gs://BUCKET/runs/flowers-local"),
+                     "machine (Vertex cannot see it); valid choices: gs://<your bucket>/runs/flowers-local"),
     "local data": (["--set", "data.source=images", "--set", "data.path=/tmp/flowers"], "error: data.path: '/tmp/flowers'"),
     "parent model elsewhere": (["--set", "serving.parent_model=projects/p/locations/us-central1/models/7"],
                                "error: serving.parent_model: 'projects/p/locations/us-central1/models/7' must be a model "
@@ -279,7 +283,10 @@ def test_preflight_checks_the_hardware_in_the_jobs_region_not_the_configs():
                                     "topology.chief.accelerator_type=NVIDIA_TESLA_K80", "topology.chief.accelerator_count=2"])
     assert cfg.topology.region == "us-central1"
     errors, _, _ = submit.preflight(cfg, PROJECT, REGION, ROOT_URI)
-    assert [str(e).split(";")[0] for e in errors] == ["--region: europe-west4 does not offer NVIDIA_TESLA_K80"]
+    assert [str(e).split(";")[0] for e in errors] == [
+        "--region: europe-west4 does not offer NVIDIA_TESLA_K80",
+        "topology.chief.accelerator_type: NVIDIA_TESLA_K80 is retired: K80 reached end of support on Vertex AI and "
+        "Compute Engine in 2024"]  # retired: refused with the reason (issue 33)
     errors, _, _ = submit.preflight(cfg, PROJECT, "us-central1", ROOT_URI)
     assert [e for e in errors if e.field == "--region"] == []
 
@@ -294,7 +301,7 @@ def test_image_flag_is_the_components_image_and_is_checked_too(vertex, capsys):
         "choices: europe-west4-docker.pkg.dev/my-proj/t/base:1, europe-docker.pkg.dev/my-proj/t/base:1",
         "error: --image: us-central1-docker.pkg.dev/my-proj/t/base:1 is not pinned by digest: a tag can move between "
         "now and the replicas' pull; pass the reference `python pipelines/run.py build` prints; valid choices: "
-        "us-central1-docker.pkg.dev/my-proj/t/base:1@sha256:DIGEST"]
+        "us-central1-docker.pkg.dev/my-proj/t/base:1@sha256:<digest>"]
 
 
 def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsys, monkeypatch):

@@ -224,3 +224,25 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
                            "europe-west4: the connection to ")
     assert line.endswith("a HyperparameterTuningJob may have been created even so: gcloud ai hp-tuning-jobs list "
                          "--region europe-west4 --project my-proj --filter=displayName=tuning-fake")
+
+
+def test_disk_specs_web_access_service_account_and_disable_retries_reach_every_trial_job(tmp_path):
+    """Issue 33: the same job-file fields as the CustomJob step's, in the HyperparameterTuningJob's trial job
+    (the spec validate_config outputs), decoded by the stand-in as the real API type."""
+    cfg = job_config("topology.strategy=multi_worker", "topology.worker.replica_count=2",
+                     "topology.worker.machine_type=n1-standard-4",
+                     "topology.chief.disk_spec={boot_disk_type: pd-ssd, boot_disk_size_gb: 300}",
+                     "topology.worker.disk_spec={boot_disk_type: pd-standard, boot_disk_size_gb: 150}",
+                     "vertex.enable_web_access=true", "vertex.service_account=tuner@my-proj.iam.gserviceaccount.com",
+                     "scheduling.disable_retries=true")
+    with VertexStandIn(tuning_trials=TRIALS) as vertex:
+        proc = run_executor(_inputs(cfg, vertex.url), tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (job,) = vertex.tuning_jobs.values()
+    trial = job.trial_job_spec
+    chief, worker = trial.worker_pool_specs
+    assert (chief.disk_spec.boot_disk_type, chief.disk_spec.boot_disk_size_gb) == ("pd-ssd", 300)
+    assert (worker.replica_count, worker.disk_spec.boot_disk_type, worker.disk_spec.boot_disk_size_gb) == (
+        2, "pd-standard", 150)
+    assert trial.enable_web_access and trial.scheduling.disable_retries
+    assert trial.service_account == "tuner@my-proj.iam.gserviceaccount.com"

@@ -258,7 +258,8 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     env = {"DATA_BUCKET": "gs://team-bucket/data", "TF_USE_LEGACY_KERAS": "1"}
     proc = run_py("--config", str(project / "tune.yaml"), "--compile-only", str(out),
                   "--set", f"container.image_uri={IMAGE}", "--set", f"output.base_dir={GCS_BASE}",
-                  "--set", f"trainer.env={json.dumps(env)}", cwd=tmp_path, timeout=120)
+                  "--set", f"trainer.env={json.dumps(env)}", "--set", "serving.eval_data=gs://team-bucket/eval.jsonl",
+                  cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     compiled = yaml.safe_load(out.read_text())
     tasks = compiled["root"]["dag"]["tasks"]

@@ -56,8 +56,9 @@ def _context(plan, tmp_path, base=BASE, name="ctx"):
 def test_the_context_holds_the_code_and_requirements_and_says_what_it_left_out(project):
     plan = user_image.plan(_cfg(project / "job.yaml"))
     assert sorted(plan.files) == [
-        "code/.dockerignore", "code/job.yaml", "code/notes/keep.md", "code/requirements.txt", "code/sample.json",
-        "code/settings.json", "code/trainer/task.py", "code/tune.yaml", "requirements/requirements.txt"]
+        "code/.dockerignore", "code/eval.jsonl", "code/job.yaml", "code/notes/keep.md", "code/requirements.txt",
+        "code/sample.json", "code/settings.json", "code/trainer/data.py", "code/trainer/task.py", "code/tune.yaml",
+        "requirements/requirements.txt"]
     assert plan.requirements == "requirements/requirements.txt"
     assert dict(plan.excluded) == {
         ".env": "always: credential: .env file",  # the user's `!.env` cannot bring it back

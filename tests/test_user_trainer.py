@@ -68,8 +68,10 @@ def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_pr
     proc = run_py("--config", str(project / "job.yaml"), "--compile-only", str(out),
                   "--set", f"container.image_uri={IMAGE}")
     assert proc.returncode == 2 and "error: output.base_dir: " in proc.stderr  # a local folder: Vertex cannot see it
+    assert "error: serving.eval_data: " in proc.stderr  # the held-out examples too: the verify step reads them there
     proc = run_py("--config", str(project / "job.yaml"), "--compile-only", str(out),
-                  "--set", f"container.image_uri={IMAGE}", "--set", "output.base_dir=gs://team-bucket/runs/regressor")
+                  "--set", f"container.image_uri={IMAGE}", "--set", "output.base_dir=gs://team-bucket/runs/regressor",
+                  "--set", "serving.eval_data=gs://team-bucket/eval/regressor.jsonl")
     assert proc.returncode == 0, proc.stderr
     compiled = yaml.safe_load(out.read_text())
     tasks = [t for c in [compiled["root"], *compiled["components"].values()] for t in c.get("dag", {}).get("tasks", {})]
@@ -88,6 +90,11 @@ def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_pr
         assert container["env"] == [{"name": "TF_USE_LEGACY_KERAS", "value": "1"}]
     sample = compiled["root"]["inputDefinitions"]["parameters"]["sample_request"]["defaultValue"]
     assert json.loads(sample) == json.loads((project / "sample.json").read_text())  # it travels with the pipeline
+    # the held-out examples travel as their gs:// path, a parameter a run started from the console may change
+    assert compiled["root"]["inputDefinitions"]["parameters"]["eval_data"]["defaultValue"] == \
+        "gs://team-bucket/eval/regressor.jsonl"
+    verify = compiled["root"]["dag"]["tasks"]["verify-model"]["inputs"]["parameters"]
+    assert verify["eval_data"] == {"componentInputParameter": "eval_data"}
 
 
 BAD = {
@@ -132,6 +139,13 @@ def test_the_whole_pipeline_runs_a_users_keras_trainer_with_two_replicas(project
     assert v["signature"] == "serving_default" and v["inputs"] == {"features": "float32 [None, 8]"}
     assert v["input_source"] == "serving.sample_request" and len(v["predictions"]) == 3
     assert all(isinstance(p["value"][0], float) for p in v["predictions"]) and v["latency_ms"]["median"] > 0
+    # the independent verdict: eval.jsonl's held-out examples, judged in the verify step's own process
+    held_out = v["eval"]
+    assert held_out["task"] == "regression" and held_out["examples"] == 256 and held_out["output"] == "value"
+    assert 0 < held_out["rmse"] < held_out["baseline_rmse"], held_out  # better than predicting the mean
+    assert "On 256 held-out examples (serving.eval_data" in (base / "report.html").read_text()
+    assert "on 256 held-out examples (serving.eval_data): RMSE" in proc.stdout
+    assert f"registry request    {base / 'model_upload_request.json'}" in proc.stdout
     names = [s["name"] for s in record["steps"]]
     assert names[:3] == ["validate-config", "train", "verify-model"]  # no prepare-data (nor a build locally)
     assert sorted(names[3:]) == ["report", "upload-model"]  # both after verify, in either order

@@ -20,7 +20,7 @@ def test_shape_and_hardware_problems_come_back_together():
         "training.stepz=3",                                   # shape
         "topology.chief.machine_type=n1-standard-32",         # hardware: V100 count
         "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=2",
-        "topology.region=us-east5",                           # hardware: region without GPUs
+        "topology.region=us-west2",                           # hardware: a region without that GPU
     ])
     cfg, report = validate_document(doc)
     assert cfg is None
@@ -159,7 +159,7 @@ def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
         load("local", ["training.steps=0", "training.stepz=3"], check_data=False)
     assert [p.field for p in exc.value.problems] == ["training.stepz"]  # the shape first: steps is checked once typed
     with pytest.raises(ConfigError) as exc:
-        load("local", ["training.steps=0", "topology.region=us-east5",
+        load("local", ["training.steps=0", "topology.region=us-west2",
                        "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=1"],
              check_data=False)
     assert {"training.steps", "topology.region"} <= {p.field for p in exc.value.problems}

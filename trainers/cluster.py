@@ -34,6 +34,10 @@ POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "p
 LOCAL_LAUNCHER_ENV = "VTP_LOCAL_LAUNCHER"
 
 
+#: The port of a TPU host's gRPC server (TensorFlow's ``tpu/client`` default endpoint port).
+TPU_GRPC_PORT = 8470
+
+
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
     task_type: str  # chief | worker | ps | evaluator
@@ -47,6 +51,19 @@ class ClusterInfo:
     tpu_config: Mapping[str, str] | None = None
     source: str = "none"  # CLUSTER_SPEC | TF_CONFIG | none
     local_launcher: bool = False  # started by jobs.local.launcher (LOCAL_LAUNCHER_ENV)
+    #: the hosts of a multi-host TPU VM slice, as the Cloud TPU VM runtime names them (TPU_WORKER_HOSTNAMES,
+    #: comma-separated) and this host's index among them (TPU_WORKER_ID); () on anything else
+    tpu_hosts: tuple[str, ...] = ()
+    tpu_worker_id: int = 0
+
+    @property
+    def tpu_resolver_input(self) -> str | None:
+        """What ``TPUClusterResolver(tpu=...)`` needs to reach every host of a multi-host slice: the hosts' gRPC
+        endpoints, comma-separated (TF's TPU client reads such a list without a Cloud TPU API call); None for one
+        host or no slice (the resolver finds a single TPU itself)."""
+        if len(self.tpu_hosts) < 2:
+            return None
+        return ",".join(h if h.startswith("grpc://") else f"grpc://{h}:{TPU_GRPC_PORT}" for h in self.tpu_hosts)
 
     @property
     def on_cloud(self) -> bool:
@@ -169,6 +186,8 @@ def read_cluster(env: Mapping[str, str] | None = None) -> ClusterInfo:
         tpu_config=_parse_json("TPU_CONFIG", tpu) if tpu else None,
         source=source,
         local_launcher=env.get(LOCAL_LAUNCHER_ENV) == "1",
+        tpu_hosts=tuple(h.strip() for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()),
+        tpu_worker_id=int(env["TPU_WORKER_ID"]) if env.get("TPU_WORKER_ID", "").isdigit() else 0,
     )
 
 

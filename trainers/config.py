@@ -14,11 +14,14 @@ A job config describes everything needed to run one training job, locally or on 
 * ``scheduling`` STANDARD/SPOT, restart on worker restart, timeout, local restarts.
 * ``serving``    the Model Registry entry (prediction container, display name, parent model, labels), the
   sample request the verify step sends to the exported model, and the gate before registration.
+* ``vertex``     what only Vertex does with the job: service account, network, web access, reserved IP ranges,
+  Private Service Connect (per pool: ``topology.<pool>.disk_spec`` and ``nfs_mounts``);
+* ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
-``serving.sample_request``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
+``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
 ``trainer.requirements`` is relative to ``trainer.source_dir``); in a preset and in ``--set`` they are
 relative to the current directory. :func:`load` makes them absolute, so the config passed between pipeline
 steps never depends on a working directory.
@@ -149,16 +152,46 @@ class Checkpoint:
 
 
 @dataclasses.dataclass
+class DiskSpec:
+    """A pool's boot disk (``WorkerPoolSpec.disk_spec``); empty type and 0 size: not sent (Vertex's default:
+    pd-ssd, hyperdisk-balanced on A3 Ultra; 100 GB)."""
+    #: ``pd-ssd``, ``pd-standard`` or ``hyperdisk-balanced``
+    boot_disk_type: str = ""
+    #: 100 to 64000 (GB); 0 = Vertex's default (100)
+    boot_disk_size_gb: int = 0
+
+
+@dataclasses.dataclass
+class NfsMount:
+    """An NFS share every replica of the pool mounts at ``/mnt/nfs/<mount_point>`` (``WorkerPoolSpec.nfs_mounts``);
+    the job must be peered with the share's VPC (``vertex.network``)."""
+    server: str = ""
+    #: the exported path, starting with ``/``
+    path: str = ""
+    mount_point: str = ""
+
+
+@dataclasses.dataclass
 class Pool:
     replica_count: int = 0
     machine_type: str = ""
     accelerator_type: str = ""
     accelerator_count: int = 0
+    #: a TPU VM slice's topology, the whole slice (``4x4`` on ct5lp-hightpu-4t: 4 hosts), in the chief pool.
     tpu_topology: str = ""
+    disk_spec: DiskSpec = dataclasses.field(default_factory=DiskSpec)
+    nfs_mounts: list[NfsMount] = dataclasses.field(default_factory=list)
 
 
-def _chief() -> Pool:
-    return Pool(replica_count=1, machine_type="n1-standard-4")
+@dataclasses.dataclass
+class Chief(Pool):
+    """Pool 0: the chief, always one replica (Vertex runs ``workerPoolSpecs[0]`` once); a ``chief`` section that
+    names only its machine has that one replica."""
+    replica_count: int = 1
+
+
+def _chief() -> Chief:
+    return Chief(replica_count=1, machine_type="n1-standard-4")
 
 
 @dataclasses.dataclass
@@ -167,7 +200,7 @@ class Topology:
     region: str = "us-central1"
     #: legacy AI Platform TPU runtime version (e.g. "2.11" or "pytorch-1.11").
     tpu_tf_version: str = ""
-    chief: Pool = dataclasses.field(default_factory=_chief)
+    chief: Chief = dataclasses.field(default_factory=_chief)
     worker: Pool = dataclasses.field(default_factory=Pool)
     parameter_server: Pool = dataclasses.field(default_factory=Pool)
     evaluator: Pool = dataclasses.field(default_factory=Pool)
@@ -224,6 +257,9 @@ class Scheduling:
     persistent_resource_id: str = ""
     #: which Compute Engine reservation every pool's machines come from (``MachineSpec.reservation_affinity``).
     reservation_affinity: "ReservationAffinity" = dataclasses.field(default_factory=lambda: ReservationAffinity())
+    #: Vertex does not retry the job after an internal error once it runs (``Scheduling.disable_retries``; it
+    #: overrides ``restart_job_on_worker_restart``); the local launcher then restarts no failed replica.
+    disable_retries: bool = False
 
 
 @dataclasses.dataclass
@@ -234,6 +270,37 @@ class ReservationAffinity:
     key: str = ""
     #: the reservations' full resource names, ``projects/P/zones/Z/reservations/NAME``
     values: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class PscInterfaceConfig:
+    """``CustomJobSpec.psc_interface_config``: Private Service Connect interface into the user's VPC."""
+    #: a network attachment of the job's region: its name, or ``projects/P/regions/R/networkAttachments/NAME``
+    network_attachment: str = ""
+
+
+@dataclasses.dataclass
+class Vertex:
+    """What only Vertex does with the job (``CustomJobSpec`` fields; nothing here changes a local run). The
+    submission's ``--service-account``/``--network`` override ``service_account``/``network``."""
+    #: the replicas' run-as account, ``NAME@PROJECT.iam.gserviceaccount.com``; empty: Vertex's service agent
+    service_account: str = ""
+    #: the VPC to peer with, ``projects/PROJECT_NUMBER/global/networks/NAME``; empty: not peered
+    network: str = ""
+    #: an interactive shell into each running replica (``CustomJob.web_access_uris``)
+    enable_web_access: bool = False
+    #: the chief container's dashboard through ``web_access_uris``
+    enable_dashboard_access: bool = False
+    #: names of reserved IP ranges of ``network`` the job's VMs take addresses from
+    reserved_ip_ranges: list[str] = dataclasses.field(default_factory=list)
+    psc_interface_config: PscInterfaceConfig = dataclasses.field(default_factory=PscInterfaceConfig)
+
+
+@dataclasses.dataclass
+class Validation:
+    """How strictly the job is checked: ``strict`` refuses what the hardware catalog does not know (a machine or
+    accelerator type it has never seen, a region without data) instead of warning (``run.py --strict``)."""
+    strict: bool = False
 
 
 @dataclasses.dataclass
@@ -262,6 +329,18 @@ class Serving:
     #: a JSON file ``{"instances": [...]}`` as Vertex online prediction takes it: the verify step runs the
     #: model's ``serving_default`` signature on it (empty: on an input generated from the signature).
     sample_request: str = ""
+    #: held-out examples for an independent verdict on any model: a JSON Lines file, one example per line,
+    #: ``{"instance": <one element of the sample request's instances>, "label": <value>}``, local (relative to
+    #: the job file) for a run here, ``gs://`` for Vertex. The verify step evaluates the exported model on it
+    #: (``jobs.evaluation``): regression -> RMSE, MAE, the RMSE of predicting the labels' mean; classification
+    #: -> accuracy, per-class precision and recall, the most-common-class baseline. Empty: no such verdict.
+    eval_data: str = ""
+    #: how ``eval_data`` is judged: ``auto`` decides from the labels and the model's output (``jobs.evaluation``
+    #: documents the rule), or say it: ``regression`` | ``classification``.
+    eval_task: Literal["auto", "regression", "classification"] = "auto"
+    #: which output of ``serving_default`` is the prediction, for a model with several (empty: the only one,
+    #: or the one named like a prediction: ``probabilities``, ``predictions``, ...).
+    eval_output: str = ""
     #: what the model must pass to be registered at all; a model that misses a bar stops the run.
     gate: Gate = dataclasses.field(default_factory=Gate)
 
@@ -315,6 +394,8 @@ class JobConfig:
     scheduling: Scheduling = dataclasses.field(default_factory=Scheduling)
     serving: Serving = dataclasses.field(default_factory=Serving)
     tuning: Tuning = dataclasses.field(default_factory=Tuning)
+    vertex: Vertex = dataclasses.field(default_factory=Vertex)
+    validation: Validation = dataclasses.field(default_factory=Validation)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

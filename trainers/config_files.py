@@ -9,6 +9,7 @@ in a preset and in ``--set`` they are relative to the current directory. A job f
 """
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ def _read_yaml(source: str) -> dict[str, Any]:
     path = Path(source)
     if not path.suffix and not path.exists():
         if source not in presets():
-            raise ConfigError([problem("--config", f"no preset or file named {source!r}", presets())])
+            near = difflib.get_close_matches(source, presets(), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError([problem("--config", f"no preset or file named {source!r}{hint}", presets())])
         path = PRESET_DIR / f"{source}.yaml"
     if not path.is_file():
         raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
@@ -76,8 +79,8 @@ def is_preset(source: str) -> bool:
 
 
 #: Paths a job file may give relative to its own folder (see the module docstring).
-RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "data.path", "data.prepared_dir",
-                    "output.base_dir")
+RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "serving.eval_data", "data.path",
+                    "data.prepared_dir", "output.base_dir")
 
 
 def _is_local_relative(value: Any) -> bool:

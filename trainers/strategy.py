@@ -269,6 +269,8 @@ def resolve_tpu(info: ClusterInfo, *, tpu_name: str = "", retries: int = 40, wai
 
     * ``TPU_CONFIG`` set (AI Platform custom containers): wait for the TPU to be provisioned, retrying
       ``retries`` times ``wait_s`` apart until the resolver's cluster spec has a ``worker`` job (TPU seed).
+    * a multi-host TPU VM slice (``TPU_WORKER_HOSTNAMES`` lists more than one host): the resolver is given
+      every host's gRPC endpoint (``ClusterInfo.tpu_resolver_input``), so its cluster spec reaches all of them;
     * otherwise: ``TPUClusterResolver(tpu=tpu_name or None)``; with no name the service's environment
       supplies the connection details. Off Google Cloud that fails: the error says so plainly.
     """
@@ -297,7 +299,7 @@ def resolve_tpu(info: ClusterInfo, *, tpu_name: str = "", retries: int = 40, wai
         raise TPUUnavailable(f"TPU {node.get('tpu_node_name')!r} was not ready after {retries} attempts "
                              f"{wait_s:.0f} s apart: {last}")
     try:
-        return factory(tpu=tpu_name or None)
+        return factory(tpu=tpu_name or info.tpu_resolver_input or None)
     except (ValueError, RuntimeError) as exc:
         raise TPUUnavailable(
             f"no TPU found ({exc}). TPUStrategy runs on Vertex AI / AI Platform TPU workers or a TPU VM; "

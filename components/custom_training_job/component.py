@@ -10,12 +10,17 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
                         restart_job_on_worker_restart: bool, scheduling_strategy: str, timeout: str,
                         service_account: str, network: str, location: str, project: str,
                         gcp_resources: dsl.OutputPath(str), api_endpoint: str = "", max_wait_duration: str = "",
-                        persistent_resource_id: str = ""):
+                        persistent_resource_id: str = "", disable_retries: bool = False, enable_web_access: bool = False,
+                        enable_dashboard_access: bool = False, reserved_ip_ranges: list = [],
+                        psc_network_attachment: str = ""):
     """Run the job's worker pools as one Vertex AI CustomJob: chief 0, workers 1, parameter servers 2,
     evaluator 3, an empty pool kept empty where Vertex needs the position (an evaluator without parameter
     servers), every replica in its pool's ``container_spec``; ``base_output_directory`` gives the replicas
-    ``AIP_MODEL_DIR``/``AIP_CHECKPOINT_DIR``/``AIP_TENSORBOARD_LOG_DIR``; ``max_wait_duration`` (``FLEX_START``)
-    and ``persistent_resource_id`` go to the spec as the API names them. The spec is assembled by the
+    ``AIP_MODEL_DIR``/``AIP_CHECKPOINT_DIR``/``AIP_TENSORBOARD_LOG_DIR``; ``max_wait_duration`` (``FLEX_START``),
+    ``persistent_resource_id``, ``disable_retries``, ``enable_web_access`` (a shell into each running replica),
+    ``enable_dashboard_access``, ``reserved_ip_ranges`` and ``psc_network_attachment`` (``psc_interface_config``) go
+    to the spec as the API names them; each pool's ``disk_spec`` and ``nfs_mounts`` travel in
+    ``worker_pool_specs``. The spec is assembled by the
     project's one builder (``jobs.job_spec``) from these inputs, which ``validate_config`` outputs. Follows it to its end under the
     project's client policy and cancels it when the pipeline is cancelled (SIGTERM); a retried task follows
     the job it already created. Output ``gcp_resources`` (GCPC's format: the console links the job).
@@ -32,4 +37,6 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
         "--scheduling_strategy", scheduling_strategy, "--timeout", timeout, "--service_account", service_account,
         "--network", network, "--location", location, "--project", project, "--gcp_resources", gcp_resources,
         "--api_endpoint", api_endpoint, "--max_wait_duration", max_wait_duration,
-        "--persistent_resource_id", persistent_resource_id])
+        "--persistent_resource_id", persistent_resource_id, "--disable_retries", disable_retries,
+        "--enable_web_access", enable_web_access, "--enable_dashboard_access", enable_dashboard_access,
+        "--reserved_ip_ranges", reserved_ip_ranges, "--psc_network_attachment", psc_network_attachment])

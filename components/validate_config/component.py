@@ -15,7 +15,10 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("base_dir", str), ("model_dir", str), ("tensorboard_dir", str),
                          ("model_display_name", str), ("model_labels", dict), ("serving_image", str),
                          ("parent_model", str), ("warnings", str), ("custom_job_spec", dict),
-                         ("max_wait_duration", str), ("persistent_resource_id", str), ("tuning", dict)]):
+                         ("max_wait_duration", str), ("persistent_resource_id", str), ("tuning", dict),
+                         ("service_account", str), ("network", str), ("disable_retries", bool),
+                         ("enable_web_access", bool), ("enable_dashboard_access", bool), ("reserved_ip_ranges", list),
+                         ("psc_network_attachment", str)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -23,14 +26,15 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     prediction container serves the model (default: the config's ``topology.region``). ``check_files``:
     also check local files (data folder, a user trainer's ``source_dir``/module/requirements); off by
     default, since on Vertex the config's local paths are the submitter's, not this container's.
-    ``service_account``/``network``: the submission's (``run.py --service-account``/``--network``), set in
-    ``custom_job_spec`` as the training step sets them.
+    ``service_account``/``network``: the submission's (``run.py --service-account``/``--network``); empty: the
+    config's ``vertex`` section's; set in ``custom_job_spec`` and output as the training step takes them.
 
     Outputs: the normalised config; ``custom_job_spec``, THE Vertex ``CustomJobSpec`` of the job
     (``jobs.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
     ``container_spec`` with ``trainer.env``; a HyperparameterTuningJob's trial job too) and its parts one by
-    one (``worker_pool_specs`` padded to four, scheduling, output directory, TensorBoard) for
-    ``custom_training_job``; ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job writes, as Vertex
+    one (``worker_pool_specs`` padded to four, each pool's ``disk_spec``/``nfs_mounts`` in it, scheduling with
+    ``disable_retries``, output directory, TensorBoard, service account, network, web/dashboard access, reserved
+    IP ranges, the PSC network attachment) for ``custom_training_job``; ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job writes, as Vertex
     lays it out); the Model Registry fields; warnings, one per line; ``tuning``: the config's ``tuning``
     section (empty parameters: no study)."""
     from collections import namedtuple
@@ -58,10 +62,12 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
               "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
               "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
-              "max_wait_duration", "persistent_resource_id", "tuning"]
+              "max_wait_duration", "persistent_resource_id", "tuning", "service_account", "network", "disable_retries",
+              "enable_web_access", "enable_dashboard_access", "reserved_ip_ranges", "psc_network_attachment"]
     return namedtuple("ValidatedJob", fields)(
         cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
         parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
         config_lib.resolved_base_dir(cfg), dirs["model"], dirs["logs"], serving["display_name"], serving["labels"],
         serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
-        parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning))
+        parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning),
+        *(parts[k] for k in fields[20:]))

@@ -8,12 +8,16 @@ from components.base import component
 @component
 def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Output[Metrics],
                  verification: Output[Artifact], sample_request: str = "", dataset: Input[Dataset] = None,
-                 record_dir: str = ""):
+                 record_dir: str = "", eval_data: str = "", eval_task: str = "auto", eval_output: str = ""):
     """Load the SavedModel at ``model``'s URI in this task's own process (it never trained: the export must
     stand alone), run its ``serving_default`` signature on ``sample_request`` (JSON text
     ``{"instances": [...]}`` as Vertex online prediction takes it; empty: an input generated from the
-    signature's specs) and time it. For the built-in classifier with its ``dataset``, also accuracy, loss,
-    the confusion matrix and sample predictions on the held-out split.
+    signature's specs) and time it. With ``eval_data`` (a JSON Lines file of ``{"instance": ..., "label": ...}``,
+    local or ``gs://``), evaluate the model on those held-out examples, whoever made it: RMSE, MAE and the RMSE
+    of predicting the labels' mean for a regressor; accuracy, per-class precision and recall and the
+    most-common-class baseline for a classifier (``eval_task``: ``auto`` | ``regression`` | ``classification``;
+    ``eval_output``: which output is the prediction, for a model with several). For the built-in classifier
+    with its ``dataset``, also accuracy, loss, the confusion matrix and sample predictions on the held-out split.
 
     Fails with one ``error:`` line for a folder without a SavedModel, a model without ``serving_default``,
     or a sample that does not fit (naming the signature's inputs). Outputs: ``verified_model`` (same URI;
@@ -27,7 +31,8 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
 
     data_dir = dataset.uri if dataset is not None else ""
     try:
-        record = steps.verify_model(model.uri, sample_request, data_dir, record_dir)
+        record = steps.verify_model(model.uri, sample_request, data_dir, record_dir, eval_data=eval_data,
+                                    eval_task=eval_task, eval_output=eval_output)
     except VerifyError as exc:
         print(f"error: {exc}")
         raise SystemExit(1) from None
@@ -45,9 +50,19 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
             summary[key] = record[key]
     if record.get("classes"):
         summary["classes"] = record["classes"]
+    from jobs.evaluation import figures
+
+    held_out = figures(record.get("eval"))
+    for key, value in held_out.items():  # eval_rmse, eval_accuracy, ...: the held-out verdict of eval_data
+        if "/" not in key:  # per-class figures stay in the record
+            metrics.log_metric(key, value)
+    if held_out:
+        summary["eval"] = {k: record["eval"].get(k) for k in ("task", "examples", "data")} | held_out
     verified_model.uri = model.uri
     verified_model.metadata.update({**dict(model.metadata), **summary, "verified": True})
-    shown = "; ".join(f"{k}={record[k]:.3f}" for k in ("accuracy", "loss") if isinstance(record.get(k), (int, float)))
+    shown = "; ".join([f"{k}={record[k]:.3f}" for k in ("accuracy", "loss") if isinstance(record.get(k), (int, float))]
+                      + [f"{k}={v:.4g}" for k, v in held_out.items() if k in ("eval_rmse", "eval_mae", "eval_accuracy",
+                                                                           "eval_baseline_rmse", "eval_baseline_accuracy")])
     print(f"verified {model.uri}: {record['signature']}({', '.join(record['inputs'])}) on {record['instances']} "
           f"instances ({record['input_source']}), {latency['median']:.1f} ms median{'; ' + shown if shown else ''}; "
           f"first prediction: {json.dumps(record['predictions'][0])[:200]}")

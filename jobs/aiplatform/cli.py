@@ -32,6 +32,9 @@ evaluator 3). One `error:` line per problem, naming the field, the rule and vali
   FILE.yaml              a job file or preset name; or an AI Platform `trainingInput` config (legacy), which
                          is translated to this project's topology
   --set KEY=VALUE        override a field of a job config, e.g. --set training.steps=50 (repeatable)
+  --strict               refuse what the hardware catalog does not know (a machine or accelerator type it has
+                         never seen, a region without data) instead of warning; as validation.strict: true
+  --list                 what the hardware catalog knows (as python pipelines/run.py hardware)
   gcloud-style flags     for an AI Platform config, as `gcloud ai-platform jobs submit training` takes them:
                          --scale-tier, --master-machine-type, --worker-count 4, --worker-machine-type, ...
   -- USER_ARGS           the trainer's own arguments (AI Platform config)
@@ -133,9 +136,18 @@ def validate_main(argv: Sequence[str]) -> int:
     if argv and argv[0] == "validate":
         argv = argv[1:]
     own = argv[: argv.index("--")] if "--" in argv else argv
+    from jobs.cli import shown
+
     if any(a in ("-h", "--help") for a in own):
-        print(USAGE)
+        print(shown(USAGE))
         return 0
+    if "--list" in own:
+        from jobs.hardware.listing import main as hardware_main
+
+        return hardware_main([a for a in own if a != "--list"])
+    if "--strict" in own:  # the job file's validation.strict: true, said on the command line
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv = [a for a in argv[:cut] if a != "--strict"] + ["--set", "validation.strict=true"] + argv[cut:]
     try:
         argv, sets, set_problems = _split_sets(argv)
         if set_problems:
@@ -150,13 +162,15 @@ def validate_main(argv: Sequence[str]) -> int:
             raise ConfigError(f"two config files: {files[0]} and --config {parsed.config}", field="validate")
         path = files[0] if files else parsed.config
         if path is None and not parsed.overrides:
-            raise ConfigError("give a job file or preset (python pipelines/run.py validate FILE.yaml); --help says "
-                              "more", field="validate")
+            raise ConfigError(shown("give a job file or preset (python pipelines/run.py validate FILE.yaml); --help "
+                                    "says more"), field="validate")
         if path and not Path(path).exists():  # a preset's name (`validate gpu-1x4`), as --config takes one
             from trainers import config as config_lib
 
             if config_lib.is_preset(path):
                 path = str(config_lib.PRESET_DIR / f"{path}.yaml")
+            elif not Path(path).suffix:  # a mistyped preset: the presets, and the one it is closest to
+                config_lib.load_document(path)
         doc = load_yaml(path) if path else None
         if path and not isinstance(doc, Mapping):
             raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("display_name", "worker_pool_specs", "base_output_directory", "tensorboard",
                  "restart_job_on_worker_restart", "scheduling_strategy", "timeout", "max_wait_duration",
                  "persistent_resource_id", "service_account", "network", "location", "project", "gcp_resources",
-                 "api_endpoint"):
+                 "api_endpoint", "disable_retries", "enable_web_access", "enable_dashboard_access",
+                 "reserved_ip_ranges", "psc_network_attachment"):
         p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "worker_pool_specs", "location",
                                                                  "project", "gcp_resources"))
     args = p.parse_args(argv)
@@ -81,13 +82,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --worker_pool_specs: {args.worker_pool_specs[:80]!r} is not a JSON list of worker pools",
               file=sys.stderr, flush=True)
         return 1
+    try:
+        ranges = json.loads(args.reserved_ip_ranges) if args.reserved_ip_ranges else []
+    except ValueError:
+        ranges = None
+    if not isinstance(ranges, list):
+        print(f"error: --reserved_ip_ranges: {args.reserved_ip_ranges[:80]!r} is not a JSON list of range names",
+              file=sys.stderr, flush=True)
+        return 1
     return job_runner.step_status(lambda: run(
         display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
         tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
         == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
         max_wait_duration=args.max_wait_duration, persistent_resource_id=args.persistent_resource_id,
         service_account=args.service_account, network=args.network, location=args.location, project=args.project,
-        gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint))
+        gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint,
+        disable_retries=args.disable_retries.lower() == "true", enable_web_access=args.enable_web_access.lower() == "true",
+        enable_dashboard_access=args.enable_dashboard_access.lower() == "true", reserved_ip_ranges=ranges,
+        psc_network_attachment=args.psc_network_attachment))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def parse_uri(uri: str) -> tuple[str, str]:
     """``gs://bucket/some/path`` -> ``("bucket", "some/path")`` (path may be empty); only gs://."""
     from jobs.cloud import preflight
 
-    problems = preflight.gcs_problems("uri", uri, "gs://BUCKET/PATH", path_required=False)
+    problems = preflight.gcs_problems("uri", uri, f"gs://{preflight.BUCKET_FORM}/<path>", path_required=False)
     if problems:
         raise CloudError(problems[0].message)
     bucket, _, path = uri[5:].partition("/")

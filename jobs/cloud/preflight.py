@@ -9,8 +9,9 @@ never carry what submit refuses. Each problem is one line naming the field, the 
   ``REPO:TAG@sha256:...``), not the presets' ``my-project`` placeholder, not on this machine, and in
   Artifact Registry in the job's region family (``R-docker.pkg.dev`` or the ``us``/``europe``/``asia``
   multi-region containing R); ``gcr.io`` hosts and other registries are warnings (public images only);
-* the job itself (:func:`job_problems`): name, ``output.base_dir`` / ``data.path`` on Cloud Storage, the
-  machines and accelerators offered in the region (the hardware catalog), Model Registry fields.
+* the job itself (:func:`job_problems`): name, ``output.base_dir`` / ``data.path`` / ``serving.eval_data`` on
+  Cloud Storage, the machines and accelerators offered in the region (the hardware catalog), Model Registry
+  fields.
 """
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ from trainers.errors import Problem, problem
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 PLACEHOLDER_BUCKET = "my-bucket"
+#: How a refusal's "valid choices" name what only the user knows: a form, never a placeholder value that the same
+#: check would refuse again (``gs://BUCKET/...`` is not a bucket name; ``my-gcp-project`` is nobody's project).
+BUCKET_FORM = "<your bucket>"
+PROJECT_FORM = "<your project id>"
 MULTI_REGIONS = ("us", "europe", "asia")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -54,10 +59,10 @@ def say(errors: Iterable[object], warnings: Iterable[str], err=None) -> bool:
 
 def project_problems(flag: str, project: str | None) -> list[Problem]:
     if project is None:
-        return [problem(flag, "is required", ["my-gcp-project"])]
+        return [problem(flag, "is required", [PROJECT_FORM])]
     if not PROJECT_RE.match(project):
         return [problem(flag, f"{project!r} is not a project id (6-30 lower-case letters, digits, '-', starting "
-                              "with a letter)", ["my-gcp-project"])]
+                              "with a letter)", [PROJECT_FORM])]
     return []
 
 
@@ -87,7 +92,7 @@ def gcs_problems(flag: str, uri: str | None, example: str, path_required: bool =
                               "'_', '.', starting and ending with a letter or digit)", [example])]
     if bucket == PLACEHOLDER_BUCKET:
         return [problem(flag, f"{uri!r} still names the presets' placeholder bucket {PLACEHOLDER_BUCKET!r}",
-                        [uri.replace(PLACEHOLDER_BUCKET, "BUCKET", 1)])]
+                        [uri.replace(PLACEHOLDER_BUCKET, BUCKET_FORM, 1)])]
     if path_required and not path.strip("/"):
         return [problem(flag, f"{uri!r} is a whole bucket; give a folder in it", [f"gs://{bucket}/pipeline-root"])]
     return []
@@ -117,7 +122,8 @@ def image_problems(field: str, image: str, project: str, region: str) -> tuple[l
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
     from jobs.image_reference import BuildError, parse_reference
 
-    fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:TAG@sha256:DIGEST"
+    project = project if PROJECT_RE.match(project or "") else PROJECT_FORM
+    fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:<tag>@sha256:<digest>"
     if not image:
         return [problem(field, "no trainer image: build and push one (python pipelines/run.py build) and pass "
                                "the reference it prints", [fix])], []
@@ -145,7 +151,7 @@ def image_problems(field: str, image: str, project: str, region: str) -> tuple[l
     else:
         warnings.append(f"{field}: {image} is not in Artifact Registry: Vertex AI can pull it only if it is public")
     if not ref.pinned:
-        pinned = f"{ref.repository}:{ref.tag or 'TAG'}@sha256:DIGEST"
+        pinned = f"{ref.repository}:{ref.tag or '<tag>'}@sha256:<digest>"
         errors.append(problem(field, f"{image} is not pinned by digest: a tag can move between now and the replicas' "
                                      "pull; pass the reference `python pipelines/run.py build` prints", [pinned]))
     return errors, warnings
@@ -162,6 +168,16 @@ def images_problems(images: dict[str, str], project: str, region: str) -> tuple[
     return errors, warnings
 
 
+def placeholder_free(cfg: config_lib.JobConfig) -> config_lib.JobConfig:
+    """``cfg`` as a compiled pipeline or a submitted job carries it: a ``container.image_repository`` that still
+    names the presets' placeholder project is left out when nothing builds into it (``container.image_uri`` names
+    the image); without ``image_uri`` it is the image's repository, and :func:`image_problems` refuses it."""
+    repository = cfg.container.image_repository
+    if cfg.container.image_uri and PLACEHOLDER_PROJECT in repository.split("/")[1:2]:
+        return cfg.with_overrides(["container.image_repository="])
+    return cfg
+
+
 def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, components_image: str = "",
                  replicas_only: bool = False) -> tuple[list[Problem], list[str]]:
     """What submit and upload-template share: the job's name, storage, images (``components_image``:
@@ -175,14 +191,18 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     if not PIPELINE_NAME_RE.match(cfg.name):
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:100] or "tf-train"
         errors.append(problem("name", f"{cfg.name!r} is not a pipeline name (^[a-z0-9][a-z0-9-]{{0,127}}$)", [fixed]))
-    errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://BUCKET/runs/{cfg.name}")
+    errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://{BUCKET_FORM}/runs/{cfg.name}")
     data = cfg.data.path.replace("/gcs/", "gs://", 1) if cfg.data.path.startswith("/gcs/") else cfg.data.path
     if cfg.data.source not in ("synthetic", "none") or data:
-        errors += gcs_problems("data.path", data, "gs://BUCKET/flower_photos")
+        errors += gcs_problems("data.path", data, f"gs://{BUCKET_FORM}/flower_photos")
     if cfg.data.prepared_dir:
         errors += gcs_problems("data.prepared_dir", cfg.data.prepared_dir.replace("/gcs/", "gs://", 1)
                                if cfg.data.prepared_dir.startswith("/gcs/") else cfg.data.prepared_dir,
-                               "gs://BUCKET/flowers-tfrecords")
+                               f"gs://{BUCKET_FORM}/flowers-tfrecords")
+    if cfg.serving.eval_data:  # read by the verify step on Vertex: Cloud Storage, like every other path
+        eval_data = cfg.serving.eval_data
+        errors += gcs_problems("serving.eval_data", eval_data.replace("/gcs/", "gs://", 1)
+                               if eval_data.startswith("/gcs/") else eval_data, f"gs://{BUCKET_FORM}/eval.jsonl")
     if cfg.serving.sample_request:  # its content travels in the pipeline: it must be readable here
         from jobs.validate import sample_request_problems
 

@@ -65,7 +65,7 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
     become a local one; ``--poll-seconds`` > 0."""
     if args.project is not None and not args.project.strip():
         return [problem("--project", "is empty: give the Google Cloud project to submit to, or leave --project "
-                                     "out to run on this machine", ["my-gcp-project"])]
+                                     "out to run on this machine", [checks.PROJECT_FORM])]
     out = []
     if args.project is None:
         for flag in VERTEX_ONLY:
@@ -87,7 +87,7 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
               components_image: str = "") -> tuple[list[Problem], list[str], dict[str, str]]:
     """Every problem Vertex would have (errors), what it would do surprisingly (warnings), the labels."""
     errors = checks.project_problems("--project", project) + checks.region_problems("--region", region)
-    errors += checks.gcs_problems("--pipeline-root", pipeline_root, "gs://BUCKET/pipeline-root")
+    errors += checks.gcs_problems("--pipeline-root", pipeline_root, f"gs://{checks.BUCKET_FORM}/pipeline-root")
     region_ok = not any(p.field == "--region" for p in errors)
     if checks.PIPELINE_NAME_RE.match(cfg.name):
         job_id = job_id_for(cfg.name)
@@ -103,7 +103,7 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
         errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
                                            "(Vertex wants the project number, not its id)",
                               ["projects/123456789012/global/networks/default"]))
-    if cfg.output.tensorboard and not service_account:
+    if cfg.output.tensorboard and not (service_account or cfg.vertex.service_account):
         errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "
                                                    "to run as a service account with roles/aiplatform.user and "
                                                    "roles/storage.objectAdmin on the bucket",
@@ -154,6 +154,7 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
                                          components_image=getattr(args, "image", None) or "")
     if checks.say(errors, warnings, err):
         return 2
+    cfg = checks.placeholder_free(cfg)
     if region != cfg.topology.region:
         out(f"note: the job runs in --region {region} (the config says topology.region={cfg.topology.region})")
         cfg = cfg.with_overrides([f"topology.region={region}"])
@@ -199,7 +200,9 @@ def register_main(argv: list[str]) -> int:
 def _register(argv: list[str]) -> int:
     from trainers.errors import ConfigError
 
-    p = argparse.ArgumentParser(prog="python pipelines/run.py register-model", description=register_main.__doc__)
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
     p.add_argument("--config", default="local")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
@@ -216,7 +219,7 @@ def _register(argv: list[str]) -> int:
         return 2
     region = args.region or cfg.topology.region
     problems = checks.project_problems("--project", args.project) + checks.region_problems("--region", region)
-    problems += checks.gcs_problems("--model-dir", args.model_dir, "gs://BUCKET/runs/NAME/model")
+    problems += checks.gcs_problems("--model-dir", args.model_dir, f"gs://{checks.BUCKET_FORM}/runs/<name>/model")
     for prob in problems:
         print(f"error: {prob}", file=sys.stderr)
     if problems:

@@ -107,7 +107,9 @@ def _main(argv: list[str], compile_pipeline) -> int:
     from jobs.cloud import preflight
     from trainers.errors import ConfigError
 
-    p = argparse.ArgumentParser(prog="python pipelines/run.py upload-template", description=__doc__.split("\n\n")[0])
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="local", help="preset or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
@@ -132,6 +134,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         problems += [str(e) for e in errors]
     if preflight.say(problems, warnings):
         return 2
+    cfg = preflight.placeholder_free(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)
         package, version = upload(path, args.host, args.tags)

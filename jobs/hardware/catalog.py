@@ -1,4 +1,5 @@
-"""The hardware catalog (``catalog.yaml``) loaded once into lookup tables.
+"""The hardware catalog (``catalog.yaml``) loaded once into lookup tables: the seeds' tables and today's Vertex
+training hardware (machine families, GPUs, TPU VM generations with their topologies), each with its source.
 
 Everything the rules know about machines, GPUs, TPUs, regions and zones comes from ``catalog.yaml``;
 this module only indexes it.  No TensorFlow, no kfp: loading takes a few milliseconds.
@@ -30,6 +31,42 @@ class Machine:
     chips: int = 0
     cores_per_chip: int = 0
     topologies: tuple[str, ...] = ()
+    family: str = ""  # machine_families key (e2, n1, a3, ...) or the TPU VM generation (v5e, v5p, v6e, v4)
+    vertex_training: str = "listed"  # "listed" (Vertex names it for training) or "unconfirmed"
+
+    @property
+    def single_host_topologies(self) -> tuple[str, ...]:
+        """The topologies that fit on one host of this TPU VM type (chips(topology) <= chips per host)."""
+        return tuple(t for t in self.topologies if topology_chips(t) <= self.chips)
+
+    def hosts(self, topology: str) -> int:
+        """Hosts (VMs) of a TPU VM slice of ``topology`` on this per-host machine type (at least 1)."""
+        chips = topology_chips(topology) if topology else self.chips
+        return max(1, -(-chips // max(1, self.chips)))
+
+
+def topology_chips(topology: str) -> int:
+    """Chips of a TPU topology ``AxB`` / ``AxBxC`` (0 when it is not one)."""
+    parts = str(topology).split("x")
+    if not topology or not all(p.isdigit() and int(p) > 0 for p in parts):
+        return 0
+    out = 1
+    for p in parts:
+        out *= int(p)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuGeneration:
+    """A TPU VM generation (v5e, v5p, v6e, v4) of ``catalog.yaml``'s ``tpu_vm`` section."""
+    name: str
+    accelerator_type: str
+    machine_types: tuple[str, ...]
+    tensorflow: bool
+    tensorflow_note: str
+    regions: tuple[str, ...]
+    source: str
+    vertex_training: str = "listed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +112,12 @@ class Catalog:
     scale_tiers: Mapping[str, Mapping[str, Any]]
     strategies: tuple[str, ...]
     tensor_core_gpus: frozenset[str]
+    date: str = ""
+    sources: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    families: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)  # key -> label, source, vertex
+    tpu_generations: Mapping[str, TpuGeneration] = dataclasses.field(default_factory=dict)
+    not_listed_families: tuple[str, ...] = ()
+    boot_disk: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # types, min_gb, max_gb, source
 
     # ---- lookups -------------------------------------------------------------------------------
     def is_gpu(self, accelerator_type: str) -> bool:
@@ -83,9 +126,28 @@ class Catalog:
     def is_tpu(self, accelerator_type: str) -> bool:
         return accelerator_type in self.tpu_cores or accelerator_type in self.tpu_vm_types
 
+    def generation_of(self, machine_type: str) -> TpuGeneration | None:
+        m = self.machines.get(machine_type)
+        return self.tpu_generations.get(m.family) if m and m.tpu == "vm" else None
+
     @functools.cached_property
     def tpu_vm_types(self) -> frozenset[str]:
-        return frozenset(m.tpu_type for m in self.machines.values() if m.tpu == "vm")
+        return frozenset(m.tpu_type for m in self.machines.values() if m.tpu == "vm" and m.tpu_type)
+
+    def family_of(self, machine_type: str) -> str:
+        """The family key of a machine type name (``e2-standard-8`` -> ``e2``); "" for ``cloud-tpu``."""
+        m = self.machines.get(machine_type)
+        if m and m.family:
+            return m.family
+        return "" if machine_type == CLOUD_TPU else str(machine_type).split("-", 1)[0]
+
+    def source_line(self, key: str) -> str:
+        """``what (url, read DATE)`` of a source key; the key itself when the catalog has no such source."""
+        src = self.sources.get(key)
+        if not src:
+            return key
+        where = ", ".join(x for x in (src.get("url", ""), f"read {src['read']}" if src.get("read") else "") if x)
+        return f"{src.get('what', key)}" + (f" ({where})" if where else "")
 
     @functools.cached_property
     def accelerator_types(self) -> tuple[str, ...]:
@@ -141,13 +203,36 @@ def load_catalog(path: str | None = None) -> Catalog:
     raw = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
 
     machines: dict[str, Machine] = {}
+    families = {key: {k: v for k, v in e.items() if k != "types"} for key, e in raw["machine_families"].items()}
     for name, e in raw["machine_types"].items():
+        family = name.split("-", 1)[0] if name.split("-", 1)[0] in families else ""
         machines[name] = Machine(
             name=name, vcpus=e.get("vcpus"), memory_gb=e.get("memory_gb"), source=str(e["source"]),
             current=bool(e.get("current", False)), tpu=str(e.get("tpu", "") or ""),
             tpu_type=str(e.get("tpu_type", "") or ""), chips=int(e.get("chips", 0) or 0),
             cores_per_chip=int(e.get("cores_per_chip", 0) or 0),
-            topologies=tuple(str(t) for t in e.get("topologies", ())))
+            topologies=tuple(str(t) for t in e.get("topologies", ())), family=family)
+    for key, e in raw["machine_families"].items():
+        for name, (vcpus, memory) in (e.get("types") or {}).items():
+            if name in machines:
+                raise ValueError(f"catalog.yaml: {name} is listed twice")
+            machines[name] = Machine(name=name, vcpus=vcpus, memory_gb=memory, source=str(e["source"]),
+                                     current=True, family=key)
+    generations: dict[str, TpuGeneration] = {}
+    for key, g in raw["tpu_vm"].items():
+        status = str(g.get("vertex_training", "listed"))
+        for name, e in g["machine_types"].items():
+            if name in machines:
+                raise ValueError(f"catalog.yaml: {name} is listed twice")
+            machines[name] = Machine(
+                name=name, vcpus=e["vcpus"], memory_gb=e["memory_gb"], source=str(g["source"]), current=True,
+                tpu="vm", tpu_type=str(g.get("accelerator_type") or ""), chips=int(e["chips"]),
+                cores_per_chip=int(g["cores_per_chip"]), topologies=tuple(str(t) for t in e["topologies"]),
+                family=key, vertex_training=status)
+        generations[key] = TpuGeneration(
+            name=key, accelerator_type=str(g.get("accelerator_type") or ""), machine_types=tuple(g["machine_types"]),
+            tensorflow=bool(g["tensorflow"]["supported"]), tensorflow_note=str(g["tensorflow"].get("note", "")),
+            regions=tuple(g.get("regions") or ()), source=str(g["source"]), vertex_training=status)
 
     gpus = {name: Gpu(name=name, label=e["label"], counts=_tuple_ints(e["counts"]),
                       per_gpu_vcpus=float(e["per_gpu"]["vcpus"]),
@@ -205,6 +290,11 @@ def load_catalog(path: str | None = None) -> Catalog:
         scale_tiers=raw["scale_tiers"],
         strategies=tuple(raw["strategies"]["list"]),
         tensor_core_gpus=frozenset(raw["tensor_core_gpus"]),
+        date=str(raw["catalog"]["date"]),
+        sources={k: (v if isinstance(v, dict) else {"what": str(v)}) for k, v in raw["sources"].items()},
+        families=families, tpu_generations=generations,
+        not_listed_families=tuple(raw["not_listed_for_training"]["families"]),
+        boot_disk=raw["boot_disk"],
     )
 
 

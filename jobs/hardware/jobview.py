@@ -20,7 +20,8 @@ from typing import Any, Mapping
 from trainers.errors import Problem, problem
 
 POOLS = ("chief", "worker", "parameter_server", "evaluator")
-POOL_KEYS = ("replica_count", "machine_type", "accelerator_type", "accelerator_count", "tpu_topology")
+POOL_KEYS = ("replica_count", "machine_type", "accelerator_type", "accelerator_count", "tpu_topology", "disk_spec",
+             "nfs_mounts")
 TOPOLOGY_KEYS = ("strategy", "region", "tpu_tf_version") + POOLS
 
 DEFAULT_TOPOLOGY: dict[str, Any] = {
@@ -68,6 +69,8 @@ class JobView:
     checkpoint_every_steps: int = 0
     checkpoint_every_seconds: int = 0
     mixed_precision: bool = False
+    strict: bool = False  # validation.strict: what the catalog does not know is an error, not a warning
+    user_trainer: bool = False  # trainer.module or a changed container.command: not (necessarily) TensorFlow
     problems: list[Problem] = dataclasses.field(default_factory=list)
 
     @property
@@ -206,4 +209,9 @@ def view(job: Any) -> JobView:
     out.restart_on_worker_restart = _flag(scheduling, "restart_job_on_worker_restart", False)
     out.checkpoint_every_steps = as_int(checkpoint.get("every_steps", 20)) or 0
     out.checkpoint_every_seconds = as_int(checkpoint.get("every_seconds", 0)) or 0
+    out.strict = _flag(_section(job, "validation"), "strict", False)
+    trainer = _section(job, "trainer")
+    command = container.get("command")
+    out.user_trainer = bool(as_str(trainer.get("module"))) or (
+        isinstance(command, list) and command not in ([], ["python", "-m", "trainers.task"]))
     return out

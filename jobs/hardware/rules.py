@@ -12,14 +12,13 @@ Conventions: a TPU v2/v3 (pods too) is ``machine_type: cloud-tpu`` + ``accelerat
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any, Callable
 
 from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.catalog import Catalog, load_catalog
 from jobs.hardware.jobview import JobView, Pool, one_line, view
-from jobs.hardware.shared import (checked_pools as _checked, has_tpu, infer_strategy, machine_of as _machine,
-                                      or_join as _or, tpu_cores, tpu_pool)
+from jobs.hardware.shared import (REGION_RE, checked_pools as _checked, has_tpu, infer_strategy,  # noqa: F401
+                                  machine_of as _machine, or_join as _or, tpu_cores, tpu_pool)
 from jobs.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 
 __all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_evaluator", "check_fields",
@@ -27,7 +26,6 @@ __all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_e
            "check_strategy", "check_tpu_accelerators", "check_tpu_pools", "check_tpu_version", "check_zones",
            "gpu_resource_shortfall", "has_tpu", "infer_strategy", "num_replicas", "tpu_cores", "valid_gpu_counts"]
 
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 
 @dataclasses.dataclass
@@ -103,7 +101,11 @@ def check_fields(job: Any) -> list[Problem]:
 
 
 def check_machine_types(job: Any) -> list[Problem]:
-    """Every used pool names a known machine type (close names suggested)."""
+    """Every used pool names a machine type: a legacy AI Platform name, an empty one, a near miss of a known
+    type (``n1-standrd-8``: "did you mean") or no machine type name at all are errors; a well-formed type the
+    catalog does not know is a warning (``jobs.hardware.today.unknowns``)."""
+    from jobs.hardware.names import machine_verdict
+
     cat, out = _cat(), []
     for p in view(job).used_pools:
         if not p.ok or p.machine_type in cat.machines:
@@ -111,24 +113,40 @@ def check_machine_types(job: Any) -> list[Problem]:
         field = f"{p.path}.machine_type"
         legacy = cat.legacy_machines.get(p.machine_type)
         if not p.machine_type:
-            out.append(problem(field, "a used pool needs a machine type", ["n1-standard-4", "n1-standard-8"]))
+            out.append(problem(field, "a used pool needs a machine type", ["n1-standard-4", "e2-standard-8"]))
         elif legacy:
             gpus = f" with {legacy.accelerator_count} {legacy.accelerator_type}" if legacy.accelerator_type else ""
             out.append(problem(field, f"{p.machine_type} is a legacy AI Platform machine type; on Vertex use "
                                       f"{legacy.machine_type}{gpus}", [legacy.machine_type]))
         else:
-            out.append(problem(field, f"unknown machine type {p.machine_type!r}",
-                               cat.suggest(p.machine_type, cat.machines) or ["n1-standard-4"]))
+            verdict = machine_verdict(p.machine_type, cat.machines, cat.not_listed_families)
+            if verdict.kind == "near":
+                out.append(problem(field, f"unknown machine type {p.machine_type!r} (did you mean "
+                                          f"{verdict.suggest[0]}?)", verdict.suggest))
+            elif verdict.kind == "malformed":
+                out.append(problem(field, f"{p.machine_type!r} is not a machine type name (SERIES-CLASS-SIZE, "
+                                          "e.g. n1-standard-8, a3-highgpu-8g, ct5lp-hightpu-4t, or cloud-tpu)",
+                                   cat.suggest(p.machine_type, cat.machines) or ["n1-standard-4"]))
     return out
 
 
 def check_accelerator_types(job: Any) -> list[Problem]:
-    """Every accelerator_type is a Vertex enum name (close names suggested)."""
+    """Every accelerator_type is a Vertex enum name: a near miss of a known one (``nvidia-tesla-t4``, ``NVIDA_L4``)
+    or a name of no accelerator's form is an error; a well-formed one the catalog does not know (``NVIDIA_B300``)
+    is a warning (``jobs.hardware.today.unknowns``)."""
+    from jobs.hardware.names import accelerator_verdict
+
     cat, out = _cat(), []
     for p in view(job).used_pools:
         if p.ok and p.accelerator_type and p.accelerator_type not in cat.accelerator_types:
-            out.append(problem(f"{p.path}.accelerator_type", f"unknown accelerator type {p.accelerator_type!r}",
-                               cat.suggest(p.accelerator_type, cat.accelerator_types) or list(cat.gpus)))
+            verdict = accelerator_verdict(p.accelerator_type, cat.accelerator_types)
+            if verdict.kind == "near":
+                out.append(problem(f"{p.path}.accelerator_type", f"unknown accelerator type {p.accelerator_type!r} "
+                                                                 f"(did you mean {verdict.suggest[0]}?)", verdict.suggest))
+            elif verdict.kind == "malformed":
+                out.append(problem(f"{p.path}.accelerator_type", f"{p.accelerator_type!r} is not an accelerator type "
+                                                                 "name (NVIDIA_... or TPU_..., as the API's "
+                                                                 "AcceleratorType names them)", list(cat.gpus)[3:9]))
     return out
 
 
@@ -243,28 +261,28 @@ def _gpus_used(v: JobView) -> list[str]:
 
 
 def check_regions(job: Any) -> list[Problem]:
-    """The region offers every accelerator of the job (GPU list of the GPU seed, TPU list of the TPU seed)."""
+    """The region offers every accelerator of the job, where the catalog has data: the GPU regions and zones
+    (GPU seed, ~2021 zone data), the TPU seed's regions for cloud-tpu, TPU v5e's regions. A region or an
+    accelerator the catalog has no region data for is a warning (``jobs.hardware.today.unknown_places``)."""
     cat, v = _cat(), view(job)
     if not v.region_ok or not REGION_RE.match(v.region):
         return []
-    out, gpus = [], _gpus_used(v)
-    if gpus and v.region not in cat.gpu_regions:
-        both = [r for r in cat.gpu_regions if all(r in cat.regions_offering(g) for g in gpus)]
-        out.append(problem("topology.region", f"{v.region} offers no GPUs", both or cat.gpu_regions))
-    else:
+    out, gpus = [], [g for g in _gpus_used(v) if cat.regions_offering(g)]
+    if gpus and (v.region in cat.gpu_regions or v.region in cat.zones):
         for gpu in gpus:
             if v.region not in cat.regions_offering(gpu):
                 out.append(problem("topology.region", f"{v.region} does not offer {gpu}",
                                    cat.regions_offering(gpu)))
     for p in _checked(v):
         m = _machine(p)
+        generation = cat.generation_of(p.machine_type)
         if cat.is_tpu(p.accelerator_type) and m.tpu != "vm" and v.region not in cat.tpu_regions:
             out.append(problem("topology.region", f"{p.accelerator_type} is not offered in {v.region}; "
                                                   "TPUs are offered only in us-central1 and europe-west4",
                                cat.tpu_regions))
-        elif m.tpu == "vm" and v.region not in cat.tpu_vm_regions:
+        elif generation and generation.regions and v.region not in generation.regions:
             out.append(problem("topology.region", f"{p.machine_type} is not offered in {v.region}",
-                               cat.tpu_vm_regions))
+                               generation.regions))
     return out
 
 
@@ -380,12 +398,23 @@ RULES: tuple[Callable[[Any], list[Problem]], ...] = (
 )
 
 
-def check_job(job: Any) -> Report:
-    """Run every rule; return all errors at once and the warnings."""
+def check_job(job: Any, strict: bool | None = None) -> Report:
+    """Run every rule; return all errors at once and the warnings. What the catalog does not know
+    (``jobs.hardware.today.unknowns``) is a warning, or an error when ``strict`` (default: the job's
+    ``validation.strict``)."""
     from jobs.hardware.advice import check_warnings
+    from jobs.hardware.today import tensorflow_problems, tpu_vm_shape_problems, unknowns
 
     errors: list[Problem] = []
     for rule in RULES:
         errors.extend(rule(job))
+    tf_errors, tf_warnings = tensorflow_problems(job)
+    errors += tpu_vm_shape_problems(job) + tf_errors
+    unknown = unknowns(job)
+    strict = view(job).strict if strict is None else strict
+    warnings = (check_warnings(job) + tf_warnings) if strict else (unknown + check_warnings(job) + tf_warnings)
+    if strict:
+        errors += [Problem(p.field, p.message.split(": Vertex decides")[0] + ": refused under validation.strict "
+                                                                           "(--strict)", p.valid) for p in unknown]
     return Report(errors=list(dict.fromkeys(map(one_line, errors))),
-                  warnings=list(dict.fromkeys(map(one_line, check_warnings(job)))))
+                  warnings=list(dict.fromkeys(map(one_line, warnings))))

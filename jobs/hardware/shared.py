@@ -9,6 +9,10 @@ from jobs.hardware.catalog import load_catalog
 from jobs.hardware.jobview import JobView, Pool, view
 
 
+#: A Compute Engine region's form (``us-central1``, ``europe-west4``).
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+
+
 def _cat():
     return load_catalog()
 

@@ -44,14 +44,17 @@ def check_tpu_accelerators(job: Any) -> list[Problem]:
             out.append(problem(f"{p.path}.accelerator_count", f"{acc} takes {what} cores, not {n}", cores))
         elif m.tpu == "vm":
             if acc and acc != m.tpu_type:
+                carries = f"carries {m.tpu_type}" if m.tpu_type else "names its TPU itself (no accelerator_type)"
                 out.append(problem(f"{p.path}.accelerator_type",
-                                   f"{p.machine_type} carries {m.tpu_type}, not {acc}", [m.tpu_type, ""]))
+                                   f"{p.machine_type} {carries}, not {acc}", [m.tpu_type, ""] if m.tpu_type else [""]))
             elif n and n != m.chips:
                 out.append(problem(f"{p.path}.accelerator_count",
                                    f"{p.machine_type} has {m.chips} TPU chips, not {n}", [m.chips, 0]))
             if p.tpu_topology and p.tpu_topology not in m.topologies:
+                single = m.single_host_topologies
                 out.append(problem(f"{p.path}.tpu_topology",
-                                   f"{p.machine_type} takes topology {or_join(m.topologies)}, not {p.tpu_topology!r}",
+                                   f"{p.machine_type} takes topology {or_join(m.topologies)} ("
+                                   f"{or_join(single)} on one host, the rest multi-host), not {p.tpu_topology!r}",
                                    m.topologies))
     return out
 

@@ -49,7 +49,9 @@ class Request:
 
 
 def parse_args(argv: list[str]) -> Request:
-    p = argparse.ArgumentParser(prog="python pipelines/run.py build", description=__doc__.split("\n")[0],
+    from jobs.cli import shown
+
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -80,7 +82,8 @@ def backend_problems(req: Request) -> list[str]:
                                           ("--api-endpoint", req.api_endpoint)) if value is not None]
         return [f"{flag}: only for --backend cloudbuild; add --backend cloudbuild or remove it" for flag in given]
     problems = [str(p) for p in preflight.project_problems("--project", req.project)]
-    problems += [str(p) for p in preflight.gcs_problems("--staging-bucket", req.staging_bucket, "gs://BUCKET/builds",
+    problems += [str(p) for p in preflight.gcs_problems("--staging-bucket", req.staging_bucket,
+                                                        "gs://<your bucket>/builds",
                                                         path_required=False)]
     return problems
 

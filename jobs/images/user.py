@@ -37,6 +37,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from jobs.images.context import BuildContext, content_tag, make_context
@@ -182,6 +183,54 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
     for top, count in by_user.items():
         excluded.append((top, f"your .dockerignore; {_files(count)}" if top.endswith("/") else "your .dockerignore"))
     return sorted(included), sorted(excluded)
+
+
+def trainer_version(cfg) -> dict[str, Any] | None:
+    """Which code of a user's trainer ran, apart from this tool's (``jobs.records.code_version``):
+    ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of
+    ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
+    SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same
+    exclusions), so a copy outside any repository is named by its content. None for the built-in trainer; on
+    Vertex (no ``source_dir``: the code is the image's) the image names it."""
+    import hashlib
+    import subprocess
+
+    if cfg is None or not cfg.user_trainer:
+        return None
+    root = cfg.trainer.source_dir
+    if not root or not os.path.isdir(root):
+        image = cfg.container.image_uri or "the job's image"
+        return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
+                "files": None, "text": f"the code in {image} (its WORKDIR)"}
+    out: dict[str, Any] = {"source_dir": root, "git_commit": None, "git_dirty": None}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        git("rev-parse", "--show-toplevel")
+        out["git_commit"] = git("rev-parse", "HEAD")
+        out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no", "--", "."))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    digest = hashlib.sha256()
+    files, _ = collect_code(Path(root), cfg.output.base_dir)
+    for rel in files:
+        digest.update(rel.encode() + b"\0")
+        try:
+            digest.update(Path(root, rel).read_bytes())
+        except OSError:
+            digest.update(b"(unreadable)")
+        digest.update(b"\0")
+    out.update(content_sha256=digest.hexdigest(), files=len(files))
+    content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
+    if out["git_commit"]:
+        out["text"] = (f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+                       + f" ({content})")
+    else:
+        out["text"] = f"{content} in {root} (not in a git repository)"
+    return out
 
 
 def requirements_problems(path: Path, field: str = "trainer.requirements") -> list:

@@ -20,7 +20,7 @@ Two runners, as ``python pipelines/run.py --runner`` chose:
   arguments and variables of the caller's own, which it would not carry, are refused there (ValueError).
 
 The launcher (``jobs.local.launcher``) does the rest: Vertex's environment for every replica, restarts
-(``scheduling.max_restarts``), the strategy's done and worker-failure rules (``job_spec.launch_rules``), the
+(``scheduling.max_restarts``; none with ``scheduling.disable_retries``), the strategy's done and worker-failure rules (``job_spec.launch_rules``), the
 timeout (``scheduling.timeout``), Ctrl-C and ``stop``.
 """
 from __future__ import annotations
@@ -70,6 +70,6 @@ def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), en
         cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
     return launcher.launch(
         command, cfg.topology.replica_counts(), base, job_id=job_id or cfg.name,
-        max_restarts=cfg.scheduling.max_restarts, timeout_s=timeout, log=log, env=declared, cwd=cwd, check=check,
+        max_restarts=job_spec.local_max_restarts(cfg), timeout_s=timeout, log=log, env=declared, cwd=cwd, check=check,
         after_attempt=after_attempt, base_env=base_env, replica_env=replica_env, stop=stop,
         **job_spec.launch_rules(cfg))

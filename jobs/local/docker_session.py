@@ -143,13 +143,17 @@ def for_containers(cfg):
 
 
 def host_folders(cfg) -> list[str]:
-    """The host folders the containers must see: the base output folder and any local data folder."""
+    """The host folders the containers must see: the base output folder and any local data folder; and the
+    held-out examples' file (``serving.eval_data``, which the verify step reads), bound alone."""
     from trainers.config import resolved_base_dir
 
     base = resolved_base_dir(cfg)
     os.makedirs(base, exist_ok=True)
     extra = [p for p in (cfg.data.path, cfg.data.prepared_dir) if p and "://" not in p and os.path.isdir(p)
              and not os.path.abspath(p).startswith(base.rstrip("/") + "/")]
+    held_out = cfg.serving.eval_data
+    if held_out and "://" not in held_out and os.path.isfile(held_out):
+        extra.append(held_out)
     return [base, *[os.path.abspath(p) for p in extra]]
 
 

@@ -182,10 +182,40 @@ def _metrics(summary: dict[str, Any], metrics: dict[str, Any]) -> dict[str, floa
         "examples_per_second": _number(training.get("examples_per_second")),
     }
     trainer = summary.get("trainer") if isinstance(summary.get("trainer"), dict) else {}
-    for name, value in (trainer.get("scalars") or {}).items():
+    from jobs.evaluation import figures
+
+    out.update(figures(verification.get("eval")))  # serving.eval_data's verdict on the model that went on
+    out.update(_study_metric(summary))
+    scalars = summary.get("model_scalars") if isinstance(summary.get("model_scalars"), dict) else \
+        trainer.get("scalars") if isinstance(trainer.get("scalars"), dict) else {}
+    for name, value in scalars.items():
         if _number(value) is not None:
-            out[name] = _number(value)
+            out[str(name)] = _number(value)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _study_metric(summary: dict[str, Any]) -> dict[str, float]:
+    """A tuned run's study metric (its tag: ``val_rmse``) of the trial whose model went on (verified)."""
+    study = summary.get("tuning") if isinstance(summary.get("tuning"), dict) else {}
+    if not study.get("metric") or not isinstance(study.get("trials"), list):
+        return {}
+    verification = summary.get("verification") if isinstance(summary.get("verification"), dict) else {}
+    verified = summary.get("verified_trial")
+    trial = next((t for t in study["trials"] if isinstance(t, dict) and verified is not None
+                  and str(t.get("id")) == str(verified)), None) \
+        or records.verified_trial(study, str(verification.get("model_dir") or ""))
+    value = _number((trial or {}).get("metric"))
+    return {str(study["metric"]): value} if value is not None else {}
+
+
+def _tuned_scalars(summary: dict[str, Any]) -> dict[str, float]:
+    """The last TensorBoard values of a tuned run's verified trial (its logs folder: the summary's ``dirs``), for
+    a record written before ``model_scalars`` was kept."""
+    from jobs.tensorboard import last_values, read_scalars
+
+    dirs = summary.get("dirs") if isinstance(summary.get("dirs"), dict) else {}
+    logs = dirs.get("logs")
+    return last_values(read_scalars(logs)) if isinstance(logs, str) and logs and "://" not in logs else {}
 
 
 @dataclasses.dataclass
@@ -214,11 +244,82 @@ class Run:
         return dataclasses.asdict(self)
 
 
-def read_run(path: str) -> Run:
-    """Everything the records say about the run in ``path`` (see the module docstring)."""
-    path = os.path.abspath(path)
+#: run.json's fields and the types its readers rely on (a record edited by hand, or by another version, may
+#: hold anything: such a run is listed as unreadable, never a traceback)
+RECORD_TYPES = {"status": str, "finished": str, "config": dict, "summary": dict, "steps": list,
+                "verification": dict, "tuning": dict, "gate": dict}
+SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trainer": dict, "verification": dict,
+                 "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
+                 "model_scalars": dict}
+NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
+                "latency_ms": dict, "per_class": list}
+
+
+def _type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:
+    for key, kind in types.items():
+        value = doc.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind != bool):
+            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            return f"{where}{key} is {type(value).__name__} {json.dumps(value, default=str)[:40]}, not {names}"
+    return None
+
+
+def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> str | None:
+    """Why a run record cannot be read back (the first field of a wrong type: ``run.json: finished is str
+    "yesterday", not a time``), or None."""
+    found = _type_problem(record, RECORD_TYPES, f"{name}: ")
+    if found:
+        return found
+    if isinstance(record.get("finished"), str) and _parse_time(record["finished"]) is None:
+        return f"{name}: finished is {json.dumps(record['finished'])[:40]}, not a time (ISO 8601)"
+    summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
+    found = _type_problem(summary, SUMMARY_TYPES, f"{name}: summary.")
+    if found:
+        return found
+    for where, doc in (("", record), ("summary.", summary)):
+        for key in ("tuning", "gate", "verification", "trainer"):
+            part = doc.get(key)
+            if isinstance(part, dict):
+                found = _type_problem(part, NESTED_TYPES, f"{name}: {where}{key}.")
+                if found:
+                    return found
+    for where, items in (("steps", record.get("steps")), ("tuning.trials", (record.get("tuning") or {}).get("trials"))):
+        bad = next((x for x in items or [] if not isinstance(x, dict)), None)
+        if bad is not None:
+            return f"{name}: {where} holds {type(bad).__name__} {json.dumps(bad, default=str)[:40]}, not an object"
+    return None
+
+
+def _unreadable(path: str, why: str) -> Run:
+    """A run folder whose records cannot be read back: listed with its path and the reason, never a traceback."""
     name = os.path.basename(path.rstrip("/"))
+    when = dt.datetime.fromtimestamp(os.path.getmtime(path)).astimezone().isoformat(timespec="seconds")
+    archive = ARCHIVE_RE.match(name)
+    return Run(name=name, path=path, job=None, status="unreadable", note=f"{path}: {why}",
+               archive_of=archive.group("base") if archive else None, steps=None, total_steps=None, metrics={},
+               wall_s=None, when=when, report=None, config=None, config_source=None, step_times=[], code_version=None)
+
+
+def read_run(path: str) -> Run:
+    """Everything the records say about the run in ``path`` (see the module docstring); a run whose records hold
+    a field of the wrong type is ``unreadable``, with its path and the field."""
+    path = os.path.abspath(path)
     record = records.read_at(path, records.RUN_RECORD)
+    why = record_problem(record)
+    for name in (records.TUNING_RECORD, records.GATE_RECORD, records.STEPS_RECORD):
+        why = why or _type_problem(records.read_at(path, name), {**NESTED_TYPES, "steps": list, "running": list},
+                                   f"{name}: ")
+    if why:
+        return _unreadable(path, why)
+    try:
+        return _read_run(path, record)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a shape no check above knows
+        return _unreadable(path, f"a record holds a field of an unexpected type ({type(exc).__name__}: "
+                                 f"{' '.join(str(exc).split())[:120]})")
+
+
+def _read_run(path: str, record: dict[str, Any]) -> Run:
+    name = os.path.basename(path.rstrip("/"))
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
     steps_record = records.read_at(path, records.STEPS_RECORD)
     metrics_json = records.read_at(path, records.METRICS_RECORD)
@@ -252,17 +353,20 @@ def read_run(path: str) -> Run:
     if config is None:
         config = validated_config(path)
         source = "validate-config" if config else None
+    attempts = _attempt_seconds(path, logs)
     if status == "finished":
         training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
         steps = training.get("steps") if isinstance(training.get("steps"), int) else None
-        wall = _number(summary.get("elapsed_s"))
+        wall = _finished_wall(attempts, _number(summary.get("elapsed_s")), finished_at)
         when = record.get("finished")
         step_times = record.get("steps") or []
+        if (summary.get("tuning") or {}).get("trials") and not isinstance(summary.get("model_scalars"), dict):
+            summary = {**summary, "model_scalars": _tuned_scalars(summary)}
         metrics = _metrics(summary, metrics_json)
     else:
         last = runs.last_checkpoint(os.path.join(path, "checkpoints"))
         steps = metrics_json.get("steps") if isinstance(metrics_json.get("steps"), int) else (last[1] if last else None)
-        wall = round(os.path.getmtime(last_log) - log_started.timestamp(), 1) if last_log and log_started else None
+        wall = round(sum(s for _, s in attempts), 1) if attempts else None
         when = log_started.isoformat(timespec="seconds") if log_started else None
         step_times = steps_record.get("steps") or []
         verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
@@ -284,6 +388,35 @@ def read_run(path: str) -> Run:
                metrics=metrics, wall_s=wall, when=when, report=report, config=config, config_source=source,
                step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"),
                study=_study(path, record if status == "finished" else {}), gate=gate)
+
+
+def _attempt_seconds(path: str, logs: list[str]) -> list[tuple[dt.datetime, float]]:
+    """(start, seconds) of every attempt of the run in this folder (a run resumed, rerun after a failure or with
+    another config since its ``--fresh`` start), oldest first: each ``logs/run-<start>.log`` lasted from the
+    time in its name to its last write."""
+    out = []
+    for name in logs:
+        started = _parse_time(LOG_RE.match(name).group(1))
+        try:
+            ended = os.path.getmtime(os.path.join(path, "logs", name))
+        except OSError:
+            continue
+        if started is not None:
+            out.append((started, max(0.0, ended - started.timestamp())))
+    return out
+
+
+def _finished_wall(attempts: list[tuple[dt.datetime, float]], elapsed: float | None,
+                   finished: dt.datetime | None) -> float | None:
+    """A finished run's wall time: the attempt that finished (its own ``elapsed_s``) plus every attempt before it
+    (a study interrupted and resumed, a gate that refused the model and a rerun with other bars)."""
+    if not attempts or finished is None:
+        return elapsed
+    done = [a for a in attempts if a[0] <= finished]
+    if not done:
+        return elapsed
+    earlier = sum(seconds for _, seconds in done[:-1])
+    return round(earlier + (elapsed if elapsed is not None else done[-1][1]), 1)
 
 
 def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
@@ -329,7 +462,12 @@ def list_runs(root: str) -> list[Run]:
     found = [read_run(os.path.join(root, n)) for n in sorted(os.listdir(root))
              if not n.startswith(".") and not os.path.islink(os.path.join(root, n))
              and is_run_folder(os.path.join(root, n))]
-    return sorted(found, key=lambda r: (_parse_time(r.when) or dt.datetime.min.astimezone()), reverse=True)
+    return sorted(found, key=_newest_first_key, reverse=True)
+
+
+def _newest_first_key(run: Run) -> float:
+    when = _parse_time(run.when)
+    return when.timestamp() if when else float("-inf")
 
 
 def resolve(root: str, which: str, argument: str) -> Run:
@@ -363,15 +501,20 @@ def _when(text: str | None) -> str:
     return when.strftime("%Y-%m-%d %H:%M") if when else "-"
 
 
-def _metrics_text(m: dict[str, float]) -> str:
+def _metrics_text(m: dict[str, float], width: int = 1000) -> str:
     parts = []
     if "val_accuracy" in m:
         parts.append(f"val acc {m['val_accuracy']:.3f}")
     if "train_loss" in m:
         parts.append(f"train loss {m['train_loss']:.4f}")
-    if not parts:  # a user trainer: its first two series
+    if not parts:  # a user trainer: the held-out verdict (eval_data), the study's metric, then its own series
         parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
-    return ", ".join(parts) or "-"
+    shown = parts[:1]  # as many as fit the column (the first always: the column ends it with "…" if need be)
+    for part in parts[1:]:
+        if len(", ".join([*shown, part])) > width:
+            break
+        shown.append(part)
+    return ", ".join(shown) or "-"
 
 
 def _steps_text(r: Run) -> str:
@@ -380,19 +523,25 @@ def _steps_text(r: Run) -> str:
     return f"{r.steps}/{r.total_steps}" if r.total_steps else str(r.steps)
 
 
-def _table(head: list[str], rows: list[list[str]], out) -> None:
-    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe)."""
+#: the widest a row of ``runs list`` may be (a terminal of 120 columns shows it unwrapped)
+WIDTH = 120
+
+
+def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] | None = None) -> None:
+    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
+    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
     for h in head:
-        table.add_column(h, no_wrap=True, overflow="ignore")
+        most = (widths or {}).get(h)
+        table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
     for row in rows:
         table.add_row(*row)
-    Console(file=out, width=max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000,
-            highlight=False, soft_wrap=True).print(table)
+    width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
+    Console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
 
 
 def _shown_path(path: str) -> str:
@@ -409,13 +558,36 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
     if not found:
         out.write(f"no runs under {root}\n")
         return
-    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics), _fmt(r.wall_s, ".0f") + " s"
-             if r.wall_s is not None else "-", _when(r.when), _shown_path(r.report) if r.report else "-"]
+    widths = column_widths(found)
+    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics, widths["final metrics"]),
+             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", _when(r.when), "yes" if r.report else "-"]
             for r in found]
-    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out)
+    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out, widths=widths)
+    if any(r.report for r in found):
+        out.write(f"reports: {_shown_path(os.path.abspath(root))}/<run>/report.html\n")
     for r in found:
         if r.note and r.status != "finished":
             out.write(f"  {r.name}: {r.status}: {r.note}\n")
+
+
+#: the widest each fixed column of ``runs list`` gets; ``run`` (never cut: it is what ``compare`` takes) is as
+#: wide as the longest name, ``job`` and ``final metrics`` share what is left of :data:`WIDTH`
+COLUMNS = {"status": 11, "steps": 9, "wall": 7, "when": 16, "report": 6}
+GAPS = 2 * 7
+
+
+def column_widths(found: list[Run]) -> dict[str, int]:
+    """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
+    names are never cut)."""
+    run = max([3, *(len(r.name) for r in found)])
+    left = max(16, WIDTH - GAPS - sum(COLUMNS.values()) - run)
+    job = max([3, *(len(r.job or "-") for r in found)])
+    metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
+    if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
+        room = max(13, left - job, left // 2)
+        metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
+        job = max(8, left - metrics)
+    return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -466,7 +638,8 @@ def comparison(a: Run, b: Run) -> dict[str, Any]:
                  ("best trial", _best_text(a.study), _best_text(b.study))]
     if a.gate or b.gate:
         rows.append(("gate", _gate_text(a.gate), _gate_text(b.gate)))
-    for key in [k for k in (*a.metrics, *b.metrics) if k in a.metrics or k in b.metrics]:
+    shared = shared_metrics(a, b)
+    for key in [*shared, *(k for k in (*a.metrics, *b.metrics) if k not in shared)]:  # the shared ones first
         if key not in [r[0] for r in rows]:
             rows.append((key, a.metrics.get(key), b.metrics.get(key)))
     times_a = {s.get("name"): s.get("seconds") for s in a.step_times}
@@ -479,8 +652,18 @@ def comparison(a: Run, b: Run) -> dict[str, Any]:
         if va is not None and vb is not None:
             ca, cb = va, vb
     return {"a": a.as_dict(), "b": b.as_dict(), "side_by_side": [{"field": f, "a": x, "b": y} for f, x, y in rows],
+            "shared_metrics": shared,
             "config_diff": config_diff(ca, cb),
             "config_known": {"a": a.config is not None, "b": b.config is not None}}
+
+
+def shared_metrics(a: Run, b: Run) -> list[str]:
+    """The metrics both runs measured, the independent ones first: the held-out verdict on ``serving.eval_data``
+    (``eval_*``), the study's tag (a tuned run's verified trial; ``val_rmse``), the trainer's validation scalars,
+    then the rest."""
+    both = [k for k in a.metrics if k in b.metrics]
+    rank = lambda k: (0 if k.startswith("eval_") else 2 if k.startswith("validation") else 3, both.index(k))  # noqa: E731
+    return sorted(both, key=rank)
 
 
 def _cell(value: Any) -> str:
@@ -500,10 +683,19 @@ def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
         out.write(json.dumps(result, indent=1) + "\n")
         return
     out.write(f"A  {a.path}\nB  {b.path}\n")
+    for which, run in (("A", a), ("B", b)):
+        if run.status == "unreadable":
+            out.write(f"{which} is unreadable: {run.note}\n")
     _table(["", "A", "B"], [[r["field"], _cell(r["a"]), _cell(r["b"])] for r in result["side_by_side"]], out)
+    shared = result["shared_metrics"]
+    out.write(f"shared metrics: {', '.join(shared)}\n" if shared else
+              "shared metrics: none (set serving.eval_data in both jobs: every model is then judged on the same "
+              "held-out examples)\n")
     diff = result["config_diff"]
-    unknown = [x for x, known in (("A", a.config is not None), ("B", b.config is not None)) if not known]
-    if unknown:
+    unknown = [x for x, run in (("A", a), ("B", b)) if run.config is None and run.status != "unreadable"]
+    if any(run.status == "unreadable" for run in (a, b)):
+        out.write("config: not compared (a run's record is unreadable)\n")
+    elif unknown:
         out.write(f"config: not recorded for {' and '.join(unknown)} (it stopped before validate-config finished)\n")
     elif not diff:
         out.write("config: identical\n")

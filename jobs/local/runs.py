@@ -267,6 +267,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
                 ) -> dict[str, Any]:
     """What the run did, from its records (``jobs.records``). A tuned run trained in its trials' folders: its
     ``dirs`` and ``training`` figures are those of the trial whose model was verified (the study's best)."""
+    from jobs.images.user import trainer_version
     from trainers.cluster import output_dirs
     from trainers.config import resolved_base_dir
 
@@ -275,7 +276,16 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
     verification = {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"}
     tuning = records.read_tuning(cfg)
     trial = records.verified_trial(tuning, verification.get("model_dir") or "") if tuning else None
-    return {"name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
+    upload = join(base, records.UPLOAD_REQUEST_RECORD)
+    extra: dict[str, Any] = {"upload_request": upload} if os.path.exists(upload) else {}
+    trainer = trainer_version(cfg)
+    if trainer:
+        extra["trainer_version"] = trainer
+    if trial:  # the model that went on is a trial's: its TensorBoard scalars are the run's (runs list, compare)
+        from jobs.tensorboard import last_values, read_scalars
+
+        extra["model_scalars"] = last_values(read_scalars(records.trial_dirs(base, trial)["logs"]))
+    return {**extra, "name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
             "code_version": records.code_version(),
             "dirs": records.trial_dirs(base, trial) if trial else output_dirs(None, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
@@ -335,7 +345,18 @@ def _verification_line(v: dict[str, Any]) -> str:
     if "accuracy" in v:  # a classifier's held-out figures (n/a when missing)
         line += (f"; accuracy {_num(v.get('accuracy'), '.3f')}, loss {_num(v.get('loss'), '.4f')} on "
                  f"{v.get('examples', '?')} {v.get('split', '')} examples")
-    return line
+    return line + eval_text(v.get("eval"))
+
+
+def eval_text(e: Any) -> str:
+    """The held-out verdict on ``serving.eval_data`` for the summary line ("" without one)."""
+    if not isinstance(e, dict) or not e.get("task"):
+        return ""
+    if e["task"] == "regression":
+        return (f"; on {e.get('examples', '?')} held-out examples (serving.eval_data): RMSE {_num(e.get('rmse'), '.4g')}, "
+                f"MAE {_num(e.get('mae'), '.4g')} (predicting the mean: RMSE {_num(e.get('baseline_rmse'), '.4g')})")
+    return (f"; on {e.get('examples', '?')} held-out examples (serving.eval_data): accuracy "
+            f"{_num(e.get('accuracy'), '.3f')} (the most common class: {_num(e.get('baseline_accuracy'), '.3f')})")
 
 
 def study_line(study: dict[str, Any], verified: Any = None) -> str:
@@ -373,6 +394,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
              f"  TensorBoard logs    {dirs.get('logs', 'n/a')}    (tensorboard --logdir {dirs.get('logs', '.')})",
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
              *([f"  run report          {s['report']}"] if s.get("report") else []),
+             *([f"  registry request    {s['upload_request']}    (the Model Registry models:upload request)"]
+               if s.get("upload_request") else []),
              *([f"  full log            {s['log_file']}"] if s.get("log_file") else []),
              f"  training            {_trained_line(s, t)}"]
     e = s.get("evaluation") if isinstance(s.get("evaluation"), dict) else {}
@@ -392,6 +415,9 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))
     code = s.get("code_version") if isinstance(s.get("code_version"), dict) else {}
+    trainer = s.get("trainer_version") if isinstance(s.get("trainer_version"), dict) else {}
+    if trainer.get("text"):
+        lines.append(f"  trainer code        {trainer['text']}")
     if code.get("text"):
-        lines.append(f"  code                {code['text']}")
+        lines.append(f"  {'tool code' if trainer.get('text') else 'code':<20}{code['text']}")
     return lines + ["=" * 72]

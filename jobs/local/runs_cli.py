@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from jobs.local.history import (DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve, show_compare,
@@ -42,16 +43,18 @@ def _days(text: str) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="List, compare and prune the local runs under an output root.")
+    from jobs.cli import shown
+
+    p = _Parser(prog=shown(PROG), description="List, compare and prune the local runs under an output root.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
     ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
-    ls.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    ls.add_argument("--root", default=None, help=root_help)
     ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
     cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
     cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
-    cmp.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    cmp.add_argument("--root", default=None, help=root_help)
     cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
                                       "run, never a run folder itself")
@@ -61,7 +64,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                     help="only remove copies made (by --fresh) more than DAYS days ago")
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
-    pr.add_argument("--root", default=DEFAULT_ROOT, help=root_help)
+    pr.add_argument("--root", default=None, help=root_help)
     return p.parse_args(argv)
 
 
@@ -73,14 +76,19 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
         if args.command == "list":
-            show_list(list_runs(args.root), args.root, args.json)
+            if args.root is None and not os.path.isdir(DEFAULT_ROOT):  # nothing ran from this folder yet
+                print("[]" if args.json else f"no runs here: no {DEFAULT_ROOT}/ folder in {os.getcwd()} (a run writes "
+                                             f"to its output.base_dir, {DEFAULT_ROOT}/<name> by default); --root names "
+                                             "the folder that holds your runs")
+                return 0
+            show_list(list_runs(args.root or DEFAULT_ROOT), args.root or DEFAULT_ROOT, args.json)
         elif args.command == "compare":
-            a = resolve(args.root, args.a, "A")
-            b = resolve(args.root, args.b, "B")
+            a = resolve(args.root or DEFAULT_ROOT, args.a, "A")
+            b = resolve(args.root or DEFAULT_ROOT, args.b, "B")
             show_compare(a, b, args.json)
         else:
             keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
-            prune(args.root, keep, args.older_than, args.dry_run)
+            prune(args.root or DEFAULT_ROOT, keep, args.older_than, args.dry_run)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

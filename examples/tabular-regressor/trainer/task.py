@@ -9,8 +9,10 @@ model to ``AIP_MODEL_DIR``; the other workers save to a temporary folder (saving
 every worker must save), as in the lab. ``BackupAndRestore`` makes a restarted job resume at the last
 finished epoch.
 
-The data is its own: a synthetic tabular regression problem (8 features, y = x . w + noise), so the
-pipeline has no prepare step (``data.source: none`` in job.yaml).
+The data is its own: a synthetic tabular regression problem (8 features, y = x . w + noise; ``trainer/data.py``),
+so the pipeline has no prepare step (``data.source: none`` in job.yaml). ``eval.jsonl`` holds held-out examples of
+the same problem that training never sees (``python -m trainer.data``): the job's ``serving.eval_data``, on which
+the verify step judges the exported model.
 
 Tunable as Vertex AI's hyperparameter tuning docs write a trainer (``tune.yaml``): every hyperparameter is a flag
 (``--learning_rate``, ``--units``, ``--optimizer``, ``--batch_size``; a tuning trial passes ``--NAME=VALUE``), and
@@ -29,7 +31,7 @@ import hypertune  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-FEATURES = 8
+from trainer.data import FEATURES, make_data  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -42,15 +44,6 @@ def parse_args(argv=None):
     parser.add_argument("--examples", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=7)
     return parser.parse_args(argv)
-
-
-def make_data(examples, seed):
-    rng = np.random.default_rng(seed)
-    weights = rng.normal(size=(FEATURES, 1)).astype("float32")
-    x = rng.normal(size=(examples, FEATURES)).astype("float32")
-    y = x @ weights + 0.1 * rng.normal(size=(examples, 1)).astype("float32")
-    split = int(examples * 0.8)
-    return (x[:split], y[:split]), (x[split:], y[split:])
 
 
 def create_model(units=32):

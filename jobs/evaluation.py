@@ -1,0 +1,475 @@
+"""An independent verdict on any model: the exported model evaluated on held-out examples (``serving.eval_data``).
+
+``serving.eval_data`` is a JSON Lines file, one example per line::
+
+    {"instance": [0.35, 0.82, 0.33, -1.3, 0.9, 0.45, -0.54, 0.58], "label": 1.27}
+
+``instance`` is one element of the sample request's ``instances`` (what Vertex online prediction takes: the value
+of the serving signature's one input, or an object naming every input; bytes as ``{"b64": ...}``); ``label`` is
+the truth: a number (regression), a list of numbers (a regressor with several outputs), or a class (a string, a
+whole number, true/false).
+
+* :func:`eval_data_problems` checks the file before anything runs (``jobs.validate``; no TensorFlow): it exists,
+  every non-blank line is a JSON object with ``instance`` and ``label``, every instance has the shape of the
+  sample request's instances (or of the first line's, without a sample request), the labels are of one kind.
+  One problem per line at fault (its number named), at most :data:`MAX_LINE_PROBLEMS` and a count of the rest.
+* :func:`judge` turns the serving signature's outputs on every example into the verdict (which output, which
+  task, the figures); :func:`regression_metrics` and :func:`classification_metrics` are the figures. Numpy
+  only: running the model is ``jobs.verify``'s (``jobs.verify.evaluate_model``: THE verdict of an exported
+  model folder on an eval_data file, for the verify step and any step that compares two models on the same
+  examples).
+
+**Regression or classification** (``serving.eval_task: auto``), decided from the labels and the chosen output:
+
+1. string or true/false labels: classification;
+2. numeric labels of which one is not a whole number, or lists of numbers: regression;
+3. whole-number labels: classification when the output has two or more values per instance (class scores:
+   the prediction is the arg-max's column index), or one value per instance and every label is 0 or 1 (a
+   binary classifier: the prediction is 1 when the score is >= 0.5, or >= 0 when a score lies outside [0, 1],
+   i.e. logits); else regression.
+
+``serving.eval_task: regression | classification`` overrides the rule. String labels are compared with a string
+output (the built-in classifier's ``class_name``) or, for the built-in classifier (its ``metadata.json`` names
+the classes), with the class of the arg-max column.
+
+**Which output** (``serving.eval_output`` names it): the only output; else, for string labels, the only string
+output with one value per instance; else the first numeric output named like a prediction
+(:data:`PREFERRED_OUTPUTS`, in that order); else one ``error:`` line naming the outputs.
+
+Figures: regression -> ``rmse``, ``mae``, ``baseline_rmse`` (the RMSE of always predicting the labels' mean: the
+labels' standard deviation), ``r2`` (1 - MSE / the labels' variance); classification -> ``accuracy``,
+``baseline_accuracy`` (always answering the most common label, ``baseline_class``), per-class ``precision`` and
+``recall`` (None where undefined), the confusion matrix. The gate and run history see them as ``eval_<name>``
+(:func:`figures`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from trainers.errors import Problem, problem
+
+FIELD = "serving.eval_data"
+TASKS = ("auto", "regression", "classification")
+#: numeric outputs taken as the prediction when a model has several, in this order.
+PREFERRED_OUTPUTS = ("probabilities", "probs", "scores", "logits", "predictions", "prediction", "outputs", "output",
+                     "output_0", "value", "y")
+MAX_LINE_PROBLEMS = 5
+BATCH = 256
+EXAMPLE_LINE = '{"instance": [0.1, 0.2], "label": 1.5}'
+
+
+class EvalError(Exception):
+    """The model cannot be evaluated on the examples; ``str(exc)`` is one line naming the field."""
+
+
+# -- the file ---------------------------------------------------------------------------------------------
+def shape_of(value: Any) -> Any:
+    """A JSON value's shape, for comparing instances: ``"number"``, ``"string"``, ``"bool"``, ``"bytes"``
+    (``{"b64": ...}``), ``"null"``, ``("list", n, element shape or "mixed")``, ``("object", ((key, shape), ...))``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        if set(value) == {"b64"}:
+            return "bytes"
+        return ("object", tuple(sorted((str(k), shape_of(v)) for k, v in value.items())))
+    if isinstance(value, list):
+        shapes = {json.dumps(shape_of(v)) for v in value}
+        return ("list", len(value), shape_of(value[0]) if len(shapes) == 1 else ("mixed" if shapes else "empty"))
+    return type(value).__name__
+
+
+def describe(shape: Any) -> str:
+    """A shape in words: ``a list of 8 numbers``, ``an object with features (a list of 8 numbers)``."""
+    words = {"number": "a number", "string": "a string", "bool": "true or false", "bytes": 'bytes ({"b64": ...})',
+             "null": "null"}
+    if isinstance(shape, str):
+        return words.get(shape, shape)
+    if shape[0] == "list":
+        _, n, inner = shape
+        if inner in ("empty", "mixed"):
+            return "an empty list" if inner == "empty" else f"a list of {n} values of different shapes"
+        if isinstance(inner, str) and inner in words:
+            plural = {"number": "numbers", "string": "strings", "bool": "booleans", "bytes": "byte strings"}
+            return f"a list of {n} {plural.get(inner, inner)}"
+        return f"a list of {n} × {describe(inner)}"
+    if shape[0] == "object":
+        return "an object with " + ", ".join(f"{k} ({describe(v)})" for k, v in shape[1])
+    return str(shape)
+
+
+def _label_kind(label: Any) -> str | None:
+    """``number``, ``string``, ``bool``, ``vector`` (a list of numbers), or None (not a label)."""
+    if isinstance(label, bool):
+        return "bool"
+    if isinstance(label, (int, float)):
+        return "number" if math.isfinite(label) else None
+    if isinstance(label, str):
+        return "string"
+    if isinstance(label, list) and label and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 and math.isfinite(v) for v in label):
+        return "vector"
+    return None
+
+
+def _open_text(path: str):
+    """A text stream of ``path``: local, Vertex's ``/gcs`` mount, or ``gs://`` through TensorFlow's file system
+    (only then is TensorFlow imported)."""
+    from trainers.paths import readable
+
+    where = readable(path)
+    if "://" in where:
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(where, "r")
+    return open(where, encoding="utf-8")
+
+
+def parse_lines(lines, sample_instance: Any = None, where: str = "") -> tuple[list[dict[str, Any]], list[Problem]]:
+    """(the examples, the problems) of JSON Lines text. ``sample_instance``: one of the sample request's
+    instances, whose shape every instance must have (None: the first line's)."""
+    examples: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    faulty = 0
+    expected = shape_of(sample_instance) if sample_instance is not None else None
+    against = "the sample request's instances are" if sample_instance is not None else "line {first}'s instance is"
+    first_line = 0
+    label_kind = None
+    label_line = 0
+    label_width = None
+    prefix = f"{where}: " if where else ""
+
+    def fault(number: int, message: str, valid=(EXAMPLE_LINE,)) -> None:
+        nonlocal faulty
+        faulty += 1
+        if faulty <= MAX_LINE_PROBLEMS:
+            problems.append(problem(FIELD, f"{prefix}line {number}: {message}", valid))
+
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            fault(number, f"not JSON ({exc.msg} at column {exc.colno}); each line is one JSON object")
+            continue
+        if not isinstance(doc, dict) or "instance" not in doc or "label" not in doc:
+            missing = ([k for k in ("instance", "label") if k not in doc] if isinstance(doc, dict) else [])
+            what = f"has no {' and no '.join(repr(k) for k in missing)}" if missing else \
+                f"is {type(doc).__name__} {json.dumps(doc)[:40]}, not an object"
+            fault(number, f"{what}; each line is {{\"instance\": ..., \"label\": ...}}")
+            continue
+        instance, label = doc["instance"], doc["label"]
+        shape = shape_of(instance)
+        if expected is None:
+            expected, first_line = shape, number
+        if shape != expected:
+            fault(number, f"the instance is {describe(shape)}; {against.format(first=first_line)} "
+                          f"{describe(expected)}", [json.dumps({"instance": _example_of(expected), "label": 0})])
+            continue
+        kind = _label_kind(label)
+        if kind is None:
+            fault(number, f"label {json.dumps(label)[:40]} is not a label: a number, a list of numbers, a string "
+                          "or true/false", ['"label": 1.5', '"label": "cat"'])
+            continue
+        if label_kind is None:
+            label_kind, label_line = kind, number
+            label_width = len(label) if kind == "vector" else None
+        elif kind != label_kind or (kind == "vector" and len(label) != label_width):
+            fault(number, f"label {json.dumps(label)[:40]} is {_kind_words(kind, label)}; line {label_line}'s is "
+                          f"{_kind_words(label_kind, None, label_width)}: every label is of one kind",
+                  [f"a label like line {label_line}'s"])
+            continue
+        examples.append({"instance": instance, "label": label, "line": number})
+    if faulty > MAX_LINE_PROBLEMS:
+        problems.append(problem(FIELD, f"{prefix}{faulty - MAX_LINE_PROBLEMS} more line(s) with problems like these"))
+    if not problems and not examples:
+        problems.append(problem(FIELD, f"{prefix}holds no example (one JSON object per line)", [EXAMPLE_LINE]))
+    return examples, problems
+
+
+def _kind_words(kind: str, label: Any, width: int | None = None) -> str:
+    if kind == "vector":
+        return f"a list of {len(label) if label is not None else width} numbers"
+    return {"number": "a number", "string": "a string", "bool": "true or false"}[kind]
+
+
+def _example_of(shape: Any) -> Any:
+    """A value of ``shape`` (for the valid alternative of a misshapen instance)."""
+    if shape == "number":
+        return 0.0
+    if shape == "string":
+        return "text"
+    if shape == "bool":
+        return False
+    if shape == "bytes":
+        return {"b64": "..."}
+    if isinstance(shape, tuple) and shape[0] == "list":
+        return [_example_of(shape[2])] * min(shape[1], 8) if shape[2] not in ("empty", "mixed") else []
+    if isinstance(shape, tuple) and shape[0] == "object":
+        return {k: _example_of(v) for k, v in shape[1]}
+    return None
+
+
+def read_examples(path: str, sample_instance: Any = None) -> list[dict[str, Any]]:
+    """The examples of ``path`` (local, ``/gcs`` or ``gs://``); raises :class:`EvalError` with the first problem."""
+    try:
+        with _open_text(path) as f:
+            examples, problems = parse_lines(f, sample_instance, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvalError(str(problem(FIELD, f"{path} cannot be read ({type(exc).__name__}: "
+                                           f"{' '.join(str(exc).split())[:150]})", ["a JSON Lines file"]))) from None
+    except Exception as exc:  # TensorFlow's gs:// errors (NotFoundError, PermissionDeniedError)
+        if type(exc).__module__.startswith("tensorflow"):
+            raise EvalError(str(problem(FIELD, f"{path} cannot be read ({type(exc).__name__}: "
+                                               f"{' '.join(str(exc).split())[:150]})", ["gs://<your bucket>/eval.jsonl"]))
+                            ) from None
+        raise
+    if problems:
+        raise EvalError(str(problems[0]))
+    return examples
+
+
+def eval_data_problems(path: str, sample_request: str = "") -> list[Problem]:
+    """``serving.eval_data`` checked here before anything runs (a ``gs://`` file is read by the verify step,
+    not here): it exists and holds examples (see :func:`parse_lines`). ``sample_request``: the sample request's
+    path, whose first instance gives the shape every instance must have."""
+    import os
+
+    if not path or "://" in path:
+        return []
+    if not os.path.exists(path):
+        return [problem(FIELD, f"{path} does not exist (relative paths are relative to the job file)",
+                        ["eval.jsonl", "gs://<your bucket>/eval.jsonl"])]
+    if os.path.isdir(path):
+        return [problem(FIELD, f"{path} is a folder; give the JSON Lines file", [os.path.join(path, "eval.jsonl")])]
+    sample = None
+    if sample_request:
+        try:
+            with open(sample_request, encoding="utf-8") as f:
+                instances = json.load(f).get("instances")
+            sample = instances[0] if isinstance(instances, list) and instances else None
+        except (OSError, ValueError, AttributeError):
+            sample = None  # the sample request's own problems are said by its own check
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_lines(f, sample, path)[1]
+    except UnicodeDecodeError as exc:
+        return [problem(FIELD, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); a JSON Lines file",
+                        [EXAMPLE_LINE])]
+    except OSError as exc:
+        return [problem(FIELD, f"{path} cannot be read ({exc.strerror})", ["a readable JSON Lines file"])]
+
+
+def settings_problems(serving) -> list[Problem]:
+    """``serving.eval_task`` / ``eval_output`` without ``eval_data``: they judge nothing."""
+    out = []
+    for name, default in (("eval_task", "auto"), ("eval_output", "")):
+        if getattr(serving, name) != default and not serving.eval_data:
+            out.append(problem(f"serving.{name}", "says how serving.eval_data is judged, and there is no "
+                                                  "serving.eval_data", ["serving.eval_data: eval.jsonl",
+                                                                        f"remove serving.{name}"]))
+    return out
+
+
+# -- the figures (numpy) ------------------------------------------------------------------------------------
+def regression_metrics(labels, predictions) -> dict[str, Any]:
+    """RMSE, MAE, the RMSE of always predicting the labels' mean (per column), R² and the count. ``labels`` and
+    ``predictions``: [N] or [N, K] numbers."""
+    import numpy as np
+
+    y = np.asarray(labels, dtype=np.float64)
+    p = np.asarray(predictions, dtype=np.float64).reshape(y.shape)
+    err = p - y
+    mse = float(np.mean(err ** 2))
+    variance = float(np.mean((y - y.mean(axis=0)) ** 2))
+    return {"task": "regression", "examples": int(y.shape[0]), "rmse": math.sqrt(mse),
+            "mae": float(np.mean(np.abs(err))), "baseline_rmse": math.sqrt(variance),
+            "label_mean": float(y.mean()), "r2": (1 - mse / variance) if variance > 0 else None}
+
+
+def classification_metrics(labels: list[Any], predictions: list[Any]) -> dict[str, Any]:
+    """Accuracy, the most-common-class baseline, per-class precision and recall and the confusion matrix (rows:
+    true class, columns: predicted; classes: the labels' and the predictions' values, sorted)."""
+    from collections import Counter
+
+    classes = sorted(set(labels) | set(predictions), key=lambda c: (isinstance(c, str), c))
+    index = {c: i for i, c in enumerate(classes)}
+    matrix = [[0] * len(classes) for _ in classes]
+    for truth, guess in zip(labels, predictions):
+        matrix[index[truth]][index[guess]] += 1
+    n = len(labels)
+    correct = sum(matrix[i][i] for i in range(len(classes)))
+    counts = Counter(labels)
+    top = max(counts.values())
+    baseline_class = next(c for c in classes if counts.get(c) == top)  # the first in order among ties
+    per_class = []
+    for i, c in enumerate(classes):
+        support, predicted = sum(matrix[i]), sum(row[i] for row in matrix)
+        per_class.append({"class": c, "support": support, "predicted": predicted, "correct": matrix[i][i],
+                          "precision": matrix[i][i] / predicted if predicted else None,
+                          "recall": matrix[i][i] / support if support else None})
+    return {"task": "classification", "examples": n, "accuracy": correct / n, "correct": correct,
+            "baseline_accuracy": top / n, "baseline_class": baseline_class, "label_classes": len(counts),
+            "classes": classes, "confusion_matrix": matrix, "per_class": per_class}
+
+
+def figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
+    """The evaluation as the gate and run history name its figures: ``eval_rmse``, ``eval_mae``,
+    ``eval_baseline_rmse``, ``eval_r2``, ``eval_accuracy``, ``eval_baseline_accuracy``, ``eval_examples``, and
+    ``eval_precision/<class>`` and ``eval_recall/<class>`` for classes whose name is a plain word."""
+    import re
+
+    if not isinstance(evaluation, dict):
+        return {}
+    out = {}
+    for key in ("rmse", "mae", "baseline_rmse", "r2", "accuracy", "baseline_accuracy", "examples"):
+        value = evaluation.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"eval_{key}"] = float(value)
+    for row in evaluation.get("per_class") or []:
+        name = str(row.get("class"))
+        if re.fullmatch(r"[\w.-]+", name):
+            for key in ("precision", "recall"):
+                if isinstance(row.get(key), (int, float)):
+                    out[f"eval_{key}/{name}"] = float(row[key])
+    return out
+
+
+#: the figure names :func:`figures` always gives for a task (the gate's validation knows them).
+NAMES = {"regression": ("eval_rmse", "eval_mae", "eval_baseline_rmse", "eval_r2", "eval_examples"),
+         "classification": ("eval_accuracy", "eval_baseline_accuracy", "eval_examples")}
+
+
+# -- the model ------------------------------------------------------------------------------------------------
+def _is_whole(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+
+
+def _choose_output(arrays: dict[str, Any], n: int, string_labels: bool, output: str) -> str:
+    names = sorted(arrays)
+    if output:
+        if output not in arrays:
+            raise EvalError(str(problem("serving.eval_output", f"{output!r} is not an output of serving_default",
+                                        names)))
+        return output
+    if len(names) == 1:
+        return names[0]
+    if string_labels:
+        text = [k for k in names if arrays[k].dtype.kind in "OSU" and arrays[k].shape == (n,)]
+        if len(text) == 1:
+            return text[0]
+    numeric = [k for k in names if arrays[k].dtype.kind in "fiu" and arrays[k].ndim >= 1 and arrays[k].shape[0] == n]
+    for name in PREFERRED_OUTPUTS:
+        if name in numeric:
+            return name
+    raise EvalError(str(problem("serving.eval_output", "serving_default has several outputs and none is named like "
+                                                       "the prediction; name the one to evaluate", names)))
+
+
+def decide_task(labels: list[Any], width: int, task: str = "auto") -> tuple[str, str]:
+    """(``regression`` | ``classification``, the rule that decided) from the labels and the output's values per
+    instance (see the module docstring)."""
+    kinds = {_label_kind(v) for v in labels}
+    if task in ("regression", "classification"):
+        if task == "regression" and kinds & {"string", "bool"}:
+            raise EvalError(str(problem("serving.eval_task", "regression needs numeric labels; these are classes",
+                                        ["classification", "auto"])))
+        if task == "classification" and ("vector" in kinds or not all(_is_whole(v) or isinstance(v, (str, bool))
+                                                                       for v in labels)):
+            raise EvalError(str(problem("serving.eval_task", "classification needs class labels (strings, whole "
+                                                             "numbers, true/false); these are not",
+                                        ["regression", "auto"])))
+        return task, "serving.eval_task"
+    if kinds & {"string", "bool"}:
+        return "classification", "the labels are classes (strings or true/false)"
+    if "vector" in kinds:
+        return "regression", "the labels are lists of numbers"
+    if not all(_is_whole(v) for v in labels):
+        return "regression", "the labels are numbers, not all whole"
+    if width >= 2:
+        return "classification", f"whole-number labels and {width} scores per instance (the arg-max is the class)"
+    if set(float(v) for v in labels) <= {0.0, 1.0}:
+        return "classification", "0/1 labels and one score per instance (a binary classifier)"
+    return "regression", "whole-number labels beyond 0/1 and one value per instance"
+
+
+def _predicted(arrays: dict[str, Any], name: str, labels: list[Any], n: int, task: str, classes: list[str]):
+    """The predictions (numbers for regression; labels' values for classification) from output ``name``."""
+    import numpy as np
+
+    a = np.asarray(arrays[name])
+    if a.dtype.kind in "OSU":
+        values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in a.reshape(n, -1)[:, 0]]
+        if task == "regression":
+            raise EvalError(str(problem("serving.eval_output", f"{name} holds text, not numbers: it cannot be "
+                                                               "judged as a regression", ["a numeric output"])))
+        if not all(isinstance(v, str) for v in labels):
+            raise EvalError(str(problem(FIELD, f"the model's output {name} is a class name; give the labels as those "
+                                               "names (strings)", [f'"label": "{values[0]}"'])))
+        return values, None
+    scores = a.reshape(n, -1).astype("float64")
+    width = scores.shape[1]
+    if task == "regression":
+        label_width = len(labels[0]) if isinstance(labels[0], list) else 1
+        if width != label_width:
+            raise EvalError(str(problem(FIELD, f"each label has {label_width} value(s), the model's output {name} "
+                                               f"{width} per instance", [f"labels of {width} value(s)",
+                                                                          "serving.eval_output: another output"])))
+        return scores if width > 1 else scores[:, 0], None
+    if width == 1:
+        threshold = 0.5 if ((scores >= 0) & (scores <= 1)).all() else 0.0
+        picked = (scores[:, 0] >= threshold).astype(int).tolist()
+        rule = f"score >= {threshold:g} is class 1"
+        if all(isinstance(v, bool) for v in labels):
+            return [bool(v) for v in picked], rule
+        if all(isinstance(v, str) for v in labels):
+            raise EvalError(str(problem(FIELD, f"the model's output {name} is one score per instance; string labels "
+                                               "need a class-name output", ["labels 0 and 1"])))
+        return picked, rule
+    index = scores.argmax(axis=1).tolist()
+    if all(isinstance(v, str) for v in labels):
+        if len(classes) != width:
+            raise EvalError(str(problem(FIELD, f"the labels are names, the model's output {name} is {width} scores "
+                                               "per instance with no class names: give each label as its column's "
+                                               f"index (0..{width - 1})", ['"label": 0',
+                                                                           "serving.eval_output: a class-name output"])))
+        return [classes[i] for i in index], "the arg-max column's class (metadata.json)"
+    if all(isinstance(v, bool) for v in labels):
+        raise EvalError(str(problem(FIELD, f"true/false labels need one score per instance; {name} has {width}",
+                                    ["labels 0 .. " + str(width - 1)])))
+    return index, "the arg-max column's index"
+
+
+def judge(arrays: dict[str, Any], labels: list[Any], *, task: str = "auto", output: str = "",
+          classes: list[str] | None = None) -> dict[str, Any]:
+    """The figures from the serving signature's outputs on every example (``arrays``: {output name: [N, ...]},
+    one row per example, in the examples' order) and the examples' ``labels``: which output, which task, the
+    predictions, the metrics (see the module docstring). ``classes``: the built-in classifier's class names
+    (its ``metadata.json``), [] or None for any other model. Raises :class:`EvalError`."""
+    import numpy as np
+
+    n = len(labels)
+    if not n:
+        raise EvalError(str(problem(FIELD, "holds no example", [EXAMPLE_LINE])))
+    name = _choose_output(arrays, n, all(isinstance(v, str) for v in labels), output)
+    a = np.asarray(arrays[name])
+    text = a.dtype.kind in "OSU"
+    width = 1 if text else int(np.prod(a.shape[1:], dtype=np.int64))
+    chosen, why = decide_task(labels, 2 if text else width, task)
+    predicted, rule = _predicted(arrays, name, labels, n, chosen, list(classes or []))
+    if chosen == "regression":
+        result = regression_metrics(labels, predicted)
+    else:
+        result = classification_metrics(labels, predicted)
+        if rule:
+            result["prediction_rule"] = rule
+    result.update({"output": name, "task_rule": why})
+    return result

@@ -1,0 +1,117 @@
+"""The job fields only Vertex acts on, checked before anything is sent: each pool's boot disk and NFS mounts,
+the ``vertex`` section (service account, network, reserved IP ranges, Private Service Connect) and
+``scheduling.disable_retries``. Forms and ranges as the installed client documents them (``DiskSpec``: pd-ssd,
+pd-standard, hyperdisk-balanced; ``worker_spec_utils``: boot disk "within the range of [100, 64000]";
+``CustomJobSpec.network``: ``projects/{project}/global/networks/{network}``; ``NfsMount``: a path starting with
+``/``, mounted under ``/mnt/nfs/<mount_point>``; ``Scheduling.disable_retries`` "overrides
+restart_job_on_worker_restart to false"). Each refusal describes the valid form instead of suggesting a
+placeholder value that would itself be refused.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from jobs.hardware.catalog import load_catalog
+from trainers import config as config_lib
+from trainers.errors import Problem, problem
+
+POOL_NAMES = ("chief", "worker", "parameter_server", "evaluator")
+SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
+NETWORK_RE = re.compile(r"^projects/[a-z0-9][a-z0-9-]{0,61}[a-z0-9]?/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+ATTACHMENT_RE = re.compile(r"^projects/[^/]+/regions/([a-z]+-[a-z]+[0-9]+)/networkAttachments/([a-z]([-a-z0-9]{0,61}"
+                           r"[a-z0-9])?)$")
+HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+def _disk_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
+    disk, rules, out = pool.disk_spec, load_catalog().boot_disk, []
+    field = f"topology.{name}.disk_spec"
+    if disk.boot_disk_type and disk.boot_disk_type not in rules["types"]:
+        out.append(problem(f"{field}.boot_disk_type", f"{disk.boot_disk_type!r} is not a boot disk type Vertex takes "
+                                                      "(empty: Vertex's default, " f"{rules['default']})",
+                           rules["types"]))
+    size = disk.boot_disk_size_gb
+    if size and not rules["min_gb"] <= size <= rules["max_gb"]:
+        out.append(problem(f"{field}.boot_disk_size_gb", f"{size} is outside {rules['min_gb']}-{rules['max_gb']} GB "
+                                                         "(0: Vertex's default, 100)",
+                           [rules["min_gb"], 200, 500, rules["max_gb"]]))
+    return out
+
+
+def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
+    out, seen = [], set()
+    for i, m in enumerate(pool.nfs_mounts):
+        field = f"topology.{name}.nfs_mounts[{i}]"
+        try:
+            ipaddress.ip_address(m.server)
+            server_ok = True
+        except ValueError:
+            server_ok = bool(HOST_RE.match(m.server)) and not m.server.replace(".", "").isdigit()
+        if not server_ok:
+            out.append(problem(f"{field}.server", f"{m.server!r} is not the NFS server's IP address (or host name)",
+                               ["an address such as 10.0.0.2 (the Filestore instance's IP)"]))
+        if not m.path.startswith("/"):
+            out.append(problem(f"{field}.path", f"{m.path!r}: the exported path starts with '/'",
+                               ["/<the share's export path>"]))
+        if not NAME_RE.match(m.mount_point.replace("_", "-")):
+            out.append(problem(f"{field}.mount_point", f"{m.mount_point!r} is not a folder name: the share is mounted "
+                                                       "at /mnt/nfs/<mount_point>", ["<a lower-case name, e.g. data>"]))
+        elif m.mount_point in seen:
+            out.append(problem(f"{field}.mount_point", f"{m.mount_point!r} is mounted twice in this pool",
+                               ["<another folder name>"]))
+        seen.add(m.mount_point)
+    return out
+
+
+def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Problem]]:
+    """(errors, warnings) of the fields only Vertex acts on (see the module doc)."""
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
+    pools = [(n, p) for n, p in zip(POOL_NAMES, cfg.topology.pools()) if p.replica_count > 0]
+    for name, pool in zip(POOL_NAMES, cfg.topology.pools()):
+        if pool.replica_count <= 0 and (pool.disk_spec.boot_disk_type or pool.disk_spec.boot_disk_size_gb
+                                        or pool.nfs_mounts):
+            warnings.append(problem(f"topology.{name}.disk_spec", f"topology.{name} has no replicas: its disk_spec and "
+                                                                  "nfs_mounts are not sent", []))
+    for name, pool in pools:
+        errors += _disk_problems(name, pool) + _nfs_problems(name, pool)
+    v = cfg.vertex
+    if v.service_account and not SERVICE_ACCOUNT_RE.match(v.service_account):
+        errors.append(problem("vertex.service_account", f"{v.service_account!r} is not a service account's email",
+                              ["<name>@<project id>.iam.gserviceaccount.com"]))
+    if v.network and not NETWORK_RE.match(v.network):
+        errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name",
+                              ["projects/<project number>/global/networks/<network name>"]))
+    for i, r in enumerate(v.reserved_ip_ranges):
+        if not NAME_RE.match(r):
+            errors.append(problem(f"vertex.reserved_ip_ranges[{i}]", f"{r!r} is not the name of a reserved IP range "
+                                                                      "(lower-case letters, digits and '-')",
+                                  ["<the range's name, e.g. vertex-ai-range>"]))
+    if v.reserved_ip_ranges and not v.network:
+        warnings.append(problem("vertex.reserved_ip_ranges", "are ranges of the peered VPC network: Vertex uses them "
+                                                             "only with vertex.network (or run.py --network)", []))
+    if any(p.nfs_mounts for _, p in pools) and not v.network and not v.psc_interface_config.network_attachment:
+        warnings.append(problem("vertex.network", "nfs_mounts reach the NFS server through the job's VPC: peer the "
+                                                  "job with the server's network (vertex.network or run.py --network)",
+                                []))
+    attachment = v.psc_interface_config.network_attachment
+    if attachment:
+        m = ATTACHMENT_RE.match(attachment)
+        if not m and not NAME_RE.match(attachment):
+            errors.append(problem("vertex.psc_interface_config.network_attachment",
+                                  f"{attachment!r} is neither a network attachment's name nor its full name",
+                                  [f"projects/<project>/regions/{cfg.topology.region}/networkAttachments/<name>"]))
+        elif m and m.group(1) != cfg.topology.region:
+            errors.append(problem("vertex.psc_interface_config.network_attachment",
+                                  f"{attachment} is in {m.group(1)}, the job runs in {cfg.topology.region}: a network "
+                                  "attachment serves its own region", [f"projects/<project>/regions/"
+                                                                       f"{cfg.topology.region}/networkAttachments/"
+                                                                       f"{m.group(2)}"]))
+    s = cfg.scheduling
+    if s.disable_retries and s.restart_job_on_worker_restart:
+        warnings.append(problem("scheduling.restart_job_on_worker_restart", "is overridden by scheduling.disable_retries "
+                                                                            "(Vertex then restarts nothing); keep one",
+                                ["false"]))
+    return errors, warnings

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import history, runs
+from jobs.local import history, runs, runs_cli
 from tests.conftest import ROOT
 
 FINISHED = "2026-11-24T10:15:40+00:00"
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = history.main(list(argv))
+    code = runs_cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -666,6 +666,9 @@ def _pinned_check(entry: str, registry: str | None) -> str:
 # ---- the command ------------------------------------------------------------------------------------------
 
 def _checkout_root(start: Path) -> Path:
+    """The git checkout ``start`` is in (``start`` itself when none, or without git)."""
+    if not shutil.which("git"):
+        return start
     proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True)
     return Path(proc.stdout.strip()) if proc.returncode == 0 else start
 
@@ -765,8 +768,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     # the commit a trigger would build
     commit = None
     if args.mode == "trigger" or source == "commit":
-        if not (root / ".git").exists():
-            raise InputError(f"{root} is not a git checkout: --as trigger and --source commit need one "
+        if not (root / ".git").exists() or not shutil.which("git"):
+            raise InputError(f"{root} is not a git checkout (or git is missing): --as trigger and --source commit need one "
                              "(or use --as submit --source worktree)")
         sha = _git(root, "rev-parse", "HEAD").strip()
         branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()

@@ -191,7 +191,9 @@ def test_the_project_build_never_reaches_the_cloud(capsys, tmp_path, args, fragm
 
     if "--docker-host" in args and not shutil.which("docker"):
         pytest.skip("needs the docker CLI (apt-get install docker.io)")
-    status = main(["--config", str(ROOT / "cloudbuild.yaml"), "--workspace", str(tmp_path / "run"), *args])
+    # --as submit: no git needed (Cloud Build's unit-tests step has neither .git nor git)
+    status = main(["--config", str(ROOT / "cloudbuild.yaml"), "--as", "submit", "--workspace", str(tmp_path / "run"),
+                   *args])
     _, err = capsys.readouterr()
     err = err.splitlines()
     assert status == 2 and len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err

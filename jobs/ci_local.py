@@ -524,6 +524,12 @@ class Runner:
                         self.stop_all(running)
         except KeyboardInterrupt:
             self.stop_all(running)
+            deadline = time.monotonic() + 20  # their ends, so that the table says CANCELLED
+            while running and time.monotonic() < deadline:
+                try:
+                    running.discard(self.done.get(timeout=0.5))
+                except queue.Empty:
+                    pass
             raise
         return not failed and all(o.ok for o in self.outcomes.values())
 

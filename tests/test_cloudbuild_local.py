@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -116,6 +117,29 @@ def test_a_step_past_its_timeout_is_stopped_with_everything_it_started(capsys, t
     assert step_lines(out)["hangs"][0] == "TIMEOUT"
     assert step_lines(out)["leaves-one-behind"][0] == "SUCCESS"
     assert_no_processes_left(marker)  # a step's process group ends with it, as a step's container does
+
+
+def test_ctrl_c_stops_every_step_and_says_so(tmp_path):
+    marker = uuid.uuid4().hex
+    config = toy_build(tmp_path, [{"id": "first", "script": "true"},
+                                  {"id": "long", "script": f"echo started; MARK={marker} sleep 300"},
+                                  {"id": "never", "script": "true"}])
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.ci_local", "--config", str(config), "--as", "submit",
+                             "--workspace", str(tmp_path / "run")], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        log = tmp_path / "run" / "logs" / "01-long.log"
+        while not (log.is_file() and "started" in log.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err.strip() == "interrupted (Ctrl-C): every step stopped", err
+    table = step_lines(out.splitlines())
+    assert table["first"][0] == "SUCCESS" and table["long"][0] == "CANCELLED" and table["never"][:2] == ["NOT", "RUN"]
+    assert_no_processes_left(marker)
 
 
 def test_the_build_timeout_stops_the_running_steps(capsys, tmp_path):

@@ -26,8 +26,10 @@ What Cloud Build does, and what this does in its place:
   later ones never start. ``timeout`` (per step, and the build's, or ``--timeout``) stops a step's whole
   process group;
 * **steps**: each ``script`` is written to a file and executed (its ``#!`` line: bash) in the workspace (or
-  its ``dir``), in its own process group; what a step leaves running is stopped when it ends, as a step's
-  container is. ``python:*`` steps run on this interpreter (``python`` on their PATH is
+  its ``dir``), in its own process group; a step stopped (timeout, another step failed, Ctrl-C) gets SIGINT
+  first (pytest and Python run their clean-ups), then SIGTERM, then SIGKILL; what a step leaves running,
+  its own sessions included (found by a variable in its environment), is stopped when it ends, as a
+  step's container is. ``python:*`` steps run on this interpreter (``python`` on their PATH is
   ``sys.executable``); ``gcr.io/cloud-builders/docker`` steps run this machine's ``docker`` CLI against
   ``--docker-host`` (default ``$DOCKER_HOST``, else ``unix:///var/run/docker.sock``);
 * **the cloud**: never contacted. Artifact Registry for Docker is a local registry (``--registry
@@ -383,23 +385,43 @@ class Outcome:
             self.step.allow_failure or self.exit_code in self.step.allow_exit_codes))
 
 
+STEP_MARKER = "VTP_CI_LOCAL_STEP"  # in every step's environment: <build id>:<step index>
+
+
 def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the step's process group, SIGKILL what is left after ``grace_s`` (a step's container ends)."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+    """Stop a step's process group: SIGINT (pytest and Python steps run their clean-ups: a test's dockerd is
+    stopped and its files removed), SIGTERM after ``grace_s``, SIGKILL 5 s later."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
             proc.wait(wait)
+            return
         except subprocess.TimeoutExpired:
             continue
-        if sig == signal.SIGTERM:
-            try:  # the leader is gone; whatever of its group is left
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+
+
+def _sweep(marker: str, grace_s: float = 10.0) -> list[int]:
+    """Stop whatever a step left running, its own sessions included (a test's dockerd, a registry: they call
+    setsid and escape the step's process group, never its environment): SIGTERM, SIGKILL after ``grace_s``.
+    As a step's container ends with it. Returns the pids found."""
+    from jobs.local.faults import pids_with_env
+
+    found = pids_with_env(marker)
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for pid in pids_with_env(marker):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
                 pass
-            return
+        deadline = time.monotonic() + wait
+        while pids_with_env(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not pids_with_env(marker):
+            break
+    return found
 
 
 class Runner:
@@ -444,8 +466,11 @@ class Runner:
                     outcome.status = "SUCCESS" if outcome.exit_code == 0 else "FAILURE"
                 except subprocess.TimeoutExpired:
                     outcome.status = "TIMEOUT"
-                _stop_group(proc, grace_s=0.5 if outcome.status != "TIMEOUT" else 10.0)
-                outcome.exit_code = proc.returncode if outcome.exit_code is None else outcome.exit_code
+                    _stop_group(proc)
+                    outcome.exit_code = proc.returncode
+                left = _sweep(f"{STEP_MARKER}={env[STEP_MARKER]}\0")  # the whole entry: step 1 is not step 10
+                if left:
+                    log.write(f"ci-local: stopped {len(left)} process(es) the step left running\n".encode())
                 reader.join(10)
                 with self.lock:
                     if step.index in self.cancelled and outcome.status == "FAILURE":
@@ -484,8 +509,11 @@ class Runner:
             self.stopping |= running
             procs = [p for i, p in self.procs.items() if i in running and p.poll() is None]
             self.cancelled |= {i for i, p in self.procs.items() if p in procs}
-        for proc in procs:
-            _stop_group(proc, grace_s=5.0)
+        threads = [threading.Thread(target=_stop_group, args=(proc,), daemon=True) for proc in procs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def run(self) -> bool:
         self.write_scripts()
@@ -858,6 +886,7 @@ def run(args: argparse.Namespace, out=print) -> int:
 
     def env_for(step: Step) -> dict[str, str]:
         env = dict(base_env)
+        env[STEP_MARKER] = f"{build_id}:{step.index}"
         if step.automap:
             env.update(subs)
         for entry in step.env:

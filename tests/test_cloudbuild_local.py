@@ -110,12 +110,16 @@ def test_a_step_past_its_timeout_is_stopped_with_everything_it_started(capsys, t
     config = toy_build(tmp_path, [
         {"id": "hangs", "timeout": "2s", "script": f"(MARK={marker} sleep 300 &) ; MARK={marker} sleep 300"},
         {"id": "leaves-one-behind", "waitFor": ["-"], "script": f"(MARK={marker} sleep 300 &); true"},
+        # a session of its own, as a test's dockerd has: out of the step's process group, never of its environment
+        {"id": "leaves-a-daemon", "waitFor": ["-"], "script": f"MARK={marker} setsid sleep 300 < /dev/null > /dev/null 2>&1 &"},
     ])
     started = time.monotonic()
     status, out, _ = ci_local(capsys, config, tmp_path)
     assert status == 1 and time.monotonic() - started < 30
     assert step_lines(out)["hangs"][0] == "TIMEOUT"
-    assert step_lines(out)["leaves-one-behind"][0] == "SUCCESS"
+    assert step_lines(out)["leaves-one-behind"][0] == "SUCCESS" and step_lines(out)["leaves-a-daemon"][0] == "SUCCESS"
+    assert "ci-local: stopped 1 process(es) the step left running" in (
+        tmp_path / "run" / "logs" / "02-leaves-a-daemon.log").read_text()
     assert_no_processes_left(marker)  # a step's process group ends with it, as a step's container does
 
 

@@ -9,11 +9,16 @@ tag ``run.py build`` gives the same sources, so CI and local builds agree) and `
 (``<variant repository>:<ALIAS>``, the commit's short SHA, or ``manual-<BUILD_ID>`` when there is none).
 The push step then writes ``<variant>.digest`` (``REPO:TAG@sha256:...``). ``image-for`` prints the
 digest-pinned image of the variant a preset needs (its accelerators decide), for
-``--set container.image_uri=...``. Errors: one ``error:`` line, exit 2.
+``--set container.image_uri=...``. :func:`source_files` is what a build's source is: the
+tracked files, never a virtualenv, build outputs or caches that lie in the checkout (the tests' workspaces and
+``vtp ci-local`` use it). Errors: one ``error:`` line, exit 2.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +59,67 @@ def image_for(config: str, images_dir: Path, overrides: list[str] | None = None)
     if not images.parse_reference(ref).pinned:
         raise ValueError(f"{digest} holds {ref!r}, not an image pinned by digest (REPO:TAG@sha256:<64 hex>)")
     return ref
+
+
+def git(root: Path, *args: str) -> str:
+    """``git ARGS`` in ``root``: its output, or ValueError with one line."""
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if proc.returncode:
+        raise ValueError(f"git {' '.join(args)} in {root} failed: {(proc.stderr or proc.stdout).strip()[:300]}")
+    return proc.stdout
+
+
+def gitignore_patterns(root: Path) -> list[str]:
+    """``root/.gitignore`` as ``.dockerignore`` patterns (Docker's matcher, ``docker.utils.build``): a name
+    without a slash matches at any depth (``**/name``), a leading slash anchors it."""
+    path = root / ".gitignore"
+    patterns = [".git"]
+    for line in (path.read_text().splitlines() if path.is_file() else []):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        body = line.rstrip("/")
+        if body.startswith("/"):
+            patterns.append(body.lstrip("/"))
+        elif "/" in body:
+            patterns.append(body)
+        else:
+            patterns.append(f"**/{body}")
+    return patterns
+
+
+def source_files(root: Path, mode: str = "tracked") -> list[str]:
+    """The files (relative posix paths, sorted) a build gets from ``root``:
+
+    * ``tracked``: git's tracked files as they are in the working tree (``git ls-files``; deleted ones left
+      out): what the commit will hold;
+    * ``worktree``: every file git does not ignore, untracked ones included (``git ls-files -co
+      --exclude-standard``): what ``gcloud builds submit`` uploads (it follows ``.gitignore``).
+
+    Without git (inside Cloud Build: the workspace has no ``.git``): every file ``.gitignore`` does not
+    ignore, by Docker's matcher. Never a virtualenv, build outputs or caches: ``.gitignore`` covers them."""
+    root = Path(root)
+    if (root / ".git").exists() and shutil.which("git"):
+        args = ["ls-files", "-z"] + (["-co", "--exclude-standard"] if mode == "worktree" else [])
+        names = [n for n in git(root, *args).split("\0") if n]
+    else:
+        from docker.utils.build import exclude_paths
+
+        names = exclude_paths(str(root), gitignore_patterns(root))
+    return sorted({n for n in names if (root / n).is_file() or (root / n).is_symlink()})
+
+
+def copy_source(root: Path, dest: Path, mode: str = "tracked") -> int:
+    """Copy :func:`source_files` of ``root`` into ``dest`` (links kept as links); returns the count."""
+    files = source_files(root, mode)
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (root / rel).is_symlink():
+            os.symlink(os.readlink(root / rel), target)
+        else:
+            shutil.copy2(root / rel, target)
+    return len(files)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -173,7 +173,11 @@ def _parents(path: str) -> list[str]:
 
 
 def _repo_context_copy(dest: Path) -> Path:
-    for rel in make_context(ROOT).files:
+    """The repository's build context from its source alone: never wheels or anything else lying in the
+    checkout (containers/wheels/ of an offline build, for one)."""
+    from jobs.ci import source_files
+
+    for rel in sorted(set(make_context(ROOT).files) & set(source_files(ROOT))):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
     return dest

@@ -2,8 +2,9 @@
 
 How the steps are run here, as Cloud Build would run them:
 
-* the source is a fresh copy of the repository's files (what ``gcloud builds submit`` uploads), the
-  working directory of every step; files pass between steps through it (``/workspace`` on Cloud Build);
+* the source is a fresh copy of the repository's tracked files (``jobs.ci.copy_source``: never a
+  virtualenv, build outputs or caches lying in the checkout), the working directory of every step; files
+  pass between steps through it (``/workspace`` on Cloud Build);
 * each step's ``script`` runs with the substitutions and built-ins as environment variables
   (``options.automapSubstitutions``), user substitutions resolved against the built-ins
   (``options.dynamicSubstitutions``);
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.ci import copy_source
 from tests.conftest import ROOT
 
 BUILD_FILE, TRIGGER_FILE = ROOT / "cloudbuild.yaml", ROOT / "cloudbuild-trigger.yaml"
@@ -100,6 +102,79 @@ def test_the_unit_test_step_runs_the_fast_suite_and_install_gets_its_dependencie
     assert re.search(r'^dev = \[.*"pytest', pyproject, re.M), "the dev extra brings pytest"
 
 
+# ---- the build's source: never what happens to lie in the checkout -------------------------------------
+
+LYING_AROUND = [".venv/bin/activate", ".venv/lib/python3.11/site-packages/big.py", "venv/pyvenv.cfg",
+                "build/ci/images.txt", "jobs/__pycache__/ci.cpython-311.pyc", ".pytest_cache/v/x", ".mypy_cache/x",
+                ".ruff_cache/x", "containers/wheels/tensorflow-2.21.0-cp311-none-any.whl", "runs/local/metrics.json",
+                "x.egg-info/PKG-INFO", ".coverage", ".tox/py311/x", ".env"]
+
+
+TRACKED = [".dockerignore", ".gitignore", "containers/Dockerfile", "jobs/ci.py", "pyproject.toml"]
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git (Cloud Build's python image has none)")
+
+
+def _tree(root: Path) -> Path:
+    """This repository's ignore files and a few sources, with a virtualenv (a symlink to this interpreter as
+    .venv/bin/python, as a real venv has), build outputs and caches lying among them."""
+    for rel in TRACKED:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, root / rel)
+    for rel in LYING_AROUND:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("not source\n")
+    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (root / "notes.txt").write_text("untracked, not ignored\n")
+    return root
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """:func:`_tree` as a git checkout whose commit holds the sources alone."""
+    root = tmp_path / "checkout"
+    for rel in TRACKED:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, root / rel)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "source"], cwd=root, check=True)
+    return _tree(root)
+
+
+@needs_git
+def test_a_checkout_with_a_virtualenv_build_outputs_and_caches_gives_only_its_source(tmp_path):
+    from jobs.ci import copy_source, source_files
+
+    root = _checkout(tmp_path)
+    assert source_files(root) == TRACKED  # what a trigger builds (the commit's files)
+    assert source_files(root, "worktree") == sorted(TRACKED + ["notes.txt"])  # what gcloud builds submit uploads
+    ws = tmp_path / "workspace"
+    assert copy_source(root, ws) == len(TRACKED)
+    (ws / ".venv" / "bin").mkdir(parents=True)  # what the install step makes: nothing there before it
+
+
+def test_without_git_the_source_is_what_gitignore_keeps(tmp_path):
+    """Inside Cloud Build's unit-tests step: no .git (and no git), a .venv of the install step's, the earlier
+    steps' build/ beside the sources."""
+    from jobs.ci import source_files
+
+    ws = _tree(tmp_path / "workspace")
+    assert source_files(ws) == sorted(TRACKED + ["notes.txt"])
+
+
+def test_the_image_build_context_never_holds_a_virtualenv_or_caches(tmp_path):
+    from jobs.images.context import make_context
+
+    root = _tree(tmp_path / "src")
+    for rel in ("jobs/.venv/lib/x.py", "jobs/venv/bin/python3", "trainers/.mypy_cache/y", "components/.ipynb_checkpoints/z"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("never in an image\n")
+    files = make_context(root).files
+    assert "jobs/ci.py" in files and "pyproject.toml" in files
+    assert not [f for f in files if re.search(r"(^|/)(\.?venv|\.mypy_cache|\.ipynb_checkpoints|__pycache__|build)/", f)], files
+    assert "containers/wheels/tensorflow-2.21.0-cp311-none-any.whl" in files  # wheels for an offline build: on purpose
+
+
 # ---- running the steps ---------------------------------------------------------------------------------
 
 FAKE_DOCKER = '''#!{python}
@@ -117,16 +192,9 @@ if sys.argv[1] == "inspect":
 def workspace(tmp_path) -> Path:
     """The source as Cloud Build gets it, a docker that records, and this interpreter as ``.venv``."""
     ws = tmp_path / "workspace"
-    if (ROOT / ".git").exists() and shutil.which("git"):
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                               capture_output=True).stdout.decode().split("\0")
-        for rel in filter(None, files):
-            if (ROOT / rel).is_file():
-                (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(ROOT / rel, ws / rel)
-    else:  # inside Cloud Build's own unit-tests step: no .git, and .venv/build/ are the build's own
-        shutil.copytree(ROOT, ws, ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "runs", "__pycache__", "*.egg-info", ".pytest_cache", "wheels"))
+    # the source alone: tracked files (no .git inside Cloud Build: what .gitignore does not ignore), never
+    # the checkout's .venv, build outputs or caches (jobs/ci.py, the one definition of a build's source)
+    copy_source(ROOT, ws)
     (ws / ".venv" / "bin").mkdir(parents=True)
     (ws / ".venv" / "bin" / "activate").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
     fake_bin = tmp_path / "bin"

@@ -36,6 +36,10 @@ def test_image_choices_are_accepted_or_forms_even_when_compiling_without_a_proje
             for choice in p.valid:
                 again, _ = preflight.image_problems("x", choice, "proj-1", "us-central1")
                 assert _is_form(choice) or not again, (p, choice)
+                # a form filled in as it says is accepted: never a tag alone that the digest rule refuses next
+                filled = (choice.replace("<your project id>", "proj-1").replace("<tag>", "v1")
+                          .replace("<digest>", DIGEST))
+                assert preflight.image_problems("x", filled, "proj-1", "us-central1") == ([], []), (p, choice)
 
 
 def test_compile_only_leaves_no_placeholder_in_the_compiled_config(tmp_path, capsys):

@@ -120,20 +120,23 @@ def _region_family_ok(host: str, region: str) -> bool:
 
 def image_problems(field: str, image: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
+    from jobs.cli import shown
     from jobs.image_reference import BuildError, parse_reference
 
     project = project if PROJECT_RE.match(project or "") else PROJECT_FORM
     fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:<tag>@sha256:<digest>"
     if not image:
-        return [problem(field, "no trainer image: build and push one (python pipelines/run.py build) and pass "
-                               "the reference it prints", [fix])], []
+        return [problem(field, shown("no trainer image: build and push one (python pipelines/run.py build) and pass "
+                                     "the reference it prints"), [fix])], []
     try:
         ref = parse_reference(image)
     except BuildError as exc:
         return [problem(field, str(exc), [fix])], []
     if PLACEHOLDER_PROJECT in ref.path.split("/")[:1] or ref.registry == PLACEHOLDER_PROJECT:
+        # the valid choice is pinned too: an image by tag alone would be refused again, below
+        yours = ref.repository.replace(PLACEHOLDER_PROJECT, project)
         return [problem(field, f"{image} still names the presets' placeholder project {PLACEHOLDER_PROJECT!r}",
-                        [image.replace(PLACEHOLDER_PROJECT, project)])], []
+                        [f"{yours}:{ref.tag or '<tag>'}@sha256:<digest>"])], []
     if ref.registry.startswith(("127.", "localhost", "[::1]")):
         return [problem(field, f"{image} is on this machine's registry, which Vertex AI cannot reach", [fix])], []
     errors, warnings = [], []
@@ -153,7 +156,7 @@ def image_problems(field: str, image: str, project: str, region: str) -> tuple[l
     if not ref.pinned:
         pinned = f"{ref.repository}:{ref.tag or '<tag>'}@sha256:<digest>"
         errors.append(problem(field, f"{image} is not pinned by digest: a tag can move between now and the replicas' "
-                                     "pull; pass the reference `python pipelines/run.py build` prints", [pinned]))
+                                     + shown("pull; pass the reference `python pipelines/run.py build` prints"), [pinned]))
     return errors, warnings
 
 

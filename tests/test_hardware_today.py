@@ -161,6 +161,11 @@ def test_gpu_families_of_today_take_their_built_in_gpus(machine, gpu, count):
     assert not check_job(one(machine)).ok  # built in: the GPUs must be named
     wrong = check_job(one(machine, gpu, count * 2 if count < 8 else 4))
     assert fields(wrong.errors) == ["topology.chief.accelerator_count"]
+    # another GPU on it: the reason is the GPUs built in, not what the other GPU would serve
+    other = check_job(one(machine, "NVIDIA_TESLA_T4", 4))
+    assert [str(e) for e in other.errors] == [
+        f"topology.chief.accelerator_type: {machine} cannot take NVIDIA_TESLA_T4 ({machine} has {count} {gpu} built "
+        f"in); valid choices: {gpu}"]
 
 
 def test_h200_and_b200_can_pass_flex_start_now():

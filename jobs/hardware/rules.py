@@ -223,10 +223,12 @@ def check_gpu_count(job: Any) -> list[Problem]:
             counts = cat.gpus[gpu].counts if p.machine_type.startswith("n1-") and gpu in cat.n1_gpus else ()
         if not counts:
             best = max(cat.gpus[gpu].counts)
-            why = gpu_resource_shortfall(p.machine_type, gpu, best) if gpu in cat.n1_gpus else None
-            if why is None and built_in:
+            # a type with GPUs built in takes those alone: that is the reason, not what other GPUs would serve
+            if built_in:
                 why = f"{p.machine_type} has {_or(f'{c[0]} {g}' for g, c in built_in.items())} built in"
-            elif why is None:
+            else:
+                why = gpu_resource_shortfall(p.machine_type, gpu, best) if gpu in cat.n1_gpus else None
+            if why is None:
                 why = f"{gpu} comes with {_or(_machines_taking(gpu, cat.gpus[gpu].counts[0], p.machine_type))}"
             out.append(problem(f"{p.path}.accelerator_type", f"{p.machine_type} cannot take {gpu} ({why})",
                                sorted(cat.gpus_for(p.machine_type))))

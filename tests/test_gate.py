@@ -131,7 +131,7 @@ def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_
     with pytest.raises(ConfigError) as err:
         config_lib.load(str(job))
     assert str(err.value) == ("serving.gate.treshold: unknown field; did you mean 'thresholds'? serving.gate has "
-                              "these fields; valid choices: thresholds, better_than_parent")
+                              "these fields; valid choices: thresholds, better_than_parent, better_than_baseline")
 
 
 def test_run_py_validate_prints_one_error_line_per_gate_problem(tmp_path):

@@ -246,14 +246,23 @@ def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
 
 
 # -- the study's loop, with trials faked -----------------------------------------------------------------------
+class Ran(list):
+    """The trial ids run, in order; ``baseline``: how often the baseline ran."""
+    baseline = 0
+
+
 def fake_trials(monkeypatch, outcomes):
-    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others)."""
+    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
+    baseline's id is ``baseline``). Returns the trial ids run (the baseline counted apart)."""
     from jobs.tuning import local
 
-    ran = []
+    ran = Ran()
 
     def run(cfg, trial, base, log, stop):
-        ran.append(trial["id"])
+        if trial["id"] == "baseline":
+            ran.baseline += 1
+        else:
+            ran.append(trial["id"])
         out = outcomes.get(trial["id"], outcomes.get("*"))
         return {"seconds": 0.1, "reported_tags": ["val_rmse"], **out}
     monkeypatch.setattr(local, "_run_trial", run)

@@ -218,7 +218,9 @@ def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", n
     ``<base>/baseline`` (``jobs.records.baseline_base``: a trial's layout, so its model is
     ``<base>/baseline/model``) and, in pool 0's ``container_spec.env``, ``CLOUD_ML_HP_METRIC_FILE`` = that
     folder's ``hypertune/chief-0.metrics`` as the replica sees it through Vertex's Cloud Storage FUSE mount
-    (``/gcs/<bucket>/...``). Why: Vertex collects a trainer's cloudml-hypertune reports only from a tuning job's
+    (``/gcs/<bucket>/...``: "Custom training jobs can access your Cloud Storage buckets as subdirectories of the
+    root /gcs directory", read and write, https://cloud.google.com/vertex-ai/docs/training/cloud-storage-file-system,
+    read 2026-11-25). Why: Vertex collects a trainer's cloudml-hypertune reports only from a tuning job's
     trials (it sets the variable for them); in a plain CustomJob the library writes to its default
     ``/tmp/hypertune/output.metrics`` on the replica, lost with it. Pointed at the output folder, the chief's
     reports land beside its model, where the pipeline's ``pick_model`` step reads them after the job: the same

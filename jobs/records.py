@@ -366,7 +366,8 @@ def trial_line(trial: dict[str, Any], metric: str, done: int, total: int, best: 
     shown = (f"best so far: trial {best.get('id')} ({format_value(best.get('metric'))})" if best
              else "no trial has succeeded yet")
     figure = f"; baseline {format_value(baseline)}" if baseline is not None else ""
-    return f"{head}{metric} {format_value(value)} with {format_parameters(trial.get('parameters') or {})}; {shown}{figure}"
+    values = format_parameters(dict(sorted((trial.get("parameters") or {}).items())))  # by name, as the flags
+    return f"{head}{metric} {format_value(value)} with {values}; {shown}{figure}"
 
 
 def gate_missed_bar(gate: dict[str, Any]) -> str:

@@ -14,10 +14,13 @@ validate_config        config JSON, image, location                          val
 build_image            config JSON, a gs:// build context                    the trainer image by digest
 prepare_data           config JSON                                           Dataset (TFRecord shards)
 train                  config JSON, Dataset (optional)                       Model, Metrics, checkpoints, TensorBoard logs
-tune                   config JSON (a tuning section), Dataset (optional)    the best trial's Model, Metrics, the study
+tune                   config JSON (a tuning section), Dataset (optional)    the better of the best trial's and the
+                                                                             baseline's Model, Metrics, the study
 custom_training_job    the Vertex job spec (validate_config's outputs)       gcp_resources (the CustomJob)
 hyperparameter_        a tuning section, the trials' CustomJob spec          gcp_resources, the best trial (JSON, its
 tuning_job                                                                   model folder, Model)
+pick_model             the tuning job's study, the baseline CustomJob's      the better of the best trial's and the
+                       gcp_resources, config JSON, the run folder            baseline's Model, the study, its choice
 verify_model           Model, sample request, Dataset (optional)             verified Model, Metrics, verification record
 gate                   Model, verification, training Metrics, TensorBoard    the same Model (only when it passes the
                        logs, tuning metric, config JSON, parent model        bars of serving.gate), Metrics, the record
@@ -40,7 +43,7 @@ from pathlib import Path
 
 #: Every component, in pipeline order.
 NAMES = ("validate_config", "build_image", "prepare_data", "train", "tune", "custom_training_job",
-         "hyperparameter_tuning_job", "verify_model", "gate", "upload_model", "report")
+         "hyperparameter_tuning_job", "pick_model", "verify_model", "gate", "upload_model", "report")
 HERE = Path(__file__).resolve().parent
 YAML_NAME = "component.yaml"
 

@@ -6,6 +6,7 @@ A job may set bars the verified model must pass to be registered at all::
       gate:
         thresholds: ["accuracy >= 0.8", "val_rmse <= 0.3"]   # METRIC OP NUMBER, OP: >= > <= <
         better_than_parent: true    # also beat serving.parent_model's default version on those metrics
+        better_than_baseline: true  # a tuned job: only a trial that beat the job as it stands
 
 * ``jobs.gate_spec`` is the spec: the bars (:class:`Bar`, :func:`parse`) and :func:`gate_problems`, the
   section's rules ``jobs.validate`` runs before anything is spent (re-exported here);
@@ -19,6 +20,12 @@ A job may set bars the verified model must pass to be registered at all::
 * :func:`record_on_version`: after registration, this model's figures become an evaluation of its new version,
   so the next run's ``better_than_parent`` has something to beat.
 
+"Better than the baseline" (a tuned job; ``tuning.baseline`` runs the job as it stands beside the trials) reads
+the study's record (``tuning.json``): the model the study handed on must be strictly better than the baseline on
+the study's metric, in the study's direction. When the study found nothing better, the baseline's own model goes
+on and this bar refuses it; a baseline without a figure (failed) never lets it pass: nothing shows the study beat
+the job as it stands.
+
 "Better than the parent" uses each metric's first threshold's comparison with the parent's figure as the bar
 (``accuracy >= 0.8`` -> this model's accuracy >= the parent's; ``val_rmse < 0.3`` -> strictly lower than the
 parent's): the threshold already says which way is better, so no second setting says it again.
@@ -30,7 +37,7 @@ import math
 from typing import Any
 
 from jobs import records
-from jobs.gate_spec import FIELD, Bar, figure_text, parse
+from jobs.gate_spec import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
 # the spec's names, for callers that take the whole gate from here
 from jobs.gate_spec import EXAMPLES, OPS, gate_problems, known_metrics, parse_bar  # noqa: F401
 from trainers import config as config_lib
@@ -78,7 +85,7 @@ class GateResult:
         """The record (``gate.json``): JSON-safe (a non-finite figure is written as its text, ``"nan"``)."""
         return {"passed": self.passed, "lines": self.lines, "missed": self.missed, "notes": list(self.notes),
                 "bars": [{"field": c.bar.field, "bar": c.bar.text, "metric": c.bar.metric, "op": c.bar.op,
-                          "value": c.bar.value, "measured": _safe(c.measured), "passed": c.passed}
+                          "value": _safe(c.bar.value), "measured": _safe(c.measured), "passed": c.passed}
                          for c in self.checks],
                 "metrics": {k: _safe(v) for k, v in sorted(self.metrics.items())}, "parent": self.parent}
 
@@ -162,13 +169,38 @@ def _check(bar: Bar, metrics: dict[str, float]) -> Check:
     value = float(metrics[bar.metric])
     passed = bar.holds(value)
     why = " (NaN never passes)" if math.isnan(value) else ""
-    against = f" (parent {bar.parent})" if bar.parent else ""
-    return Check(bar, value, passed, f"{bar.metric} {figure_text(value)} {bar.op} {figure_text(bar.value)}{against}: "
+    return Check(bar, value, passed, f"{bar.metric} {figure_text(value)} {bar.op} {figure_text(bar.value)}{bar.against}: "
                                      f"{'passed' if passed else 'missed'}{why}")
 
 
-def _missed_line(check: Check, metrics: dict[str, float]) -> str:
+def baseline_check(study: dict[str, Any] | None) -> tuple[Check, str]:
+    """``better_than_baseline``'s check on the study's record: (the check, the reason the study gave for the model
+    it handed on, for the missed line)."""
+    study = study if isinstance(study, dict) else {}
+    metric, goal = str(study.get("metric") or "metric"), str(study.get("goal") or "")
+    handed = records.handed_on(study) if study.get("trials") else None
+    baseline = records.baseline_of(study)
+    value = records.baseline_metric(baseline)
+    reason = str((handed or {}).get("reason") or "")
+    if not handed or value is None:
+        why = ("no study record reached the gate" if not study.get("trials") else
+               "no baseline ran (tuning.baseline is false)" if baseline is None else
+               f"the baseline has no {metric} ({baseline.get('state')}"
+               + (f": {baseline['error']}" if baseline.get("error") else "") + ")")
+        bar = Bar(metric, ">" if goal == "maximize" else "<", math.nan, BASELINE_FIELD, baseline=True)
+        return Check(bar, None, False, f"{metric} better than the baseline's: {why}, so nothing shows the study beat "
+                                       "the job as it stands: missed"), why
+    measured = records._number(handed.get("metric"))
+    check = _check(baseline_bar(metric, goal, value), {metric: measured} if measured is not None else {})
+    return check, reason
+
+
+def _missed_line(check: Check, metrics: dict[str, float], reason: str = "") -> str:
     bar = check.bar
+    if bar.baseline:
+        return str(problem(bar.field, f"{reason or 'the study found nothing better than the job as it stands'}, so the "
+                                      "model is not registered", ["better_than_baseline: false",
+                                                                  "a search space around the job's own values"]))
     if check.measured is None:
         return str(problem(bar.field, f"{bar.metric} was not measured by this run, so the model is not registered; "
                                       "the metrics it measured are", sorted(metrics) or ["none"]))
@@ -202,16 +234,17 @@ def parent_bars(bars: list[Bar], parent_metrics: dict[str, float], parent: str) 
 
 
 def evaluate(gate: config_lib.Gate, metrics: dict[str, float], parent_metrics: dict[str, float] | None,
-             parent: str = "") -> GateResult:
+             parent: str = "", study: dict[str, Any] | None = None) -> GateResult:
     """Check ``metrics`` against the thresholds, then (``parent_metrics`` given and ``better_than_parent``)
-    against the parent's figures, in that order; the first bar missed is ``missed``. ``parent``: the parent
-    version's name, for the lines. Raises :class:`GateError` for thresholds that do not parse (validation
-    refuses them first; a KFP user may call the step directly)."""
+    against the parent's figures, then (``better_than_baseline``) the model the study handed on against the
+    baseline's figure (``study``: the study's record, ``tuning.json``), in that order; the first bar missed is
+    ``missed``. ``parent``: the parent version's name, for the lines. Raises :class:`GateError` for thresholds
+    that do not parse (validation refuses them first; a KFP user may call the step directly)."""
     bars, problems = parse(gate)
     if problems:
         raise GateError(str(problems[0]))
     notes: list[str] = []
-    if not bars and not gate.better_than_parent:
+    if not bars and not gate.better_than_parent and not gate.better_than_baseline:
         notes.append("no bar: serving.gate sets no thresholds; every verified model is registered")
     all_bars = list(bars)
     if gate.better_than_parent and parent_metrics is not None:
@@ -219,8 +252,13 @@ def evaluate(gate: config_lib.Gate, metrics: dict[str, float], parent_metrics: d
         all_bars += extra
         notes += why
     checks = [_check(bar, metrics) for bar in all_bars]
+    reason = ""
+    if gate.better_than_baseline:
+        check, reason = baseline_check(study)
+        checks.append(check)
     first = next((c for c in checks if not c.passed), None)
-    return GateResult(passed=first is None, checks=checks, missed="" if first is None else _missed_line(first, metrics),
+    return GateResult(passed=first is None, checks=checks,
+                      missed="" if first is None else _missed_line(first, metrics, reason),
                       notes=notes, metrics=dict(metrics))
 
 
@@ -246,7 +284,7 @@ def parent_figures(parent_model: str, api_endpoint: str | None = None) -> tuple[
 
 
 def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str = "", dry_run: bool = False,
-        api_endpoint: str = "", record_dir: str = "") -> GateResult:
+        api_endpoint: str = "", record_dir: str = "", study: dict[str, Any] | None = None) -> GateResult:
     """The gate step: with ``better_than_parent`` (and not ``dry_run``: a local run calls no cloud API) read the
     parent's default version and its evaluation, then :func:`evaluate`; the record goes to
     ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.cloud.clients.CloudError`` (one line) when
@@ -271,7 +309,7 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
                              "at registration)")
             else:
                 parent_metrics = evaluation["metrics"]
-    result = evaluate(gate, metrics, parent_metrics, parent)
+    result = evaluate(gate, metrics, parent_metrics, parent, study=study)
     result.notes = notes + result.notes
     result.parent = parent_record
     if record_dir:

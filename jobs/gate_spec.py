@@ -7,12 +7,14 @@ writes the record)::
       gate:
         thresholds: ["accuracy >= 0.8", "val_rmse <= 0.3"]   # METRIC OP NUMBER, OP: >= > <= <
         better_than_parent: true    # also beat serving.parent_model's default version on those metrics
+        better_than_baseline: true  # a tuned job: only a trial that beat the job as it stands (tuning.baseline)
 
 :func:`gate_problems` checks the section (``jobs.validate`` calls it): one problem per unparsable bar, unknown
 comparison, non-finite number, metric no step of the job measures (for the built-in trainer the names are
 known: :func:`known_metrics`; a user trainer's TensorBoard scalars are known only once it ran, so any name
 passes here and a missing one fails at gate time), better_than_parent without a parent model or without a
-threshold to say which metrics and in which direction. :func:`parse` turns the thresholds into :class:`Bar`
+threshold to say which metrics and in which direction, better_than_baseline without a tuning section whose
+baseline is on. :func:`parse` turns the thresholds into :class:`Bar`
 values, what the verdict checks. Pure: no I/O, no cloud client, no TensorFlow.
 """
 from __future__ import annotations
@@ -57,21 +59,39 @@ def figure_text(x: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Bar:
-    """One bar: ``metric op value``; ``field`` is where it came from (``serving.gate.thresholds[0]``, or
-    ``serving.gate.better_than_parent`` for a bar set by the parent's figure)."""
+    """One bar: ``metric op value``; ``field`` is where it came from (``serving.gate.thresholds[0]``,
+    ``serving.gate.better_than_parent`` for a bar set by the parent's figure, ``serving.gate.better_than_baseline``
+    for the baseline's)."""
     metric: str
     op: str
     value: float
     field: str
     parent: str = ""  # the parent version whose figure ``value`` is
+    baseline: bool = False  # ``value`` is the baseline's figure (the job as it stands, run beside the study)
 
     def holds(self, measured: float) -> bool:
         return not math.isnan(measured) and bool(OPS[self.op](measured, self.value))
 
     @property
+    def against(self) -> str:
+        """Whose figure ``value`` is, as the lines say it ("" for a threshold)."""
+        if self.parent:
+            return f" (parent {self.parent})"
+        return " (the baseline's)" if self.baseline else ""
+
+    @property
     def text(self) -> str:
-        against = f" (parent {self.parent})" if self.parent else ""
-        return f"{self.metric} {self.op} {figure_text(self.value)}{against}"
+        return f"{self.metric} {self.op} {figure_text(self.value)}{self.against}"
+
+
+BASELINE_FIELD = f"{FIELD}.better_than_baseline"
+
+
+def baseline_bar(metric: str, goal: str, baseline_value: float) -> Bar:
+    """The bar ``better_than_baseline`` sets: the study's metric strictly better than the baseline's figure, in
+    the study's direction (``<`` to minimize, ``>`` to maximize): a model only as good as the job as it stands
+    is the baseline's own, not a gain of the study."""
+    return Bar(metric, ">" if goal == "maximize" else "<", float(baseline_value), BASELINE_FIELD, baseline=True)
 
 
 def parse_bar(text: str, field: str) -> Bar | Problem:
@@ -161,4 +181,15 @@ def gate_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             problems.append(problem(f"{FIELD}.better_than_parent",
                                     "compares the metrics of serving.gate.thresholds (each in its threshold's "
                                     "direction); there are none", [f"thresholds: [\"{EXAMPLES[0]}\"]"]))
+    if getattr(gate, "better_than_baseline", False):
+        tuning = getattr(cfg, "tuning", None)
+        if tuning is None or not tuning.enabled:
+            problems.append(problem(BASELINE_FIELD, "needs a tuning section: the baseline is the job as it stands, run "
+                                                    "beside a study's trials, and a job without a study has none to beat",
+                                    ["tuning: {metric: ..., goal: ..., parameters: {...}, max_trials: 4}",
+                                     "better_than_baseline: false"]))
+        elif not tuning.baseline:
+            problems.append(problem(BASELINE_FIELD, "needs tuning.baseline: true (the job as it stands, run beside the "
+                                                    "trials, is what the study's model must beat); it is false",
+                                    ["tuning.baseline: true", "better_than_baseline: false"]))
     return problems

@@ -208,6 +208,39 @@ def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", net
         psc_network_attachment=v.psc_interface_config.network_attachment)
 
 
+#: the cloudml-hypertune library's file variable (``hypertune.HyperTune``: ``CLOUD_ML_HP_METRIC_FILE``)
+METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+
+
+def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
+    """The ``CustomJobSpec`` of the baseline beside a study (``tuning.baseline``): THE job's spec
+    (:func:`custom_job_spec`, so exactly the job as it stands, no tuning flag), its base output directory
+    ``<base>/baseline`` (``jobs.records.baseline_base``: a trial's layout, so its model is
+    ``<base>/baseline/model``) and, in pool 0's ``container_spec.env``, ``CLOUD_ML_HP_METRIC_FILE`` = that
+    folder's ``hypertune/chief-0.metrics`` as the replica sees it through Vertex's Cloud Storage FUSE mount
+    (``/gcs/<bucket>/...``: "Custom training jobs can access your Cloud Storage buckets as subdirectories of the
+    root /gcs directory", read and write, https://cloud.google.com/vertex-ai/docs/training/cloud-storage-file-system,
+    read 2026-11-25). Why: Vertex collects a trainer's cloudml-hypertune reports only from a tuning job's
+    trials (it sets the variable for them); in a plain CustomJob the library writes to its default
+    ``/tmp/hypertune/output.metrics`` on the replica, lost with it. Pointed at the output folder, the chief's
+    reports land beside its model, where the pipeline's ``pick_model`` step reads them after the job: the same
+    file, in the same layout, a local baseline writes (``jobs.tuning.local.baseline_launch``)."""
+    from jobs import records
+    from trainers.paths import fuse_path
+
+    spec = custom_job_spec(cfg, service_account=service_account, network=network)
+    base = config_lib.resolved_base_dir(cfg)
+    spec["base_output_directory"] = {"output_uri_prefix": records.baseline_base(base)}
+    chief = dict(spec["worker_pool_specs"][0])
+    container = dict(chief["container_spec"])
+    env = [e for e in container.get("env") or [] if e.get("name") != METRIC_FILE_ENV]
+    container["env"] = env + [{"name": METRIC_FILE_ENV,
+                               "value": fuse_path(records.metric_file(base, records.BASELINE))}]
+    chief["container_spec"] = container
+    spec["worker_pool_specs"] = [chief, *spec["worker_pool_specs"][1:]]
+    return spec
+
+
 def parts(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The inverse of :func:`job_spec`: the spec's parts by :func:`job_spec`'s argument names (what
     ``validate_config`` outputs one by one for ``custom_training_job``); the pools padded back to four."""

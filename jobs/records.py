@@ -90,7 +90,8 @@ def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 def is_gated(cfg: config_lib.JobConfig) -> bool:
     """Whether the job has a gate step (``serving.gate`` sets a bar)."""
-    return bool(cfg.serving.gate.thresholds or cfg.serving.gate.better_than_parent)
+    gate = cfg.serving.gate
+    return bool(gate.thresholds or gate.better_than_parent or gate.better_than_baseline)
 
 
 def read_tuning(cfg: config_lib.JobConfig) -> dict[str, Any]:
@@ -204,18 +205,103 @@ def best_trial(study: dict[str, Any]) -> dict[str, Any] | None:
     return best_of(study.get("trials") or [], str(study.get("goal") or ""))
 
 
+# -- the baseline beside a study, and which model goes on: one rule ----------------------------------------------
+#: The run beside a study's trials: the job as it stands (``tuning.baseline``), in ``<base>/baseline/`` (a trial's
+#: layout: ``model/``, ``checkpoints/``, ``logs/``, ``hypertune/``), recorded under ``"baseline"`` in the study's
+#: record: ``{"id": "baseline", "state", "metric", "seconds", "reported_tags", "model_dir", "error"?}``.
+BASELINE = "baseline"
+#: The study record's entry for the model that goes on (:func:`handed_on_run`): ``{"run": "trial" | "baseline",
+#: "id", "parameters", "metric", "model_dir", "reason"}``.
+HANDED_ON = "handed_on"
+
+
+def baseline_base(base: str) -> str:
+    """The baseline's base output directory: ``<base>/baseline`` (its model ``<base>/baseline/model/``)."""
+    return trial_base(base, BASELINE)
+
+
+def baseline_of(study: dict[str, Any]) -> dict[str, Any] | None:
+    """The study record's baseline run, or None (``tuning.baseline: false``, or a record without one)."""
+    found = study.get(BASELINE) if isinstance(study, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def baseline_metric(baseline: dict[str, Any] | None) -> float | None:
+    """The baseline's figure when it SUCCEEDED with a finite metric, else None."""
+    if not baseline or baseline.get("state") != SUCCEEDED:
+        return None
+    return _number(baseline.get("metric"))
+
+
+def is_better(a: float, b: float, goal: str) -> bool:
+    """Whether ``a`` is strictly better than ``b`` in the study's direction (``maximize``, else lower)."""
+    return a > b if goal == "maximize" else a < b
+
+
+def handed_on_run(best: dict[str, Any] | None, baseline: dict[str, Any] | None, goal: str,
+                  metric: str = "metric") -> dict[str, Any] | None:
+    """THE rule of which model a study hands on (verified, gated, registered), here and on Vertex: the better of
+    the best trial (``best``, :func:`best_of`'s) and the baseline (the job as it stands, run beside the trials),
+    by the study's metric in the study's direction (``goal``). None when no trial succeeded (the study failed).
+
+    A tie goes to the baseline: the job as it stands is what the job file already says (its command has no tuning
+    flags, so it is reproduced by running the job file again), and a study that only matches it has shown nothing
+    tuning gained; handing on the trial would trade a known setting for a search's pick of equal worth. A baseline
+    without a figure (failed, stopped, no finite metric, or ``tuning.baseline: false``) cannot go on: the best
+    trial does, and ``reason`` says why no comparison was made. Returns ``{"run", "id", "parameters", "metric",
+    "model_dir", "reason"}``; ``metric`` names the study's metric in ``reason``."""
+    if not best:
+        return None
+    trial = {"run": "trial", "id": str(best.get("id")), "parameters": dict(best.get("parameters") or {}),
+             "metric": best.get("metric"), "model_dir": best.get("model_dir")}
+    ours = f"trial {trial['id']}'s {metric} {format_value(trial['metric'])}"
+    if baseline is None:
+        return {**trial, "reason": f"no baseline ran (tuning.baseline is false): the best trial, {ours}, goes on"}
+    value = baseline_metric(baseline)
+    if value is None:
+        state = str(baseline.get("state") or "not run")
+        why = (f"the baseline {state}" + (f" ({baseline['error']})" if baseline.get("error") else "")
+               if state != SUCCEEDED else f"the baseline reported no finite {metric}")
+        return {**trial, "reason": f"{why}: nothing to compare with; the best trial, {ours}, goes on"}
+    theirs = f"the baseline's {format_value(value)}"
+    if _number(trial["metric"]) is not None and is_better(float(trial["metric"]), value, goal):
+        return {**trial, "reason": f"the study beat the job as it stands: {ours} against {theirs}; "
+                                   f"trial {trial['id']}'s model goes on"}
+    return {"run": BASELINE, "id": BASELINE, "parameters": {}, "metric": value,
+            "model_dir": baseline.get("model_dir"),
+            "reason": f"the study found nothing better than the job as it stands: {ours} against {theirs}; "
+                      "the baseline's model goes on"}
+
+
+def handed_on(study: dict[str, Any]) -> dict[str, Any] | None:
+    """The model the study handed on, as its record says (:data:`HANDED_ON`); for a record without one (written
+    before the baseline existed, or Vertex's study before the pick step), the best trial."""
+    if isinstance(study.get(HANDED_ON), dict):
+        return study[HANDED_ON]
+    best = best_trial(study)
+    return {"run": "trial", **best} if best else None
+
+
+def study_runs(study: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every run of the study: its trials, then the baseline when there is one."""
+    runs = [t for t in study.get("trials") or [] if isinstance(t, dict)]
+    baseline = baseline_of(study)
+    return runs + ([baseline] if baseline else [])
+
+
 def _same_folder(a: Any, b: Any) -> bool:
     return bool(a and b) and readable(str(a)).rstrip("/") == readable(str(b)).rstrip("/")
 
 
 def verified_trial(study: dict[str, Any], model_dir: str = "") -> dict[str, Any] | None:
-    """The trial whose model the verify step loaded (``model_dir``, verification.json's), matched on the
-    trial's model folder (``gs://`` and its ``/gcs`` mount alike); without a ``model_dir``, the best trial
-    (the model the study hands on). None when the study names no such trial."""
-    trials = [t for t in study.get("trials") or [] if isinstance(t, dict)]
-    best = best_trial(study)
+    """The run of the study whose model the verify step loaded (``model_dir``, verification.json's): a trial,
+    or the baseline (id ``"baseline"``), matched on its model folder (``gs://`` and its ``/gcs`` mount alike);
+    without a ``model_dir``, the one the study handed on (:func:`handed_on`). None when the study names no
+    such run."""
+    trials = study_runs(study)
+    best = handed_on(study)
     if not model_dir:
-        return next((t for t in trials if best and t.get("id") == best.get("id")), best)
+        return next((t for t in trials if best and str(t.get("id")) == str(best.get("id"))), best)
     for trial in trials + ([best] if best else []):
         if _same_folder(trial.get("model_dir"), model_dir):
             return next((t for t in trials if t.get("id") == trial.get("id")), trial)
@@ -263,6 +349,25 @@ def format_value(value: Any) -> str:
 
 def format_parameters(parameters: dict[str, Any]) -> str:
     return " ".join(f"{k}={format_value(v)}" for k, v in (parameters or {}).items())
+
+
+def trial_line(trial: dict[str, Any], metric: str, done: int, total: int, best: dict[str, Any] | None = None,
+               baseline: float | None = None) -> str:
+    """A finished trial in one console line, the local study's and Vertex's alike: ``trial 3 SUCCEEDED in 8.1 s
+    (2/4 done): val_rmse 0.41 with batch_size=32 learning_rate=0.01; best so far: trial 3 (0.41); baseline
+    0.166``. ``done``/``total``: trials ended of the study's; ``best``: the best trial so far; ``baseline``: the
+    baseline's figure when known. A trial that did not succeed says why (its ``error``, or no finite metric)."""
+    seconds = _number(trial.get("seconds"))
+    took = f" in {seconds:.1f} s" if seconds is not None else ""
+    head = f"trial {trial.get('id')} {trial.get('state')}{took} ({done}/{total} done): "
+    value = _number(trial.get("metric"))
+    if trial.get("state") != SUCCEEDED or value is None:
+        return head + (str(trial.get("error") or "") or f"no finite {metric} reported")
+    shown = (f"best so far: trial {best.get('id')} ({format_value(best.get('metric'))})" if best
+             else "no trial has succeeded yet")
+    figure = f"; baseline {format_value(baseline)}" if baseline is not None else ""
+    values = format_parameters(dict(sorted((trial.get("parameters") or {}).items())))  # by name, as the flags
+    return f"{head}{metric} {format_value(value)} with {values}; {shown}{figure}"
 
 
 def gate_missed_bar(gate: dict[str, Any]) -> str:

@@ -9,8 +9,8 @@ and ``jobs.report`` only places what they return. Like ``jobs.report``: pure fun
 field may be missing: an old, partial or Vertex-made record), charts as matplotlib ``Figure`` without
 ``pyplot`` embedded as base64 PNG (``jobs.report_charts``: the page stays one self-contained file), no TensorFlow.
 
-Study: every trial (id, parameter values, metric, state, wall time) with the best one marked, which trial the
-verified model came from, one chart of the metric per trial (by trial id, the best highlighted) and one per
+Study: every trial (id, parameter values, metric, state, wall time) with the best one marked, the baseline beside
+them (the job as it stands) and which model went on and why, which trial the verified model came from, one chart of the metric per trial (by trial id, the best highlighted) and one per
 parameter (the metric against the parameter's value; a categorical parameter on a categorical axis in its
 declared order, a log-scaled one on a log axis). Gate: the verdict, each bar's line with passed or missed,
 the comparison with the parent model's default version or the note saying why there was none.
@@ -55,12 +55,17 @@ def study_facts(study: dict[str, Any] | None, verification: dict[str, Any] | Non
                        "best": str(t.get("id")) == best_id})
     declared = specs or ((study.get("study") or {}).get("parameters") if isinstance(study.get("study"), dict) else None)
     names = list(dict.fromkeys([*(declared or {}), *(n for t in trials for n in t["parameters"])]))
+    run = records.baseline_of(study)
+    baseline = None if run is None else {
+        "id": records.BASELINE, "metric": run.get("metric"), "state": str(run.get("state") or "?"),
+        "seconds": run.get("seconds"), "error": run.get("error") or "", "custom_job": run.get("custom_job")}
+    handed = records.handed_on(study) if best else None
     return {"metric": str(study.get("metric") or "metric"), "goal": str(study.get("goal") or "?"),
             "algorithm": study.get("algorithm"), "seconds": study.get("seconds"), "trials": trials, "best": best_id,
             "best_trial": best, "verified": str(verified.get("id")) if verified else None,
             "verification": bool(verification), "parameters": names,
             "specs": {n: dict((declared or {}).get(n) or {}) for n in names}, "counts": records.study_counts(study),
-            "tuning_job": study.get("tuning_job")}
+            "tuning_job": study.get("tuning_job"), "baseline": baseline, "handed_on": handed}
 
 
 def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[tuple[str, str]]]:
@@ -68,6 +73,9 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
     them) for the report's Hyperparameters table. The built-in trainer takes a trial's values as config
     overrides (``--training.learning_rate=...``), so its rows show the trial's values; a user trainer gets them
     as flags after its arguments. No trial: the config unchanged, no flags, no row."""
+    if trial and str(trial.get("id")) == records.BASELINE:  # the study's baseline: the job as it stands
+        return cfg, [], [("tuned", "no: the baseline's model, the job as it stands (its own arguments, no tuning "
+                                   "flags), which no trial of the study beat")]
     if not trial or not isinstance(trial.get("parameters"), dict):
         return cfg, [], []
     from jobs.tuning_spec import trial_flags
@@ -89,6 +97,8 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
 
 def _origin(facts: dict[str, Any]) -> str:
     """Which trial the verified model came from, in one sentence."""
+    if facts["verified"] == records.BASELINE:
+        return "The verified model is the baseline's (the job as it stands)."
     if facts["verified"] is not None:
         which = " (the study's best)" if facts["verified"] == facts["best"] else (
             f" (not the study's best, trial {facts['best']})" if facts["best"] else "")
@@ -111,27 +121,59 @@ def study_summary(facts: dict[str, Any]) -> str:
                  f"{records.format_parameters(best.get('parameters') or {}) or 'no parameters'}. ")
     else:
         text += "No trial succeeded. "
-    return text + _origin(facts)
+    return text + _baseline_text(facts) + _origin(facts)
+
+
+def _sentence(text: str) -> str:
+    return (text[:1].upper() + text[1:]).rstrip(".") + ". " if text else ""
+
+
+def _baseline_text(facts: dict[str, Any]) -> str:
+    """The baseline beside the study and which model went on, in sentences ("" without a baseline)."""
+    baseline = facts.get("baseline")
+    if baseline is None:
+        return ""
+    if baseline["state"] == records.SUCCEEDED:
+        ran = (f"Baseline (the job as it stands, no tuning flags): {facts['metric']} "
+               f"{records.format_value(baseline['metric'])}. ")
+    else:
+        ran = (f"Baseline (the job as it stands): {baseline['state']}"
+               + (f", {baseline['error']}" if baseline["error"] else "") + ". ")
+    return ran + _sentence(str((facts.get("handed_on") or {}).get("reason") or ""))
 
 
 def study_verdict(facts: dict[str, Any] | None) -> list[str]:
-    """The study's sentence in "Is this model any good?"."""
+    """The study's sentences in "Is this model any good?": the best trial, the baseline beside it and which
+    model went on (plainly, when the study found nothing better than the job as it stands)."""
     if not facts:
         return []
     if not facts["best"]:
         return [f"A hyperparameter study ran {facts['counts']['trials']} trials and none succeeded."]
     best = facts["best_trial"]
-    return [f"This model comes from a hyperparameter study: best of {facts['counts']['trials']} trials by "
+    head = (f"This model comes from a hyperparameter study: best of {facts['counts']['trials']} trials by "
             f"{facts['metric']} ({facts['goal']}), trial {facts['best']} with "
-            f"{facts['metric']} {records.format_value(best.get('metric'))}. {_origin(facts)}"]
+            f"{facts['metric']} {records.format_value(best.get('metric'))}. ")
+    if facts["verified"] == records.BASELINE:
+        head = (f"A hyperparameter study ran {facts['counts']['trials']} trials beside the job as it stands (the "
+                f"baseline); its best, trial {facts['best']}, has {facts['metric']} "
+                f"{records.format_value(best.get('metric'))} ({facts['goal']}). ")
+    return [(head + _baseline_text(facts) + _origin(facts)).strip()]
+
+
+def _runs(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table's rows: every trial, then the baseline (no parameters: the job as it stands)."""
+    baseline = facts.get("baseline")
+    return facts["trials"] + ([{**baseline, "parameters": {}, "best": False}] if baseline else [])
 
 
 def _trial_rows(facts: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for t in facts["trials"]:
+    for t in _runs(facts):
         seconds = _finite(t["seconds"])
-        rows.append([t["id"] + (" ★ best" if t["best"] else "") + (" (verified)" if t["id"] == facts["verified"] else ""),
-                     *[records.format_value(t["parameters"].get(n)) for n in facts["parameters"]],
+        name = "baseline (the job as it stands)" if t["id"] == records.BASELINE else t["id"]
+        rows.append([name + (" ★ best" if t["best"] else "") + (" (verified)" if t["id"] == facts["verified"] else ""),
+                     *[records.format_value(t["parameters"].get(n)) if t["id"] != records.BASELINE else "—"
+                       for n in facts["parameters"]],
                      records.format_value(t["metric"]), t["state"] + (f": {t['error']}" if t["error"] else ""),
                      f"{seconds:.1f}" if seconds is not None else "n/a"])
     return rows
@@ -169,13 +211,18 @@ def trials_figure(facts: dict[str, Any]):
             ax.scatter([x], [v], marker="*", s=220, color=BEST_COLOUR, zorder=4, label=f"best: trial {t['id']}")
         else:
             ax.scatter([x], [v], color=COLOUR, zorder=3)
+    baseline = facts.get("baseline")
+    level = _finite(baseline.get("metric")) if baseline and baseline.get("state") == records.SUCCEEDED else None
+    if level is not None:  # the job as it stands: what a trial had to beat
+        ax.axhline(level, color=FAILED_COLOUR, linestyle="--", linewidth=1.2,
+                   label=f"baseline (the job as it stands): {records.format_value(level)}")
     ax.set_xticks(xs, [t["id"] + ("" if v is not None else f"\n{t['state'].lower()}")
                        for t, v in zip(facts["trials"], values)])
     ax.set_xlabel("trial")
     ax.set_ylabel(facts["metric"])
     ax.set_title(f"{facts['metric']} per trial ({facts['goal']})")
     ax.grid(alpha=0.3)
-    if facts["best"]:
+    if facts["best"] or level is not None:
         ax.legend(fontsize=8)
     return fig
 
@@ -225,7 +272,7 @@ def study_html(facts: dict[str, Any] | None, e) -> str:
         return ""
     head = ["trial", *facts["parameters"], facts["metric"], "state", "wall time (s)"]
     body = ""
-    for t, row in zip(facts["trials"], _trial_rows(facts)):
+    for t, row in zip(_runs(facts), _trial_rows(facts)):
         cells = "".join(f"<td>{e(v)}</td>" for v in row[:-2])
         state = f"<td class='{'failed' if t['state'] in ('FAILED', 'INFEASIBLE') else ''}'>{e(row[-2])}</td>"
         body += (f"<tr class='{'best' if t['best'] else ''}' data-trial='{e(t['id'])}'>{cells}{state}"
@@ -252,7 +299,7 @@ def study_markdown(facts: dict[str, Any] | None) -> list[str]:
     if not facts:
         return []
     head = ["trial", *facts["parameters"], facts["metric"], "state", "wall time (s)"]
-    rows = [[f"**{r[0]}**" if t["best"] else r[0], *r[1:]] for t, r in zip(facts["trials"], _trial_rows(facts))]
+    rows = [[f"**{r[0]}**" if t["best"] else r[0], *r[1:]] for t, r in zip(_runs(facts), _trial_rows(facts))]
     return (["", "## Hyperparameter study", "", study_summary(facts), "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)] + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
 
@@ -324,13 +371,13 @@ def checked_gate(cfg, figures: dict[str, Any], scalars: dict[str, Any], study: d
     from jobs import records
     from jobs.tensorboard import last_values
 
-    best = records.best_trial(study) if study else None
+    best = records.handed_on(study) if study else None  # the model the study handed on: a trial's, or the baseline's
     tuning = ({study["metric"]: best["metric"]} if best and study.get("metric")
               and isinstance(best.get("metric"), (int, float)) else {})
     measured = gate_lib.measured(training=figures, scalars=last_values(scalars), tuning=tuning,
                                  verification=verification)
     try:
-        record = gate_lib.evaluate(cfg.serving.gate, measured, parent_metrics=None).to_dict()
+        record = gate_lib.evaluate(cfg.serving.gate, measured, parent_metrics=None, study=study).to_dict()
     except gate_lib.GateError as exc:
         return {"passed": False, "lines": [], "missed": str(exc), "notes": []}
     record["notes"] = [*record.get("notes", []), "checked here on the figures above, as the gate step checks "

@@ -1,8 +1,9 @@
 """The training pipeline, for one target: on Vertex AI, [build image] -> validate -> [prepare data] -> Vertex
-CustomJob (or, with a ``tuning:`` section, a HyperparameterTuningJob of that CustomJob) -> verify -> report ->
-[gate] -> Model Registry; on this machine (kfp.local), validate -> [prepare data] -> train (the job's pools as
-processes or containers here; with ``tuning:``, a study of such trials) -> verify -> report -> [gate] -> the
-Model Registry request, written. The gate (``serving.gate``) is there when the job sets bars; the report
+CustomJob (or, with a ``tuning:`` section, a HyperparameterTuningJob of that CustomJob beside a baseline CustomJob
+of the job as it stands, then the better of the two models: pick_model) -> verify -> report -> [gate] -> Model
+Registry; on this machine (kfp.local), validate -> [prepare data] -> train (the job's pools as processes or
+containers here; with ``tuning:``, a study of such trials with the baseline beside them) -> verify -> report ->
+[gate] -> the Model Registry request, written. The gate (``serving.gate``) is there when the job sets bars; the report
 comes before it, so a refused model's run has its report too.
 
 Wiring only, from the published components (``components.published``: the committed ``component.yaml``
@@ -17,6 +18,7 @@ from kfp.dsl import Artifact, Model
 
 import components
 from components.base import DEFAULT_IMAGE
+from jobs import records
 from trainers import config as config_lib
 
 TARGETS = ("vertex", "local")
@@ -62,7 +64,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                     serving_image=job.outputs["serving_image"], labels=job.outputs["model_labels"],
                     parent_model=job.outputs["parent_model"])
 
-    gated = bool(cfg.serving.gate.thresholds or cfg.serving.gate.better_than_parent)
+    gated = records.is_gated(cfg)
 
     def held_out(eval_data):
         """The verify step's held-out examples (``serving.eval_data``: a root parameter, so a run started from
@@ -90,7 +92,8 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
             job = c.validate_config(config_json=config_json, location=location)
             config = job.outputs["config_json"]
             _, dataset = prepared(config)
-            # the job's pools here: once, or one study of trials (``tuning:``), the best trial's model going on
+            # the job's pools here: once, or one study of trials (``tuning:``) with the job as it stands beside them
+            # (``tuning.baseline``), the better of the best trial's and the baseline's model going on
             trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
             verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
                                       record_dir=job.outputs["base_dir"], **held_out(eval_data), **dataset)
@@ -99,7 +102,8 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                               record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
             gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
                              measured=dict(training_metrics=trained.outputs["metrics"],
-                                           tensorboard=trained.outputs["tensorboard"]), report=report)
+                                           tensorboard=trained.outputs["tensorboard"],
+                                           **({"study": trained.outputs["study"]} if tuned else {})), report=report)
 
         return local_pipeline
 
@@ -117,21 +121,13 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                                 service_account=service_account, network=network)
         config = job.outputs["config_json"]
         data, dataset = prepared(config)
-        if tuned:
-            # one HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send
-            training = c.hyperparameter_tuning_job(
-                display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
-                trial_job_spec=job.outputs["custom_job_spec"], location=location,
-                project=_placeholders.PROJECT_ID_PLACEHOLDER)
-            model = training.outputs["model"]
-            measured = dict(tuning_metric=training.outputs["best_trial"])
-        else:
-            # the project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
-            # that keeps an evaluator at index 3 (jobs/cloud/custom_job.py)
-            training = c.custom_training_job(
-                display_name=job.outputs["display_name"],
-                worker_pool_specs=job.outputs["worker_pool_specs"],
-                base_output_directory=job.outputs["base_output_directory"],
+        def custom_job(display_name, worker_pool_specs, base_output_directory):
+            """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
+            that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
+            return c.custom_training_job(
+                display_name=display_name,
+                worker_pool_specs=worker_pool_specs,
+                base_output_directory=base_output_directory,
                 restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
                 scheduling_strategy=job.outputs["scheduling_strategy"],
                 timeout=job.outputs["timeout"],
@@ -148,6 +144,32 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                 location=location,
                 project=_placeholders.PROJECT_ID_PLACEHOLDER,
             )
+
+        if tuned:
+            # one HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send
+            training = c.hyperparameter_tuning_job(
+                display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
+                trial_job_spec=job.outputs["custom_job_spec"], location=location,
+                project=_placeholders.PROJECT_ID_PLACEHOLDER)
+            picking = dict(config_json=config, tuning_study=training.outputs["study"],
+                           record_dir=job.outputs["base_output_directory"])
+            if cfg.tuning.baseline:
+                # beside it, the job as it stands (tuning.baseline): a CustomJob in <base>/baseline whose chief
+                # reports the study's metric to a file there (jobs.job_spec.baseline_job_spec)
+                baseline = custom_job(job.outputs["baseline_display_name"], job.outputs["baseline_worker_pool_specs"],
+                                      job.outputs["baseline_output_directory"]).set_display_name("baseline")
+                if data is not None:
+                    baseline.after(data)
+                # the better of the two goes on; a failed baseline leaves the best trial to go on (its record says so)
+                picked = c.pick_model(baseline_job=baseline.outputs["gcp_resources"], **picking)
+                picked.ignore_upstream_failure()
+            else:
+                picked = c.pick_model(**picking)
+            model = picked.outputs["model"]
+            measured = dict(tuning_metric=picked.outputs["handed_on"], study=picked.outputs["study"])
+        else:
+            training = custom_job(job.outputs["display_name"], job.outputs["worker_pool_specs"],
+                                  job.outputs["base_output_directory"])
             # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
             model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
             logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
@@ -158,7 +180,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                                   record_dir=job.outputs["base_output_directory"], **held_out(eval_data), **dataset)
         report = c.report(verification=verified.outputs["verification"], config_json=config,
                           record_dir=job.outputs["base_output_directory"],
-                          **({"study": training.outputs["study"]} if tuned else {"tensorboard": logs.output}))
+                          **({"study": picked.outputs["study"]} if tuned else {"tensorboard": logs.output}))
         gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
                          measured=measured, report=report, project=_placeholders.PROJECT_ID_PLACEHOLDER,
                          pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)

@@ -66,6 +66,8 @@ EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifact
     "tune": ({"dataset": "system.Dataset@0.0.1"}, {"model": "system.Model@0.0.1", "metrics": "system.Metrics@0.0.1",
                                              "study": "system.Artifact@0.0.1"}),
     "hyperparameter_tuning_job": ({}, {"model": "system.Model@0.0.1"}),
+    "pick_model": ({"tuning_study": "system.Artifact@0.0.1"}, {"model": "system.Model@0.0.1",
+                                                             "study": "system.Artifact@0.0.1"}),
     "report": ({"verification": "system.Artifact@0.0.1", "tensorboard": "system.Artifact@0.0.1", "checkpoints": "system.Artifact@0.0.1"},
                {"report": "system.HTML@0.0.1", "summary": "system.Markdown@0.0.1", "confusion": "system.ClassificationMetrics@0.0.1"}),
 }

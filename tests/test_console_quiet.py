@@ -34,3 +34,29 @@ def test_a_quiet_step_gets_a_still_running_line_then_one_a_minute(monkeypatch):
     c._quiet.set()
     beat.join(timeout=2)
     assert shown.getvalue() == before
+
+
+def test_a_quiet_study_names_its_runs_in_flight(monkeypatch):
+    """A study's "still running" line says which trials (and the baseline) are going and for how long, not
+    "nothing to show"; a run that ended leaves the list."""
+    monkeypatch.setattr(console_lib, "QUIET_S", 0.3)
+    monkeypatch.setattr(console_lib, "HEARTBEAT_EVERY_S", 5.0)
+    c = console_lib.Console(tty=False)
+    shown = io.StringIO()
+    c.out = c._stream = shown
+    for line in ("08:35:13.719 - INFO - Executing task \x1b[96m'tune'\x1b[0m",
+                 "    baseline started: the job as it stands (its own arguments: --epochs 3, no tuning flags)",
+                 "    trial 1 started: --batch_size=16 --learning_rate=0.01",
+                 "    trial 2 started: --batch_size=8 --learning_rate=0.02",
+                 "    [trial 1] [chief-0] epoch 1: val_rmse 0.5000",
+                 "    trial 1 SUCCEEDED in 8.1 s (1/4 done): val_rmse 0.41 with batch_size=16 learning_rate=0.01; best "
+                 "so far: trial 1 (0.41)"):
+        c._handle(line)
+    beat = threading.Thread(target=c._heartbeat, kwargs={"check_s": 0.05}, daemon=True)
+    beat.start()
+    time.sleep(0.7)
+    c._quiet.set()
+    beat.join(timeout=2)
+    (line,) = [ln for ln in shown.getvalue().splitlines() if "still running" in ln]
+    assert line.startswith("  tune still running: in flight baseline (") and ", trial 2 (" in line, line
+    assert "trial 1 (" not in line and "nothing to show" not in line

@@ -131,7 +131,7 @@ def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_
     with pytest.raises(ConfigError) as err:
         config_lib.load(str(job))
     assert str(err.value) == ("serving.gate.treshold: unknown field; did you mean 'thresholds'? serving.gate has "
-                              "these fields; valid choices: thresholds, better_than_parent")
+                              "these fields; valid choices: thresholds, better_than_parent, better_than_baseline")
 
 
 def test_run_py_validate_prints_one_error_line_per_gate_problem(tmp_path):
@@ -285,6 +285,99 @@ def test_a_local_run_skips_the_parent_with_a_note_and_writes_the_record(tmp_path
     assert result.notes == [f"better_than_parent: not compared on a local run (no Model Registry call); a Vertex run "
                             f"compares with the default version of {PARENT}"]
     assert json.loads((tmp_path / "gate.json").read_text()) == result.to_dict()
+
+
+# -- better than the baseline: the job as it stands, run beside the study ----------------------------------------
+def _study(best: float, baseline: float | None, goal: str = "minimize", state: str = "SUCCEEDED") -> dict:
+    """A study's record as jobs.tuning.local and pick_model write it: trial 3 the best, the baseline beside it."""
+    from jobs import records
+
+    trial = {"id": "3", "state": "SUCCEEDED", "metric": best, "parameters": {"units": 21}, "model_dir": "/r/3/model"}
+    run = {"id": "baseline", "state": state, "metric": baseline, "model_dir": "/r/baseline/model"}
+    study = {"metric": "val_rmse", "goal": goal, "trials": [trial], "best_trial": trial, "baseline": run}
+    study["handed_on"] = records.handed_on_run(trial, run, goal, "val_rmse")
+    return study
+
+
+def test_better_than_baseline_passes_a_trial_that_beat_the_job_as_it_stands():
+    gate = config_lib.Gate(thresholds=["val_rmse <= 0.5"], better_than_baseline=True)
+    result = gate_lib.evaluate(gate, {"val_rmse": 0.12}, None, study=_study(0.12, 0.166))
+    assert result.passed and result.lines == ["val_rmse 0.12 <= 0.5: passed",
+                                              "val_rmse 0.12 < 0.166 (the baseline's): passed"]
+    bar = result.to_dict()["bars"][1]
+    assert (bar["field"], bar["op"], bar["value"], bar["measured"]) == ("serving.gate.better_than_baseline", "<",
+                                                                       0.166, 0.12)
+    maximize = gate_lib.evaluate(config_lib.Gate(better_than_baseline=True), {}, None,
+                                 study=_study(0.91, 0.88, goal="maximize"))
+    assert maximize.passed and maximize.lines == ["val_rmse 0.91 > 0.88 (the baseline's): passed"]
+
+
+def test_better_than_baseline_refuses_when_the_study_found_nothing_better():
+    gate = config_lib.Gate(thresholds=["val_rmse <= 1.5"], better_than_baseline=True)
+    study = _study(0.98, 0.166)  # the baseline's model went on: the gate refuses it, the thresholds passed
+    result = gate_lib.evaluate(gate, {"val_rmse": 0.166}, None, study=study)
+    assert not result.passed and result.lines == ["val_rmse 0.166 <= 1.5: passed",
+                                                  "val_rmse 0.166 < 0.166 (the baseline's): missed"]
+    assert result.missed == (
+        "serving.gate.better_than_baseline: the study found nothing better than the job as it stands: trial 3's "
+        "val_rmse 0.98 against the baseline's 0.166; the baseline's model goes on, so the model is not registered; "
+        "valid choices: better_than_baseline: false, a search space around the job's own values")
+    tie = gate_lib.evaluate(config_lib.Gate(better_than_baseline=True), {}, None, study=_study(0.166, 0.166))
+    assert not tie.passed  # a tie goes to the baseline, which is no gain of the study
+
+
+@pytest.mark.parametrize("study,why", [
+    (None, "no study record reached the gate"),
+    ({**_study(0.12, None, state="FAILED"), "baseline": {"id": "baseline", "state": "FAILED", "error": "exit 1"}},
+     "the baseline has no val_rmse (FAILED: exit 1)"),
+])
+def test_better_than_baseline_never_passes_without_the_baselines_figure(study, why):
+    result = gate_lib.evaluate(config_lib.Gate(better_than_baseline=True), {"val_rmse": 0.12}, None, study=study)
+    assert not result.passed and result.lines == [
+        f"val_rmse better than the baseline's: {why}, so nothing shows the study beat the job as it stands: missed"
+        if study else
+        f"metric better than the baseline's: {why}, so nothing shows the study beat the job as it stands: missed"]
+    assert result.missed.startswith("serving.gate.better_than_baseline: ")
+    json.dumps(result.to_dict(), allow_nan=False)  # the record stays strict JSON (no NaN bar)
+
+
+def test_better_than_baseline_needs_a_study_with_its_baseline():
+    tuning = str(ROOT / "examples" / "tabular-regressor" / "tune.yaml")
+    assert gate_lib.gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true"])) == []
+    (line,) = _lines(gate_lib.gate_problems(_cfg("serving.gate.better_than_baseline=true")))
+    assert line.startswith("serving.gate.better_than_baseline: needs a tuning section: the baseline is the job as it "
+                           "stands, run beside a study's trials") and line.endswith("better_than_baseline: false")
+    (line,) = _lines(gate_lib.gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true",
+                                                                     "tuning.baseline=false"])))
+    assert line.startswith("serving.gate.better_than_baseline: needs tuning.baseline: true") and \
+        "valid choices: tuning.baseline: true, better_than_baseline: false" in line
+    from trainers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^tuning.baseline: expected true or false"):
+        config_lib.load(tuning, ["tuning.baseline=sometimes"])
+
+
+def test_the_gate_step_reads_the_study_and_refuses_the_baselines_own_model(tmp_path):
+    """The gate component with the study's record (tune's or pick_model's ``study``): a model that is the
+    baseline's own is refused with one line, nothing downstream runs."""
+    from kfp.dsl import Artifact, Metrics, Model
+
+    import components
+
+    (tmp_path / "study.json").write_text(json.dumps(_study(0.98, 0.166)))
+    cfg = config_lib.load(str(ROOT / "examples" / "tabular-regressor" / "tune.yaml"),
+                          ["serving.gate.better_than_baseline=true", f"output.base_dir={tmp_path}"])
+    gated = Model(uri="")
+    with pytest.raises(SystemExit) as exit_:
+        components.gate.python_func(model=Model(uri="/r/baseline/model"), gated_model=gated,
+                                    metrics=Metrics(uri=str(tmp_path / "m")), result=Artifact(uri=str(tmp_path / "r")),
+                                    config_json=cfg.to_json(), tuning_metric=json.dumps({"val_rmse": 0.166}),
+                                    study=Artifact(uri=str(tmp_path / "study.json")), dry_run=True,
+                                    record_dir=str(tmp_path))
+    assert exit_.value.code == 1 and gated.uri == ""
+    record = json.loads((tmp_path / "gate.json").read_text())
+    assert record["passed"] is False and record["missed"].startswith("serving.gate.better_than_baseline: the study "
+                                                                     "found nothing better than the job as it stands")
 
 
 # -- better than the parent, against the Vertex AI stand-in -----------------------------------------------------

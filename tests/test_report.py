@@ -427,6 +427,72 @@ def test_a_vertex_study_record_is_shown_too():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["sgd", "adam"]
 
 
+def _beside(best: float, baseline: float, base: str = "/r") -> dict:
+    """A study's record with the baseline beside it, as jobs.tuning.local writes it (trial 3 the best)."""
+    from jobs import records
+
+    trials = [{"id": str(i), "parameters": {"units": u}, "metric": m, "state": "SUCCEEDED", "seconds": 20.0 + i,
+               "model_dir": f"{base}/{i}/model"} for i, u, m in ((1, 8, best + 0.2), (2, 16, best + 0.5), (3, 21, best))]
+    run = {"id": "baseline", "state": "SUCCEEDED", "metric": baseline, "seconds": 21.2,
+           "model_dir": f"{base}/baseline/model"}
+    study = {"metric": "val_rmse", "goal": "minimize", "trials": trials, "baseline": run,
+             "best_trial": {k: trials[2][k] for k in ("id", "parameters", "metric", "model_dir")}}
+    study["handed_on"] = records.handed_on_run(study["best_trial"], run, "minimize", "val_rmse")
+    return study
+
+
+def test_the_report_sets_the_baseline_beside_the_study_and_says_when_the_study_found_nothing_better():
+    import html as html_lib
+
+    from jobs import report_sections as sections
+
+    study = _beside(0.98, 0.166)
+    facts = sections.study_facts(study, {"model_dir": "/r/baseline/model/"})
+    assert facts["verified"] == "baseline" and facts["baseline"]["metric"] == 0.166
+    said = ("The study found nothing better than the job as it stands: trial 3's val_rmse 0.98 against the "
+            "baseline's 0.166; the baseline's model goes on.")
+    (verdict,) = sections.study_verdict(facts)
+    assert verdict == ("A hyperparameter study ran 3 trials beside the job as it stands (the baseline); its best, "
+                       "trial 3, has val_rmse 0.98 (minimize). Baseline (the job as it stands, no tuning flags): "
+                       f"val_rmse 0.166. {said} The verified model is the baseline's (the job as it stands).")
+    page = sections.study_html(facts, html_lib.escape)
+    assert html_lib.escape(said) in page
+    assert ("<td>baseline (the job as it stands) (verified)</td><td>—</td><td>0.166</td><td class=''>SUCCEEDED</td>"
+            "<td>21.2</td>") in page
+    assert "| baseline (the job as it stands) (verified) | — | 0.166 | SUCCEEDED | 21.2 |" in sections.study_markdown(facts)
+    ax = sections.trials_figure(facts).axes[0]  # the baseline is a line across the trials' chart
+    assert any(line.get_label().startswith("baseline (the job as it stands): 0.166") for line in ax.get_lines())
+    cfg, flags, rows = sections.with_trial(config_lib.load("local"), {"id": "baseline", "parameters": {}})
+    assert flags == [] and rows[0][1].startswith("no: the baseline's model, the job as it stands")
+    # a study that beat it: the trial goes on, and the sentence says so
+    facts = sections.study_facts(_beside(0.12, 0.166), {"model_dir": "/r/3/model"})
+    (verdict,) = sections.study_verdict(facts)
+    assert verdict.startswith("This model comes from a hyperparameter study: best of 3 trials by val_rmse (minimize), "
+                              "trial 3 with val_rmse 0.12. Baseline (the job as it stands, no tuning flags): val_rmse "
+                              "0.166. The study beat the job as it stands: trial 3's val_rmse 0.12 against the "
+                              "baseline's 0.166; trial 3's model goes on.")
+
+
+def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_history(tmp_path):
+    """run.json of a tuned run whose study found nothing better: the summary says so, and `runs list` shows the
+    metric of the model that went on (the baseline's), not the best trial's."""
+    from jobs import records
+    from jobs.local import history, runs
+
+    study = _beside(0.98, 0.166, str(tmp_path))
+    summary = {"name": "t", "tuning": study, "verified_trial": "baseline", "training": {}, "trainer": {}}
+    line = runs.study_line(study, "baseline")
+    assert line.endswith("; the study found nothing better than the job as it stands: trial 3's val_rmse 0.98 against "
+                         "the baseline's 0.166; the baseline's model goes on")
+    assert runs._trained_line(summary, {}).startswith("the baseline (the job as it stands, run beside the study) (the "
+                                                      "verified model's")
+    assert history._study_metric(summary) == {"val_rmse": 0.166}
+    assert records.verified_trial(study, str(tmp_path / "baseline" / "model"))["id"] == "baseline"
+    outcome = history._study(str(tmp_path), {"tuning": study})
+    assert (outcome["baseline"], outcome["handed_on"]) == (0.166, "baseline")
+    assert history._best_text(outcome).endswith("(baseline 0.166; the baseline's model went on)")
+
+
 def test_records_left_by_another_job_in_the_folder_are_not_shown(tuned_folder, tmp_path):
     from jobs import report_data
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 
 import pytest
 
+from jobs.records import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
 from trainers.errors import ConfigError
@@ -246,14 +248,23 @@ def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
 
 
 # -- the study's loop, with trials faked -----------------------------------------------------------------------
+class Ran(list):
+    """The trial ids run, in order; ``baseline``: how often the baseline ran."""
+    baseline = 0
+
+
 def fake_trials(monkeypatch, outcomes):
-    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others)."""
+    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
+    baseline's id is ``baseline``). Returns the trial ids run (the baseline counted apart)."""
     from jobs.tuning import local
 
-    ran = []
+    ran = Ran()
 
     def run(cfg, trial, base, log, stop):
-        ran.append(trial["id"])
+        if trial["id"] == "baseline":
+            ran.baseline += 1
+        else:
+            ran.append(trial["id"])
         out = outcomes.get(trial["id"], outcomes.get("*"))
         return {"seconds": 0.1, "reported_tags": ["val_rmse"], **out}
     monkeypatch.setattr(local, "_run_trial", run)
@@ -308,6 +319,103 @@ def test_a_rerun_keeps_succeeded_trials_and_runs_the_others_again(tmp_path, monk
     assert record["trials"][0] == first["trials"][0]  # kept as it was
     assert record["trials"][1]["parameters"] == first["trials"][1]["parameters"]  # run again, same values
     assert record["trials"][1]["state"] == "SUCCEEDED" and record["best_trial"]["id"] == "2"
+
+
+# -- the baseline beside the study: the job as it stands ---------------------------------------------------------
+def study_lines(cfg, monkeypatch, outcomes) -> tuple[dict, list[str], Ran]:
+    from jobs.tuning.local import run_local_study
+
+    ran, lines = fake_trials(monkeypatch, outcomes), []
+    record = run_local_study(cfg, log=lines.append)
+    return record, lines, ran
+
+
+def test_a_study_worse_than_the_job_hands_on_the_baselines_model_and_says_so(tmp_path, monkeypatch):
+    base = tmp_path / "study"
+    record, lines, ran = study_lines(job(tmp_path), monkeypatch, {
+        "baseline": {"state": "SUCCEEDED", "metric": 0.166}, "3": {"state": "SUCCEEDED", "metric": 0.98},
+        "*": {"state": "SUCCEEDED", "metric": 1.2}})
+    assert ran == ["1", "2", "3", "4"] and ran.baseline == 1  # one more run of the study, never a trial
+    assert record["best_trial"]["id"] == "3"
+    assert record["baseline"] == {"id": "baseline", "state": "SUCCEEDED", "metric": 0.166, "seconds": 0.1,
+                                  "reported_tags": ["val_rmse"], "model_dir": str(base / "baseline" / "model")}
+    reason = ("the study found nothing better than the job as it stands: trial 3's val_rmse 0.98 against the "
+              "baseline's 0.166; the baseline's model goes on")
+    assert record["handed_on"] == {"run": "baseline", "id": "baseline", "parameters": {}, "metric": 0.166,
+                                   "model_dir": str(base / "baseline" / "model"), "reason": reason}
+    assert lines[-1] == reason and lines[0].startswith("baseline started: the job as it stands (its own arguments: "
+                                                       "--epochs 3, no tuning flags)")
+    assert json.loads((base / "tuning.json").read_text())["handed_on"] == record["handed_on"]
+
+
+def test_a_study_that_beats_the_job_hands_on_the_trials_model(tmp_path, monkeypatch):
+    record, lines, _ = study_lines(job(tmp_path), monkeypatch, {
+        "baseline": {"state": "SUCCEEDED", "metric": 0.166}, "2": {"state": "SUCCEEDED", "metric": 0.12},
+        "*": {"state": "SUCCEEDED", "metric": 0.3}})
+    handed = record["handed_on"]
+    assert (handed["run"], handed["id"], handed["metric"]) == ("trial", "2", 0.12)
+    assert handed["model_dir"] == record["best_trial"]["model_dir"] == str(tmp_path / "study" / "2" / "model")
+    assert lines[-1] == ("the study beat the job as it stands: trial 2's val_rmse 0.12 against the baseline's 0.166; "
+                         "trial 2's model goes on")
+
+
+def test_a_tie_goes_to_the_baseline_and_maximize_is_the_other_way(tmp_path, monkeypatch):
+    record, _, _ = study_lines(job(tmp_path / "tie"), monkeypatch, {"*": {"state": "SUCCEEDED", "metric": 0.2}})
+    assert record["handed_on"]["run"] == "baseline"
+    record, _, _ = study_lines(with_tuning(job(tmp_path / "max"), goal="maximize"), monkeypatch, {
+        "baseline": {"state": "SUCCEEDED", "metric": 0.7}, "4": {"state": "SUCCEEDED", "metric": 0.9},
+        "*": {"state": "SUCCEEDED", "metric": 0.5}})
+    assert (record["handed_on"]["run"], record["handed_on"]["id"]) == ("trial", "4")
+
+
+def test_baseline_false_skips_it_and_the_best_trial_goes_on(tmp_path, monkeypatch):
+    cfg = job(tmp_path, "tuning.baseline=false")
+    record, lines, ran = study_lines(cfg, monkeypatch, {"*": OK})
+    assert ran.baseline == 0 and "baseline" not in record and not (tmp_path / "study" / "baseline").exists()
+    assert record["handed_on"]["id"] == record["best_trial"]["id"]
+    assert record["handed_on"]["reason"].startswith("no baseline ran (tuning.baseline is false): the best trial, trial ")
+    assert not any(line.startswith("baseline ") for line in lines)
+
+
+def test_a_failed_baseline_leaves_the_best_trial_to_go_on_and_a_rerun_runs_it_again(tmp_path, monkeypatch):
+    record, lines, _ = study_lines(job(tmp_path), monkeypatch, {"baseline": FAILED, "*": OK})
+    assert record["baseline"]["state"] == "FAILED" and record["handed_on"]["run"] == "trial"
+    assert record["handed_on"]["reason"].startswith("the baseline FAILED (chief-0 (workerpool0-0, attempt 1) exited "
+                                                    "with status 1.): nothing to compare with; the best trial, trial ")
+    assert any(line.startswith("baseline FAILED in 0.1 s: chief-0") and line.endswith(
+        "; the best trial goes on without a comparison") for line in lines)
+    again, lines, ran = study_lines(job(tmp_path), monkeypatch, {"baseline": {"state": "SUCCEEDED", "metric": 0.1},
+                                                                  "*": OK})
+    assert ran == [] and ran.baseline == 1  # the trials kept, the baseline run again
+    assert lines[0].endswith("4 finished trial(s) kept; the baseline runs again")
+    assert again["handed_on"]["run"] == "baseline"
+    _, lines, ran = study_lines(job(tmp_path), monkeypatch, {"*": OK})
+    assert ran == [] and ran.baseline == 0 and lines[0].endswith("; the baseline's result kept")
+
+
+def test_each_trial_and_the_baseline_is_one_line_with_its_values_metric_time_and_the_best_so_far(tmp_path,
+                                                                                               monkeypatch):
+    cfg = with_tuning(job(tmp_path), parallel_trials=1, max_failed_trials=2)
+    record, lines, _ = study_lines(cfg, monkeypatch, {
+        "baseline": {"state": "SUCCEEDED", "metric": 0.5}, "1": {"state": "SUCCEEDED", "metric": 0.4},
+        "2": FAILED, "*": {"state": "SUCCEEDED", "metric": 0.45}})
+    trials = {t["id"]: t for t in record["trials"]}
+    ended = [line for line in lines if re.match(r"trial \d (SUCCEEDED|FAILED) ", line)]
+    values = {i: " ".join(f"{k}={format_value(v)}" for k, v in trials[i]["parameters"].items()) for i in trials}
+    done = {line.split()[1]: line for line in ended}
+    assert done["1"] == f"trial 1 SUCCEEDED in 0.1 s (1/4 done): val_rmse 0.4 with {values['1']}; best so far: trial 1 " \
+                        "(0.4)" + ("; baseline 0.5" if lines.index(done["1"]) > _index(lines, "baseline SUCCEEDED") else "")
+    assert done["2"] == "trial 2 FAILED in 0.1 s (2/4 done): chief-0 (workerpool0-0, attempt 1) exited with status 1."
+    assert done["4"] == (f"trial 4 SUCCEEDED in 0.1 s (4/4 done): val_rmse 0.45 with {values['4']}; best so far: "
+                         "trial 1 (0.4); baseline 0.5")
+    assert lines[0].startswith("baseline started: the job as it stands")  # first, in a slot of its own
+    assert [line.split()[1] for line in lines if re.match(r"trial \d started: --batch_size=", line)] == ["1", "2", "3", "4"]
+    (said,) = [line for line in lines if line.startswith("baseline SUCCEEDED")]
+    assert said.startswith("baseline SUCCEEDED in 0.1 s: val_rmse 0.5 (the job as it stands); ")
+
+
+def _index(lines: list[str], prefix: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
 
 
 def test_another_study_in_the_same_folder_is_refused(tmp_path, monkeypatch):
@@ -451,18 +559,62 @@ def test_the_tune_component_gives_the_best_trials_model_and_the_study(tmp_path):
     components.tune.python_func(config_json=cfg.to_json(), model=model, metrics=metrics, study=record,
                                 tensorboard=logs, checkpoints=checkpoints)
     study_record = json.loads((tmp_path / "study" / "tuning.json").read_text())
-    best = study_record["best_trial"]
-    assert model.uri == best["model_dir"] == str(tmp_path / "study" / best["id"] / "model")
-    assert model.metadata["trial_id"] == best["id"] and model.metadata["val_rmse"] == best["metric"]
-    assert metrics.metadata["val_rmse"] == best["metric"] and metrics.metadata["trials"] == 4
+    best, handed = study_record["best_trial"], study_record["handed_on"]  # the model that goes on: the better one
+    folder = tmp_path / "study" / handed["id"]
+    assert handed["id"] == (best["id"] if best["metric"] < study_record["baseline"]["metric"] else "baseline")
+    assert model.uri == handed["model_dir"] == str(folder / "model")
+    assert model.metadata["trial_id"] == handed["id"] and model.metadata["val_rmse"] == handed["metric"]
+    assert metrics.metadata["val_rmse"] == handed["metric"] and metrics.metadata["trials"] == 4
+    assert metrics.metadata["baseline_val_rmse"] == study_record["baseline"]["metric"]
     assert record.uri == str(tmp_path / "study" / "tuning.json") and record.metadata["best_trial"] == best
-    assert (logs.uri, checkpoints.uri) == (str(tmp_path / "study" / best["id"] / "logs"),
-                                           str(tmp_path / "study" / best["id"] / "checkpoints"))
+    assert record.metadata["handed_on"] == handed
+    assert (logs.uri, checkpoints.uri) == (str(folder / "logs"), str(folder / "checkpoints"))
     wrong = job(tmp_path / "w", "tuning.metric=val_loss")
     with pytest.raises(SystemExit) as exit_:
         components.tune.python_func(config_json=wrong.to_json(), model=Model(uri=""), metrics=metrics, study=record,
                                     tensorboard=logs, checkpoints=checkpoints)
     assert exit_.value.code == 2
+
+
+#: search spaces for the test trainer, whose own values (--learning_rate 0.01 --units 8) give val_rmse ~0.27: far
+#: below them (every trial worse), and around better ones (every trial better: ~0.15-0.21)
+WORSE = {"learning_rate": {"type": "double", "min": 0.00001, "max": 0.00005, "scale": "log"},
+         "units": {"type": "integer", "min": 4, "max": 8}}
+BETTER = {"learning_rate": {"type": "double", "min": 0.03, "max": 0.06, "scale": "log"},
+          "units": {"type": "integer", "min": 24, "max": 32}}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("space,goes_on", [(WORSE, "baseline"), (BETTER, "trial")])
+def test_the_tune_step_hands_on_the_better_of_the_best_trial_and_the_job_as_it_stands(tmp_path, space, goes_on, capsys):
+    """Real trials and a real baseline of the test trainer: a search space worse than the job's own values hands
+    over the baseline's model and says so; one whose best trial is better hands over the trial's."""
+    from kfp.dsl import Artifact, Metrics, Model
+
+    import components
+
+    cfg = with_tuning(job(tmp_path), parameters=space, max_trials=2, parallel_trials=2)
+    model = Model(uri="")
+    components.tune.python_func(config_json=cfg.to_json(), model=model, metrics=Metrics(uri=str(tmp_path / "m")),
+                                study=Artifact(uri=""), tensorboard=Artifact(uri=""), checkpoints=Artifact(uri=""))
+    base = tmp_path / "study"
+    record = json.loads((base / "tuning.json").read_text())
+    baseline, best = record["baseline"], record["best_trial"]
+    assert baseline["state"] == "SUCCEEDED" and baseline["reported_tags"] == ["val_rmse"]
+    trained = json.loads((base / "baseline" / "model" / "trained.json").read_text())
+    assert trained["args"]["learning_rate"] == 0.01 and trained["args"]["units"] == 8  # the job as it stands
+    assert trained["val_rmse"] == baseline["metric"]
+    out = capsys.readouterr().out
+    if goes_on == "baseline":
+        assert best["metric"] > baseline["metric"] and model.uri == str(base / "baseline" / "model")
+        reason = (f"the study found nothing better than the job as it stands: trial {best['id']}'s val_rmse "
+                  f"{format_value(best['metric'])} against the baseline's {format_value(baseline['metric'])}; the "
+                  "baseline's model goes on")
+    else:
+        assert best["metric"] < baseline["metric"] and model.uri == best["model_dir"]
+        reason = (f"the study beat the job as it stands: trial {best['id']}'s val_rmse {format_value(best['metric'])} "
+                  f"against the baseline's {format_value(baseline['metric'])}; trial {best['id']}'s model goes on")
+    assert record["handed_on"]["reason"] == reason and out.splitlines()[-1] == reason
 
 
 CHECK_TRIAL = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "

@@ -4,10 +4,13 @@ The user is ``examples/tabular-regressor`` as Vertex AI's tuning docs write a tr
 ``hypertune.HyperTune().report_hyperparameter_tuning_metric``, the model exported to ``AIP_MODEL_DIR``), copied to
 a folder outside this repository, and ``python pipelines/run.py --config <copy>/tune.yaml``:
 
-* on this machine: the study (4 trials, 2 at once, each the job's chief + worker), the best trial's model
-  verified, the gate, the Model Registry request; a wrong metric tag stopped after the first batch;
+* on this machine: the study (4 trials, 2 at once, each the job's chief + worker, and the job as it stands
+  beside them), the better model (the README's search space beats the job's own values) verified, the gate, the
+  Model Registry request; a wrong metric tag stopped after the first batch;
 * for Vertex: the compiled pipeline's ``hyperparameter-tuning-job`` step run as Vertex runs it against the Vertex
-  stand-in, its create request decoded strictly as ``aiplatform_v1.HyperparameterTuningJob``.
+  stand-in, its create request decoded strictly as ``aiplatform_v1.HyperparameterTuningJob``; beside it the
+  baseline CustomJob, and pick_model handing on the better model;
+* the console: a study's lines reach it, its replicas' lines only the log.
 
 Everything expected is read from the job file itself (``tune.yaml``), not from the product's own mappings.
 The local study runs once per module (``tuned``, ~75 s on 2 cores); the gate tests rerun the same job in the same
@@ -138,6 +141,20 @@ def test_a_users_trainer_is_tuned_4_trials_2_at_once_and_the_best_trials_model_i
         assert t["model_dir"] == str(folder / "model") and (folder / "model" / "saved_model.pb").is_file()
     best = best_by_goal(trials, spec["goal"])
     assert study["best_trial"] == {k: best[k] for k in ("id", "parameters", "metric", "model_dir")}
+    # the job as it stands ran beside the trials, measured the same way, and the README's search space beats it
+    baseline = study["baseline"]
+    reports = [json.loads(line) for line in (base / "baseline" / "hypertune" / "chief-0.metrics").read_text().splitlines()]
+    assert baseline["state"] == "SUCCEEDED" and baseline["metric"] == float(reports[-1][spec["metric"]])
+    assert (base / "baseline" / "model" / "saved_model.pb").is_file()
+    print(f"best trial {best['id']}: {spec['metric']} {best['metric']:.4f}; baseline {baseline['metric']:.4f}")
+    assert best["metric"] < baseline["metric"], "the README's tuning example must improve on the job as it stands"
+    assert study["handed_on"]["run"] == "trial" and study["handed_on"]["id"] == best["id"]
+    # the console said each trial as it ended, and the baseline's, and which model goes on
+    out = tuned["proc"].stdout.splitlines()
+    ended = [line for line in out if re.match(r"  trial \d SUCCEEDED in [\d.]+ s \(\d/4 done\): val_rmse ", line)]
+    assert len(ended) == 4 and all("; best so far: trial " in line for line in ended)
+    assert any(line.startswith("  baseline SUCCEEDED in ") for line in out)
+    assert f"  {study['handed_on']['reason']}" in out
     # 2 at once: trial 2 started before any trial ended; never more than 2 started before the first ended
     log = tuned["log"]
     starts = {n: log.index(f"trial {n} started: ") for n in "1234"}
@@ -264,7 +281,10 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     compiled = yaml.safe_load(out.read_text())
     tasks = compiled["root"]["dag"]["tasks"]
     assert "hyperparameter-tuning-job" in tasks
-    assert not {"tune", "train", "custom-training-job"} & set(tasks), sorted(tasks)  # no local or single-job step
+    assert not {"tune", "train"} & set(tasks), sorted(tasks)  # no local step
+    # the one CustomJob task is the baseline beside the study (tuning.baseline); the model that goes on is picked
+    assert tasks["custom-training-job"]["taskInfo"]["name"] == "baseline"
+    assert tasks["verify-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"] == "pick-model"
     step = tasks["hyperparameter-tuning-job"]["inputs"]["parameters"]
     assert step["trial_job_spec"]["taskOutputParameter"] == {"outputParameterKey": "custom_job_spec",
                                                               "producerTask": "validate-config"}
@@ -354,6 +374,173 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
         "resourceType": "HyperparameterTuningJob", "resourceUri": f"{vertex.url}/v1/{job.name}"}]}
 
 
+def _task_inputs(compiled: dict, task: str, validated, endpoint: str) -> dict:
+    """A compiled task's input parameters as Vertex resolves them when the pipeline starts with its defaults:
+    validate-config's outputs, the root parameters' defaults, constants (the project placeholder: ``team``)."""
+    defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
+    out = {}
+    for name, source in compiled["root"]["dag"]["tasks"][task]["inputs"]["parameters"].items():
+        if "taskOutputParameter" in source:
+            assert source["taskOutputParameter"]["producerTask"] == "validate-config", (task, name, source)
+            out[name] = getattr(validated, source["taskOutputParameter"]["outputParameterKey"])
+        elif "componentInputParameter" in source:
+            out[name] = defaults[source["componentInputParameter"]]
+        else:
+            constant = source["runtimeValue"]["constant"]
+            out[name] = "team" if constant == "{{$.pipeline_google_cloud_project_id}}" else constant
+    return as_json_numbers({**out, "api_endpoint": endpoint})
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("baseline_figure,goes_on", [(0.11, "baseline"), (0.17, "baseline"), (0.3, "2")])
+def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_and_the_better_model_goes_on(
+        tmp_path, monkeypatch, baseline_figure, goes_on):
+    """Started with its defaults, the compiled Vertex pipeline runs a baseline CustomJob (the job as it stands, in
+    ``<base>/baseline``, its chief's cloudml-hypertune file pointed there through ``/gcs``) beside the
+    HyperparameterTuningJob; both steps run as Vertex runs them against the stand-in, then pick_model reads the
+    baseline's figure through the mount and hands on the better model (the best trial, 2, has 0.17: a tie goes
+    to the baseline)."""
+    from kfp.dsl import Artifact, Model
+
+    import components
+    from tests.pipeline_dag import tasks_started_with_defaults
+    from trainers import paths
+
+    project = copy_project(tmp_path / "my-project")
+    out = tmp_path / "tune.pipeline.yaml"
+    proc = run_py("--config", str(project / "tune.yaml"), "--compile-only", str(out),
+                  "--set", f"container.image_uri={IMAGE}", "--set", f"output.base_dir={GCS_BASE}",
+                  "--set", "serving.eval_data=gs://team-bucket/eval.jsonl", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    compiled = yaml.safe_load(out.read_text())
+    started = tasks_started_with_defaults(compiled)
+    assert {"comp-hyperparameter-tuning-job", "comp-custom-training-job", "comp-pick-model"} <= set(started)
+    tasks = compiled["root"]["dag"]["tasks"]
+    assert tasks["custom-training-job"]["taskInfo"]["name"] == "baseline"
+    # a failed baseline must not stop the run: pick-model runs once its upstream steps ended, whatever their end
+    assert tasks["pick-model"]["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert set(tasks["pick-model"]["dependentTasks"]) >= {"custom-training-job", "hyperparameter-tuning-job"}
+    for step in ("verify-model", "report"):  # the model and the study that go on are pick-model's
+        assert "pick-model" in tasks[step]["dependentTasks"]
+    params = compiled["root"]["inputDefinitions"]["parameters"]
+    validated = components.validate_config.python_func(config_json=params["config_json"]["defaultValue"],
+                                                       image_uri=IMAGE, location=params["location"]["defaultValue"])
+    executors = compiled["deploymentSpec"]["executors"]
+    tuning_out, baseline_out = tmp_path / "tuning", tmp_path / "baseline"
+    tuning_out.mkdir()
+    baseline_out.mkdir()
+    with VertexStandIn(tuning_trials=VERTEX_TRIALS, tuning_states=("RUNNING",) * 6 + ("SUCCEEDED",)) as vertex:
+        tuning = start_step(executors["exec-hyperparameter-tuning-job"]["container"], "hyperparameter-tuning-job",
+                            _task_inputs(compiled, "hyperparameter-tuning-job", validated, vertex.url), tuning_out,
+                            parameters=("gcp_resources", "best_trial", "best_model_dir"),
+                            artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
+                                       "study": ("system.Artifact", str(tuning_out / "study"))})
+        baseline = start_step(executors["exec-custom-training-job"]["container"], "custom-training-job",
+                              _task_inputs(compiled, "custom-training-job", validated, vertex.url), baseline_out,
+                              parameters=("gcp_resources",))
+        tuned, based = finish(tuning), finish(baseline)
+        assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-2000:]
+        assert based.returncode == 0, based.stdout[-2000:] + based.stderr[-2000:]
+        (created,) = vertex.custom_jobs.values()
+        (study_job,) = vertex.tuning_jobs.values()
+
+    # the baseline is the job as it stands: the trials' own spec, in <base>/baseline, no tuning flag
+    spec, trial = created.job_spec, study_job.trial_job_spec
+    assert spec.base_output_directory.output_uri_prefix == f"{GCS_BASE}/baseline"
+    assert trial.base_output_directory.output_uri_prefix == GCS_BASE
+    assert len(spec.worker_pool_specs) == len(trial.worker_pool_specs) == 2
+    for ours, theirs in zip(spec.worker_pool_specs, trial.worker_pool_specs):
+        assert (ours.container_spec.image_uri, list(ours.container_spec.command), list(ours.container_spec.args)) == (
+            theirs.container_spec.image_uri, list(theirs.container_spec.command), list(theirs.container_spec.args))
+        assert ours.machine_spec == theirs.machine_spec and ours.replica_count == theirs.replica_count
+    chief_env = {e.name: e.value for e in spec.worker_pool_specs[0].container_spec.env}
+    assert chief_env.pop("CLOUD_ML_HP_METRIC_FILE") == "/gcs/team-bucket/runs/regressor-tune/baseline/hypertune/chief-0.metrics"
+    assert chief_env == {e.name: e.value for e in trial.worker_pool_specs[0].container_spec.env}
+    assert "CLOUD_ML_HP_METRIC_FILE" not in {e.name for e in spec.worker_pool_specs[1].container_spec.env}
+    assert created.display_name == "tabular-regressor-tune-baseline"
+    # the tuning step said each trial as the polls showed it end
+    said = [line for line in tuned.stdout.splitlines() if re.match(r"trial \d ", line)]
+    assert "trial 2 SUCCEEDED in 8.5 s (2/4 done): val_rmse 0.17 with batch_size=16 learning_rate=0.002 " \
+           "optimizer=sgd units=21; best so far: trial 2 (0.17)" in said
+    assert said.index("trial 4 started: --batch_size=16 --learning_rate=0.0003 --optimizer=sgd --units=4") < \
+        said.index("trial 4 INFEASIBLE in 8.5 s (4/4 done): no finite val_rmse reported")
+
+    # what the baseline's chief wrote on Vertex, through the mount: its reports (the last counts) and its model
+    gcs = tmp_path / "gcs"
+    monkeypatch.setattr(paths, "FUSE_ROOT", str(gcs))
+    folder = gcs / "team-bucket" / "runs" / "regressor-tune" / "baseline"
+    (folder / "hypertune").mkdir(parents=True)
+    (folder / "hypertune" / "chief-0.metrics").write_text("".join(
+        json.dumps({"timestamp": i, "trial": "0", "val_rmse": str(v), "global_step": str(i), "checkpoint_path": ""})
+        + "\n" for i, v in enumerate([0.9, 0.5, baseline_figure], 1)))
+    (folder / "model").mkdir()
+    (folder / "model" / "saved_model.pb").write_bytes(b"\x08\x01")
+    model, study = Model(uri=""), Artifact(uri=str(tmp_path / "picked-study"))
+    picked = components.pick_model.python_func(
+        model=model, study=study, config_json=validated.config_json,
+        tuning_study=Artifact(uri=str(tuning_out / "study")), baseline_job=(baseline_out / "gcp_resources").read_text(),
+        record_dir=validated.base_output_directory)
+    handed = json.loads(picked.handed_on)
+    record = json.loads((tmp_path / "picked-study").read_text())
+    assert record["baseline"]["state"] == "SUCCEEDED" and record["baseline"]["metric"] == baseline_figure
+    assert record["baseline"]["custom_job"] == created.name
+    assert record["handed_on"] == handed and handed["id"] == goes_on
+    expected = f"{GCS_BASE}/{'baseline' if goes_on == 'baseline' else '2'}/model"
+    assert model.uri == handed["model_dir"] == expected
+    if goes_on == "baseline":
+        assert handed["reason"] == (f"the study found nothing better than the job as it stands: trial 2's val_rmse 0.17 "
+                                    f"against the baseline's {baseline_figure:g}; the baseline's model goes on")
+    else:
+        assert handed["reason"].startswith("the study beat the job as it stands: trial 2's val_rmse 0.17")
+    # the run folder holds the study's record, as a local run's does (the report and runs list read it there)
+    assert json.loads((gcs / "team-bucket" / "runs" / "regressor-tune" / "tuning.json").read_text()) == record
+
+
+def test_baseline_false_compiles_no_baseline_job_and_pick_model_hands_on_the_best_trial(tmp_path):
+    from pipelines.training_pipeline import compile_pipeline
+    from tests.pipeline_dag import tasks_started_with_defaults
+    from trainers import config as config_lib
+
+    cfg = config_lib.load(str(EXAMPLE / "tune.yaml"), [f"container.image_uri={IMAGE}", f"output.base_dir={GCS_BASE}",
+                                                       "serving.eval_data=gs://team-bucket/eval.jsonl",
+                                                       "tuning.baseline=false"])
+    compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
+    tasks = compiled["root"]["dag"]["tasks"]
+    assert "custom-training-job" not in tasks and "triggerPolicy" not in tasks["pick-model"]
+    assert "baseline_job" not in tasks["pick-model"]["inputs"].get("parameters", {})
+    assert "comp-custom-training-job" not in tasks_started_with_defaults(compiled)
+
+
+def test_pick_model_records_a_failed_baseline_and_hands_on_the_best_trial(tmp_path, monkeypatch):
+    """The baseline step failed (no gcp_resources reaches pick_model): the best trial goes on, the record says
+    why; a baseline that wrote no report is recorded INFEASIBLE."""
+    from kfp.dsl import Artifact, Model
+
+    import components
+    from trainers import config as config_lib
+    from trainers import paths
+
+    monkeypatch.setattr(paths, "FUSE_ROOT", str(tmp_path / "gcs"))
+    (tmp_path / "gcs" / "team-bucket" / "runs" / "regressor-tune").mkdir(parents=True)  # the trials wrote there
+    cfg = config_lib.load(str(EXAMPLE / "tune.yaml"), [f"output.base_dir={GCS_BASE}"])
+    study = {"metric": "val_rmse", "goal": "minimize", "best_trial": {"id": "2", "metric": 0.17, "parameters": {},
+                                                                       "model_dir": f"{GCS_BASE}/2/model"},
+             "trials": [{"id": "2", "state": "SUCCEEDED", "metric": 0.17, "parameters": {}}]}
+    (tmp_path / "study").write_text(json.dumps(study))
+    for gcp_resources, state in (("", "FAILED"), ('{"resources": [{"resourceType": "CustomJob", "resourceUri": '
+                                                   '"https://x/v1/projects/p/locations/l/customJobs/9"}]}', "INFEASIBLE")):
+        model = Model(uri="")
+        picked = components.pick_model.python_func(
+            model=model, study=Artifact(uri=str(tmp_path / "out")), config_json=cfg.to_json(),
+            tuning_study=Artifact(uri=str(tmp_path / "study")), baseline_job=gcp_resources, record_dir=GCS_BASE)
+        record = json.loads((tmp_path / "out").read_text())
+        assert record["baseline"]["state"] == state and model.uri == f"{GCS_BASE}/2/model"
+        assert json.loads(picked.handed_on)["reason"].startswith(f"the baseline {state} (")
+    with pytest.raises(SystemExit):  # no study: one error line, exit 1
+        components.pick_model.python_func(model=Model(uri=""), study=Artifact(uri=str(tmp_path / "o2")),
+                                          config_json=cfg.to_json(), tuning_study=None, record_dir=GCS_BASE)
+
+
 # -- the console: a failed step's problem is said once, last ---------------------------------------------------
 GATE_FAILS = """\
 08:00:00.000 - INFO - Executing task 'gate'
@@ -379,6 +566,30 @@ def _fed(lines: str):
     for line in lines.splitlines():
         console._handle(line)
     return console, console.out.getvalue().splitlines()
+
+
+TUNE_SAYS = """\
+08:00:00.000 - INFO - Executing task 'tune'
+    baseline started: the job as it stands (its own arguments: --epochs 3, no tuning flags)
+    trial 1 started: --batch_size=16 --learning_rate=0.0397 --optimizer=adam --units=18
+    [trial 1] [chief-0] Epoch 1/3
+    [trial 1] [chief-0] epoch 1: val_rmse 0.5321
+    [baseline] [chief-0] epoch 3: val_rmse 0.1660
+    baseline SUCCEEDED in 27.7 s: val_rmse 0.166 (the job as it stands); no trial has succeeded yet
+    trial 1 SUCCEEDED in 30.3 s (1/1 done): val_rmse 0.1226 with batch_size=16 learning_rate=0.0397 optimizer=adam units=18; best so far: trial 1 (0.1226); baseline 0.166
+    study done in 31.0 s: 1 trial(s); best trial 1: val_rmse = 0.1226 with --batch_size=16 --learning_rate=0.0397
+    the study beat the job as it stands: trial 1's val_rmse 0.1226 against the baseline's 0.166; trial 1's model goes on
+08:00:31.000 - INFO - Task 'tune' finished with status SUCCESS
+"""
+
+
+def test_a_studys_lines_reach_the_console_and_its_replicas_lines_only_the_log():
+    """Each trial and the baseline, as they start and end, the study's end and which model goes on reach the
+    console (the step's own lines, unindented by two); what a trial's replicas print stays in the log."""
+    _, shown = _fed(TUNE_SAYS)
+    said = [line.removeprefix("    ") for line in TUNE_SAYS.splitlines() if line.startswith("    ") and "] [" not in line]
+    assert shown[0] == "▸ tune" and shown[-1].startswith("✓ tune (")
+    assert shown[1:-1] == [f"  {line}" for line in said]
 
 
 def test_a_failed_steps_own_error_line_is_kept_for_the_runs_last_words_not_repeated():

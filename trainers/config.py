@@ -313,6 +313,10 @@ class Gate:
     #: also beat ``serving.parent_model``'s default version on the thresholds' metrics (each in its
     #: threshold's direction), as its Model Registry evaluation records them.
     better_than_parent: bool = False
+    #: a tuned job: register only a trial's model that beats the baseline (the job as it stands, run beside
+    #: the study: ``tuning.baseline``) on the study's metric, in the study's direction; when the study found
+    #: nothing better, the baseline's model goes on and this bar refuses it.
+    better_than_baseline: bool = False
 
 
 @dataclasses.dataclass
@@ -374,6 +378,11 @@ class Tuning:
     parallel_trials: int = 1
     #: failed trials that fail the study; 0 = Vertex decides (here: the first failed trial does).
     max_failed_trials: int = 0
+    #: run the job as it stands (the trainer with its own arguments and no tuning flags; the built-in trainer
+    #: with the config's values) beside the trials, measured the same way: the model that goes on is the
+    #: better of the best trial and this baseline (``jobs.records.handed_on_run``). Here one more run of the
+    #: study; on Vertex a CustomJob beside the HyperparameterTuningJob. false: no baseline, the best trial goes on.
+    baseline: bool = True
 
     @property
     def enabled(self) -> bool:

@@ -18,6 +18,12 @@ def is_uri(path: str) -> bool:
 FUSE_ROOT = "/gcs"
 
 
+def fuse_path(uri: str) -> str:
+    """Where a Vertex replica or pipeline task sees ``uri`` as a file: ``gs://B/P`` -> ``/gcs/B/P`` (Cloud Storage
+    FUSE, mounted by Vertex whether or not this machine has the mount); anything else unchanged."""
+    return FUSE_ROOT + "/" + uri[len("gs://"):] if uri.startswith("gs://") else uri
+
+
 def readable(uri: str) -> str:
     """A path Python's own file functions can read for ``uri``: ``gs://B/P`` -> ``/gcs/B/P`` where that mount
     exists (a Vertex replica or pipeline task), else ``uri`` unchanged (local paths; ``gs://`` elsewhere)."""

@@ -9,7 +9,7 @@ from components.base import component
 def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metrics], result: Output[Artifact],
          config_json: str, verification: Input[Artifact] = None, training_metrics: Input[Metrics] = None,
          tensorboard: Input[Artifact] = None, tuning_metric: str = "", parent_model: str = "",
-         api_endpoint: str = "", dry_run: bool = False, record_dir: str = ""):
+         api_endpoint: str = "", dry_run: bool = False, record_dir: str = "", study: Input[Artifact] = None):
     """Check what the run measured against ``serving.gate`` in ``config_json``: its ``thresholds``
     (``accuracy >= 0.8``, ``val_rmse <= 0.3``) and, with ``better_than_parent``, the figures of
     ``parent_model``'s default version as the Vertex AI Model Registry's evaluation of it records them
@@ -19,7 +19,9 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
     ``training_metrics`` (``train``'s Metrics), ``tensorboard`` (a TensorBoard logs folder: every scalar's last
     value, e.g. ``validation/epoch_accuracy``), ``tuning_metric`` (the tuning study's best trial as JSON,
     ``{"val_rmse": 0.21}``); each optional. ``dry_run`` (a local run): no Model Registry call, the parent
-    comparison is skipped with a note.
+    comparison is skipped with a note. ``study`` (a tuned job: ``tune``'s or ``pick_model``'s record, with the
+    baseline run beside the trials and the model handed on): what ``better_than_baseline`` checks, the model that
+    goes on strictly better than the baseline (the job as it stands) on the study's metric.
 
     Passed: ``gated_model`` is ``model`` (same URI and metadata, plus the gate's lines), ``metrics`` logs
     ``gate_passed`` and each bar's figure, ``result`` is the record (JSON), also written to
@@ -50,6 +52,14 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
         except (OSError, ValueError) as exc:
             fail(f"verification: {verification.path} is not the verify step's JSON record "
                  f"({' '.join(str(exc).split())[:200]}); valid choices: verify_model's verification output")
+    studied = None
+    if study is not None:
+        try:
+            with open(study.path, encoding="utf-8") as f:
+                studied = json.load(f)
+        except (OSError, ValueError) as exc:
+            fail(f"study: {study.path} is not a study's JSON record ({' '.join(str(exc).split())[:200]}); valid "
+                 "choices: tune's or pick_model's study output")
     try:
         scalars = {}
         if tensorboard is not None:
@@ -60,7 +70,7 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
                                     scalars=scalars, tuning=gate_lib.tuning_figures(tuning_metric, study_metric),
                                     verification=verified if isinstance(verified, dict) else {})
         outcome = gate_lib.run(cfg.serving.gate, figures, parent_model=parent_model or cfg.serving.parent_model,
-                               dry_run=dry_run, api_endpoint=api_endpoint, record_dir=record_dir)
+                               dry_run=dry_run, api_endpoint=api_endpoint, record_dir=record_dir, study=studied)
     except (gate_lib.GateError, CloudError) as exc:
         fail(str(exc))
     record = outcome.to_dict()
@@ -72,7 +82,8 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
         fail(outcome.missed)
     metrics.log_metric("gate_passed", 1.0)
     for check in outcome.checks:
-        if check.measured is not None and math.isfinite(check.measured) and not check.bar.parent:
+        if check.measured is not None and math.isfinite(check.measured) and not check.bar.parent \
+                and not check.bar.baseline:
             metrics.log_metric(check.bar.metric, float(check.measured))
     gated_model.uri = model.uri
     gated_model.metadata.update({**dict(model.metadata), "gate": {"passed": True, "bars": outcome.lines}})

@@ -1,5 +1,6 @@
 """tune: the job's study on this machine (every trial the job's worker pools under the local launcher, with the
-contract Vertex gives a trial); the best trial's Model, the study's Metrics and its record out."""
+contract Vertex gives a trial, and the job as it stands beside them); the better of the best trial's and the
+baseline's Model, the study's Metrics and its record out."""
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.base import component
@@ -15,11 +16,16 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     the first trials with one line naming the tag expected and the tags reported.
 
     ``dataset`` (optional): TFRecord shards as ``prepare_data`` writes them, read by the built-in trainer.
-    Outputs: ``model``, URI = the best trial's ``AIP_MODEL_DIR`` (``<base>/<trial id>/model``), with its trial id,
-    values and metric as metadata; ``metrics``: the best metric and the trial counts; ``study``: URI =
-    ``<base>/tuning.json``, every trial (parameters, metric, state, seconds) and the best one; ``tensorboard`` and
-    ``checkpoints``: the best trial's folders. On Vertex the same section runs as a HyperparameterTuningJob
-    (``hyperparameter_tuning_job``)."""
+    With ``tuning.baseline`` (default true) the job as it stands (its own arguments, no tuning flags) runs beside
+    the trials in ``<base>/baseline/``, measured the same way, and the model that goes on is the better of the best
+    trial and the baseline by the study's metric (a tie: the baseline); the console says which and why.
+
+    Outputs: ``model``, URI = the ``AIP_MODEL_DIR`` of the model that goes on (``<base>/<trial id>/model``, or
+    ``<base>/baseline/model``), with its trial id (``baseline``), values and metric as metadata; ``metrics``: its
+    metric, the baseline's, the trial counts; ``study``: URI = ``<base>/tuning.json``, every trial (parameters,
+    metric, state, seconds), the best one, the baseline and the model handed on; ``tensorboard`` and
+    ``checkpoints``: that model's folders. On Vertex the same section runs as a HyperparameterTuningJob
+    (``hyperparameter_tuning_job``) beside a baseline CustomJob (``custom_training_job``), joined by ``pick_model``."""
     from jobs import records, steps
     from jobs.tuning.local import StudyFailed, run_local_study
     from trainers import config as config_lib
@@ -40,17 +46,21 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     except StudyFailed as exc:
         steps.console_log(f"error: {exc}")
         raise SystemExit(1) from None
-    best = record["best_trial"]
-    model.uri = best["model_dir"]
-    model.metadata.update({"framework": "tensorflow", "job": cfg.name, "trial_id": best["id"],
-                           "parameters": best["parameters"], cfg.tuning.metric: best["metric"]})
-    metrics.log_metric(cfg.tuning.metric, float(best["metric"]))
+    best, handed = record["best_trial"], record[records.HANDED_ON]
+    model.uri = handed["model_dir"]
+    model.metadata.update({"framework": "tensorflow", "job": cfg.name, "trial_id": handed["id"],
+                           "parameters": handed["parameters"], cfg.tuning.metric: handed["metric"],
+                           "handed_on": handed["reason"]})
+    metrics.log_metric(cfg.tuning.metric, float(handed["metric"]))
     states = [t["state"] for t in record["trials"]]
     metrics.log_metric("trials", float(len(states)))
     metrics.log_metric("trials_succeeded", float(states.count("SUCCEEDED")))
     metrics.log_metric("study_seconds", float(record["seconds"]))
+    baseline = records.baseline_metric(records.baseline_of(record))
+    if baseline is not None:
+        metrics.log_metric(f"baseline_{cfg.tuning.metric}", baseline)
     study.uri = join(config_lib.resolved_base_dir(cfg), records.TUNING_RECORD)
-    best_base = best["model_dir"].rstrip("/").rsplit("/", 1)[0]  # <base>/<trial id>, laid out as Vertex does
-    tensorboard.uri, checkpoints.uri = join(best_base, "logs"), join(best_base, "checkpoints")
+    folder = handed["model_dir"].rstrip("/").rsplit("/", 1)[0]  # <base>/<trial id> or <base>/baseline, as Vertex
+    tensorboard.uri, checkpoints.uri = join(folder, "logs"), join(folder, "checkpoints")
     study.metadata.update({"metric": record["metric"], "goal": record["goal"], "best_trial": best,
-                           "trials": len(states)})
+                           "baseline": records.baseline_of(record), records.HANDED_ON: handed, "trials": len(states)})

@@ -18,7 +18,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("max_wait_duration", str), ("persistent_resource_id", str), ("tuning", dict),
                          ("service_account", str), ("network", str), ("disable_retries", bool),
                          ("enable_web_access", bool), ("enable_dashboard_access", bool), ("reserved_ip_ranges", list),
-                         ("psc_network_attachment", str)]):
+                         ("psc_network_attachment", str), ("baseline_worker_pool_specs", list),
+                         ("baseline_output_directory", str), ("baseline_display_name", str)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -36,7 +37,11 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     ``disable_retries``, output directory, TensorBoard, service account, network, web/dashboard access, reserved
     IP ranges, the PSC network attachment) for ``custom_training_job``; ``base_dir``/``model_dir``/``tensorboard_dir`` (where the job writes, as Vertex
     lays it out); the Model Registry fields; warnings, one per line; ``tuning``: the config's ``tuning``
-    section (empty parameters: no study)."""
+    section (empty parameters: no study); ``baseline_worker_pool_specs``, ``baseline_output_directory`` and
+    ``baseline_display_name``: with a ``tuning`` section whose ``baseline`` is on, the baseline CustomJob's pools,
+    folder and name for a second ``custom_training_job`` beside the tuning job (``jobs.job_spec.baseline_job_spec``:
+    the job as it stands in ``<base>/baseline``, its chief reporting its metric to a file there), else ``[]``,
+    ``""`` and ``""``."""
     from collections import namedtuple
 
     from jobs import job_spec, steps, validate
@@ -58,16 +63,20 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     import dataclasses
 
     parts = job_spec.parts(spec)
+    baseline = (job_spec.parts(job_spec.baseline_job_spec(cfg, service_account=service_account, network=network))
+                if cfg.tuning.enabled and cfg.tuning.baseline else {"worker_pool_specs": [], "base_output_directory": ""})
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
               "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
               "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
               "max_wait_duration", "persistent_resource_id", "tuning", "service_account", "network", "disable_retries",
-              "enable_web_access", "enable_dashboard_access", "reserved_ip_ranges", "psc_network_attachment"]
+              "enable_web_access", "enable_dashboard_access", "reserved_ip_ranges", "psc_network_attachment",
+              "baseline_worker_pool_specs", "baseline_output_directory", "baseline_display_name"]
     return namedtuple("ValidatedJob", fields)(
         cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
         parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
         config_lib.resolved_base_dir(cfg), dirs["model"], dirs["logs"], serving["display_name"], serving["labels"],
         serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
         parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning),
-        *(parts[k] for k in fields[20:]))
+        *(parts[k] for k in fields[20:27]), baseline["worker_pool_specs"], baseline["base_output_directory"],
+        f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "")

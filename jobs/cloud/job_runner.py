@@ -143,11 +143,13 @@ def _terminate(signum, frame):
 
 
 def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: str, api_endpoint: str = "",
-        log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep):
+        log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep,
+        on_poll: Callable[[Any], None] | None = None):
     """Create ``job`` (a message of :func:`request`) in ``project``/``location``, or resume the one an earlier
     attempt created (``gcp_resources``), and follow it to the end; returns the finished job. A failed,
     cancelled or expired job, or a give-up of the policy, is a CloudError with one line; SIGTERM cancels the
-    job and raises :class:`Terminated`."""
+    job and raises :class:`Terminated`. ``on_poll``: called with the job as each read returns it, before its
+    state line (a job module's own lines: the tuning job's trials as they end)."""
     from google.cloud import aiplatform_v1
 
     kind, method = job_type.resource, job_type.method
@@ -169,7 +171,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
     clients.keeps_running(f"{kind} {name}", job_type.hint(name))
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return _follow(job_type, client, name, log, sleep)
+        return _follow(job_type, client, name, log, sleep, on_poll)
     except Terminated:
         clients.call(getattr(client, f"cancel_{method}"), name=name, doing=f"cancelling {kind} {name}",
                      unsure=f"it may still be running: {job_type.hint(name)}")
@@ -179,12 +181,15 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
         signal.signal(signal.SIGTERM, previous)
 
 
-def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sleep: Callable[[float], None]):
+def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sleep: Callable[[float], None],
+            on_poll: Callable[[Any], None] | None = None):
     kind = job_type.resource
     last, interval = None, 1.0
     while True:
         job = clients.call(getattr(client, f"get_{job_type.method}"), name=name, doing=f"reading {kind} {name}",
                            unsure=f"the job may still be running: {job_type.hint(name)}")
+        if on_poll is not None:
+            on_poll(job)
         state = job.state.name
         seen = (state, job_type.progress(job))
         if seen != last:

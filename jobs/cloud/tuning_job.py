@@ -19,7 +19,8 @@ and the reading of its outputs; ``jobs.cloud.job_runner`` (THE runner of every V
   labels;
 * :func:`run` creates it through the runner (created once, ``gcp_resources`` in GCPC's format with resource type
   ``HyperparameterTuningJob``, a retried task following the job it created, polled to a terminal state with
-  the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error);
+  the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error), and says each
+  trial as the polls show it start and end (:class:`TrialLines`, the runner's ``on_poll``: the local study's lines);
 * :func:`best_trial` picks the best trial of the finished job by the rule every study shares
   (``jobs.records.best_of``; Vertex names none: python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
   ``AIP_MODEL_DIR`` to ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
@@ -135,8 +136,49 @@ def trials(job, tuning: Any) -> list[dict[str, Any]]:
             spec = t.parameters.get(p.parameter_id)
             params[p.parameter_id] = typed_value(spec, p.value) if spec is not None and p.value is not None else p.value
         metric = next((m.value for m in trial.final_measurement.metrics if m.metric_id == t.metric), None)
-        out.append({"id": trial.id, "parameters": params, "metric": metric, "state": trial.state.name})
+        row = {"id": trial.id, "parameters": params, "metric": metric, "state": trial.state.name}
+        if trial.start_time is not None and trial.end_time is not None:  # a trial's wall time, as a local one's
+            row["seconds"] = round((trial.end_time - trial.start_time).total_seconds(), 1)
+        out.append(row)
     return out
+
+
+#: a trial's states that end it (``aiplatform_v1.Trial.State``); REQUESTED, ACTIVE and STOPPING do not
+TRIAL_ENDED = ("SUCCEEDED", "INFEASIBLE")
+
+
+class TrialLines:
+    """What a study says as it goes, from the job's ``trials`` as each poll returns them (the runner's
+    ``on_poll``): one line when a trial is first seen running (``trial 3 started: --batch_size=16 ...``), one
+    when it ends, the local study's own line (``jobs.records.trial_line``: n/N done, its values, its metric, its
+    wall time, the best so far). Each trial is said once, whatever the polls repeat."""
+
+    def __init__(self, tuning: Any, log: Callable[[str], None] = print):
+        from jobs.tuning_spec import flag_value
+
+        self.section, self.log, self.flag_value = tuning_section(tuning), log, flag_value
+        self.started: set[str] = set()
+        self.ended: set[str] = set()
+
+    def _flags(self, parameters: dict[str, Any]) -> str:
+        specs = self.section.parameters
+        return " ".join(f"--{n}={self.flag_value(specs[n], v) if n in specs else v}" for n, v in sorted(parameters.items()))
+
+    def __call__(self, job) -> None:
+        t = self.section
+        rows = sorted(trials(job, t), key=lambda row: records.trial_order(row["id"]))
+        for row in rows:
+            if row["id"] not in self.started and row["state"] not in TRIAL_ENDED:
+                self.started.add(row["id"])
+                self.log(f"trial {row['id']} started: {self._flags(row['parameters'])}")
+        for row in rows:
+            if row["id"] in self.ended or row["state"] not in TRIAL_ENDED:
+                continue
+            self.ended.add(row["id"])
+            self.started.add(row["id"])
+            ended = [r for r in rows if r["id"] in self.ended]
+            best = records.best_of(ended, t.goal)
+            self.log(records.trial_line(row, t.metric, len(ended), t.max_trials, best))
 
 
 def best_trial(job, tuning: Any, base_output_directory: str = "") -> dict[str, Any] | None:
@@ -160,7 +202,7 @@ def run(*, project: str, location: str, gcp_resources: str, display_name: str, t
     with one line."""
     job = tuning_job(display_name=display_name, tuning=tuning, trial_job_spec=trial_job_spec, labels=labels)
     return job_runner.run(TUNING_JOB, job, project=project, location=location, gcp_resources=gcp_resources,
-                          api_endpoint=api_endpoint, log=log, sleep=sleep)
+                          api_endpoint=api_endpoint, log=log, sleep=sleep, on_poll=TrialLines(tuning, log))
 
 
 def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_trial_path: str = "",

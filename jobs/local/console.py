@@ -8,6 +8,10 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
 * training progress: a live bar on a terminal (rich), otherwise a line at most every few seconds, with
   step/total, loss, accuracy, examples/s and ETA; for a user's Keras trainer, each epoch's metrics as
   ``fit`` prints them; resumes and restarts when they happen;
+* a hyperparameter study's own lines: each trial and the baseline starting and ending (n/N, values, metric,
+  wall time, the best so far), the study's end and which model goes on (:data:`STUDY`); a trial's replicas' lines
+  (``[trial 3] [chief-0] ...``) go to the log only. While a study is quiet, the "still running" line names the
+  runs in flight and how long each has run;
 * warnings and errors (``warning:``/``error:`` lines, the launcher's failures; a replica's error line once,
   not once per replica). A step's own ``error:`` lines are held until it ends: shown then when the step
   succeeded; when it failed, its last meaningful lines and the log file's path are shown, and then (printed
@@ -56,6 +60,14 @@ CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")
 DRAIN = "\x00vtp-console-drain "
 SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
+#: what a hyperparameter study says (``jobs.tuning.local``, ``jobs.cloud.tuning_job``, ``pick_model``): each trial
+#: and the baseline starting and ending, the study's end, which model goes on and why (``jobs.records``)
+STUDY = re.compile(r"^(trial \d+ (started|SUCCEEDED|FAILED|INFEASIBLE|stopped|ended)\b|baseline (started|SUCCEEDED|"
+                   r"FAILED|INFEASIBLE|stopped)\b|study done |resuming the study |the study (beat|found|stops)|"
+                   r"no baseline ran|the baseline )")
+#: a run of a study starting and ending, for the "still running" line (which trials are in flight)
+RUN_STARTED = re.compile(r"^(trial \d+|baseline) started\b")
+RUN_ENDED = re.compile(r"^(trial \d+|baseline) (SUCCEEDED|FAILED|INFEASIBLE|stopped|ended)\b")
 PROGRESS_EVERY_S = 5.0
 #: a step that has shown nothing for this long gets a "still running" line (then every HEARTBEAT_EVERY_S):
 #: a big model's first steps on CPUs here take minutes, and silence reads as a hang
@@ -95,6 +107,7 @@ class Console:
         self.failed: tuple[str, list[str], list[str]] | None = None  # (step, its errors, cause) of a failed step
         self._drained: dict[str, threading.Event] = {}
         self._train: dict[str, float] = {}
+        self._in_flight: dict[str, float] = {}  # a study's runs started and not ended: name -> when it started
         self._last_progress = 0.0
         self._bar = None
         self._lock = threading.Lock()
@@ -215,7 +228,12 @@ class Console:
                 where = f"; full log: {self.log_path}" if self.log_path else ""
                 step = f" at step {int(self._train['step'])}/{int(self._train['total'])}" if "step" in self._train \
                     else ""
-                self._show(f"  {self._task} still running{step}: nothing to show for {quiet:.0f} s{where}")
+                if self._in_flight:  # a study: which of its runs are going, and for how long
+                    now = time.monotonic()
+                    runs = ", ".join(f"{name} ({now - since:.0f} s)" for name, since in self._in_flight.items())
+                    self._show(f"  {self._task} still running: in flight {runs}{where}")
+                else:
+                    self._show(f"  {self._task} still running{step}: nothing to show for {quiet:.0f} s{where}")
                 self._last_shown -= QUIET_S - HEARTBEAT_EVERY_S  # the next line after HEARTBEAT_EVERY_S
 
     def _show(self, text: str) -> None:
@@ -253,6 +271,7 @@ class Console:
         if start:
             self._task, self._task_started = start.group(1), time.monotonic()
             self._task_lines.clear()
+            self._in_flight.clear()
             self._cause, self._errors, self._shown_errors = [], [], set()
             self._show(f"▸ {self._task}")
         elif end:
@@ -325,6 +344,13 @@ class Console:
                        f"{setup.group(3)}, steps {setup.group(5)} → {setup.group(4)}")
         elif step:
             self._progress(int(step.group(1)), int(step.group(2)), step.group(3), step.group(4))
+        elif STUDY.match(body):
+            began, ended = RUN_STARTED.match(body), RUN_ENDED.match(body)
+            if began:
+                self._in_flight[began.group(1)] = time.monotonic()
+            elif ended:
+                self._in_flight.pop(ended.group(1), None)
+            self._show(f"  {body}")
         elif SHOWN_CHILD.match(body):
             self._show(f"  {body.split('; sample: ')[0]}")
 

@@ -201,7 +201,7 @@ def _study_metric(summary: dict[str, Any]) -> dict[str, float]:
         return {}
     verification = summary.get("verification") if isinstance(summary.get("verification"), dict) else {}
     verified = summary.get("verified_trial")
-    trial = next((t for t in study["trials"] if isinstance(t, dict) and verified is not None
+    trial = next((t for t in records.study_runs(study) if verified is not None
                   and str(t.get("id")) == str(verified)), None) \
         or records.verified_trial(study, str(verification.get("model_dir") or ""))
     value = _number((trial or {}).get("metric"))
@@ -237,7 +237,7 @@ class Run:
     config_source: str | None  # run.json (as given), validate-config (as validated), or None (not recorded)
     step_times: list[dict[str, Any]]
     code_version: str | None
-    study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial}
+    study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial, baseline, handed_on}
     gate: dict[str, Any] | None = None   # {passed, missed, lines}
 
     def as_dict(self) -> dict[str, Any]:
@@ -252,7 +252,7 @@ SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trai
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
                  "model_scalars": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
-                "latency_ms": dict, "per_class": list}
+                "latency_ms": dict, "per_class": list, records.BASELINE: dict, records.HANDED_ON: dict}
 
 
 def _type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:
@@ -427,8 +427,11 @@ def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
     if not study.get("trials"):
         return None
     best = records.best_trial(study)
+    handed = study.get(records.HANDED_ON) if isinstance(study.get(records.HANDED_ON), dict) else None
     return {"metric": study.get("metric"), "goal": study.get("goal"), **records.study_counts(study),
-            "best_trial": {k: best.get(k) for k in ("id", "parameters", "metric")} if best else None}
+            "best_trial": {k: best.get(k) for k in ("id", "parameters", "metric")} if best else None,
+            "baseline": records.baseline_metric(records.baseline_of(study)),
+            "handed_on": str(handed.get("id")) if handed else None}
 
 
 def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_started: dt.datetime | None
@@ -618,8 +621,12 @@ def _best_text(study: dict[str, Any] | None) -> str | None:
     best = (study or {}).get("best_trial")
     if not best:
         return None
-    return (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
+    text = (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
             f"{records.format_parameters(best.get('parameters') or {})}")
+    if study.get("baseline") is not None:  # the job as it stands, beside the study
+        went = "the baseline's model went on" if study.get("handed_on") == records.BASELINE else "it went on"
+        text += f" (baseline {records.format_value(study['baseline'])}; {went})"
+    return text
 
 
 def _gate_text(gate: dict[str, Any] | None) -> str | None:

@@ -329,10 +329,12 @@ def _trained_line(s: dict[str, Any], t: dict[str, Any]) -> str:
     trial = s.get("verified_trial")
     if trial is None:
         return _training_line(t, trainer)
+    which = ("the baseline (the job as it stands, run beside the study)" if str(trial) == records.BASELINE
+             else f"trial {trial}")
     if not isinstance(t.get("steps"), int) and not trainer:
-        return (f"trial {trial} (the verified model's; every trial under study below): no metrics.json (a user "
+        return (f"{which} (the verified model's; every trial under study below): no metrics.json (a user "
                 "trainer's figures are its TensorBoard scalars and the metric it reported)")
-    return f"trial {trial}: {_training_line(t, trainer)}"
+    return f"{which}: {_training_line(t, trainer)}"
 
 
 def _verification_line(v: dict[str, Any]) -> str:
@@ -372,8 +374,11 @@ def study_line(study: dict[str, Any], verified: Any = None) -> str:
         return line + "; no trial succeeded"
     line += (f"; best trial {best.get('id')}: {study.get('metric', 'metric')} {records.format_value(best.get('metric'))}"
              f" ({study.get('goal', '?')}) with {records.format_parameters(best.get('parameters') or {})}")
-    if verified is not None and str(verified) != str(best.get("id")):
-        line += f"; the verified model is trial {verified}'s"
+    handed = study.get(records.HANDED_ON) if isinstance(study.get(records.HANDED_ON), dict) else None
+    if records.baseline_of(study) is not None and handed and handed.get("reason"):
+        line += f"; {handed['reason']}"  # the baseline beside the study: which model went on, and why
+    if verified is not None and str(verified) not in (str(best.get("id")), str((handed or {}).get("id"))):
+        line += f"; the verified model is {'the baseline' if str(verified) == records.BASELINE else 'trial ' + str(verified)}'s"
     return line
 
 

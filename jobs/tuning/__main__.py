@@ -1,10 +1,10 @@
 """``python -m jobs.tuning --config JOB [--set KEY=VALUE ...]``: a job file's study on this machine, alone.
 
 Validates the job (one ``error:`` line per problem, exit 2), prepares the built-in trainer's data when the job
-has some to prepare, runs (or resumes) the study (``jobs.tuning.local.run_local_study``) and prints the best
-trial. Exit 0: done; 1: the study failed (one ``error:`` line); 2: a configuration problem, the study's metric
-never reported included; 130: interrupted (Ctrl-C or SIGTERM: every trial stopped the preemption way; run the
-same command again to resume).
+has some to prepare, runs (or resumes) the study (``jobs.tuning.local.run_local_study``, the baseline beside it)
+and prints the best trial and the model handed on. Exit 0: done; 1: the study failed (one ``error:`` line); 2: a
+configuration problem, the study's metric never reported included; 130: interrupted (Ctrl-C or SIGTERM: every
+trial stopped the preemption way; run the same command again to resume).
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    print(json.dumps({"best_trial": record["best_trial"], "seconds": record["seconds"]}), flush=True)
+    print(json.dumps({"best_trial": record["best_trial"], "handed_on": record.get("handed_on"),
+                      "seconds": record["seconds"]}), flush=True)
     return 0
 
 

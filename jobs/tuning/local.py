@@ -41,11 +41,19 @@ no further trial starts, the running ones finish, and if none of them reports th
 stops with ONE ``error:`` line naming the tag the study expects and the tags the trainer did report
 (:class:`trainers.errors.ConfigError`, field ``tuning.metric``).
 
+The baseline (``tuning.baseline``, on by default): the job as it stands (its own arguments, no tuning flag, no
+trial id) runs beside the trials in ``<base>/baseline/``, measured as a trial is (its chief's cloudml-hypertune
+file), so the study can say whether it found anything better than what the job file already does. The model the
+study hands on is the better of the best trial and the baseline (``jobs.records.handed_on_run``: THE rule, a tie
+to the baseline).
+
 The study's record is ``<base>/tuning.json`` (``jobs.records``: its name, its reading and writing, and THE
 best-trial rule the study, Vertex's study and every reader share), written atomically when a trial starts and ends:
 ``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
 [{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial",
-"seconds"}``; the study's ``seconds`` add up over every run of it (a resumed study keeps its earlier time).
+"baseline"?: {"id": "baseline", "state", "metric", "seconds", "reported_tags", "model_dir", "error"?},
+"handed_on": {"run": "trial" | "baseline", "id", "parameters", "metric", "model_dir", "reason"}, "seconds"}``;
+the study's ``seconds`` add up over every run of it (a resumed study keeps its earlier time).
 """
 from __future__ import annotations
 
@@ -107,14 +115,34 @@ def trial_launch(cfg: config_lib.JobConfig, trial: dict[str, Any], base: str, *,
                         log=log, stop=stop)
 
 
+def baseline_launch(cfg: config_lib.JobConfig, base: str, *, log: Callable[[str], None] = print,
+                    stop: threading.Event | None = None):
+    """Run the baseline (:func:`measured_run`): the job as it stands, beside the trials (``tuning.baseline``): the
+    job's own arguments and no tuning flag, no ``CLOUD_ML_TRIAL_ID`` (Vertex gives a plain CustomJob none), its
+    folders under ``<base>/baseline/`` and its figure read from its own cloudml-hypertune file, as a trial's."""
+    return measured_run(cfg, base, records.BASELINE, job_id=f"{cfg.name}-{records.BASELINE}", log=log, stop=stop)
+
+
+def as_it_stands(cfg: config_lib.JobConfig) -> str:
+    """What the baseline runs, in words: the trainer's own arguments (or the built-in trainer's config values)."""
+    if not cfg.user_trainer:
+        return "the built-in trainer with the config's values, no tuning flags"
+    args = spec_lib.trainer_args(cfg)
+    return f"its own arguments{': ' + ' '.join(args) if args else ' (none)'}, no tuning flags"
+
+
 def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
-    """A trial's outcome: state, metric, reported tags, seconds, error (run in a worker thread)."""
+    """A run's outcome: state, metric, reported tags, seconds, error (run in a worker thread); the run is a
+    trial, or the baseline (id ``baseline``)."""
     from jobs.local.launcher import Stopped
 
     shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
     try:
-        result = trial_launch(cfg, trial, base, log=log, stop=stop)
+        if trial["id"] == records.BASELINE:
+            result = baseline_launch(cfg, base, log=log, stop=stop)
+        else:
+            result = trial_launch(cfg, trial, base, log=log, stop=stop)
     except Stopped:
         return {"state": STOPPED, "seconds": round(time.monotonic() - started, 1)}
     except ConfigError:
@@ -155,11 +183,18 @@ def best_trial(record: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _public(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as written and returned: trials in id order without the search's handles, the best marked."""
+    """The record as written and returned: trials in id order without the search's handles, the best marked,
+    and once no run is active, the model the study hands on (``jobs.records.handed_on_run``)."""
     trials = sorted(({k: v for k, v in tr.items() if k != "handle"} for tr in record["trials"]),
                     key=lambda tr: int(tr["id"]))
     public = {**record, "trials": trials}
+    public.pop(records.HANDED_ON, None)
     public["best_trial"] = best_trial(public)
+    baseline = records.baseline_of(public)
+    if all(r.get("state") != ACTIVE for r in records.study_runs(public)):
+        handed = records.handed_on_run(public["best_trial"], baseline, public["goal"], public["metric"])
+        if handed is not None:
+            public[records.HANDED_ON] = handed
     return public
 
 
@@ -179,7 +214,10 @@ def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
                                                       "be resumed; start afresh or use another output.base_dir",
                                    ["--fresh", "another output.base_dir"])])
     prior = old.get("seconds") if isinstance(old.get("seconds"), (int, float)) else 0.0
-    return {**_new_record(cfg), "trials": old.get("trials", []), "seconds": prior}
+    resumed = {**_new_record(cfg), "trials": old.get("trials", []), "seconds": prior}
+    if cfg.tuning.baseline and records.baseline_of(old):  # kept when it succeeded, else run again
+        resumed[records.BASELINE] = records.baseline_of(old)
+    return resumed
 
 
 def _metric_problem(cfg: config_lib.JobConfig, trials: list[dict[str, Any]]):
@@ -203,7 +241,17 @@ def _metric_problem(cfg: config_lib.JobConfig, trials: list[dict[str, Any]]):
 def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run (or resume) the study of ``cfg.tuning`` on this machine; returns the record (also in
     ``<base>/tuning.json``). Raises ConfigError (the metric is never reported, or the record is another
-    study's), StudyFailed, or KeyboardInterrupt after Ctrl-C (every trial stopped and recorded first)."""
+    study's), StudyFailed, or KeyboardInterrupt after Ctrl-C (every trial stopped and recorded first).
+
+    With ``tuning.baseline`` (the default) the job as it stands runs beside the trials (:func:`baseline_launch`),
+    in a slot of its own (as on Vertex, where it is a CustomJob beside the HyperparameterTuningJob's
+    ``parallel_trials``), started first; a finished baseline is kept on a rerun, any other runs again. It never
+    counts as a trial (``max_trials``, ``max_failed_trials``); a study that fails stops it. The record's
+    ``handed_on`` is the better of the best trial and the baseline (``jobs.records.handed_on_run``).
+
+    What the study says, one line each: a trial or the baseline starting; each one ending (``trial 3 SUCCEEDED
+    in 8.1 s (2/4 done): val_rmse 0.41 with ...; best so far: trial 3 (0.41); baseline 0.166``); at the end the
+    best trial, the baseline and which model goes on, and why."""
     from jobs.tuning.search import Search
 
     t = cfg.tuning
@@ -218,9 +266,16 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     queue = [tr for tr in sorted(record["trials"], key=lambda x: int(x["id"])) if tr["id"] not in kept]
     limit = min(t.max_trials, spec_lib.grid_points(cfg)) if t.algorithm == "grid" else t.max_trials
     next_id = max([int(tr["id"]) for tr in record["trials"]] + [0]) + 1
+    baseline = None  # the baseline to run (None: off, or kept from an earlier run of the study)
+    if t.baseline:
+        earlier = records.baseline_of(record)
+        if earlier is None or earlier.get("state") != SUCCEEDED:
+            baseline = record[records.BASELINE] = {"id": records.BASELINE}
     if kept or queue:
         log(f"resuming the study in {join(base, records.TUNING_RECORD)}: {len(kept)} finished trial(s) kept"
-            + (f", trial(s) {', '.join(tr['id'] for tr in queue)} run again" if queue else ""))
+            + (f", trial(s) {', '.join(tr['id'] for tr in queue)} run again" if queue else "")
+            + ("" if not t.baseline else "; the baseline runs again" if baseline is not None
+               else "; the baseline's result kept"))
 
     lock = threading.Lock()
 
@@ -229,6 +284,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
             log(line)
 
     stop = threading.Event()
+    baseline_stop = threading.Event()  # the baseline is stopped with the trials, and when the study fails
     failures: list[dict[str, Any]] = []
     suspects: list[dict[str, Any]] = []  # exit 0 without the metric while no trial has reported it
     seen_metric = bool(kept)
@@ -237,26 +293,52 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     allowed = t.max_failed_trials or 1
     started, prior = time.monotonic(), record.get("seconds") or 0.0  # a resumed study's time adds up
 
+    def trials_running() -> int:
+        return sum(1 for run in running.values() if run["id"] != records.BASELINE)
+
     def start(pool, trial: dict[str, Any]) -> None:
         trial.update(state=ACTIVE, model_dir=join(records.trial_base(base, trial["id"]), "model"))
         for key in ("metric", "seconds", "reported_tags", "error", "exit_status"):
             trial.pop(key, None)
-        flags = " ".join(spec_lib.trial_flags(cfg, trial["parameters"]))
-        say(f"trial {trial['id']} started: {flags}")
-        prefix = f"[trial {trial['id']}] "
-        running[pool.submit(_run_trial, cfg, trial, base, lambda line: say(prefix + line), stop)] = trial
+        if trial["id"] == records.BASELINE:
+            say(f"baseline started: the job as it stands ({as_it_stands(cfg)})")
+            running[pool.submit(_run_trial, cfg, trial, base, lambda line: say("[baseline] " + line),
+                                baseline_stop)] = trial
+        else:
+            flags = " ".join(spec_lib.trial_flags(cfg, trial["parameters"]))
+            say(f"trial {trial['id']} started: {flags}")
+            prefix = f"[trial {trial['id']}] "
+            running[pool.submit(_run_trial, cfg, trial, base, lambda line: say(prefix + line), stop)] = trial
         _write(base, record)
+
+    def ended_line(trial: dict[str, Any]) -> str:
+        """The trial's line (``jobs.records.trial_line``: the same as a Vertex study's)."""
+        ended = sum(1 for tr in record["trials"] if tr.get("state") in (SUCCEEDED, FAILED, INFEASIBLE))
+        return records.trial_line(trial, t.metric, ended, limit, best_trial(record),
+                                  records.baseline_metric(records.baseline_of(record)))
 
     def finish(trial: dict[str, Any], outcome: dict[str, Any]) -> None:
         nonlocal seen_metric, hold
         trial.update(outcome)
         state, metric = trial["state"], trial.get("metric")
+        if trial["id"] == records.BASELINE:
+            if state == SUCCEEDED:
+                best = best_trial(record)
+                say(f"baseline SUCCEEDED in {trial['seconds']:.1f} s: {t.metric} {records.format_value(metric)} (the "
+                    "job as it stands); " + (f"best trial so far: trial {best['id']} "
+                                             f"({records.format_value(best['metric'])})" if best else
+                                             "no trial has succeeded yet"))
+            elif state == STOPPED:
+                say("baseline stopped")
+            else:
+                say(f"baseline {state} in {trial.get('seconds', 0):.1f} s: "
+                    + (trial.get("error") or f"no finite {t.metric} reported")
+                    + "; the best trial goes on without a comparison")
+            return
         if state == SUCCEEDED:
             search.tell(trial["handle"], metric)
             seen_metric, hold = True, False
-            best = best_trial(record)
-            mark = " (best so far)" if best and best["id"] == trial["id"] else ""
-            say(f"trial {trial['id']} SUCCEEDED in {trial['seconds']:.1f} s: {t.metric} = {metric:g}{mark}")
+            say(ended_line(trial))
             for s in suspects:  # another trial reports the metric: theirs were failed trials, not the config
                 s["state"] = INFEASIBLE
                 failures.append(s)
@@ -271,18 +353,20 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         elif state in (FAILED, INFEASIBLE):
             search.tell(trial["handle"], None)
             failures.append(trial)
-            say(f"trial {trial['id']} {state} in {trial.get('seconds', 0):.1f} s: "
-                + (trial.get("error") or f"no finite {t.metric} reported"))
+            say(ended_line(trial))
         elif state == STOPPED:
             say(f"trial {trial['id']} stopped")
 
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=t.parallel_trials, thread_name_prefix="trial")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=t.parallel_trials + (baseline is not None),
+                                                 thread_name_prefix="trial")
     interrupted = False
     try:
         for trial in queue:
             trial["handle"] = handles[trial["id"]]
+        if baseline is not None:
+            start(pool, baseline)
         while True:
-            while (len(running) < t.parallel_trials and not hold and not stop.is_set()
+            while (trials_running() < t.parallel_trials and not hold and not stop.is_set()
                    and len(failures) < allowed):
                 if queue:
                     start(pool, queue.pop(0))
@@ -294,6 +378,10 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
                     start(pool, trial)
                 else:
                     break
+            if not trials_running() and (suspects or len(failures) >= allowed) and not baseline_stop.is_set() \
+                    and running:
+                say("the study stops: stopping the baseline")  # nothing left to compare it with
+                baseline_stop.set()
             if not running:
                 break
             done, _ = concurrent.futures.wait(list(running), timeout=0.2, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -301,16 +389,18 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
                 trial = running.pop(future)
                 finish(trial, future.result())
                 _write(base, record)
-                if len(failures) >= allowed and not stop.is_set() and running:
+                if len(failures) >= allowed and not stop.is_set() and trials_running():
                     say(f"{len(failures)} failed trial(s) reach tuning.max_failed_trials: stopping the running trials")
                     stop.set()
     except KeyboardInterrupt:
         interrupted = True
         stop.set()
+        baseline_stop.set()
         say("interrupted: stopping every trial (SIGTERM, checkpoint, then SIGKILL)")
         _drain(running, finish, say)
     except BaseException:
         stop.set()
+        baseline_stop.set()
         _drain(running, finish, say)
         raise
     finally:
@@ -319,7 +409,8 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         public = _write(base, record)
     if interrupted:
         stopped = [tr["id"] for tr in record["trials"] if tr["state"] == STOPPED]
-        say(f"interrupted: trial(s) {', '.join(stopped) or 'none'} stopped; run the same command again to resume "
+        also = " and the baseline" if (records.baseline_of(record) or {}).get("state") == STOPPED else ""
+        say(f"interrupted: trial(s) {', '.join(stopped) or 'none'}{also} stopped; run the same command again to resume "
             "the study (finished trials are kept)")
         raise KeyboardInterrupt
     if suspects:
@@ -339,6 +430,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     best = public["best_trial"]
     say(f"study done in {record['seconds']:.1f} s: {len(record['trials'])} trial(s); best trial {best['id']}: "
         f"{t.metric} = {best['metric']:g} with " + " ".join(spec_lib.trial_flags(cfg, best["parameters"])))
+    say(public[records.HANDED_ON]["reason"])
     return public
 
 

@@ -15,9 +15,9 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``custom_error``; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
 * ``POST .../hyperparameterTuningJobs`` (a ``HyperparameterTuningJob``) -> the job with a server-assigned id,
   state PENDING; kept in ``tuning_jobs``; ``GET .../hyperparameterTuningJobs/ID`` -> its state advancing through
-  ``tuning_states``, a SUCCEEDED end carrying ``tuning_trials`` as the job's trials (each
-  ``{"id", "parameters", "metric", "state"}``, the metric under the study's metric id as the final measurement),
-  a FAILED end ``tuning_error``; ``POST .../hyperparameterTuningJobs/ID:cancel`` -> CANCELLED (in ``cancelled``);
+  ``tuning_states``, its ``trials`` filled from ``tuning_trials`` as they end (each ``{"id", "parameters",
+  "metric", "state"}``, the metric under the study's metric id as the final measurement, start and end times):
+  one more ended per read while RUNNING, all at a SUCCEEDED end; a FAILED end carries ``tuning_error``; ``POST .../hyperparameterTuningJobs/ID:cancel`` -> CANCELLED (in ``cancelled``);
 * ``POST .../models:upload`` (an ``UploadModelRequest`` without its parent) -> a long-running operation,
   not done (done at once with ``upload_done=True``); ``GET .../models/M/operations/O`` -> done, with an
   ``UploadModelResponse``. With a ``parentModel`` the stand-in's registry holds (:meth:`add_model`), the
@@ -190,14 +190,31 @@ class VertexStandIn(StandIn):
             job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
             if state == "FAILED":
                 job.error = {"code": 9, "message": self.tuning_error}
-            if state == "SUCCEEDED":
-                metric_id = job.study_spec.metrics[0].metric_id
-                job.trials = [{"id": t["id"], "state": t.get("state", "SUCCEEDED"),
-                               "parameters": [{"parameter_id": k, "value": v} for k, v in t["parameters"].items()],
-                               "final_measurement": {"step_count": 3, "metrics": (
-                                   [{"metric_id": metric_id, "value": t["metric"]}] if t.get("metric") is not None
-                                   else [])}} for t in self.tuning_trials]
+            job.trials = self._trials_by(job, state, n)
         return 200, typed(req, job)
+
+    def _trials_by(self, job, state: str, n: int) -> list[dict[str, Any]]:
+        """The job's trials as its ``n``-th read shows them, as Vertex fills ``trials`` while the study runs: while
+        RUNNING, the first ``n - 2`` of ``tuning_trials`` ended and the next one ACTIVE (so each read adds one
+        ended trial); SUCCEEDED: every trial ended. An ended trial has its final measurement (the metric under the
+        study's metric id) and its start and end times (8.5 s apart)."""
+        metric_id = job.study_spec.metrics[0].metric_id
+        ended = len(self.tuning_trials) if state == "SUCCEEDED" else max(0, n - 2)
+        out = []
+        for i, t in enumerate(self.tuning_trials[:ended + (state != "SUCCEEDED")]):
+            start = datetime.datetime(2026, 11, 22, 8, 0, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=10 * i)
+            trial = {"id": t["id"], "start_time": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "parameters": [{"parameter_id": k, "value": v} for k, v in t["parameters"].items()]}
+            if i < ended:
+                trial.update(state=t.get("state", "SUCCEEDED"),
+                             end_time=(start + datetime.timedelta(seconds=8.5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                             final_measurement={"step_count": 3, "metrics": (
+                                 [{"metric_id": metric_id, "value": t["metric"]}] if t.get("metric") is not None
+                                 else [])})
+            else:
+                trial["state"] = "ACTIVE"
+            out.append(trial)
+        return out
 
     def _cancel_tuning_job(self, req: Request, m) -> tuple[int, Any]:
         from google.cloud import aiplatform_v1

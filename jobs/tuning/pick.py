@@ -1,0 +1,87 @@
+"""The model a Vertex study hands on: the better of the HyperparameterTuningJob's best trial and the baseline
+CustomJob run beside it (the pipeline's ``pick_model`` step).
+
+On Vertex the baseline (``tuning.baseline``) is a plain CustomJob of the job as it stands, in
+``<base>/baseline`` (``jobs.job_spec.baseline_job_spec``). Vertex collects no cloudml-hypertune metric from a
+plain CustomJob, so its chief's ``CLOUD_ML_HP_METRIC_FILE`` points into that folder through the Cloud Storage FUSE
+mount: after the job, :func:`baseline_run` reads the chief's file (``<base>/baseline/hypertune/chief-0.metrics``,
+the layout a local baseline and every local trial write) through this task's own ``/gcs`` mount, the LAST report
+of the study's metric counting as it does for a trial (LAST_MEASUREMENT). Why the file rather than a second
+verdict of both models: it is the very figure the study ranks its trials by (each trial's final measurement is its
+last report of the same tag, by the same trainer code), so the two are compared on one scale; the held-out
+verdict (``serving.eval_data``) of the model that goes on follows in the verify step, as for any model.
+
+:func:`pick` adds the baseline's run and the model handed on (``jobs.records.handed_on_run``: THE rule, the
+local study's too) to the study's record. A baseline step that failed gives the pick step no ``gcp_resources``
+(the pipeline runs it with ``ignore_upstream_failure``): the baseline is recorded FAILED and the best trial goes
+on, as a local study does with a failed baseline.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from jobs import records
+from trainers.paths import join, readable
+
+
+def _job_name(gcp_resources: str) -> str:
+    """The CustomJob's resource name in a ``gcp_resources`` text ("" when it names none)."""
+    try:
+        doc = json.loads(gcp_resources)
+        uri = str(doc["resources"][0]["resourceUri"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    return uri.split("/v1/", 1)[-1] if "/v1/" in uri else ""
+
+
+def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, Any]:
+    """The baseline CustomJob as a study records its baseline: ``{"id": "baseline", "state", "metric",
+    "reported_tags", "model_dir", "custom_job"?, "error"?}``. ``gcp_resources``: the baseline step's output (empty:
+    the step did not succeed). SUCCEEDED needs the chief's finite last report of ``metric`` and a SavedModel in
+    ``<base>/baseline/model``."""
+    model_dir = join(records.baseline_base(base), "model")
+    run: dict[str, Any] = {"id": records.BASELINE, "model_dir": model_dir}
+    name = _job_name(gcp_resources) if gcp_resources else ""
+    if name:
+        run["custom_job"] = name
+    if not gcp_resources.strip():
+        return {**run, "state": records.FAILED, "metric": None,
+                "error": "the baseline CustomJob step did not succeed (its step in the pipeline run says why)"}
+    path = readable(records.metric_file(base, records.BASELINE))
+    reports = records.read_reports(path)
+    value = records.last_value(reports, metric)
+    run.update(metric=value, reported_tags=records.reported_tags(reports))
+    if not reports:
+        return {**run, "state": records.INFEASIBLE,
+                "error": f"its chief wrote no cloudml-hypertune report to {records.metric_file(base, records.BASELINE)}"}
+    if value is None or not math.isfinite(value):
+        return {**run, "state": records.INFEASIBLE, "metric": None if value is None else str(value),
+                "error": f"no finite {metric} among its reports ({', '.join(run['reported_tags']) or 'none'})"}
+    if not os.path.exists(os.path.join(readable(model_dir), "saved_model.pb")):
+        return {**run, "state": records.FAILED, "error": f"no SavedModel in {model_dir}"}
+    return {**run, "state": records.SUCCEEDED}
+
+
+def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """The study's record with its ``baseline`` (None: ``tuning.baseline`` is off) and the model handed on
+    (``jobs.records.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
+    best = records.best_trial(study)
+    out = {k: v for k, v in study.items() if k not in (records.BASELINE, records.HANDED_ON)}
+    if baseline is not None:
+        out[records.BASELINE] = baseline
+    handed = records.handed_on_run(best, baseline, str(study.get("goal") or ""), str(study.get("metric") or "metric"))
+    if handed is None:
+        raise ValueError("the study's record names no succeeded trial: nothing to hand on")
+    out[records.HANDED_ON] = handed
+    return out
+
+
+def baseline_line(baseline: dict[str, Any], metric: str) -> str:
+    """The baseline's console line (a Vertex run's; the local study says it as the baseline ends)."""
+    job = f" (CustomJob {baseline['custom_job'].rsplit('/', 1)[-1]})" if baseline.get("custom_job") else ""
+    if baseline.get("state") == records.SUCCEEDED:
+        return f"baseline SUCCEEDED{job}: {metric} {records.format_value(baseline.get('metric'))} (the job as it stands)"
+    return f"baseline {baseline.get('state')}{job}: {baseline.get('error') or 'no figure'}"

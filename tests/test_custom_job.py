@@ -141,19 +141,26 @@ def test_a_failed_job_fails_the_task_with_one_line_carrying_its_error(tmp_path):
 
 
 @pytest.mark.parametrize("when", ["between polls", "during a poll"])
-def test_sigterm_cancels_the_custom_job(tmp_path, when):
-    """The pipeline was cancelled: Vertex sends the task SIGTERM; the CustomJob must not run on."""
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_sigterm_and_ctrl_c_cancel_the_custom_job(tmp_path, when, sig):
+    """The pipeline was cancelled (Vertex sends the task SIGTERM), or a person pressed Ctrl-C where the step runs
+    in a terminal: either way the CustomJob must not run on."""
     compiled = _compiled(tmp_path)
     with VertexStandIn(custom_states=("RUNNING",)) as vertex:
         if when == "during a poll":
             vertex.fault("hang", r"/customJobs/\d+$", method="GET", times=None)
         proc = start_executor(compiled, _inputs(_pools(), vertex.url), tmp_path)
-        stdout, stderr = signal_when(proc, lambda: vertex.calls("GET", r"/customJobs/\d+$"), signal.SIGTERM)
+        stdout, stderr = signal_when(proc, lambda: vertex.calls("GET", r"/customJobs/\d+$"), getattr(signal, sig))
         (cancel,) = vertex.calls("POST", r"/customJobs/\d+:cancel$")
-    assert proc.returncode == 143, stderr[-2000:]
     assert cancel.path.endswith(f"{vertex.cancelled[0]}:cancel")
-    assert "the pipeline was cancelled: cancelled CustomJob projects/my-proj/" in stdout
     assert "Traceback" not in stderr
+    if sig == "SIGTERM":
+        assert proc.returncode == 143, stderr[-2000:]
+        assert "the pipeline was cancelled: cancelled CustomJob projects/my-proj/" in stdout
+    else:
+        assert proc.returncode == 130, stderr[-2000:]
+        assert "interrupted (Ctrl-C): cancelled CustomJob projects/my-proj/" in stdout
+        assert stderr.strip().splitlines()[-1] == "interrupted (Ctrl-C); nothing was left running in the cloud"
 
 
 def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):

@@ -20,9 +20,10 @@ used ones: ``jobs/cloud/custom_job.py`` says why that matters). What :func:`run`
   creating another;
 * polls to a terminal state (a read under the policy, at most every ``VTP_CLOUD_POLL_S``), one line each time
   the state (or what the job type adds to it: a study's trial counts) changes;
-* on SIGTERM (Vertex cancels a pipeline's running tasks so) cancels the job and raises :class:`Terminated`;
-  on Ctrl-C the job keeps running and the interrupted line says how to see and cancel it
-  (``clients.keeps_running``);
+* on SIGTERM (Vertex cancels a pipeline's running tasks so) cancels the job and raises :class:`Terminated`
+  (GCPC's ``ExecutionContext`` does the same); on Ctrl-C (the step run in a terminal) cancels it too and
+  re-raises: a job nobody follows must not run on; only when the cancel call itself is cut short does the
+  interrupted line say how to see and cancel it (``clients.keeps_running``);
 * a failed, cancelled or expired job is one CloudError line carrying the job's own error.
 
 :func:`step_status` is the exit status of a job step's container (``python3 -m jobs.cloud.custom_job``): a
@@ -148,7 +149,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
     """Create ``job`` (a message of :func:`request`) in ``project``/``location``, or resume the one an earlier
     attempt created (``gcp_resources``), and follow it to the end; returns the finished job. A failed,
     cancelled or expired job, or a give-up of the policy, is a CloudError with one line; SIGTERM cancels the
-    job and raises :class:`Terminated`. ``on_poll``: called with the job as each read returns it, before its
+    job and raises :class:`Terminated`; Ctrl-C cancels it and re-raises KeyboardInterrupt. ``on_poll``: called with the job as each read returns it, before its
     state line (a job module's own lines: the tuning job's trials as they end)."""
     from google.cloud import aiplatform_v1
 
@@ -172,10 +173,15 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _follow(job_type, client, name, log, sleep, on_poll)
-    except Terminated:
+    except (Terminated, KeyboardInterrupt) as stopped:
+        # the pipeline was cancelled (SIGTERM), or a person pressed Ctrl-C where the step runs in a terminal:
+        # either way the job must not run on, paid for, with nobody following it. A second Ctrl-C during the
+        # cancel call leaves it registered as running, and the interrupted line says how to cancel it.
         clients.call(getattr(client, f"cancel_{method}"), name=name, doing=f"cancelling {kind} {name}",
                      unsure=f"it may still be running: {job_type.hint(name)}")
-        log(f"the pipeline was cancelled: cancelled {kind} {name}")
+        clients.ended(f"{kind} {name}")
+        why = "the pipeline was cancelled" if isinstance(stopped, Terminated) else "interrupted (Ctrl-C)"
+        log(f"{why}: cancelled {kind} {name}")
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -210,7 +216,8 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
 def step_status(step: Callable[[], object]) -> int:
     """A Vertex job step's container (``jobs.cloud.custom_job``, ``jobs.cloud.tuning_job``): ``step()``'s exit
     status. A CloudError is one ``error:`` line and 1; a cancelled pipeline (SIGTERM, the job already
-    cancelled) 143; Ctrl-C one line naming what keeps running, 130; never a traceback."""
+    cancelled) 143; Ctrl-C (the job cancelled) one line saying what, if anything, keeps running, 130; never a
+    traceback."""
     import sys
 
     try:

@@ -1,4 +1,4 @@
-"""`vtp ci-local` (jobs/ci_local.py): cloudbuild.yaml run here, step by step, as Cloud Build runs it.
+"""`vtp ci-local` (jobs/ci_local/): cloudbuild.yaml run here, step by step, as Cloud Build runs it.
 
 The fast tests run small build files of their own (bash one-liners) to check what the runner does as Cloud
 Build does: the order waitFor gives (concurrent where allowed), a failed step stopping the build, timeouts

@@ -13,7 +13,7 @@
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
     python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
     python pipelines/run.py runs list | compare A B | prune              # past runs under runs/
-    python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci_local.py)
+    python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci_local/)
 
 Argument parsing and dispatch only: the local run is ``jobs.local.pipeline_run``, the Vertex submission
 ``jobs.cloud.submit``, image building ``jobs.images.build``; the pipeline is ``pipelines.training_pipeline``.

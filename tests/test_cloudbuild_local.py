@@ -189,6 +189,19 @@ def test_bad_substitutions_are_one_error_line(capsys, tmp_path, substitutions, o
     assert not (tmp_path / "run").exists()  # refused before anything was made
 
 
+@pytest.mark.parametrize("where", ["step", "options"])
+def test_an_env_value_that_cannot_be_expanded_is_one_error_line_before_any_step(capsys, tmp_path, where):
+    """``A=${PROJECT_ID:0:3}`` in a step's (or the build's) env: refused before the workspace is made, never a
+    traceback in the step's thread after other steps ran."""
+    env = ["A=${PROJECT_ID:0:3}"]
+    steps = [{"id": "first", "script": "true"}, {"id": "x", "script": "echo $A", **({"env": env} if where == "step" else {})}]
+    config = toy_build(tmp_path, steps, **({"options": {"env": env}} if where == "options" else {}))
+    status, out, err = ci_local(capsys, config, tmp_path)
+    assert status == 2 and len(err) == 1, (out, err)
+    assert err[0].startswith("error: ") and "${PROJECT_ID:0:3} uses a bash-style operation" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_build_file_that_cannot_run_here_is_one_error_line(capsys, tmp_path):
     config = toy_build(tmp_path, [{"id": "x", "script": "true"}])
     doc = yaml.safe_load(config.read_text())

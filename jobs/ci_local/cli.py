@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jobs.ci_local.artifacts import artifact_lines
 from jobs.ci_local.build_file import load_build, load_trigger
-from jobs.ci_local.environment import prepare_environment, python_version_note, reuse_packages, venv_steps
+from jobs.ci_local.environment import env_values, prepare_environment, python_version_note, reuse_packages, venv_steps
 from jobs.ci_local.errors import InputError
 from jobs.ci_local.runner import Runner, dependencies
 from jobs.ci_local.source import checkout_root, fill_workspace, head_commit, prepare_rundir
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace, out=print) -> int:
                                      config.relative_to(root).as_posix() if config.is_relative_to(root) else config.name)
     trigger_subs = (trigger_doc or {}).get("substitutions") or {} if args.mode == "trigger" else None
     subs = resolve_substitutions(build, builtins, trigger_subs, {**local.substitutions(), **given})
+    env_values(build, subs)  # a step's env is expanded as it starts: a bad value is refused now, not in its thread
     problems = cloud_problems(build, subs, local)
     docker_host = args.docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     docker_steps = [s for s in build.steps if s.is_docker]

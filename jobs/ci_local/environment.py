@@ -51,6 +51,19 @@ class StepEnvironment:
         return env
 
 
+def env_values(build: Build, subs: dict[str, str]) -> None:
+    """Expand every ``options.env`` and step ``env`` value once, before anything runs: one that cannot be
+    expanded here (a bash-style operation) is an InputError (one ``error:`` line, exit 2), not a failure inside
+    the step's thread after other steps have run."""
+    for entry in build.env:
+        key, _, value = entry.partition("=")
+        expand(value, lambda n: subs.get(n, ""), f"options.env {key}")
+    for step in build.steps:
+        for entry in step.env:
+            key, _, value = entry.partition("=")
+            expand(value, lambda n: subs.get(n, ""), f"step {step.label} env {key}")
+
+
 def prepare_environment(rundir: Path, build: Build, subs: dict[str, str], build_id: str, docker_host: str,
                         registry: str | None, tests: str | None) -> StepEnvironment:
     """The folders the steps get in ``rundir`` (an empty gcloud configuration, ``python`` and ``docker`` of

@@ -65,22 +65,34 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 def _sweep(marker: str, grace_s: float = 10.0) -> list[int]:
     """Stop whatever a step left running, its own sessions included (a test's dockerd, a registry: they call
     setsid and escape the step's process group, never its environment): SIGTERM, SIGKILL after ``grace_s``.
-    As a step's container ends with it. Returns the pids found."""
+    As a step's container ends with it. Returns the pids found.
+
+    Each look is two scans 0.1 s apart: a process in the middle of an ``execve`` (``setsid sleep &`` just
+    started) can show an empty environment for a moment, and a single scan then missed it (seen here under
+    load: the daemon was killed by the next scan but never counted)."""
     from jobs.local.faults import pids_with_env
 
-    found = pids_with_env(marker)
+    found: set[int] = set()
+
+    def look() -> set[int]:
+        pids = set(pids_with_env(marker))
+        time.sleep(0.1)
+        pids |= set(pids_with_env(marker))
+        found.update(pids)
+        return pids
+
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        for pid in pids_with_env(marker):
+        for pid in look():
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
         deadline = time.monotonic() + wait
-        while pids_with_env(marker) and time.monotonic() < deadline:
+        while look() and time.monotonic() < deadline:
             time.sleep(0.1)
-        if not pids_with_env(marker):
+        if not look():
             break
-    return found
+    return sorted(found)
 
 
 class Runner:

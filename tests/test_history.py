@@ -215,7 +215,8 @@ def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, cap
     tuned = {r["name"]: r for r in json.loads(out)}["tuned"]
     assert tuned["status"] == "finished" and tuned["gate"] == {"passed": True, "missed": "", "lines": gate["lines"]}
     assert tuned["study"] == {"metric": "val_accuracy", "goal": "maximize", "trials": 2, "succeeded": 1, "failed": 1,
-                              "other": 0, "best_trial": study["best_trial"]}
+                              "other": 0, "best_trial": study["best_trial"],
+                              "baseline": None, "handed_on": None}  # a study recorded before baselines were run
     code, out, _ = _run(capsys, "compare", "tuned", "gated", "--root", str(work))
     assert re.search(r"^\s*study\s+2 trials, 1 succeeded, 1 failed\s+-\s*$", out, re.M), out
     assert re.search(r"^\s*best trial\s+1: val_accuracy 0\.5 with training\.optimizer=sgd\s+-\s*$", out, re.M), out

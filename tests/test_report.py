@@ -477,7 +477,7 @@ def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_histo
     """run.json of a tuned run whose study found nothing better: the summary says so, and `runs list` shows the
     metric of the model that went on (the baseline's), not the best trial's."""
     from jobs import records
-    from jobs.local import history, runs
+    from jobs.local import history, history_views, runs
 
     study = _beside(0.98, 0.166, str(tmp_path))
     summary = {"name": "t", "tuning": study, "verified_trial": "baseline", "training": {}, "trainer": {}}
@@ -490,7 +490,7 @@ def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_histo
     assert records.verified_trial(study, str(tmp_path / "baseline" / "model"))["id"] == "baseline"
     outcome = history._study(str(tmp_path), {"tuning": study})
     assert (outcome["baseline"], outcome["handed_on"]) == (0.166, "baseline")
-    assert history._best_text(outcome).endswith("(baseline 0.166; the baseline's model went on)")
+    assert history_views._best_text(outcome).endswith("(baseline 0.166; the baseline's model went on)")
 
 
 def test_records_left_by_another_job_in_the_folder_are_not_shown(tuned_folder, tmp_path):

@@ -1,4 +1,4 @@
-"""Run history: the local runs under an output root read back, listed, and two compared.
+"""Run history: the local runs under an output root read back (shown by ``jobs.local.history_views``).
 
     python pipelines/run.py runs list [--root runs] [--json]
     python pipelines/run.py runs compare A B [--root runs] [--json]
@@ -6,9 +6,9 @@
 
 (the command line: ``jobs.local.runs_cli``; ``prune``, the one command that deletes: ``jobs.local.prune``)
 
-The one home of reading a run folder back as a row of history (why ~600 lines in one module: the three
-commands share that one reader, which decides a run's status from whatever records it left). Everything comes from the records a run
-already leaves (``jobs.local.runs``), nothing new is written by a run for this:
+The one home of reading a run folder back as a row of history: the three commands share that one reader,
+which decides a run's status from whatever records it left, and refuses a record of the wrong shape as
+``unreadable`` (never a traceback). Everything comes from the records a run already leaves (``jobs.local.runs``), nothing new is written by a run for this:
 
 * ``run.json`` (a run that succeeded): config, summary (metrics, wall time, report, code version), steps;
 * ``steps.json`` (every run, from its first pipeline step): the steps' wall times so far and the one running;
@@ -33,8 +33,6 @@ import datetime as dt
 import json
 import os
 import re
-import shutil
-import sys
 from typing import Any
 
 from jobs import records
@@ -148,7 +146,7 @@ def validated_config(path: str) -> dict[str, Any] | None:
     return None
 
 
-def _parse_time(text: Any) -> dt.datetime | None:
+def parse_time(text: Any) -> dt.datetime | None:
     """An ISO time from a record, or a log name's ``YYYYmmdd-HHMMSS`` (local time), as an aware datetime."""
     if not isinstance(text, str):
         return None
@@ -270,7 +268,7 @@ def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> st
     found = _type_problem(record, RECORD_TYPES, f"{name}: ")
     if found:
         return found
-    if isinstance(record.get("finished"), str) and _parse_time(record["finished"]) is None:
+    if isinstance(record.get("finished"), str) and parse_time(record["finished"]) is None:
         return f"{name}: finished is {json.dumps(record['finished'])[:40]}, not a time (ISO 8601)"
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
     found = _type_problem(summary, SUMMARY_TYPES, f"{name}: summary.")
@@ -325,8 +323,8 @@ def _read_run(path: str, record: dict[str, Any]) -> Run:
     metrics_json = records.read_at(path, records.METRICS_RECORD)
     logs = _logs(path)
     last_log = os.path.join(path, "logs", logs[-1]) if logs else None
-    log_started = _parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
-    finished_at = _parse_time(record.get("finished"))
+    log_started = parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
+    finished_at = parse_time(record.get("finished"))
     succeeded = record.get("status") == "succeeded"
     # a finished folder run again later (more steps: an unfinished second attempt) is as that attempt left it
     later_attempt = bool(succeeded and log_started and finished_at and log_started > finished_at)
@@ -396,7 +394,7 @@ def _attempt_seconds(path: str, logs: list[str]) -> list[tuple[dt.datetime, floa
     time in its name to its last write."""
     out = []
     for name in logs:
-        started = _parse_time(LOG_RE.match(name).group(1))
+        started = parse_time(LOG_RE.match(name).group(1))
         try:
             ended = os.path.getmtime(os.path.join(path, "logs", name))
         except OSError:
@@ -469,7 +467,7 @@ def list_runs(root: str) -> list[Run]:
 
 
 def _newest_first_key(run: Run) -> float:
-    when = _parse_time(run.when)
+    when = parse_time(run.when)
     return when.timestamp() if when else float("-inf")
 
 
@@ -494,105 +492,7 @@ def _names(root: str) -> list[str]:
         [f"(none: no run folder under {root})"]
 
 
-# -- showing -----------------------------------------------------------------------------------------------
-def _fmt(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
-
-
-def _when(text: str | None) -> str:
-    when = _parse_time(text)
-    return when.strftime("%Y-%m-%d %H:%M") if when else "-"
-
-
-def _metrics_text(m: dict[str, float], width: int = 1000) -> str:
-    parts = []
-    if "val_accuracy" in m:
-        parts.append(f"val acc {m['val_accuracy']:.3f}")
-    if "train_loss" in m:
-        parts.append(f"train loss {m['train_loss']:.4f}")
-    if not parts:  # a user trainer: the held-out verdict (eval_data), the study's metric, then its own series
-        parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
-    shown = parts[:1]  # as many as fit the column (the first always: the column ends it with "…" if need be)
-    for part in parts[1:]:
-        if len(", ".join([*shown, part])) > width:
-            break
-        shown.append(part)
-    return ", ".join(shown) or "-"
-
-
-def _steps_text(r: Run) -> str:
-    if r.steps is None:
-        return "-" if r.total_steps is None else f"0/{r.total_steps}"
-    return f"{r.steps}/{r.total_steps}" if r.total_steps else str(r.steps)
-
-
-#: the widest a row of ``runs list`` may be (a terminal of 120 columns shows it unwrapped)
-WIDTH = 120
-
-
-def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] | None = None) -> None:
-    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
-    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
-    for h in head:
-        most = (widths or {}).get(h)
-        table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
-    for row in rows:
-        table.add_row(*row)
-    width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
-    Console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
-
-
-def _shown_path(path: str) -> str:
-    """Relative to the current folder when under it (``runs/local/report.html``), else absolute."""
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
-
-
-def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
-    out = out or sys.stdout
-    if as_json:
-        out.write(json.dumps([r.as_dict() for r in found], indent=1) + "\n")
-        return
-    if not found:
-        out.write(f"no runs under {root}\n")
-        return
-    widths = column_widths(found)
-    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics, widths["final metrics"]),
-             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", _when(r.when), "yes" if r.report else "-"]
-            for r in found]
-    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out, widths=widths)
-    if any(r.report for r in found):
-        out.write(f"reports: {_shown_path(os.path.abspath(root))}/<run>/report.html\n")
-    for r in found:
-        if r.note and r.status != "finished":
-            out.write(f"  {r.name}: {r.status}: {r.note}\n")
-
-
-#: the widest each fixed column of ``runs list`` gets; ``run`` (never cut: it is what ``compare`` takes) is as
-#: wide as the longest name, ``job`` and ``final metrics`` share what is left of :data:`WIDTH`
-COLUMNS = {"status": 11, "steps": 9, "wall": 7, "when": 16, "report": 6}
-GAPS = 2 * 7
-
-
-def column_widths(found: list[Run]) -> dict[str, int]:
-    """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
-    names are never cut)."""
-    run = max([3, *(len(r.name) for r in found)])
-    left = max(16, WIDTH - GAPS - sum(COLUMNS.values()) - run)
-    job = max([3, *(len(r.job or "-") for r in found)])
-    metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
-    if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
-        room = max(13, left - job, left // 2)
-        metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
-        job = max(8, left - metrics)
-    return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
-
-
+# -- two configs side by side ---------------------------------------------------------------------------
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay whole: a config's lists are values)."""
     if not isinstance(doc, dict):
@@ -608,107 +508,3 @@ def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict
     """``[{"key", "a", "b"}]`` for every dotted key whose value differs (missing on one side: None)."""
     fa, fb = flatten(a or {}), flatten(b or {})
     return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
-
-
-def _study_text(study: dict[str, Any] | None) -> str | None:
-    if not study:
-        return None
-    return f"{study['trials']} trials, {study['succeeded']} succeeded" + (
-        f", {study['failed']} failed" if study.get("failed") else "")
-
-
-def _best_text(study: dict[str, Any] | None) -> str | None:
-    best = (study or {}).get("best_trial")
-    if not best:
-        return None
-    text = (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
-            f"{records.format_parameters(best.get('parameters') or {})}")
-    if study.get("baseline") is not None:  # the job as it stands, beside the study
-        went = "the baseline's model went on" if study.get("handed_on") == records.BASELINE else "it went on"
-        text += f" (baseline {records.format_value(study['baseline'])}; {went})"
-    return text
-
-
-def _gate_text(gate: dict[str, Any] | None) -> str | None:
-    if not gate:
-        return None
-    return "passed" if gate["passed"] else f"missed: {gate['missed']}"
-
-
-def comparison(a: Run, b: Run) -> dict[str, Any]:
-    rows: list[tuple[str, Any, Any]] = [("job", a.job, b.job), ("status", a.status, b.status),
-                                        ("steps", _steps_text(a), _steps_text(b)),
-                                        ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
-                                        ("code version", a.code_version, b.code_version)]
-    if a.study or b.study:
-        rows += [("study", _study_text(a.study), _study_text(b.study)),
-                 ("best trial", _best_text(a.study), _best_text(b.study))]
-    if a.gate or b.gate:
-        rows.append(("gate", _gate_text(a.gate), _gate_text(b.gate)))
-    shared = shared_metrics(a, b)
-    for key in [*shared, *(k for k in (*a.metrics, *b.metrics) if k not in shared)]:  # the shared ones first
-        if key not in [r[0] for r in rows]:
-            rows.append((key, a.metrics.get(key), b.metrics.get(key)))
-    times_a = {s.get("name"): s.get("seconds") for s in a.step_times}
-    times_b = {s.get("name"): s.get("seconds") for s in b.step_times}
-    for step in list(dict.fromkeys([*times_a, *times_b])):
-        rows.append((f"step {step} (s)", times_a.get(step), times_b.get(step)))
-    ca, cb = a.config, b.config
-    if a.config_source != b.config_source:  # like with like: both as validate-config had them, when both are known
-        va, vb = validated_config(a.path), validated_config(b.path)
-        if va is not None and vb is not None:
-            ca, cb = va, vb
-    return {"a": a.as_dict(), "b": b.as_dict(), "side_by_side": [{"field": f, "a": x, "b": y} for f, x, y in rows],
-            "shared_metrics": shared,
-            "config_diff": config_diff(ca, cb),
-            "config_known": {"a": a.config is not None, "b": b.config is not None}}
-
-
-def shared_metrics(a: Run, b: Run) -> list[str]:
-    """The metrics both runs measured, the independent ones first: the held-out verdict on ``serving.eval_data``
-    (``eval_*``), the study's tag (a tuned run's verified trial; ``val_rmse``), the trainer's validation scalars,
-    then the rest."""
-    both = [k for k in a.metrics if k in b.metrics]
-    rank = lambda k: (0 if k.startswith("eval_") else 2 if k.startswith("validation") else 3, both.index(k))  # noqa: E731
-    return sorted(both, key=rank)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
-
-
-def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
-    out = out or sys.stdout
-    result = comparison(a, b)
-    if as_json:
-        out.write(json.dumps(result, indent=1) + "\n")
-        return
-    out.write(f"A  {a.path}\nB  {b.path}\n")
-    for which, run in (("A", a), ("B", b)):
-        if run.status == "unreadable":
-            out.write(f"{which} is unreadable: {run.note}\n")
-    _table(["", "A", "B"], [[r["field"], _cell(r["a"]), _cell(r["b"])] for r in result["side_by_side"]], out)
-    shared = result["shared_metrics"]
-    out.write(f"shared metrics: {', '.join(shared)}\n" if shared else
-              "shared metrics: none (set serving.eval_data in both jobs: every model is then judged on the same "
-              "held-out examples)\n")
-    diff = result["config_diff"]
-    unknown = [x for x, run in (("A", a), ("B", b)) if run.config is None and run.status != "unreadable"]
-    if any(run.status == "unreadable" for run in (a, b)):
-        out.write("config: not compared (a run's record is unreadable)\n")
-    elif unknown:
-        out.write(f"config: not recorded for {' and '.join(unknown)} (it stopped before validate-config finished)\n")
-    elif not diff:
-        out.write("config: identical\n")
-    else:
-        out.write(f"config: {len(diff)} key(s) differ\n")
-        _table(["key", "A", "B"], [[d["key"], _cell(d["a"]), _cell(d["b"])] for d in diff], out)
-
-
-# -- the command line -------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``python pipelines/run.py runs list|compare|prune``: the run history's command line.
 
-``list`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder);
+``list`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder) and show
+them (``jobs.local.history_views``);
 ``prune`` removes old ``--fresh`` copies (``jobs.local.prune``, the one command that deletes). Bad input is one
 ``error:`` line and exit status 2.
 """
@@ -10,8 +11,8 @@ import argparse
 import os
 import sys
 
-from jobs.local.history import (DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve, show_compare,
-                                show_list)
+from jobs.local.history import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
+from jobs.local.history_views import show_compare, show_list
 from jobs.local.prune import prune
 
 

@@ -1,0 +1,214 @@
+"""Run history shown: the rows of ``runs list`` (a table that fits 120 columns, or JSON) and two runs side by
+side for ``runs compare`` (status, the metrics they share, step times, the config keys that differ). What it
+shows is what ``jobs.local.history`` read back from the run folders (:class:`jobs.local.history.Run`); this
+module reads no file itself, as ``jobs.report`` renders what ``jobs.report_data`` gathered."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+from jobs import records
+from jobs.local.history import Run, parse_time, config_diff, validated_config
+
+
+# -- the list -----------------------------------------------------------------------------------------------
+def _fmt(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _when(text: str | None) -> str:
+    when = parse_time(text)
+    return when.strftime("%Y-%m-%d %H:%M") if when else "-"
+
+
+def _metrics_text(m: dict[str, float], width: int = 1000) -> str:
+    parts = []
+    if "val_accuracy" in m:
+        parts.append(f"val acc {m['val_accuracy']:.3f}")
+    if "train_loss" in m:
+        parts.append(f"train loss {m['train_loss']:.4f}")
+    if not parts:  # a user trainer: the held-out verdict (eval_data), the study's metric, then its own series
+        parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
+    shown = parts[:1]  # as many as fit the column (the first always: the column ends it with "…" if need be)
+    for part in parts[1:]:
+        if len(", ".join([*shown, part])) > width:
+            break
+        shown.append(part)
+    return ", ".join(shown) or "-"
+
+
+def _steps_text(r: Run) -> str:
+    if r.steps is None:
+        return "-" if r.total_steps is None else f"0/{r.total_steps}"
+    return f"{r.steps}/{r.total_steps}" if r.total_steps else str(r.steps)
+
+
+#: the widest a row of ``runs list`` may be (a terminal of 120 columns shows it unwrapped)
+WIDTH = 120
+
+
+def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] | None = None) -> None:
+    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
+    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
+    for h in head:
+        most = (widths or {}).get(h)
+        table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
+    for row in rows:
+        table.add_row(*row)
+    width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
+    Console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
+
+
+def _shown_path(path: str) -> str:
+    """Relative to the current folder when under it (``runs/local/report.html``), else absolute."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    if as_json:
+        out.write(json.dumps([r.as_dict() for r in found], indent=1) + "\n")
+        return
+    if not found:
+        out.write(f"no runs under {root}\n")
+        return
+    widths = column_widths(found)
+    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics, widths["final metrics"]),
+             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", _when(r.when), "yes" if r.report else "-"]
+            for r in found]
+    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out, widths=widths)
+    if any(r.report for r in found):
+        out.write(f"reports: {_shown_path(os.path.abspath(root))}/<run>/report.html\n")
+    for r in found:
+        if r.note and r.status != "finished":
+            out.write(f"  {r.name}: {r.status}: {r.note}\n")
+
+
+#: the widest each fixed column of ``runs list`` gets; ``run`` (never cut: it is what ``compare`` takes) is as
+#: wide as the longest name, ``job`` and ``final metrics`` share what is left of :data:`WIDTH`
+COLUMNS = {"status": 11, "steps": 9, "wall": 7, "when": 16, "report": 6}
+GAPS = 2 * 7
+
+
+def column_widths(found: list[Run]) -> dict[str, int]:
+    """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
+    names are never cut)."""
+    run = max([3, *(len(r.name) for r in found)])
+    left = max(16, WIDTH - GAPS - sum(COLUMNS.values()) - run)
+    job = max([3, *(len(r.job or "-") for r in found)])
+    metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
+    if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
+        room = max(13, left - job, left // 2)
+        metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
+        job = max(8, left - metrics)
+    return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
+
+
+def _study_text(study: dict[str, Any] | None) -> str | None:
+    if not study:
+        return None
+    return f"{study['trials']} trials, {study['succeeded']} succeeded" + (
+        f", {study['failed']} failed" if study.get("failed") else "")
+
+
+def _best_text(study: dict[str, Any] | None) -> str | None:
+    best = (study or {}).get("best_trial")
+    if not best:
+        return None
+    text = (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
+            f"{records.format_parameters(best.get('parameters') or {})}")
+    if study.get("baseline") is not None:  # the job as it stands, beside the study
+        went = "the baseline's model went on" if study.get("handed_on") == records.BASELINE else "it went on"
+        text += f" (baseline {records.format_value(study['baseline'])}; {went})"
+    return text
+
+
+def _gate_text(gate: dict[str, Any] | None) -> str | None:
+    if not gate:
+        return None
+    return "passed" if gate["passed"] else f"missed: {gate['missed']}"
+
+
+def comparison(a: Run, b: Run) -> dict[str, Any]:
+    rows: list[tuple[str, Any, Any]] = [("job", a.job, b.job), ("status", a.status, b.status),
+                                        ("steps", _steps_text(a), _steps_text(b)),
+                                        ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
+                                        ("code version", a.code_version, b.code_version)]
+    if a.study or b.study:
+        rows += [("study", _study_text(a.study), _study_text(b.study)),
+                 ("best trial", _best_text(a.study), _best_text(b.study))]
+    if a.gate or b.gate:
+        rows.append(("gate", _gate_text(a.gate), _gate_text(b.gate)))
+    shared = shared_metrics(a, b)
+    for key in [*shared, *(k for k in (*a.metrics, *b.metrics) if k not in shared)]:  # the shared ones first
+        if key not in [r[0] for r in rows]:
+            rows.append((key, a.metrics.get(key), b.metrics.get(key)))
+    times_a = {s.get("name"): s.get("seconds") for s in a.step_times}
+    times_b = {s.get("name"): s.get("seconds") for s in b.step_times}
+    for step in list(dict.fromkeys([*times_a, *times_b])):
+        rows.append((f"step {step} (s)", times_a.get(step), times_b.get(step)))
+    ca, cb = a.config, b.config
+    if a.config_source != b.config_source:  # like with like: both as validate-config had them, when both are known
+        va, vb = validated_config(a.path), validated_config(b.path)
+        if va is not None and vb is not None:
+            ca, cb = va, vb
+    return {"a": a.as_dict(), "b": b.as_dict(), "side_by_side": [{"field": f, "a": x, "b": y} for f, x, y in rows],
+            "shared_metrics": shared,
+            "config_diff": config_diff(ca, cb),
+            "config_known": {"a": a.config is not None, "b": b.config is not None}}
+
+
+def shared_metrics(a: Run, b: Run) -> list[str]:
+    """The metrics both runs measured, the independent ones first: the held-out verdict on ``serving.eval_data``
+    (``eval_*``), the study's tag (a tuned run's verified trial; ``val_rmse``), the trainer's validation scalars,
+    then the rest."""
+    both = [k for k in a.metrics if k in b.metrics]
+    rank = lambda k: (0 if k.startswith("eval_") else 2 if k.startswith("validation") else 3, both.index(k))  # noqa: E731
+    return sorted(both, key=rank)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    result = comparison(a, b)
+    if as_json:
+        out.write(json.dumps(result, indent=1) + "\n")
+        return
+    out.write(f"A  {a.path}\nB  {b.path}\n")
+    for which, run in (("A", a), ("B", b)):
+        if run.status == "unreadable":
+            out.write(f"{which} is unreadable: {run.note}\n")
+    _table(["", "A", "B"], [[r["field"], _cell(r["a"]), _cell(r["b"])] for r in result["side_by_side"]], out)
+    shared = result["shared_metrics"]
+    out.write(f"shared metrics: {', '.join(shared)}\n" if shared else
+              "shared metrics: none (set serving.eval_data in both jobs: every model is then judged on the same "
+              "held-out examples)\n")
+    diff = result["config_diff"]
+    unknown = [x for x, run in (("A", a), ("B", b)) if run.config is None and run.status != "unreadable"]
+    if any(run.status == "unreadable" for run in (a, b)):
+        out.write("config: not compared (a run's record is unreadable)\n")
+    elif unknown:
+        out.write(f"config: not recorded for {' and '.join(unknown)} (it stopped before validate-config finished)\n")
+    elif not diff:
+        out.write("config: identical\n")
+    else:
+        out.write(f"config: {len(diff)} key(s) differ\n")
+        _table(["key", "A", "B"], [[d["key"], _cell(d["a"]), _cell(d["b"])] for d in diff], out)

@@ -48,6 +48,18 @@ REPORT_PAGE = "report.html"
 
 
 # -- reading and writing -----------------------------------------------------------------------------------------
+def artifact_json(path: str, field: str, what: str, choices: str) -> Any:
+    """The JSON record an upstream step's artifact holds (``verification``, ``study``...), for a component that
+    takes one; ValueError with the one line to say (``FIELD: PATH is not WHAT (why); valid choices: CHOICES``)
+    when it cannot be read or is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{field}: {path} is not {what} ({' '.join(str(exc).split())[:200]}); valid choices: "
+                         f"{choices}") from None
+
+
 def read_at(base: str, name: str) -> dict[str, Any]:
     """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object):
     for readers that have a folder and no config (the report of a KFP user's run, ``runs list``). A ``gs://``

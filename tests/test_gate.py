@@ -615,3 +615,20 @@ def test_the_gate_step_accepts_and_the_upload_runs(tmp_path, vertex):
     assert artifacts["gated_model"]["artifacts"][0]["uri"] == str(tmp_path / "model")
     assert artifacts["metrics"]["artifacts"][0]["metadata"] == {"gate_passed": 1.0, "train_accuracy": 0.7, "accuracy": 0.85}
     assert re.search(r"gate: passed \(3 bars\)", output)
+
+
+def test_an_upstream_record_that_is_not_json_is_one_line(tmp_path):
+    """What the gate and pick_model components say of an artifact that is missing or not JSON (one line each)."""
+    from jobs import records
+
+    garbage = tmp_path / "verification"
+    garbage.write_text("<html>not json</html>")
+    for path in (garbage, tmp_path / "missing"):
+        with pytest.raises(ValueError) as exc:
+            records.artifact_json(str(path), "verification", "the verify step's JSON record",
+                                  "verify_model's verification output")
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith(f"verification: {path} is not the verify step's JSON record (")
+        assert line.endswith("); valid choices: verify_model's verification output")
+    (tmp_path / "ok").write_text('{"accuracy": 0.9}')
+    assert records.artifact_json(str(tmp_path / "ok"), "v", "x", "y") == {"accuracy": 0.9}

@@ -31,6 +31,7 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
     import math
 
     from jobs import gate as gate_lib
+    from jobs import records
     from jobs.cloud.clients import CloudError
     from trainers import config as config_lib
     from trainers.errors import ConfigError
@@ -45,21 +46,16 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
         fail(str(exc.problems[0]))
     study_metric = getattr(getattr(cfg, "tuning", None), "metric", "") or ""
     verified = {}
-    if verification is not None:
-        try:
-            with open(verification.path, encoding="utf-8") as f:
-                verified = json.load(f)
-        except (OSError, ValueError) as exc:
-            fail(f"verification: {verification.path} is not the verify step's JSON record "
-                 f"({' '.join(str(exc).split())[:200]}); valid choices: verify_model's verification output")
     studied = None
-    if study is not None:
-        try:
-            with open(study.path, encoding="utf-8") as f:
-                studied = json.load(f)
-        except (OSError, ValueError) as exc:
-            fail(f"study: {study.path} is not a study's JSON record ({' '.join(str(exc).split())[:200]}); valid "
-                 "choices: tune's or pick_model's study output")
+    try:
+        if verification is not None:
+            verified = records.artifact_json(verification.path, "verification", "the verify step's JSON record",
+                                             "verify_model's verification output")
+        if study is not None:
+            studied = records.artifact_json(study.path, "study", "a study's JSON record",
+                                            "tune's or pick_model's study output")
+    except ValueError as exc:
+        fail(str(exc))
     try:
         scalars = {}
         if tensorboard is not None:

@@ -46,11 +46,10 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
         fail("tuning_study: the HyperparameterTuningJob step gave no study record (it did not succeed); nothing "
              "to pick from; valid choices: hyperparameter_tuning_job's study output")
     try:
-        with open(tuning_study.path, encoding="utf-8") as f:
-            found = json.load(f)
-    except (OSError, ValueError) as exc:
-        fail(f"tuning_study: {tuning_study.path} is not a study's JSON record ({' '.join(str(exc).split())[:200]}); "
-             "valid choices: hyperparameter_tuning_job's study output")
+        found = records.artifact_json(tuning_study.path, "tuning_study", "a study's JSON record",
+                                      "hyperparameter_tuning_job's study output")
+    except ValueError as exc:
+        fail(str(exc))
     metric = cfg.tuning.metric
     baseline = pick.baseline_run(record_dir, metric, baseline_job) if cfg.tuning.baseline and record_dir else None
     if baseline is not None:

@@ -191,6 +191,30 @@ def load(model_dir: str):
                           f"{' '.join(str(exc).split())[:200]}") from None
 
 
+def serving_signature(model_dir: str):
+    """(the loaded SavedModel, its ``serving_default``): what Vertex online prediction calls; a model without it
+    is one line."""
+    loaded = load(model_dir)
+    signatures = dict(loaded.signatures)
+    if SIGNATURE not in signatures:
+        there = ", ".join(sorted(signatures)) or "none"
+        raise VerifyError(f"model: {model_dir} has no {SIGNATURE} signature (it has: {there}); Vertex online "
+                          f"prediction calls {SIGNATURE}: save the model with one (Keras model.save / model.export do)")
+    return loaded, signatures[SIGNATURE]
+
+
+def read_eval_examples(eval_data: str, sample_request: str = "") -> list[dict[str, Any]]:
+    """``serving.eval_data``'s examples (``jobs.evaluation.read_examples``), each instance shaped like the sample
+    request's first when one is given; a bad file is one line."""
+    from jobs import evaluation
+
+    sample = parse_request(sample_request)[0] if sample_request else None
+    try:
+        return evaluation.read_examples(eval_data, sample)
+    except evaluation.EvalError as exc:
+        raise VerifyError(str(exc)) from None
+
+
 def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_runs: int = 5, *,
            eval_data: str = "", eval_task: str = "auto", eval_output: str = "") -> dict[str, Any]:
     """Load, run, time (see the module docstring); returns the verification record. ``sample_request``:
@@ -199,23 +223,9 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     (``jobs.evaluation``), the figures under ``eval`` in the record."""
     import tensorflow as tf
 
-    from jobs import evaluation
-
-    examples = None
-    if eval_data:  # the file first: a bad file fails before the model is loaded
-        sample = parse_request(sample_request)[0] if sample_request else None
-        try:
-            examples = evaluation.read_examples(eval_data, sample)
-        except evaluation.EvalError as exc:
-            raise VerifyError(str(exc)) from None
-
-    loaded = load(model_dir)
+    examples = read_eval_examples(eval_data, sample_request) if eval_data else None  # a bad file: before the model
+    loaded, fn = serving_signature(model_dir)
     signatures = dict(loaded.signatures)
-    if SIGNATURE not in signatures:
-        there = ", ".join(sorted(signatures)) or "none"
-        raise VerifyError(f"model: {model_dir} has no {SIGNATURE} signature (it has: {there}); Vertex online "
-                          f"prediction calls {SIGNATURE}: save the model with one (Keras model.save / model.export do)")
-    fn = signatures[SIGNATURE]
     specs = {k: v for k, v in fn.structured_input_signature[1].items()}
     if sample_request:
         instances = parse_request(sample_request)
@@ -306,19 +316,8 @@ def evaluate_model(model_dir: str, eval_data: str, task: str = "auto", output: s
     ``{"task": "classification", "examples", "accuracy", "baseline_accuracy", "per_class", ...}``: see
     ``jobs.evaluation``). ``sample_request``: its JSON text, whose first instance gives the shape every
     instance must have. Raises :class:`VerifyError` (one line) for the file, the model or the fit."""
-    from jobs import evaluation
-
-    sample = parse_request(sample_request)[0] if sample_request else None
-    try:
-        examples = evaluation.read_examples(eval_data, sample)
-    except evaluation.EvalError as exc:
-        raise VerifyError(str(exc)) from None
-    loaded = load(model_dir)
-    signatures = dict(loaded.signatures)
-    if SIGNATURE not in signatures:
-        raise VerifyError(f"model: {model_dir} has no {SIGNATURE} signature (it has: "
-                          f"{', '.join(sorted(signatures)) or 'none'})")
-    fn = signatures[SIGNATURE]
+    examples = read_eval_examples(eval_data, sample_request)
+    _, fn = serving_signature(model_dir)
     return evaluate_examples(fn, dict(fn.structured_input_signature[1]), examples, task=task, output=output,
                              model_dir=model_dir, source=eval_data)
 

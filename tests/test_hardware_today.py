@@ -115,6 +115,10 @@ def test_every_reachable_field_is_placed_where_the_api_names_it():
     (["vertex.service_account=trainer"], "vertex.service_account: 'trainer' is not a service account's email; valid "
                                          "choices: <name>@<project id>.iam.gserviceaccount.com"),
     (["vertex.network=vpc-1"], "vertex.network: 'vpc-1' is not a VPC network's full name"),
+    # the submission's --network and the file's vertex.network are one rule: the project number, not its id
+    (["vertex.network=projects/my-proj/global/networks/vpc"], "vertex.network: 'projects/my-proj/global/networks/vpc' "
+                                                              "is not a VPC network's full name (Vertex wants the "
+                                                              "project number, not its id)"),
     (["vertex.reserved_ip_ranges=[Range_1]"], "vertex.reserved_ip_ranges[0]: 'Range_1' is not the name"),
     (["vertex.psc_interface_config.network_attachment=projects/p/regions/europe-west4/networkAttachments/a"],
      "is in europe-west4, the job runs in us-central1: a network attachment serves its own region"),

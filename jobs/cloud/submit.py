@@ -28,14 +28,11 @@ import time
 from pathlib import Path
 
 from jobs.cloud import clients, preflight as checks, vertex
+from jobs.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
 JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
-SERVICE_ACCOUNT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com"
-                                r"|[0-9]+-compute@developer\.gserviceaccount\.com"
-                                r"|[a-z0-9.:-]+@appspot\.gserviceaccount\.com)$")
-NETWORK_RE = re.compile(r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]*[a-z0-9])?$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
 #: the flags that only a Vertex run takes (run.py refuses them without --project)
 VERTEX_ONLY = ("--region", "--pipeline-root", "--service-account", "--network", "--labels", "--no-wait",

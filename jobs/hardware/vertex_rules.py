@@ -17,8 +17,15 @@ from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
 POOL_NAMES = ("chief", "worker", "parameter_server", "evaluator")
-SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
-NETWORK_RE = re.compile(r"^projects/[a-z0-9][a-z0-9-]{0,61}[a-z0-9]?/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: A service account Vertex runs a job as: a user-managed account (its id 6-30 characters), the Compute Engine
+#: default account or App Engine's; the one form for the job file's ``vertex.service_account`` and the
+#: submission's ``--service-account`` (``jobs.cloud.submit``).
+SERVICE_ACCOUNT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com"
+                                r"|[0-9]+-compute@developer\.gserviceaccount\.com"
+                                r"|[a-z0-9.:-]+@appspot\.gserviceaccount\.com)$")
+#: ``CustomJobSpec.network``: ``projects/{project}/global/networks/{network}`` "where {project} is a project
+#: number"; ``vertex.network`` and ``--network`` alike.
+NETWORK_RE = re.compile(r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]*[a-z0-9])?$")
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ATTACHMENT_RE = re.compile(r"^projects/[^/]+/regions/([a-z]+-[a-z]+[0-9]+)/networkAttachments/([a-z]([-a-z0-9]{0,61}"
                            r"[a-z0-9])?)$")
@@ -82,7 +89,8 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         errors.append(problem("vertex.service_account", f"{v.service_account!r} is not a service account's email",
                               ["<name>@<project id>.iam.gserviceaccount.com"]))
     if v.network and not NETWORK_RE.match(v.network):
-        errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name",
+        errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name (Vertex wants the "
+                                                "project number, not its id)",
                               ["projects/<project number>/global/networks/<network name>"]))
     for i, r in enumerate(v.reserved_ip_ranges):
         if not NAME_RE.match(r):

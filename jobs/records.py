@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from trainers import config as config_lib
 from trainers import fileio
@@ -397,34 +397,46 @@ PACKAGE = "vertex-tf-pipelines"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def code_version(root: str = ROOT) -> dict[str, Any]:
-    """Which code ran: ``{"git_commit", "git_dirty", "package_version", "text"}``. The project's git commit
-    (and whether tracked files had changes) when ``root`` is the top of a git checkout, else the installed
-    package's version (an image, a wheel: no ``.git``). Why not only the version: it stays 0.1.0 across
-    every commit, so two runs from different code would look the same."""
+def git_state(root: str, *, own_checkout: bool = False, paths: Sequence[str] = ()) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether tracked files, under ``paths`` when given, have uncommitted changes) of the git
+    checkout holding ``root``; (None, None) outside one, or without git. ``own_checkout``: only when ``root`` is
+    the checkout's top (a package installed inside some other repository must not report that repository's
+    commit)."""
     import subprocess
-    from importlib import metadata
-
-    try:
-        version = metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        version = None
-    out: dict[str, Any] = {"git_commit": None, "git_dirty": None, "package_version": version}
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
                               check=True).stdout.strip()
 
     try:
-        # only this project's own checkout: a package installed inside some other repository must not
-        # report that repository's commit
-        if os.path.samefile(git("rev-parse", "--show-toplevel"), root):
-            out["git_commit"] = git("rev-parse", "HEAD")
-            out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no"))
+        top = git("rev-parse", "--show-toplevel")
+        if own_checkout and not os.path.samefile(top, root):
+            return None, None
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no", "--", *paths))
     except (OSError, subprocess.SubprocessError, ValueError):
-        pass
-    if out["git_commit"]:
-        out["text"] = f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
+        return None, None
+
+
+def commit_text(commit: str, dirty: bool | None) -> str:
+    """``git 0123456789ab`` (+ `` + uncommitted changes``), as the report and the run summary show a commit."""
+    return f"git {commit[:12]}" + (" + uncommitted changes" if dirty else "")
+
+
+def code_version(root: str = ROOT) -> dict[str, Any]:
+    """Which code ran: ``{"git_commit", "git_dirty", "package_version", "text"}``. The project's git commit
+    (and whether tracked files had changes) when ``root`` is the top of a git checkout, else the installed
+    package's version (an image, a wheel: no ``.git``). Why not only the version: it stays 0.1.0 across
+    every commit, so two runs from different code would look the same."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        version = None
+    commit, dirty = git_state(root, own_checkout=True)
+    out: dict[str, Any] = {"git_commit": commit, "git_dirty": dirty, "package_version": version}
+    if commit:
+        out["text"] = commit_text(commit, dirty)
     else:
         out["text"] = f"{PACKAGE} {version}" if version else "unknown (no git checkout, package not installed)"
     return out

@@ -193,7 +193,8 @@ def trainer_version(cfg) -> dict[str, Any] | None:
     exclusions), so a copy outside any repository is named by its content. None for the built-in trainer; on
     Vertex (no ``source_dir``: the code is the image's) the image names it."""
     import hashlib
-    import subprocess
+
+    from jobs.records import commit_text, git_state
 
     if cfg is None or not cfg.user_trainer:
         return None
@@ -202,18 +203,8 @@ def trainer_version(cfg) -> dict[str, Any] | None:
         image = cfg.container.image_uri or "the job's image"
         return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
                 "files": None, "text": f"the code in {image} (its WORKDIR)"}
-    out: dict[str, Any] = {"source_dir": root, "git_commit": None, "git_dirty": None}
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
-
-    try:
-        git("rev-parse", "--show-toplevel")
-        out["git_commit"] = git("rev-parse", "HEAD")
-        out["git_dirty"] = bool(git("status", "--porcelain", "--untracked-files=no", "--", "."))
-    except (OSError, subprocess.SubprocessError):
-        pass
+    commit, dirty = git_state(root, paths=["."])  # its repository's commit; changes under the trainer's folder
+    out: dict[str, Any] = {"source_dir": root, "git_commit": commit, "git_dirty": dirty}
     digest = hashlib.sha256()
     files, _ = collect_code(Path(root), cfg.output.base_dir)
     for rel in files:
@@ -226,8 +217,7 @@ def trainer_version(cfg) -> dict[str, Any] | None:
     out.update(content_sha256=digest.hexdigest(), files=len(files))
     content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
     if out["git_commit"]:
-        out["text"] = (f"git {out['git_commit'][:12]}" + (" + uncommitted changes" if out["git_dirty"] else "")
-                       + f" ({content})")
+        out["text"] = f"{commit_text(out['git_commit'], out['git_dirty'])} ({content})"
     else:
         out["text"] = f"{content} in {root} (not in a git repository)"
     return out

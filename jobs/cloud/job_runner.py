@@ -123,19 +123,26 @@ def write_gcp_resources(path: str, name: str, location: str, api_endpoint: str =
 def existing_job(path: str, resource_type: str = "CustomJob", collection: str = "customJobs") -> str | None:
     """The job (a CustomJob, or ``resource_type`` in ``collection``) a previous attempt of this task created
     (its ``gcp_resources``), or None."""
+    if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    return named_job(Path(path).read_text(), resource_type, collection, where=f"gcp_resources {path}")
+
+
+def named_job(text: str, resource_type: str = "CustomJob", collection: str = "customJobs",
+              where: str = "gcp_resources") -> str:
+    """The one ``resource_type`` job a ``gcp_resources`` text (GCPC's ``GcpResources`` as JSON) names, as its
+    resource name; a CloudError (one line) when the text is not that or names no single such job."""
     from google.protobuf import json_format
     from google_cloud_pipeline_components.proto.gcp_resources_pb2 import GcpResources
 
-    if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
-        return None
     try:
-        resources = json_format.Parse(Path(path).read_text(), GcpResources())
+        resources = json_format.Parse(text, GcpResources())
     except json_format.ParseError as exc:
-        raise clients.CloudError(f"gcp_resources {path} is not GCPC's format: {exc}") from None
+        raise clients.CloudError(f"{where} is not GCPC's format: {exc}") from None
     uris = [r.resource_uri for r in resources.resources if r.resource_type == resource_type]
     match = re.search(rf"/v1/(projects/[^/]+/locations/[^/]+/{collection}/[^/]+)$", uris[0]) if len(uris) == 1 else None
     if not match:
-        raise clients.CloudError(f"gcp_resources {path} names no single {resource_type}: {uris}")
+        raise clients.CloudError(f"{where} names no single {resource_type}: {uris}")
     return match.group(1)
 
 

@@ -18,7 +18,6 @@ on, as a local study does with a failed baseline.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -28,13 +27,15 @@ from trainers.paths import join, readable
 
 
 def _job_name(gcp_resources: str) -> str:
-    """The CustomJob's resource name in a ``gcp_resources`` text ("" when it names none)."""
+    """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.job_runner.named_job``, the runner's
+    own reader); "" when it names none: the name is only shown beside the baseline's figure."""
+    from jobs.cloud.clients import CloudError
+    from jobs.cloud.job_runner import named_job
+
     try:
-        doc = json.loads(gcp_resources)
-        uri = str(doc["resources"][0]["resourceUri"])
-    except (ValueError, KeyError, IndexError, TypeError):
+        return named_job(gcp_resources)
+    except CloudError:
         return ""
-    return uri.split("/v1/", 1)[-1] if "/v1/" in uri else ""
 
 
 def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, Any]:

@@ -253,3 +253,16 @@ def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_cre
     assert spec.network == "projects/123/global/networks/vpc" and list(spec.reserved_ip_ranges) == ["vertex-range"]
     assert spec.scheduling.disable_retries and not spec.scheduling.restart_job_on_worker_restart
     assert spec.scheduling.strategy.name == "SPOT"
+
+
+@pytest.mark.parametrize("flag,value,what", [("worker_pool_specs", "{}", "worker pools"),
+                                             ("worker_pool_specs", "", "worker pools"),
+                                             ("reserved_ip_ranges", "range-1", "range names")])
+def test_a_list_argument_that_is_not_a_json_list_is_one_line(capsys, flag, value, what):
+    from jobs.cloud.custom_job import main
+
+    argv = {"display_name": "x", "worker_pool_specs": "[{}]", "location": "europe-west4", "project": "p",
+            "gcp_resources": "/nonexistent/gcp_resources", flag: value}
+    assert main([a for k, v in argv.items() for a in (f"--{k}", v)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --{flag}: {value!r} is not a JSON list of {what}"]

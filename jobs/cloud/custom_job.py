@@ -74,21 +74,22 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "worker_pool_specs", "location",
                                                                  "project", "gcp_resources"))
     args = p.parse_args(argv)
-    try:
-        pools = json.loads(args.worker_pool_specs)
-    except ValueError:
-        pools = None
-    if not isinstance(pools, list):
-        print(f"error: --worker_pool_specs: {args.worker_pool_specs[:80]!r} is not a JSON list of worker pools",
-              file=sys.stderr, flush=True)
-        return 1
-    try:
-        ranges = json.loads(args.reserved_ip_ranges) if args.reserved_ip_ranges else []
-    except ValueError:
-        ranges = None
-    if not isinstance(ranges, list):
-        print(f"error: --reserved_ip_ranges: {args.reserved_ip_ranges[:80]!r} is not a JSON list of range names",
-              file=sys.stderr, flush=True)
+
+    def json_list(flag: str, what: str, optional: bool = False) -> list | None:
+        """A list argument (kfp passes lists as JSON; ``optional``: empty is []); None after its one error line."""
+        text = getattr(args, flag)
+        try:
+            value = json.loads(text) if text or not optional else []
+        except ValueError:
+            value = None
+        if not isinstance(value, list):
+            print(f"error: --{flag}: {text[:80]!r} is not a JSON list of {what}", file=sys.stderr, flush=True)
+            return None
+        return value
+
+    pools = json_list("worker_pool_specs", "worker pools")
+    ranges = json_list("reserved_ip_ranges", "range names", optional=True) if pools is not None else None
+    if ranges is None:
         return 1
     return job_runner.step_status(lambda: run(
         display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,

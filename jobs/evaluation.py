@@ -321,6 +321,12 @@ def classification_metrics(labels: list[Any], predictions: list[Any]) -> dict[st
             "classes": classes, "confusion_matrix": matrix, "per_class": per_class}
 
 
+#: an evaluation's figures (regression's, then classification's, then the count), and the names the gate and run
+#: history know them by (:func:`figures`; per-class ``eval_precision/<class>``, ``eval_recall/<class>`` besides)
+FIGURES = ("rmse", "mae", "baseline_rmse", "r2", "accuracy", "baseline_accuracy", "examples")
+METRIC_NAMES = tuple(f"eval_{key}" for key in FIGURES)
+
+
 def figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
     """The evaluation as the gate and run history name its figures: ``eval_rmse``, ``eval_mae``,
     ``eval_baseline_rmse``, ``eval_r2``, ``eval_accuracy``, ``eval_baseline_accuracy``, ``eval_examples``, and
@@ -330,7 +336,7 @@ def figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
     if not isinstance(evaluation, dict):
         return {}
     out = {}
-    for key in ("rmse", "mae", "baseline_rmse", "r2", "accuracy", "baseline_accuracy", "examples"):
+    for key in FIGURES:
         value = evaluation.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[f"eval_{key}"] = float(value)
@@ -343,12 +349,6 @@ def figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
     return out
 
 
-#: the figure names :func:`figures` always gives for a task (the gate's validation knows them).
-NAMES = {"regression": ("eval_rmse", "eval_mae", "eval_baseline_rmse", "eval_r2", "eval_examples"),
-         "classification": ("eval_accuracy", "eval_baseline_accuracy", "eval_examples")}
-
-
-# -- the model ------------------------------------------------------------------------------------------------
 def _is_whole(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
 

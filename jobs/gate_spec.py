@@ -25,6 +25,7 @@ import math
 import operator
 import re
 
+from jobs.evaluation import METRIC_NAMES
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -46,8 +47,7 @@ BUILTIN_TRAINING = ("train_loss", "train_accuracy", "train/loss", "train/accurac
                     "train_examples_per_second")
 #: the verify step's verdict on ``serving.eval_data`` (``jobs.evaluation.figures``; per-class figures too:
 #: ``eval_precision/<class>``, ``eval_recall/<class>``).
-EVAL_METRICS = ("eval_accuracy", "eval_baseline_accuracy", "eval_rmse", "eval_mae", "eval_baseline_rmse", "eval_r2",
-                "eval_examples")
+EVAL_METRICS = METRIC_NAMES
 #: the side-car evaluator's scalars (``trainers.evaluator``), with an evaluator pool.
 EVALUATOR_SCALARS = ("validation/loss", "validation/accuracy", "validation_loss", "validation_accuracy")
 

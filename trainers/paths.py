@@ -24,11 +24,15 @@ def fuse_path(uri: str) -> str:
     return FUSE_ROOT + "/" + uri[len("gs://"):] if uri.startswith("gs://") else uri
 
 
+def gcs_uri(path: str) -> str:
+    """The inverse of :func:`fuse_path`: ``/gcs/B/P`` -> ``gs://B/P`` (the bucket a mounted path lives in);
+    anything else unchanged."""
+    return "gs://" + path[len(FUSE_ROOT) + 1:] if path.startswith(FUSE_ROOT + "/") else path
+
+
 def readable(uri: str) -> str:
     """A path Python's own file functions can read for ``uri``: ``gs://B/P`` -> ``/gcs/B/P`` where that mount
     exists (a Vertex replica or pipeline task), else ``uri`` unchanged (local paths; ``gs://`` elsewhere)."""
     import os
 
-    if uri.startswith("gs://") and os.path.isdir(FUSE_ROOT):
-        return FUSE_ROOT + "/" + uri[len("gs://"):]
-    return uri
+    return fuse_path(uri) if uri.startswith("gs://") and os.path.isdir(FUSE_ROOT) else uri

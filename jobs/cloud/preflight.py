@@ -23,6 +23,7 @@ from jobs.job_image import PLACEHOLDER_PROJECT
 from jobs.validate import NAME_RE as PIPELINE_NAME_RE
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
+from trainers.paths import gcs_uri
 
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
@@ -156,7 +157,8 @@ def image_problems(field: str, image: str, project: str, region: str) -> tuple[l
     if not ref.pinned:
         pinned = f"{ref.repository}:{ref.tag or '<tag>'}@sha256:<digest>"
         errors.append(problem(field, f"{image} is not pinned by digest: a tag can move between now and the replicas' "
-                                     + shown("pull; pass the reference `python pipelines/run.py build` prints"), [pinned]))
+                                     + shown("pull; pass the reference `python pipelines/run.py build` prints"),
+                              [pinned]))
     return errors, warnings
 
 
@@ -195,17 +197,14 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:100] or "tf-train"
         errors.append(problem("name", f"{cfg.name!r} is not a pipeline name (^[a-z0-9][a-z0-9-]{{0,127}}$)", [fixed]))
     errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://{BUCKET_FORM}/runs/{cfg.name}")
-    data = cfg.data.path.replace("/gcs/", "gs://", 1) if cfg.data.path.startswith("/gcs/") else cfg.data.path
-    if cfg.data.source not in ("synthetic", "none") or data:
-        errors += gcs_problems("data.path", data, f"gs://{BUCKET_FORM}/flower_photos")
+    # a replica's /gcs/B/P is the bucket's gs://B/P: both are Cloud Storage
+    if cfg.data.source not in ("synthetic", "none") or cfg.data.path:
+        errors += gcs_problems("data.path", gcs_uri(cfg.data.path), f"gs://{BUCKET_FORM}/flower_photos")
     if cfg.data.prepared_dir:
-        errors += gcs_problems("data.prepared_dir", cfg.data.prepared_dir.replace("/gcs/", "gs://", 1)
-                               if cfg.data.prepared_dir.startswith("/gcs/") else cfg.data.prepared_dir,
+        errors += gcs_problems("data.prepared_dir", gcs_uri(cfg.data.prepared_dir),
                                f"gs://{BUCKET_FORM}/flowers-tfrecords")
     if cfg.serving.eval_data:  # read by the verify step on Vertex: Cloud Storage, like every other path
-        eval_data = cfg.serving.eval_data
-        errors += gcs_problems("serving.eval_data", eval_data.replace("/gcs/", "gs://", 1)
-                               if eval_data.startswith("/gcs/") else eval_data, f"gs://{BUCKET_FORM}/eval.jsonl")
+        errors += gcs_problems("serving.eval_data", gcs_uri(cfg.serving.eval_data), f"gs://{BUCKET_FORM}/eval.jsonl")
     if cfg.serving.sample_request:  # its content travels in the pipeline: it must be readable here
         from jobs.validate import sample_request_problems
 

@@ -303,23 +303,27 @@ def read_run(path: str) -> Run:
     a field of the wrong type is ``unreadable``, with its path and the field."""
     path = os.path.abspath(path)
     record = records.read_at(path, records.RUN_RECORD)
+    # each record read once: checked here, then read back from these by _read_run
+    docs = {name: records.read_at(path, name)
+            for name in (records.TUNING_RECORD, records.GATE_RECORD, records.STEPS_RECORD)}
     why = record_problem(record)
-    for name in (records.TUNING_RECORD, records.GATE_RECORD, records.STEPS_RECORD):
-        why = why or _type_problem(records.read_at(path, name), {**NESTED_TYPES, "steps": list, "running": list},
-                                   f"{name}: ")
+    for name, doc in docs.items():
+        why = why or _type_problem(doc, {**NESTED_TYPES, "steps": list, "running": list}, f"{name}: ")
     if why:
         return _unreadable(path, why)
     try:
-        return _read_run(path, record)
+        return _read_run(path, record, docs)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:  # a shape no check above knows
         return _unreadable(path, f"a record holds a field of an unexpected type ({type(exc).__name__}: "
                                  f"{' '.join(str(exc).split())[:120]})")
 
 
-def _read_run(path: str, record: dict[str, Any]) -> Run:
+def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]) -> Run:
+    """The run in ``path`` from its ``run.json`` (``record``) and the study's, the gate's and the steps' records
+    (``docs``, by name, as :func:`read_run` read them)."""
     name = os.path.basename(path.rstrip("/"))
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
-    steps_record = records.read_at(path, records.STEPS_RECORD)
+    steps_record = docs[records.STEPS_RECORD]
     metrics_json = records.read_at(path, records.METRICS_RECORD)
     logs = _logs(path)
     last_log = os.path.join(path, "logs", logs[-1]) if logs else None
@@ -342,7 +346,8 @@ def _read_run(path: str, record: dict[str, Any]) -> Run:
     if status != "finished" and running:
         note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
 
-    gate = _gate(path, record if succeeded and not later_attempt else {}, steps_record, log_started)
+    gate = _gate(path, record if succeeded and not later_attempt else {}, steps_record, log_started,
+                 docs[records.GATE_RECORD])
     if gate and not gate["passed"] and status != "running":
         status, note = "failed", f"the gate refused the model: {gate['missed'] or 'see gate.json'}"
 
@@ -385,7 +390,7 @@ def _read_run(path: str, record: dict[str, Any]) -> Run:
                archive_of=archive.group("base") if archive else None, steps=steps, total_steps=total,
                metrics=metrics, wall_s=wall, when=when, report=report, config=config, config_source=source,
                step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"),
-               study=_study(path, record if status == "finished" else {}), gate=gate)
+               study=_study(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate)
 
 
 def _attempt_seconds(path: str, logs: list[str]) -> list[tuple[dt.datetime, float]]:
@@ -417,11 +422,12 @@ def _finished_wall(attempts: list[tuple[dt.datetime, float]], elapsed: float | N
     return round(earlier + (elapsed if elapsed is not None else done[-1][1]), 1)
 
 
-def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
-    """The study's outcome: run.json's ``tuning`` for a finished run, else the folder's ``tuning.json``."""
+def _study(path: str, record: dict[str, Any], folder_study: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The study's outcome: run.json's ``tuning`` for a finished run, else the folder's ``tuning.json``
+    (``folder_study`` when it was read already)."""
     study = record.get("tuning") if isinstance(record.get("tuning"), dict) else None
     if not study:
-        study = records.read_at(path, records.TUNING_RECORD)
+        study = folder_study if folder_study is not None else records.read_at(path, records.TUNING_RECORD)
     if not study.get("trials"):
         return None
     best = records.best_trial(study)
@@ -432,10 +438,11 @@ def _study(path: str, record: dict[str, Any]) -> dict[str, Any] | None:
             "handed_on": str(handed.get("id")) if handed else None}
 
 
-def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_started: dt.datetime | None
-          ) -> dict[str, Any] | None:
-    """The gate's verdict: run.json's ``gate`` for a finished run; else ``gate.json`` when this attempt's gate
-    step wrote it (steps.json names the step; without steps.json, the file is newer than the attempt's log)."""
+def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_started: dt.datetime | None,
+          folder_gate: dict[str, Any]) -> dict[str, Any] | None:
+    """The gate's verdict: run.json's ``gate`` for a finished run; else ``gate.json`` (``folder_gate``, as read)
+    when this attempt's gate step wrote it (steps.json names the step; without steps.json, the file is newer than
+    the attempt's log)."""
     gate = record.get("gate") if isinstance(record.get("gate"), dict) else None
     if not gate:
         where = os.path.join(path, records.GATE_RECORD)
@@ -444,7 +451,7 @@ def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_s
             newer = log_started is not None and os.path.getmtime(where) >= log_started.timestamp()
         except OSError:
             return None
-        gate = records.read_at(path, records.GATE_RECORD) if ran or (not steps_record and newer) else None
+        gate = folder_gate if ran or (not steps_record and newer) else None
     if not gate or "passed" not in gate:
         return None
     return {"passed": bool(gate["passed"]), "missed": records.gate_missed_bar(gate),

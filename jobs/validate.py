@@ -18,6 +18,7 @@ from trainers.errors import ConfigError, Problem, problem
 from jobs.evaluation import settings_problems as eval_settings_problems
 from jobs.gate_spec import gate_problems
 from jobs.hardware.rules import Report, check_job
+from jobs.placement import placement_problems
 from jobs.tuning_spec import tuning_problems
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -449,7 +450,7 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     report = check_job(cfg.to_dict())
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
-              + tuned_range_problems(cfg))
+              + tuned_range_problems(cfg) + placement_problems(cfg))
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings)

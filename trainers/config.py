@@ -16,6 +16,9 @@ A job config describes everything needed to run one training job, locally or on 
   sample request the verify step sends to the exported model, and the gate before registration.
 * ``vertex``     what only Vertex does with the job: service account, network, web access, reserved IP ranges,
   Private Service Connect (per pool: ``topology.<pool>.disk_spec`` and ``nfs_mounts``);
+* ``placement``  the regions and scheduling strategies Vertex may run the job in, in order (``vtp plan`` picks
+  the cheapest that fits; a capacity failure falls over to the next);
+* ``budget``     the most the job may cost per hour and in all (``vtp plan`` refuses a plan above it);
 * ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
@@ -297,6 +300,27 @@ class Vertex:
 
 
 @dataclasses.dataclass
+class Placement:
+    """Where and how Vertex may run the job, in the user's order of preference. ``vtp plan`` checks every option
+    (the hardware catalog offers the machines there, the project's quota covers them, the bucket's distance) and
+    takes the cheapest that fits; after a capacity failure (a stockout, an expired FLEX_START wait, Spot capacity
+    gone) the training step creates the job again with the next option, same ``output.base_dir``, so the trainer
+    resumes from its last checkpoint (``jobs.placement``). Empty lists: the submission's region
+    (``topology.region`` / ``--region``) and ``scheduling.strategy`` only."""
+    regions: list[str] = dataclasses.field(default_factory=list)
+    strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Budget:
+    """The most the job may cost on Vertex, in US dollars at the price table's list prices (``vtp plan``); 0: no
+    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``)."""
+    max_per_hour: float = 0.0
+    #: the job at its ``scheduling.timeout`` (a study: every trial and the baseline)
+    max_total: float = 0.0
+
+
+@dataclasses.dataclass
 class Validation:
     """How strictly the job is checked: ``strict`` refuses what the hardware catalog does not know (a machine or
     accelerator type it has never seen, a region without data) instead of warning (``run.py --strict``)."""
@@ -404,6 +428,8 @@ class JobConfig:
     serving: Serving = dataclasses.field(default_factory=Serving)
     tuning: Tuning = dataclasses.field(default_factory=Tuning)
     vertex: Vertex = dataclasses.field(default_factory=Vertex)
+    placement: Placement = dataclasses.field(default_factory=Placement)
+    budget: Budget = dataclasses.field(default_factory=Budget)
     validation: Validation = dataclasses.field(default_factory=Validation)
 
     def to_dict(self) -> dict[str, Any]:

@@ -122,3 +122,44 @@ def _status_and_message(exc: BaseException) -> tuple[int | None, str]:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     message = " ".join(str(message).split())
     return (int(status) if status else None), (message[:397] + "..." if len(message) > 400 else message)
+
+
+def bucket_location(uri: str, *, project: str | None = None, endpoint: str | None = None, client=None) -> str:
+    """The location of ``uri``'s bucket as Cloud Storage names it (``US-CENTRAL1``, ``US``, ``EU``...): one
+    ``GET /storage/v1/b/BUCKET`` (``Client.get_bucket``) under the client policy. A missing bucket, a 403 (the
+    caller needs ``storage.buckets.get``) or a give-up is one CloudError line; a 404's names the command that
+    creates it."""
+    from google.api_core import exceptions as core
+    from google.cloud.storage.exceptions import InvalidResponse
+
+    bucket_name, _ = parse_uri(uri)
+    doing = f"reading the location of bucket gs://{bucket_name}"
+    client = client or storage_client(project, endpoint)
+    p = clients.policy()
+
+    def attempt(timeout):
+        return client.get_bucket(bucket_name, timeout=timeout, retry=None)
+
+    try:
+        bucket = clients.retried(attempt, doing=doing, service="Cloud Storage", what=_detail, p=p)
+    except KeyboardInterrupt:
+        raise
+    except core.RetryError as exc:
+        raise CloudError(f"{doing}: gave up after retrying for {clients.seconds(p.total_s)} s: "
+                         f"{_detail(exc.cause or exc)}") from None
+    except (core.GoogleAPICallError, InvalidResponse) as exc:
+        status, message = _status_and_message(exc)
+        if status == 404:
+            raise BucketMissing(f"{doing}: bucket gs://{bucket_name} does not exist") from None
+        hint = f" (the caller needs storage.buckets.get on gs://{bucket_name})" if status == 403 else ""
+        raise CloudError(f"{doing}: {status or ''} {message}{hint}".replace(":  ", ": ")) from None
+    except ValueError as exc:  # an answer that is not JSON
+        raise CloudError(clients.failure_line(exc, doing)) from None
+    location = str(getattr(bucket, "location", "") or "")
+    if not location:
+        raise CloudError(f"{doing}: the answer names no location (not the Cloud Storage API's bucket resource?)")
+    return location
+
+
+class BucketMissing(CloudError):
+    """The bucket does not exist (404), as distinct from a bucket that could not be read."""

@@ -143,7 +143,7 @@ def findings(cfg: Any, option: Option, infos: list[Any], project: str) -> list[F
     if copies > 1:
         study = (f" ({copies - 1} trials at once + the baseline)" if job.tuning.baseline
                  else f" ({copies} trials at once)")
-    alone = "checked against the limit alone (current usage is not read)"
+    alone = "checked against the limit alone: current usage is not read"
     out: list[Finding] = []
     elsewhere: list[str] | None = None
     for need in needs:
@@ -170,7 +170,7 @@ def findings(cfg: Any, option: Option, infos: list[Any], project: str) -> list[F
         if covers(limit, need.amount):
             out.append(Finding(f"quota {need.name} in {region}", True,
                                f"{label} in {region}: the job needs {need.amount} {need.what}{study}, the limit is "
-                               f"{shown} ({alone})"))
+                               f"{shown}; {alone}"))
             continue
         if elsewhere is None:
             elsewhere = covering_regions(job, strategy, infos, skip=region)
@@ -180,6 +180,6 @@ def findings(cfg: Any, option: Option, infos: list[Any], project: str) -> list[F
         fix = request_command(project, info, region, need.amount)
         out.append(Finding(f"quota {need.name} in {region}", False,
                            f"{label} in {region}: the job needs {need.amount} {need.what}{study} ({strategy}), the "
-                           f"project's limit is {shown} ({alone}); {where}; ask for more on {console_url(project)} "
+                           f"project's limit is {shown}, {alone}; {where}; ask for more on {console_url(project)} "
                            f"or: {fix}", fix=fix))
     return out

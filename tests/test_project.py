@@ -294,6 +294,22 @@ def test_every_fault_is_one_bounded_not_checked_line(cloud, capsys, check, fault
     assert all(x.startswith("warning: ") for x in err.strip().splitlines() if x), err
 
 
+def test_nothing_listening_is_one_not_checked_line_per_check(cloud):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    project = CloudProject("my-proj", api_endpoint=f"http://127.0.0.1:{port}")
+    cfg = full_job(cloud)
+    found = [*project.quota(cfg, Option("us-central1", "STANDARD")), *project.setup(cfg, Option("us-central1", "STANDARD")),
+             *project.bucket_location("gs://runs/x")[1]]
+    assert [f.ok for f in found if f.what != "the job's image"] == [None] * (len(found) - 1)
+    for f in found:
+        if f.what != "the job's image":  # the image's registry is its own host, still listening
+            assert "connection refused" in one_line(f), f.line
+
+
 def test_the_command_prints_one_line_per_finding(cloud, capsys):
     rc = main(["--project", "my-proj", "--config", "gpu-1x4", "--api-endpoint", cloud.api.url])
     out = capsys.readouterr().out

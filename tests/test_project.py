@@ -194,6 +194,9 @@ def test_every_setup_check_passes_on_a_project_that_has_everything(cloud):
         ("reservation projects/my-proj/zones/us-central1-a/reservations/r1", True), ("persistent resource pr1", True)]
     batch = cloud.api.calls("GET", "services:batchGet")[0]
     assert sorted(batch.query["names"]) == sorted(f"projects/my-proj/services/{a}" for a in APIS)
+    # a loopback stand-in is asked anonymously: no Google token leaves for it
+    for req in [*cloud.api.requests, *cloud.registry.requests]:
+        assert not any(k.lower() == "authorization" and "Bearer registry-token" not in v for k, v in req.headers.items()), req
 
 
 def test_each_missing_piece_is_a_problem_naming_the_command_that_mends_it(cloud):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobs.hardware.shared import REGION_RE
+from jobs.hardware.shared import region_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -57,9 +57,9 @@ def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     p: list[Problem] = []
     regions = cfg.placement.regions
     for i, r in enumerate(regions):
-        if not isinstance(r, str) or not REGION_RE.match(r):
-            p.append(problem(f"placement.regions[{i}]", f"{r!r} is not a region name (lower case, like "
-                                                          "us-central1)", ["us-central1", "europe-west4"]))
+        named = region_problems(f"placement.regions[{i}]", r)
+        if named:
+            p += named
         elif r in regions[:i]:
             p.append(problem(f"placement.regions[{i}]", f"{r} is listed twice", [x for x in dict.fromkeys(regions)]))
     strategies = cfg.placement.strategies

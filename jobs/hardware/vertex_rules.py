@@ -39,12 +39,34 @@ def _disk_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
         out.append(problem(f"{field}.boot_disk_type", f"{disk.boot_disk_type!r} is not a boot disk type Vertex takes "
                                                       "(empty: Vertex's default, " f"{rules['default']})",
                            rules["types"]))
+    elif disk.boot_disk_type:
+        out += _disk_machine_problems(f"{field}.boot_disk_type", disk.boot_disk_type, pool.machine_type)
     size = disk.boot_disk_size_gb
     if size and not rules["min_gb"] <= size <= rules["max_gb"]:
         out.append(problem(f"{field}.boot_disk_size_gb", f"{size} is outside {rules['min_gb']}-{rules['max_gb']} GB "
                                                          "(0: Vertex's default, 100)",
                            [rules["min_gb"], 200, 500, rules["max_gb"]]))
     return out
+
+
+def _disk_machine_problems(field: str, disk_type: str, machine_type: str) -> list[Problem]:
+    """A boot disk type the machine cannot use, by the catalog's ``boot_disk.by_machine`` (Compute Engine's machine
+    series support): Persistent Disk on a Hyperdisk-only machine (A3 Ultra, A4, A4X), Hyperdisk on a machine with no
+    Hyperdisk (N1, E2, C2, A2). A machine type it does not name is not judged."""
+    rules = load_catalog().boot_disk.get("by_machine") or {}
+    kinds = [(prefix, kind) for kind in ("hyperdisk_only", "persistent_disk_only") for prefix in rules.get(kind, ())
+             if machine_type.startswith(prefix)]
+    if not kinds:
+        return []
+    _, kind = max(kinds, key=lambda k: len(k[0]))
+    hyperdisk = disk_type.startswith("hyperdisk-")
+    if kind == "hyperdisk_only" and not hyperdisk:
+        return [problem(field, f"{machine_type} boots from Hyperdisk only, not {disk_type} (Persistent Disk does not "
+                               "attach to it)", ["hyperdisk-balanced", "'' (Vertex's default)"])]
+    if kind == "persistent_disk_only" and hyperdisk:
+        return [problem(field, f"{machine_type} takes no Hyperdisk, so not {disk_type}", ["pd-ssd", "pd-standard",
+                                                                                        "'' (Vertex's default)"])]
+    return []
 
 
 def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:

@@ -94,6 +94,50 @@ def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
     return out
 
 
+def peering_problems(field: str, network: str, cfg: config_lib.JobConfig) -> list[Problem]:
+    """VPC Network Peering (``vertex.network`` or ``--network``) with accelerators Vertex documents it does not
+    peer (catalog ``vpc_peering``: H100 Mega, H200, B200): one error; a PSC-I network attachment is the way."""
+    if not network:
+        return []
+    barred = set(load_catalog().raw.get("vpc_peering", {}).get("not_with_accelerators", ()))
+    used = sorted({p.accelerator_type for p in cfg.topology.pools() if p.replica_count > 0 and p.accelerator_count > 0
+                   and p.accelerator_type in barred})
+    if not used:
+        return []
+    return [problem(field, f"Vertex training does not peer a VPC network with {', '.join(used)}: reach your network "
+                           "through a Private Service Connect interface instead (and leave the network unset)",
+                    [f"vertex.psc_interface_config.network_attachment: projects/<project>/regions/"
+                     f"{cfg.topology.region}/networkAttachments/<name>"])]
+
+
+def spot_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``SPOT`` (``scheduling.strategy`` or one of ``placement.strategies``) with a TPU Pod: a multi-host TPU VM
+    slice or a ``TPU_V2_POD``/``TPU_V3_POD`` (catalog ``spot``: Vertex does not run Spot VMs with TPU Pods)."""
+    cat = load_catalog()
+    if cat.raw.get("spot", {}).get("tpu_pods", True):
+        return []
+    chief = cfg.topology.chief
+    m = cat.machines.get(chief.machine_type)
+    if m and m.tpu == "vm":
+        hosts = m.hosts(chief.tpu_topology)
+        pod = f"{chief.machine_type} {chief.tpu_topology} is a slice of {hosts} hosts" if hosts > 1 else ""
+        single = ", ".join(m.single_host_topologies) or m.topologies[0]
+        valid = ["STANDARD", f"topology.chief.tpu_topology: {single} (one host)"]
+    else:
+        pod = f"{chief.accelerator_type} is a TPU Pod" if chief.accelerator_type.endswith("_POD") else ""
+        valid = ["STANDARD", "topology.chief.accelerator_type: TPU_V3 (one TPU device)"]
+    if not pod:
+        return []
+    out = []
+    if cfg.scheduling.strategy == "SPOT":
+        out.append(problem("scheduling.strategy", f"Vertex runs no Spot VMs with TPU Pods, and {pod}", valid))
+    for i, s in enumerate(cfg.placement.strategies):
+        if s == "SPOT":
+            out.append(problem(f"placement.strategies[{i}]", f"Vertex runs no Spot VMs with TPU Pods, and {pod}",
+                               valid))
+    return out
+
+
 def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Problem]]:
     """(errors, warnings) of the fields only Vertex acts on (see the module doc)."""
     errors: list[Problem] = []
@@ -114,6 +158,9 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name (Vertex wants the "
                                                 "project number, not its id)",
                               ["projects/<project number>/global/networks/<network name>"]))
+    elif v.network:
+        errors += peering_problems("vertex.network", v.network, cfg)
+    errors += spot_problems(cfg)
     for i, r in enumerate(v.reserved_ip_ranges):
         if not NAME_RE.match(r):
             errors.append(problem(f"vertex.reserved_ip_ranges[{i}]", f"{r!r} is not the name of a reserved IP range "

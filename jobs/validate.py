@@ -375,7 +375,7 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
         from jobs.evaluation import eval_data_problems
 
-        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request)
+        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request, cfg.serving.eval_task)
     return p
 
 

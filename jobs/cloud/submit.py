@@ -39,6 +39,10 @@ VERTEX_ONLY = ("--region", "--pipeline-root", "--service-account", "--network", 
                "--no-cache", "--api-endpoint", "--template", "--poll-seconds")
 
 
+#: ``--poll-seconds``' ceiling: a longer interval between state checks would miss a job's end by over an hour.
+POLL_MAX_S = 3600.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The Vertex AI options of ``run.py`` (used with ``--project``; refused without it)."""
     g = p.add_argument_group("Vertex AI Pipelines (with --project)")
@@ -68,8 +72,11 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
         for flag in VERTEX_ONLY:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 out.append(problem(flag, "only for Vertex runs; add --project PROJECT or remove it"))
-    if args.poll_seconds is not None and not args.poll_seconds > 0:
-        out.append(problem("--poll-seconds", f"must be > 0, got {args.poll_seconds:g}", ["20"]))
+    from jobs.cli import seconds_problem
+
+    if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
+        out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
+                                             f"{POLL_MAX_S:g}, got {args.poll_seconds:g}", ["20"]))
     return out
 
 

@@ -123,8 +123,9 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
             return ""
     quote = (" (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)"
              if tp is str and isinstance(value, bool) else "")
+    examples = {int: ["a whole number, e.g. 8"], float: ["a finite number, e.g. 0.001"], bool: ["true", "false"]}
     problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}{quote}",
-                            ["'1'", "'true'"] if quote else ()))
+                            ["'1'", "'true'"] if quote else examples.get(tp, ())))
     return None
 
 

@@ -270,3 +270,11 @@ def test_a_tuning_section_with_nothing_to_search_is_refused(section):
     assert [e.split(":")[0] for e in errors] == ["tuning.parameters"], errors
     assert "has no parameters to search" in errors[0]
     assert _errors({**doc, "tuning": {"baseline": True}}) == []  # the default, said out loud: no section at all
+
+
+def test_the_catalogs_vertex_regions_are_the_installed_clients():
+    """catalog.yaml regions.vertex is google-cloud-aiplatform's own list (read once here; importing the client takes
+    seconds, so the rules read the copy)."""
+    from google.cloud.aiplatform.constants import base
+
+    assert sorted(CAT.vertex_regions) == sorted(r for r in base.SUPPORTED_REGIONS if r != "global")

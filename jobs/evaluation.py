@@ -11,7 +11,11 @@ whole number, true/false).
 
 * :func:`eval_data_problems` checks the file before anything runs (``jobs.validate``; no TensorFlow): it exists,
   every non-blank line is a JSON object with ``instance`` and ``label``, every instance has the shape of the
-  sample request's instances (or of the first line's, without a sample request), the labels are of one kind.
+  sample request's instances (or of the first line's, without a sample request) and only finite numbers (Python
+  reads ``NaN``; no prediction request carries it), the labels are of one kind, and of the kind
+  ``serving.eval_task`` needs (:func:`task_problems`). When the model is run, a label that is no class of it (an
+  index past its scores, a name its ``metadata.json`` lacks, a whole number beyond 0/1 for one score) stops the
+  verdict instead of counting as a wrong answer.
   One problem per line at fault (its number named), at most :data:`MAX_LINE_PROBLEMS` and a count of the rest.
 * :func:`judge` turns the serving signature's outputs on every example into the verdict (which output, which
   task, the figures); :func:`regression_metrics` and :func:`classification_metrics` are the figures. Numpy

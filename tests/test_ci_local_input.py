@@ -112,3 +112,11 @@ def test_every_build_timeout_outside_its_range_is_one_line(value):
 
     problems = flag_problems(argparse.Namespace(project="local-project", timeout=value, substitution=[]))
     assert len(problems) == 1 and problems[0].startswith("--timeout ") and "finite number of seconds" in problems[0]
+
+
+def test_the_timeout_flag_says_it_wins_over_the_files(capsys, tmp_path):
+    config = toy_build(tmp_path, [{"id": "x", "script": "true"}], timeout="600s")
+    status, out, err = ci_local(capsys, config, tmp_path, "--timeout", "120")
+    assert status == 0 and "warning: --timeout 120 s wins over cloudbuild.yaml's timeout (600 s)" in out, (out, err)
+    status, out, err = ci_local(capsys, config, tmp_path, "--timeout", "600")
+    assert status == 0 and not any(line.startswith("warning: --timeout") for line in out)

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     root = checkout_root(Path.cwd())
     config = (args.config or root / "cloudbuild.yaml").resolve()
     build = load_build(config)
+    if args.timeout is not None and not flag_problems(args) and args.timeout != build.timeout_s:
+        out(f"warning: --timeout {args.timeout:g} s wins over {config.name}'s timeout ({build.timeout_s:g} s)")
     root = checkout_root(config.parent)
     trigger_doc = None
     if args.mode == "trigger":

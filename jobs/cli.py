@@ -19,3 +19,10 @@ def invoked_as() -> str:
 def shown(text: str) -> str:
     """``text`` with ``python pipelines/run.py`` spelled as the user started the command."""
     return text.replace(CHECKOUT, invoked_as())
+
+
+def plan_hint(config: str) -> str:
+    """The line ``validate`` and ``--compile-only`` end with: where to see the exact request, its price and where
+    it can run (``jobs.cloud.plan``)."""
+    return shown(f"see the exact Vertex request, its price and where it can run: python pipelines/run.py plan "
+                 f"--config {config}")

@@ -116,7 +116,7 @@ class Request:
         """The request body as the client's REST transport writes it (camelCase, fields at their defaults left
         out), enums by name where the transport writes their numbers."""
         return json.loads(type(self.message).to_json(self.message, use_integers_for_enums=False, indent=0,
-                                                     including_default_value_fields=False))
+                                                     always_print_fields_with_no_presence=False))
 
     def url(self, project: str, region: str) -> str:
         return f"POST https://{region}-aiplatform.googleapis.com/v1/projects/{project}/locations/{region}/{self.collection}"

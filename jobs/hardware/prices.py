@@ -126,7 +126,7 @@ def pool_price(name: str, pool: Mapping[str, Any], factor: float, table: Mapping
             gpu = table["gpus"].get(accel) or {}
             add(gpu.get("hour"), count, accel)
             what += f" + {count} {accel}"
-    per_replica = None if unknown else round(total * factor, 6)
+    per_replica = None if unknown else total * factor
     return PoolPrice(name, replicas, what, per_replica, tuple(unknown))
 
 

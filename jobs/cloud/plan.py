@@ -18,7 +18,8 @@ the options of ``placement`` with why each was taken or skipped, and one line pe
   ``--require-checks`` makes each an error (for CI).
 
 Submit (``jobs.cloud.submit``), ``upload-template`` (``jobs.cloud.templates``) and so the Cloud Build trigger's
-submit step run :func:`decide` after their preflight and use its pick (region and strategy): one preflight.
+submit step run :func:`decide` first and check and send its pick (region and strategy), their preflight's lines and
+the plan's together (:func:`short_lines`, the unchecked items, the errors): one preflight, not two.
 Exit status of ``vtp plan``: 0 a plan that fits, 2 a problem (bad input, nothing fits, over budget, a check
 failed or, with ``--require-checks``, was not made).
 """
@@ -333,24 +334,23 @@ def cost_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def say(plan: Plan, reqs: list[Request], out=print, *, full: bool = True) -> None:
+def say(plan: Plan, reqs: list[Request], out=print) -> None:
     """The plan on ``out``: the request(s), the options, the cost, the checks (errors and warnings are the
     caller's, on stderr)."""
     pick = plan.option
     region = pick.region if pick else plan.cfg.topology.region
     out(f"plan: {plan.cfg.name} in project {plan.project}" + (f", {pick}" if pick else ""))
-    if full:
-        for i, r in enumerate(reqs, 1):
-            body = r.body()
-            out(f"request {i} of {len(reqs)}: {r.title}")
-            out(f"  {r.url(plan.project, region)}")
-            out("\n".join("  " + line for line in json.dumps(shortened(body), indent=2).splitlines()))
-            config_json = config_argument(body)
-            if config_json:
-                out("  --config-json, decoded (the fields that differ from the defaults):")
-                for k, v in config_changes(config_json).items():
-                    out(f"    {k}: {json.dumps(v)}")
-        out("  (+ the run's system labels, added by Vertex AI Pipelines when it runs)")
+    for i, r in enumerate(reqs, 1):
+        body = r.body()
+        out(f"request {i} of {len(reqs)}: {r.title}")
+        out(f"  {r.url(plan.project, region)}")
+        out("\n".join("  " + line for line in json.dumps(shortened(body), indent=2).splitlines()))
+        config_json = config_argument(body)
+        if config_json:
+            out("  --config-json, decoded (the fields that differ from the defaults):")
+            for k, v in config_changes(config_json).items():
+                out(f"    {k}: {json.dumps(v)}")
+    out("  (+ the run's system labels, added by Vertex AI Pipelines when it runs)")
     out("options (placement):")
     for line in options_table(plan):
         out(line)
@@ -398,14 +398,23 @@ def verdict_lines(plan: Plan, err) -> bool:
     return bool(plan.errors)
 
 
-def preflight(cfg: config_lib.JobConfig, project_id: str, region: str, *, max_cost: float | None = None,
-              require_checks: bool = False, api_endpoint: str = "", out=print, err=None) -> Plan | None:
-    """What submit and upload-template run after their own preflight: the plan, said short (options, cost,
-    checks); None (after its ``error:`` lines) when it does not fit."""
-    err = err or (lambda line: print(line, file=sys.stderr))
-    plan = decide(cfg, project_id, region, max_cost=max_cost, require_checks=require_checks, api_endpoint=api_endpoint)
-    say(plan, [], out, full=False)
-    return None if verdict_lines(plan, err) else plan
+PREFIX = "plan: "
+
+
+def short_lines(plan: Plan) -> list[str]:
+    """What submit and upload-template say of the plan (on stderr: their stdout is read by scripts), one line per
+    option: the pick with its price, every other option fitting or skipped and why."""
+    lines = []
+    for v in sorted(plan.verdicts, key=lambda v: not v.taken):
+        if v.taken:
+            lines.append(f"{PREFIX}{v.option} taken ({v.why}): {prices.money(v.cost.per_hour)} an hour, at most "
+                         f"{prices.money(v.cost.most)} ({v.cost.note})")
+        elif v.fits:
+            lines.append(f"{PREFIX}{v.option} fits too: {prices.money(v.cost.per_hour)} an hour, at most "
+                         f"{prices.money(v.cost.most)}")
+        else:
+            lines.append(f"{PREFIX}{v.option} skipped: {v.why}")
+    return lines
 
 
 # --------------------------------------------------------------------------------------------------

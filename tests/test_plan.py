@@ -351,3 +351,32 @@ def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_
         for server_side in ("name", "state", "createTime", "trials", "startTime", "endTime", "updateTime"):
             received.pop(server_side, None)
         assert request.body() == received, request.title
+
+
+# ---- submit runs the plan first ------------------------------------------------------------------
+
+US_IMAGE = "us-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
+SUBMIT = ["--project", "my-proj", "--pipeline-root", "gs://my-pipelines/root",
+          "--set", "output.base_dir=gs://my-pipelines/runs/flowers", "--set", f"container.image_uri={US_IMAGE}",
+          "--set", "placement.regions=[europe-west4, us-central1]", "--set", "placement.strategies=[SPOT]"]
+
+
+def test_submit_sends_the_plans_pick_and_a_plan_over_budget_sends_nothing(vertex, capsys):
+    from pipelines.run import main
+
+    assert main([*SUBMIT, "--api-endpoint", vertex.url, "--poll-seconds", "0.05"]) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    (create,) = vertex.calls("POST", "/pipelineJobs$")
+    assert create.path == "/v1/projects/my-proj/locations/us-central1/pipelineJobs"  # cheaper than europe-west4
+    params = create.json()["runtimeConfig"]["parameterValues"]
+    assert params["location"] == "us-central1"
+    sent = json.loads(params["config_json"])
+    assert (sent["topology"]["region"], sent["scheduling"]["strategy"]) == ("us-central1", "SPOT")
+    assert "plan: us-central1 SPOT taken (the cheapest that fits)" in err
+    assert "plan: europe-west4 SPOT fits too" in err
+
+    assert main([*SUBMIT, "--api-endpoint", vertex.url, "--max-cost", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert len(vertex.calls("POST", "/pipelineJobs$")) == 1  # nothing more was sent
+    (error,) = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert error.startswith("error: placement: no option fits") and "over budget" in error and "--max-cost" in error

@@ -259,7 +259,8 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         if short:
             v.fits, v.why = False, short[0].line
         elif prices.budget_problems(job, v.cost, max_cost):
-            v.fits, v.why = False, "over budget: " + prices.budget_problems(job, v.cost, max_cost)[0].message
+            over = prices.budget_problems(job, v.cost, max_cost)[0]
+            v.fits, v.why = False, f"over budget: {over.field}: {over.message}"
         far = _bucket_warning(option.region, location, uri)
         if far:
             v.warnings.append(far)
@@ -271,7 +272,7 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
     if pick is None:
         reasons = "; ".join(f"{v.option}: {v.why}" for v in verdicts)
         errors.append(str(problem("placement", f"no option fits ({reasons})",
-                                  _alternatives(verdicts))))
+                                  _alternatives(cfg, verdicts, max_cost))))
         chosen = cfg
     else:
         pick.taken = True
@@ -294,14 +295,23 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
     return Plan(chosen, project_id or PROJECT_PLACEHOLDER, verdicts, pick, findings, errors, warnings, unchecked)
 
 
-def _alternatives(verdicts: list[Verdict]) -> list[str]:
-    """What would fit when nothing does: another strategy or region, a bigger budget."""
+def _alternatives(cfg: config_lib.JobConfig, verdicts: list[Verdict], max_cost: float | None) -> list[str]:
+    """What would fit when nothing does: the budget of the cheapest option, the quota's own fix, the strategies
+    not tried yet, another region."""
     out = []
-    if any("over budget" in v.why for v in verdicts):
-        cheapest = min((v.cost.most for v in verdicts if v.cost.most is not None), default=None)
-        if cheapest is not None:
-            out.append(f"budget.max_total={cheapest:.2f}")
-    out += ["placement.regions=[us-central1, europe-west4]", "placement.strategies=[SPOT, STANDARD, FLEX_START]"]
+    cheapest = min((v.cost for v in verdicts if v.cost.most is not None and "over budget" in v.why),
+                   key=lambda c: c.most, default=None)
+    if cheapest is not None:
+        per_hour = "budget.max_per_hour" in " ".join(v.why for v in verdicts)
+        out.append(f"budget.max_per_hour={cheapest.per_hour:.2f}" if per_hour else
+                   f"--max-cost {cheapest.most:.2f}" if max_cost is not None else f"budget.max_total={cheapest.most:.2f}")
+    out += list(dict.fromkeys(f.fix for v in verdicts for f in v.findings if f.ok is False and f.fix))
+    tried = {v.option.strategy for v in verdicts}
+    if tried != set(placement.STRATEGIES):
+        out.append(f"placement.strategies={list(dict.fromkeys([*sorted(tried), *placement.STRATEGIES]))}".replace("'", ""))
+    if any("hardware catalog" in v.why for v in verdicts):
+        out.append("another region in placement.regions (vtp hardware --accelerator TYPE lists where the catalog "
+                   "offers it)")
     return out
 
 

@@ -15,7 +15,7 @@ from jobs.hardware import prices
 from jobs.hardware.catalog import load_catalog
 from jobs.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
-from tests.vertex_steps import as_json_numbers, finish, start_step
+from tests.vertex_steps import finish, start_step, task_inputs
 from trainers import config as config_lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,21 +54,6 @@ class FakeProject(Project):
 
 # ---- the request -------------------------------------------------------------------------------
 
-def _task_inputs(compiled: dict, task: str, validated, endpoint: str) -> dict:
-    """A compiled task's input parameters as Vertex resolves them when the pipeline starts with its defaults."""
-    defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
-    out = {}
-    for name, source in compiled["root"]["dag"]["tasks"][task]["inputs"]["parameters"].items():
-        if "taskOutputParameter" in source:
-            out[name] = getattr(validated, source["taskOutputParameter"]["outputParameterKey"])
-        elif "componentInputParameter" in source:
-            out[name] = defaults[source["componentInputParameter"]]
-        else:
-            constant = source["runtimeValue"]["constant"]
-            out[name] = "acme-ml" if constant == "{{$.pipeline_google_cloud_project_id}}" else constant
-    return as_json_numbers({**out, "api_endpoint": endpoint})
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("config,sets", [
     ("multiworker", ["vertex.enable_web_access=true", "vertex.service_account=trainer@acme-ml.iam.gserviceaccount.com",
@@ -98,7 +83,7 @@ def test_the_plans_request_is_what_the_compiled_pipelines_step_sends(tmp_path, c
     (request,) = planning.requests(cfg, image=planning.image_problem(cfg)[0])  # (aiplatform_v1 imported first)
     with VertexStandIn() as vertex:
         run = finish(start_step(container, "custom-training-job",
-                                _task_inputs(compiled, "custom-training-job", validated, vertex.url), tmp_path,
+                                task_inputs(compiled, "custom-training-job", validated, vertex.url, "acme-ml"), tmp_path,
                                 parameters=("gcp_resources",)))
         assert run.returncode == 0, run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/customJobs$")
@@ -334,13 +319,13 @@ def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_
     study_request, base_request = planning.requests(cfg)  # (aiplatform_v1 imported before the stand-in decodes)
     with VertexStandIn(tuning_trials=trials) as vertex:
         tuning = finish(start_step(executors["exec-hyperparameter-tuning-job"]["container"], "hyperparameter-tuning-job",
-                                   _task_inputs(compiled, "hyperparameter-tuning-job", validated, vertex.url),
+                                   task_inputs(compiled, "hyperparameter-tuning-job", validated, vertex.url, "acme-ml"),
                                    tmp_path / "t", parameters=("gcp_resources", "best_trial", "best_model_dir"),
                                    artifacts={"model": ("system.Model", "gs://acme-runs/t/x/model"),
                                               "study": ("system.Artifact", str(tmp_path / "t" / "study"))}))
         assert tuning.returncode == 0, tuning.stderr[-2000:]
         baseline = finish(start_step(executors["exec-custom-training-job"]["container"], "custom-training-job",
-                                     _task_inputs(compiled, "custom-training-job", validated, vertex.url),
+                                     task_inputs(compiled, "custom-training-job", validated, vertex.url, "acme-ml"),
                                      tmp_path / "b", parameters=("gcp_resources",)))
         assert baseline.returncode == 0, baseline.stderr[-2000:]
         (study,) = vertex.tuning_jobs.values()

@@ -280,9 +280,11 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         warnings += pick.warnings
         findings = [*pick.findings, *bucket_findings, *project.setup(chosen, pick.option)]
         errors += [str(p) for p in prices.budget_problems(chosen, pick.cost, max_cost)]
-        warnings += prices.unpriced_bars(chosen, pick.cost, max_cost)
+        unpriced = prices.unpriced_bars(chosen, pick.cost, max_cost)
         if require_checks:
-            errors += [f"{b} (--require-checks)" for b in prices.unpriced_bars(chosen, pick.cost, max_cost)]
+            errors += [f"{b} (--require-checks)" for b in unpriced]
+        else:
+            warnings += unpriced
     for f in findings:
         line = f.line + (f"; fix: {f.fix}" if f.fix else "")
         if f.ok is None:
@@ -484,12 +486,13 @@ def _main(argv: list[str]) -> int:
     cfg = checks.placeholder_free(cfg)
     plan = decide(cfg, args.project, region, max_cost=args.max_cost, require_checks=args.require_checks,
                   api_endpoint=args.api_endpoint)
-    reqs = requests(plan.cfg, image=image, service_account=args.service_account, network=args.network)
+    reqs = requests(plan.cfg, image=image or "<no image: see the error on container.image_uri>",
+                    service_account=args.service_account, network=args.network)
     say(plan, reqs)
     if args.out:
         write_json(plan, reqs, args.out)
         print(f"plan written to {args.out}")
-    plan.warnings = list(dict.fromkeys([*said, *warnings, *plan.warnings]))
+    plan.warnings = list(dict.fromkeys(str(w) for w in [*said, *warnings, *plan.warnings]))
     plan.errors = [str(e) for e in errors] + plan.errors
     return 2 if verdict_lines(plan, lambda line: print(line, file=sys.stderr)) else 0
 

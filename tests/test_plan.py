@@ -365,3 +365,19 @@ def test_submit_sends_the_plans_pick_and_a_plan_over_budget_sends_nothing(vertex
     assert len(vertex.calls("POST", "/pipelineJobs$")) == 1  # nothing more was sent
     (error,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert error.startswith("error: placement: no option fits") and "over budget" in error and "--max-cost" in error
+
+
+def test_a_study_over_the_hourly_bar_is_told_how_many_trials_at_once_fit():
+    cfg = config_lib.load("tuning", ["tuning.max_trials=8", "tuning.parallel_trials=4"])
+    job = prices.cost(cfg).job.per_hour
+    over = cfg.with_overrides([f"budget.max_per_hour={job * 3.5}"])  # room for 3 jobs: 2 trials + the baseline
+    (p,) = prices.budget_problems(over, prices.cost(over))
+    assert p.field == "budget.max_per_hour" and p.valid[0] == "tuning.parallel_trials=2"
+
+
+@pytest.mark.parametrize("location,where", [("US-CENTRAL1", "North America"), ("US", "North America"),
+                                            ("NAM4", "North America"), ("EU", "Europe"), ("EUR4", "Europe"),
+                                            ("europe-west4", "Europe"), ("ASIA1", "Asia Pacific"),
+                                            ("australia-southeast1", "Asia Pacific"), ("me-west1", "Middle East")])
+def test_the_continent_of_a_bucket_location_or_a_region(location, where):
+    assert planning.continent(location) == where

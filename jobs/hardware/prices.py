@@ -214,9 +214,10 @@ def budget_problems(cfg: config_lib.JobConfig, figures: Cost, max_cost: float | 
     per_hour, most = figures.per_hour, figures.most
     if cfg.budget.max_per_hour and per_hour is not None and per_hour > cfg.budget.max_per_hour:
         fit = [f"budget.max_per_hour={per_hour:.2f}"]
-        if figures.runs_at_once > 1:
-            fit.append(f"tuning.parallel_trials={max(1, int(cfg.budget.max_per_hour // figures.job.per_hour) - (1 if cfg.tuning.baseline else 0))}"
-                       if figures.job.per_hour else "tuning.parallel_trials=1")
+        at_once = int(cfg.budget.max_per_hour // figures.job.per_hour) if figures.job.per_hour else 0
+        trials = at_once - (1 if cfg.tuning.enabled and cfg.tuning.baseline else 0)
+        if figures.runs_at_once > 1 and trials >= 1:  # a study: fewer trials at once fit under the bar
+            fit.insert(0, f"tuning.parallel_trials={trials}")
         out.append(problem("budget.max_per_hour", f"the plan costs {money(per_hour)} an hour "
                                                   f"({figures.note.split(';')[0]}), over the bar of "
                                                   f"{money(cfg.budget.max_per_hour)}", fit))

@@ -381,3 +381,12 @@ def test_a_study_over_the_hourly_bar_is_told_how_many_trials_at_once_fit():
                                             ("australia-southeast1", "Asia Pacific"), ("me-west1", "Middle East")])
 def test_the_continent_of_a_bucket_location_or_a_region(location, where):
     assert planning.continent(location) == where
+
+
+def test_validate_ends_with_where_to_see_the_plan(capsys):
+    from jobs.aiplatform.cli import validate_main
+
+    assert validate_main([H200_JOB]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("see the exact Vertex request, its price and where it can run: ") and \
+        last.endswith(f"plan --config {H200_JOB}")

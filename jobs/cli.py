@@ -36,3 +36,10 @@ def seconds_problem(flag: str, value: float | None, most: float, *, zero: bool =
         return (f"{flag} {value:g}: give a finite number of seconds, {lowest} and at most {most:,.0f}"
                 + (f" (e.g. {flag} {example})" if example else ""))
     return None
+
+
+def plan_hint(config: str) -> str:
+    """The line ``validate`` and ``--compile-only`` end with: where to see the exact request, its price and where
+    it can run (``jobs.cloud.plan``)."""
+    return shown(f"see the exact Vertex request, its price and where it can run: python pipelines/run.py plan "
+                 f"--config {config}")

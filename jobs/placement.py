@@ -45,10 +45,12 @@ def options(cfg: config_lib.JobConfig, region: str = "") -> list[Option]:
 
 
 def with_option(cfg: config_lib.JobConfig, option: Option) -> config_lib.JobConfig:
-    """The job as it runs under ``option``: its region and scheduling strategy replaced."""
+    """The job as it runs under ``option``: its region and scheduling strategy replaced (``max_wait_duration``,
+    FLEX_START's own field, kept only under FLEX_START)."""
+    wait = cfg.scheduling.max_wait_duration if option.strategy == "FLEX_START" else ""
     return dataclasses.replace(
         cfg, topology=dataclasses.replace(cfg.topology, region=option.region),
-        scheduling=dataclasses.replace(cfg.scheduling, strategy=option.strategy))
+        scheduling=dataclasses.replace(cfg.scheduling, strategy=option.strategy, max_wait_duration=wait))
 
 
 def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:

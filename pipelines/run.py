@@ -7,6 +7,7 @@
     python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit (jobs/cloud/submit.py)
     python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
     python pipelines/run.py validate JOB [gcloud-style flags]     # check a config, print worker pools
+    python pipelines/run.py plan --config JOB [--project P] [--region R] [--out plan.json]   # the Vertex request, price, placement
     python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
     python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
@@ -52,6 +53,7 @@ def _subcommand(module: str, function: str = "main", compile_pipeline: bool = Fa
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": _subcommand("jobs.aiplatform.cli", "validate_main"),
+    "plan": _subcommand("jobs.cloud.plan"),
     "hardware": _subcommand("jobs.hardware.listing"),
     "build": _subcommand("jobs.images.build"),
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),

@@ -36,7 +36,7 @@ JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
 #: the flags that only a Vertex run takes (run.py refuses them without --project)
 VERTEX_ONLY = ("--region", "--pipeline-root", "--service-account", "--network", "--labels", "--no-wait",
-               "--no-cache", "--api-endpoint", "--template", "--poll-seconds")
+               "--no-cache", "--api-endpoint", "--template", "--poll-seconds", "--max-cost", "--require-checks")
 
 
 #: ``--poll-seconds``' ceiling: a longer interval between state checks would miss a job's end by over an hour.
@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--template", metavar="URI", help="run an uploaded template (https://REGION-kfp.pkg.dev/"
                                                      "PROJECT/REPO/PACKAGE/TAG) instead of compiling")
     g.add_argument("--poll-seconds", type=float, help="longest interval between state checks (default 20)")
+    g.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total; "
+                                                                 "vtp plan shows the figure)")
+    g.add_argument("--require-checks", action="store_true", default=None,
+                   help="a check of the project that could not be made (no credentials or permission) is an error")
 
 
 def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
@@ -77,6 +81,9 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
     if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
         out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
                                              f"{POLL_MAX_S:g}, got {args.poll_seconds:g}", ["20"]))
+    max_cost = getattr(args, "max_cost", None)
+    if max_cost is not None and not (max_cost >= 0 and max_cost != float("inf")):
+        out.append(problem("--max-cost", f"{max_cost:g} is not a price in US dollars", ["100"]))
     return out
 
 
@@ -173,12 +180,26 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline
 
 
 def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
+    from jobs.cloud import plan as planning
+
     err = err or (lambda line: print(line, file=sys.stderr))
     region = args.region or cfg.topology.region
+    # the plan first (jobs.cloud.plan): the option it takes (region, strategy) is what is checked and sent
+    plan = None
+    if not checks.region_problems("--region", region):
+        plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
+                               require_checks=bool(getattr(args, "require_checks", None)))
+        for line in planning.short_lines(plan):
+            err(line)
+        if plan.pick is not None:
+            cfg, region = plan.cfg, plan.option.region
     errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
                                          service_account=args.service_account or "", network=args.network or "",
                                          labels=args.labels or [], template=args.template or "",
                                          components_image=getattr(args, "image", None) or "")
+    if plan is not None:
+        warnings = [*plan.unchecked, *plan.warnings, *warnings]
+        errors = [*plan.errors, *errors]
     if checks.say(errors, warnings, err):
         return 2
     cfg = checks.placeholder_free(cfg)

@@ -78,14 +78,6 @@ def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
 
 
 # -- completion record, --fresh, last checkpoint -----------------------------------------------------
-def test_finished_record_only_for_the_same_config(tmp_path):
-    cfg_json = json.dumps({"name": "a", "training": {"steps": 30}})
-    assert runs.finished_record(str(tmp_path), cfg_json) is None
-    runs.write_record(str(tmp_path), cfg_json, {"name": "a"})
-    assert runs.finished_record(str(tmp_path), cfg_json)["summary"] == {"name": "a"}
-    assert runs.finished_record(str(tmp_path), json.dumps({"name": "a", "training": {"steps": 60}})) is None
-
-
 def test_fresh_keeps_the_old_folder_whole(tmp_path):
     base = tmp_path / "run"
     assert runs.archive(str(base)) is None  # nothing there yet

@@ -22,8 +22,11 @@ which decides a run's status from whatever records it left, and refuses a record
   A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
   ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
-A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is a copy
-``--fresh`` kept (``jobs.local.runs.archive``), the only kind ``prune`` removes. No TensorFlow, no kfp: a
+A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is named like
+a copy ``--fresh`` kept (``jobs.local.runs.archive``, which also writes ``.fresh-copy.json`` into it); ``prune``
+removes only folders known to be such copies (``jobs.local.prune.copy_of``). A record that is there and cannot be
+read back (not JSON, cut short, too big, too deep, a null or a field of the wrong type) makes the run
+``unreadable``, never "no record" (:func:`read_record_strictly`). No TensorFlow, no kfp: a
 listing takes well under a second.
 """
 from __future__ import annotations
@@ -48,7 +51,7 @@ DEFAULT_KEEP = 3
 ARCHIVE_RE = re.compile(r"^(?P<base>.+)\.(?P<stamp>\d{8}-\d{6})(?:-(?P<n>\d+))?$")
 LOG_RE = re.compile(r"^run-(\d{8}-\d{6})\.log$")
 STAMP = "%Y%m%d-%H%M%S"
-MARKERS = (records.RUN_RECORD, records.STEPS_RECORD, runs.LOCK_NAME, records.METRICS_RECORD, records.TRAINING_RECORD, "checkpoints",
+MARKERS = (records.RUN_RECORD, records.STEPS_RECORD, records.PROVENANCE_RECORD, runs.LOCK_NAME, records.METRICS_RECORD, records.TRAINING_RECORD, "checkpoints",
            "pipeline_root")
 TAIL_BYTES = 64 * 1024
 STATUSES = ("running", "finished", "interrupted", "failed", "unfinished")

@@ -135,8 +135,8 @@ def prune(root: str, keep: int, older_than_days: float | None, dry_run: bool, ou
 
 def _interrupted(root: str, planned: list[str]) -> str:
     """The line after Ctrl-C: what is gone, what is left, and that the next prune finishes a half-removed copy."""
-    gone = [n for n in planned if not os.path.exists(os.path.join(root, n))]
     aside = [n for n in os.listdir(root) if n.startswith(".") and n.endswith(".removing")] if os.path.isdir(root) else []
+    gone = [n for n in planned if not os.path.exists(os.path.join(root, n)) and f".{n}.removing" not in aside]
     left = (f"; {', '.join(aside)} was set aside half-removed: the next runs prune removes it" if aside else "")
     return (f"interrupted: removed {len(gone)} of {len(planned)} --fresh copies under {root}{left}; every other "
             "folder is as it was")

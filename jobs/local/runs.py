@@ -147,16 +147,6 @@ def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
         "tuning": summary.get("tuning") or {}, "gate": summary.get("gate") or {}})
 
 
-def finished_record(base: str, config_json: str) -> dict[str, Any] | None:
-    """The completion record when the folder holds a finished run of this config (compared as
-    :func:`comparable` compares: sections that do not change what is made are left out)."""
-    record = read_record(base)
-    if record.get("status") == "succeeded" and isinstance(record.get("config"), dict) and \
-            not config_diff(comparable(record["config"]), comparable(json.loads(config_json))):
-        return record
-    return None
-
-
 # -- what made a run, and whether a new run may go on in its folder ---------------------------------------
 #: A job's sections that say how it is checked, planned or scheduled, never what it trains: not compared.
 NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling")
@@ -231,8 +221,9 @@ def _changes(before: dict[str, Any], now: dict[str, Any], ignore: tuple[str, ...
     old, new = before.get("trainer_code") or {}, now.get("trainer_code") or {}
     if isinstance(old, dict) and isinstance(new, dict) and old.get("sha256") and new.get("sha256") \
             and old["sha256"] != new["sha256"]:
-        out.append(f"trainer code sha256 {str(old['sha256'])[:12]} -> {str(new['sha256'])[:12]} "
-                   f"({new.get('files', '?')} file(s) in {now['config'].get('trainer', {}).get('source_dir') or '?'})")
+        where = (now["config"].get("trainer") or {}).get("source_dir")
+        out.append(f"trainer code sha256 {str(old['sha256'])[:12]} -> {str(new['sha256'])[:12]}"
+                   + (f" in {where}" if where else ""))
     return out
 
 

@@ -268,7 +268,7 @@ class _Replica:
 def separator(attempt: int, replica: str) -> str:
     """The line that opens an attempt's lines in a replica's log file (an earlier run's lines may be above it)."""
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    return f"===== {when} {replica}, attempt {attempt} (launcher pid {os.getpid()}): a new start; lines above are earlier =====\n"
+    return f"===== {when} {replica} attempt {attempt} started (launcher pid {os.getpid()}) =====\n"
 
 
 class _Attempt:

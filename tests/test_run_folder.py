@@ -155,6 +155,13 @@ def test_check_folder_cases(tmp_path):
     (base / "checkpoints" / "checkpoint").write_text("x")
     with pytest.raises(runs.NotThisJob, match=r"holds an unfinished run of another job \(training.steps 10 -> 20\)"):
         runs.check_folder(str(base), _made(other))
+    builtin = {**config, "trainer": {"module": ""}, "container": {"command": ["python", "-m", "trainers.task"]}}
+    runs.write_making(str(base), _made(builtin, None))
+    longer = {**builtin, "training": {"steps": 20}}
+    assert runs.check_folder(str(base), _made(longer, None)) is None  # the built-in trainer trains on to step 20
+    with pytest.raises(runs.NotThisJob, match=r"unfinished run of another job \(training.seed null -> 1\)"):
+        runs.check_folder(str(base), _made({**builtin, "training": {"steps": 10, "seed": 1}}, None))
+    runs.write_making(str(base), _made(config))
     runs.write_record(str(base), json.dumps(config), {"name": "j"})
     assert runs.check_folder(str(base), _made(config))["status"] == "succeeded"
     assert runs.check_folder(str(base), _made({**config, "scheduling": {"timeout": "9s"}}))  # not what it makes

@@ -12,7 +12,8 @@ this job's):
 * **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
   checkpoint-resume feature) when it is made of the same config and code; made of another, it is refused the
   same way rather than resumed into a mix, unless the earlier attempt left nothing to mix with (no checkpoint,
-  no model, no study), in which case this run simply starts there.
+  no model, no study), in which case this run simply starts there, or only the built-in trainer's
+  ``training.steps`` changed (:data:`BUILTIN_RESUMABLE`: the same model trained on to the new count).
 * ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole, with a
   ``.fresh-copy.json`` saying so: ``runs prune`` removes only such copies) and the run starts from step 0 in
   an empty ``<base>``.
@@ -42,6 +43,7 @@ from typing import Any
 
 from jobs import records
 from trainers import fileio
+from trainers.config import BUILTIN_COMMAND
 from trainers.paths import join
 
 LOCK_NAME = ".run.lock"
@@ -153,6 +155,10 @@ NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling")
 #: The config's local paths, compared as absolute paths (``--runner docker`` makes them absolute).
 LOCAL_PATHS = (("trainer", "source_dir"), ("data", "path"), ("data", "prepared_dir"), ("output", "base_dir"),
                ("serving", "sample_request"), ("serving", "eval_data"))
+#: What an unfinished run of the built-in trainer may change and still resume: its checkpoint is the same model
+#: at step N, trained on to the new count (the trainer refuses a count below N itself,
+#: ``trainers.train.refuse_checkpoint_past_the_end``). A user's trainer is a black box: any change is refused.
+BUILTIN_RESUMABLE = ("training.steps",)
 #: what a --fresh copy holds to say it is one (``runs prune`` removes only folders holding it)
 COPY_RECORD = ".fresh-copy.json"
 
@@ -213,18 +219,25 @@ def _made_of(base: str, record: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _changes(before: dict[str, Any], now: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[str]:
-    """What differs between two makings, one phrase each (config keys first, then the trainer code); the dotted
-    keys in ``ignore`` are not compared."""
-    out = [f"{d['key']} {json.dumps(d['a'])} -> {json.dumps(d['b'])}"
+def _changes(before: dict[str, Any], now: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """What differs between two makings: ``(dotted key, phrase)`` each, config keys first, then the trainer code
+    (key ``trainer code``); the dotted keys in ``ignore`` are not compared."""
+    out = [(d["key"], f"{d['key']} {json.dumps(d['a'])} -> {json.dumps(d['b'])}")
            for d in config_diff(comparable(before["config"]), comparable(now["config"])) if d["key"] not in ignore]
     old, new = before.get("trainer_code") or {}, now.get("trainer_code") or {}
     if isinstance(old, dict) and isinstance(new, dict) and old.get("sha256") and new.get("sha256") \
             and old["sha256"] != new["sha256"]:
         where = (now["config"].get("trainer") or {}).get("source_dir")
-        out.append(f"trainer code sha256 {str(old['sha256'])[:12]} -> {str(new['sha256'])[:12]}"
-                   + (f" in {where}" if where else ""))
+        out.append(("trainer code", f"trainer code sha256 {str(old['sha256'])[:12]} -> {str(new['sha256'])[:12]}"
+                    + (f" in {where}" if where else "")))
     return out
+
+
+def _builtin(config: dict[str, Any]) -> bool:
+    """Whether a config runs the built-in trainer (``trainers.config.JobConfig.user_trainer``, on the dict)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    container = config.get("container") if isinstance(config.get("container"), dict) else {}
+    return not trainer.get("module") and list(container.get("command") or []) == list(BUILTIN_COMMAND)
 
 
 def _has_training_state(base: str) -> bool:
@@ -272,8 +285,10 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -
         return record if finished else None
     if not finished and not _has_training_state(base):
         return None  # the earlier attempt left no checkpoint, model or study: nothing to mix with
+    if not finished and _builtin(now["config"]) and {key for key, _ in changed} <= set(BUILTIN_RESUMABLE):
+        return None  # the built-in trainer continues the same model to the new step count (fewer: it refuses)
     kind = "a finished" if finished else "an unfinished"
-    shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
+    shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
     raise NotThisJob(
         f"output.base_dir: {base} holds {kind} run of another job ({shown}); nothing in it was changed. "
         f"{_ways_on(base)}")

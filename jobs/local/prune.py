@@ -118,18 +118,18 @@ def prune(root: str, keep: int, older_than_days: float | None, dry_run: bool, ou
     if not os.path.isdir(root):
         raise UsageError(str(problem("--root", f"{root} is not a folder; give the folder that holds the run folders",
                                      [DEFAULT_ROOT])))
-    remove, kept, not_copies = plan_prune(root, keep, older_than_days)
-    freed, removed = 0, 0
+    remove: list[str] = []
     try:
+        remove, kept, not_copies = plan_prune(root, keep, older_than_days)
         freed, removed = _remove(root, remove, dry_run, out)
-    except KeyboardInterrupt:
+        for name, why in not_copies:
+            out.write(f"kept {os.path.join(root, name)}: {why}\n")
+        verb = "would free" if dry_run else "freed"
+        out.write(f"{verb} {freed:,} bytes ({_size(freed)}) in {removed} --fresh cop{'y' if removed == 1 else 'ies'}; "
+                  f"kept {len(kept)} cop{'y' if len(kept) == 1 else 'ies'}"
+                  + (f" ({', '.join(kept)})" if kept else "") + "; live run folders are never pruned\n")
+    except KeyboardInterrupt:  # Ctrl-C: one line on what is gone and what is left (runs_cli: exit 130)
         raise Interrupted(_interrupted(root, remove)) from None
-    for name, why in not_copies:
-        out.write(f"kept {os.path.join(root, name)}: {why}\n")
-    verb = "would free" if dry_run else "freed"
-    out.write(f"{verb} {freed:,} bytes ({_size(freed)}) in {removed} --fresh cop{'y' if removed == 1 else 'ies'}; "
-              f"kept {len(kept)} cop{'y' if len(kept) == 1 else 'ies'}"
-              + (f" ({', '.join(kept)})" if kept else "") + "; live run folders are never pruned\n")
     return freed
 
 
@@ -138,6 +138,8 @@ def _interrupted(root: str, planned: list[str]) -> str:
     aside = [n for n in os.listdir(root) if n.startswith(".") and n.endswith(".removing")] if os.path.isdir(root) else []
     gone = [n for n in planned if not os.path.exists(os.path.join(root, n)) and f".{n}.removing" not in aside]
     left = (f"; {', '.join(aside)} was set aside half-removed: the next runs prune removes it" if aside else "")
+    if not planned and not aside:
+        return f"interrupted: nothing was removed under {root}"
     return (f"interrupted: removed {len(gone)} of {len(planned)} --fresh copies under {root}{left}; every other "
             "folder is as it was")
 

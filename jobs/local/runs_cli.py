@@ -93,11 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             show_compare(a, b, args.json)
         else:
             keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
-            try:
-                prune(args.root or DEFAULT_ROOT, keep, args.older_than, args.dry_run)
-            except KeyboardInterrupt:  # before any copy was touched (while planning)
-                print("interrupted: nothing was removed", file=sys.stderr)
-                return 130
+            prune(args.root or DEFAULT_ROOT, keep, args.older_than, args.dry_run)
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return 130

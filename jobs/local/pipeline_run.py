@@ -6,9 +6,11 @@ replica a container too (``jobs.local.containers``; without a pinned ``--image``
 by ``jobs.images.build``). Either way the training step's worker pools are started on loopback by
 ``jobs.local.launcher``.
 
-What this module owns, in order: the folder's lock and its record (``jobs.local.runs``: a rerun of a
-finished job says so and exits 0; ``--fresh`` starts again, keeping the old folder; an unfinished job
-resumes from its last checkpoint; a folder in use by another live run is refused, or waited for), the
+What this module owns, in order: a ``gs://`` path refused before anything runs (:func:`cloud_path_problems`:
+no folder made), the folder's lock and its record (``jobs.local.runs``: a rerun of a finished job says so
+and exits 0; a run of another config or trainer code is refused before its first step, nothing in the folder
+written; ``--fresh`` starts again, keeping the old folder; an unfinished job resumes from its last
+checkpoint; a folder in use by another live run is refused, or waited for), the
 run's log file, the docker session (probe first, every container removed on every exit path), Ctrl-C
 (every step and replica stopped the preemption way, every child reaped, one line naming the checkpoint and
 the command that resumes), and the run's record and summary. The pipeline itself comes from the caller
@@ -129,11 +131,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 lock.release()
                 lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
         else:
-            try:
-                record = runs.check_folder(base, made)
-            except runs.NotThisJob as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
+            record = runs.check_folder(base, made)  # another job's run here: NotThisJob, below
             if record:
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")

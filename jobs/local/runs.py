@@ -267,8 +267,8 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -
     """Whether a run made of ``now`` (:func:`making`) may go on in ``base``; call it holding the run lock, before
     anything is written there. Returns the finished run's record when that run is this one (nothing to do), None
     when the run may start or resume; raises :class:`NotThisJob` with the one line when the folder holds another
-    job's run (finished, or unfinished with something to mix with). ``ignore``: dotted config keys not known yet (``--runner docker``'s image before
-    its build), not compared."""
+    job's run (finished, or unfinished with something to mix with). ``ignore``: dotted config keys not known yet
+    (``--runner docker``'s image before its build), not compared."""
     if "://" in base or not os.path.isdir(base):
         return None
     record = read_record(base)

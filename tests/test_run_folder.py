@@ -161,7 +161,11 @@ def test_check_folder_cases(tmp_path):
     assert runs.check_folder(str(base), _made(longer, None)) is None  # the built-in trainer trains on to step 20
     with pytest.raises(runs.NotThisJob, match=r"unfinished run of another job \(training.seed null -> 1\)"):
         runs.check_folder(str(base), _made({**builtin, "training": {"steps": 10, "seed": 1}}, None))
+    gated = {**builtin, "serving": {"gate": {"thresholds": ["eval_rmse < 0.5"]}}}
+    assert runs.check_folder(str(base), _made(gated, None)) is None  # the same model, judged by another bar
     runs.write_making(str(base), _made(config))
+    with pytest.raises(runs.NotThisJob, match=r"unfinished run of another job \(serving.x null -> 1; training.steps 10 "):
+        runs.check_folder(str(base), _made({**config, "training": {"steps": 20}, "serving": {"x": 1}}))
     runs.write_record(str(base), json.dumps(config), {"name": "j"})
     assert runs.check_folder(str(base), _made(config))["status"] == "succeeded"
     assert runs.check_folder(str(base), _made({**config, "scheduling": {"timeout": "9s"}}))  # not what it makes

@@ -12,8 +12,9 @@ this job's):
 * **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
   checkpoint-resume feature) when it is made of the same config and code; made of another, it is refused the
   same way rather than resumed into a mix, unless the earlier attempt left nothing to mix with (no checkpoint,
-  no model, no study), in which case this run simply starts there, or only the built-in trainer's
-  ``training.steps`` changed (:data:`BUILTIN_RESUMABLE`: the same model trained on to the new count).
+  no model, no study), in which case this run simply starts there, or only the ``serving`` section changed
+  (:data:`AFTER_TRAINING`: a gate that refused the model, rerun with other bars) or the built-in trainer's
+  ``training.steps`` (:data:`BUILTIN_RESUMABLE`: the same model trained on to the new count).
 * ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole, with a
   ``.fresh-copy.json`` saying so: ``runs prune`` removes only such copies) and the run starts from step 0 in
   an empty ``<base>``.
@@ -159,6 +160,10 @@ LOCAL_PATHS = (("trainer", "source_dir"), ("data", "path"), ("data", "prepared_d
 #: at step N, trained on to the new count (the trainer refuses a count below N itself,
 #: ``trainers.train.refuse_checkpoint_past_the_end``). A user's trainer is a black box: any change is refused.
 BUILTIN_RESUMABLE = ("training.steps",)
+#: What an unfinished run may change and still resume, for any trainer: the steps after training (verify, the
+#: gate, the registry request) judge and describe the model, they do not make it; a gate that refused the model
+#: and a rerun with other bars is the common case.
+AFTER_TRAINING = ("serving.",)
 #: what a --fresh copy holds to say it is one (``runs prune`` removes only folders holding it)
 COPY_RECORD = ".fresh-copy.json"
 
@@ -285,8 +290,9 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -
         return record if finished else None
     if not finished and not _has_training_state(base):
         return None  # the earlier attempt left no checkpoint, model or study: nothing to mix with
-    if not finished and _builtin(now["config"]) and {key for key, _ in changed} <= set(BUILTIN_RESUMABLE):
-        return None  # the built-in trainer continues the same model to the new step count (fewer: it refuses)
+    if not finished and all(key.startswith(AFTER_TRAINING) or (key in BUILTIN_RESUMABLE and _builtin(now["config"]))
+                            for key, _ in changed):
+        return None  # the same model, judged by other bars; or the built-in trainer's trained on to the new count
     kind = "a finished" if finished else "an unfinished"
     shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
     raise NotThisJob(

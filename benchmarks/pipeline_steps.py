@@ -27,6 +27,7 @@ import datetime
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ HERE = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STEP_LINE = re.compile(r"^✓ (\S+) \((\d+(?:\.\d+)?) s\)$")
 # Steps of this checkout that never import TensorFlow (prepare-data: a local folder, trainers/tfrecord.py).
-NO_TF_STEPS = ("(start-up)", "(wrap-up)", "build-image", "validate-config", "prepare-data", "upload-model", "model-upload-request", "report",
+NO_TF_STEPS = ("(start-up)", "(wrap-up)", "(CPU s, every process)", "build-image", "validate-config", "prepare-data", "upload-model", "model-upload-request", "report",
                "run-report")
 
 NOOP = """
@@ -85,14 +86,19 @@ def start_and_end(base: Path, launched: datetime.datetime, ended: datetime.datet
 def run_once(repo: Path, base: Path) -> tuple[dict[str, float], float]:
     env = dict(os.environ, PYTHONPATH=str(repo))
     launched, started = datetime.datetime.now(), time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, str(repo / "pipelines" / "run.py"), "--set", f"output.base_dir={base}"],
                           cwd=str(repo), env=env, capture_output=True, text=True, timeout=1800)
     wall, ended = time.monotonic() - started, datetime.datetime.now()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"error: {repo}: run.py exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     steps = {m.group(1): float(m.group(2)) for m in map(STEP_LINE.match, proc.stdout.splitlines()) if m}
     start_up, wrap_up = start_and_end(base, launched, ended)
-    return {"(start-up)": start_up, **steps, "(wrap-up)": wrap_up}, wall
+    # CPU seconds of every process of the run (replicas included): on a machine shared with other work the
+    # wall times stretch with its load, the CPU time much less
+    return {"(start-up)": start_up, **steps, "(wrap-up)": wrap_up, "(CPU s, every process)": cpu}, wall
 
 
 #: what a part pays in a fresh process of this checkout: (label, code). Each is timed as a whole process.

@@ -274,6 +274,10 @@ SHORT = {"float32": "float32", "mixed_bfloat16": "bf16", "mixed_float16": "float
 WARMUP_STEPS, MEASURE_STEPS = 3, 10
 #: measuring may cost at most this share of the run's steps; a shorter run keeps float32 unmeasured
 MAX_MEASURE_SHARE = 0.10
+#: what building and tracing a candidate's model and step cost, counted in steps of it: 2-16 for the seed CNN
+#: (``benchmarks/precision_auto.py``, 2026-11-27: 180x180 call 125 s of which 109 s the 13 steps; 64x64 11.4 s
+#: of which 5.1 s the steps); a bigger model's trace grows with it, its steps too
+SETUP_STEPS = 10
 #: another precision is kept only when it beats float32 by this factor: a 10-step figure moves by a few
 #: percent between identical runs, and float32 is the safe choice (no rounding, no loss scaling)
 MARGIN = 1.05
@@ -301,7 +305,8 @@ def candidates(device: Device) -> tuple[str, ...]:
 
 
 def measuring_steps(n_candidates: int) -> int:
-    return n_candidates * (WARMUP_STEPS + MEASURE_STEPS)
+    """What measuring ``n_candidates`` costs, in steps: build and trace, warm-up, timed steps, each."""
+    return n_candidates * (SETUP_STEPS + WARMUP_STEPS + MEASURE_STEPS)
 
 
 def too_short(total_steps: int, n_candidates: int) -> bool:

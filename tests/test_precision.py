@@ -397,3 +397,19 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
         assert again.policy == choice.policy and again.measured["cached"] == str(entry)
     finally:
         p.apply(p.choose("float32", device))
+
+
+def test_a_candidate_that_fails_to_measure_is_dropped_with_one_warning(tmp_path, capsys):
+    clock, calls = FakeClock(), []
+    measure = fake_measure(clock, {"float32": 247.0}, calls)
+
+    def failing(policy):
+        if policy != "float32":
+            raise MemoryError("out of memory under bf16")
+        return measure(policy)
+
+    choice = p.decide_auto(BF16_CPU, LONG_RUN, failing, FIELDS, str(tmp_path / "cache"), clock=clock)
+    assert choice.policy == "float32" and "could not be measured" in choice.reason
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "bf16 could not be measured (MemoryError" in warnings[0]
+    assert not (tmp_path / "cache").exists()  # a passing failure is not cached

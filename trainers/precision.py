@@ -114,7 +114,7 @@ class Choice:
     #: what ``auto`` measured (:func:`decide_auto`): ``rates`` (policy -> examples/s), ``seconds`` (what measuring
     #: cost), ``steps`` (warm-up + timed, per candidate), ``cached`` (the cache file it came from, or None).
     #: Empty when nothing was measured. Kept in ``metrics.json`` (``precision_auto``), hence ``run.json``.
-    measured: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    measured: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     def line(self, requested: str) -> str:
         return f"precision: {self.policy} (training.precision={requested}; {self.reason})"
@@ -438,8 +438,19 @@ def decide_auto(device: Device, total_steps: int, measure: Callable[[str], float
                                     f"({measuring_steps(len(cands))} steps of measuring, more than "
                                     f"{MAX_MEASURE_SHARE:.0%} of the run): float32, the safe choice")
     started = clock()
-    rates = {policy: float(measure(policy)) for policy in cands}
+    rates = {}
+    for policy in cands:
+        try:
+            rates[policy] = float(measure(policy))
+        except Exception as exc:  # e.g. out of memory under one policy: not a candidate; float32's own is fatal
+            if policy == "float32":
+                raise
+            print(f"warning: precision auto: {SHORT[policy]} could not be measured ({type(exc).__name__}: "
+                  f"{' '.join(str(exc).split())[:200]}); not a candidate", flush=True)
     seconds = clock() - started
+    if len(rates) < 2:  # nothing left to compare: float32, not cached (the failure may be passing)
+        return choice_of("float32", f"auto: float32 {rates['float32']:.0f} ex/s; the other candidates could not "
+                                    "be measured: float32, the safe choice", {"rates": rates, "seconds": seconds})
     policy = pick(rates)
     entry = {"policy": policy, "rates": rates, "seconds": round(seconds, 3), "steps": WARMUP_STEPS + MEASURE_STEPS,
              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -380,9 +380,18 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     preempt = PreemptionFlag().install()
     replicas = strategy.num_replicas_in_sync
     plan = make_plan(cfg, replicas)
+
+    def auto(device):
+        # Measuring is not start-up: the watchdog (which bounds a peer that never comes) would count the chief's
+        # measurement, and the other replicas' wait for its decision, against scheduling.startup_timeout_s.
+        startup.cancel()
+        try:
+            return decide_precision(cfg, info, strategy, plan, device, base)
+        finally:
+            startup.start()
+
     choice = precision_lib.setup(cfg.training, precision_lib.detect(cfg.topology.strategy,
-                                                                    cfg.topology.chief.accelerator_type),
-                                 auto=lambda device: decide_precision(cfg, info, strategy, plan, device, base))
+                                                                    cfg.topology.chief.accelerator_type), auto=auto)
     mismatch = evaluator_mismatch(cfg, plan) if info.is_chief else None
     if mismatch:
         print(f"warning: {mismatch}", flush=True)

@@ -136,8 +136,29 @@ def _flag_problems(args: argparse.Namespace) -> list:
     return problems
 
 
+def import_kfp_without_its_client() -> None:
+    """Import kfp without ``kfp.client``: kfp's ``__init__`` imports its API client (``kfp.client`` ->
+    kubernetes, requests, google-auth; ~0.5 s of a fresh process, most of ``import kfp``) unless
+    ``_KFP_RUNTIME=true``, the switch kfp's own task command sets for the same reason. No command here uses
+    ``kfp.Client`` (``kfp.dsl``, ``kfp.local``, ``kfp.compiler`` and ``kfp.registry`` import on their own). The
+    switch is on only while kfp's ``__init__`` runs (it is read there alone), so no child process inherits it.
+    A no-op where kfp is already imported."""
+    if "kfp" in sys.modules:
+        return
+    before = os.environ.get("_KFP_RUNTIME")
+    os.environ["_KFP_RUNTIME"] = "true"
+    try:
+        import kfp  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["_KFP_RUNTIME"]
+        else:
+            os.environ["_KFP_RUNTIME"] = before
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    import_kfp_without_its_client()
     if argv[:1] and argv[0] in SUBCOMMANDS:
         return SUBCOMMANDS[argv[0]](argv[1:])
     if argv[:1] and not argv[0].startswith("-"):

@@ -44,6 +44,9 @@ GATE_RECORD = "gate.json"
 STEPS_RECORD = "steps.json"
 #: written when a local run succeeds (``jobs.local.runs.write_record``): its config and summary
 RUN_RECORD = "run.json"
+#: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",
+#: "state", "error", "cause", "fell_over_to", "resumes_from"}]}``, the last the job that ran last
+VERTEX_JOBS_RECORD = "vertex_jobs.json"
 REPORT_PAGE = "report.html"
 
 

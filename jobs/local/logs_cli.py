@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] | None = None
         replicas = os.path.join(target, "logs", "replicas")
         if os.path.isdir(replicas):
             return _local(target, args, out, sleep)
-        raise UsageError(f"{target}: neither a run folder with replica logs ({replicas}) or a Vertex run's record "
-                         f"({records.VERTEX_JOBS_RECORD}), nor a job's resource name; e.g. runs/local or "
+        raise UsageError(f"{target}: not a run folder with replica logs ({replicas}) or with a Vertex run's record "
+                         f"({records.VERTEX_JOBS_RECORD}), and not a job's resource name; e.g. runs/local or "
                          "projects/my-proj/locations/us-central1/customJobs/123")
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

@@ -285,3 +285,19 @@ def test_resume_point_says_what_it_can_read(tmp_path):
     # the given region and strategy first, then the list after it
     assert [str(o) for o in options("us-central1", "STANDARD", PLACEMENT)] == ["us-central1 STANDARD", "us-central1 SPOT"]
     assert [str(o) for o in options("asia-east1", "SPOT", PLACEMENT[:1])] == ["asia-east1 SPOT", "europe-west4 STANDARD"]
+
+
+def test_the_report_lists_the_vertex_attempts(tmp_path):
+    from jobs import report_data
+
+    (tmp_path / "vertex_jobs.json").write_text(json.dumps({"attempts": [
+        {"region": "europe-west4", "strategy": "STANDARD", "job": NAME, "state": "FAILED", "cause": "capacity",
+         "fell_over_to": "us-central1 STANDARD", "resumes_from": "checkpoint step 40"},
+        {"region": "us-central1", "strategy": "STANDARD", "job": "projects/my-proj/locations/us-central1/customJobs/1001",
+         "state": "SUCCEEDED"}]}))
+    built = report_data.gather(None, str(tmp_path), verification={})
+    assert ("Vertex CustomJob 1000 in europe-west4 STANDARD: FAILED; fell over to us-central1 STANDARD, resuming from "
+            "checkpoint step 40") in built["html"]
+    assert "Vertex CustomJob 1001 in us-central1 STANDARD: SUCCEEDED" in built["html"]
+    assert ("Vertex fell over: CustomJob 1000 in europe-west4 STANDARD ended FAILED (capacity); went on in us-central1 "
+            "STANDARD from checkpoint step 40.") in built["markdown"]

@@ -19,7 +19,7 @@ region: ``jobs.cloud.custom_job``). The built-in trainer already saves on SIGTER
   deleted (``BackupAndRestore`` deletes it when ``fit`` ends normally).
 
 Why the helper calls the callback's save method (Keras 3 ``_save_model``, tf_keras ``_backup``), which are not
-public: neither Keras has a public "save now" for ``BackupAndRestore``, and a second format of our own would not be
+public (and tf_keras's saved-epoch variable): neither Keras has a public "save now" for ``BackupAndRestore``, and a second format of our own would not be
 what a restarted ``BackupAndRestore`` reads. Keras 3's ``BackupAndRestore`` under MultiWorkerMirroredStrategy fails
 (every worker writes the same file: FACTS.md); use ``tf_keras`` there. Nothing here imports TensorFlow before a
 callback is made.
@@ -94,8 +94,11 @@ def save_on_preemption(backup: Any, keras: Any = None):
                 # epoch in progress, the one a restarted fit begins again
                 self.backup._current_epoch, self.backup._last_batch_seen = self._epoch, batch
                 self.backup._save_model()
-            else:  # tf_keras: the epoch in progress and the batch
-                self.backup._backup(epoch=self._epoch, batch=batch)
+            else:  # tf_keras: its epoch-level backup is read back as "this epoch finished" (it resumes at the
+                # next one), so the epoch before the one in progress is recorded: a restart begins this one again
+                # (its saved epoch is the variable it set at the epoch's begin; -1 is its "none": start at 0)
+                self.backup._training_state._ckpt_saved_epoch.assign(self._epoch - 1)
+                self.backup._backup(epoch=self._epoch - 1)
             print(f"SIGTERM: saved a backup in {getattr(self.backup, 'backup_dir', '?')} during epoch {self._epoch + 1} "
                   f"(batch {batch + 1}); exiting {EXIT_PREEMPTED}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_PREEMPTED)

@@ -108,6 +108,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+#: ``--wait``'s ceiling: a week, Vertex's default job timeout; a run another holds longer is not one to wait for.
+WAIT_MAX_S = 7 * 24 * 3600.0
+
+
 def _fail(problems) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -121,6 +125,10 @@ def _flag_problems(args: argparse.Namespace) -> list:
     if args.runner == "docker" and (args.project is not None or args.compile_only):
         problems.append("--runner docker: a local run only; --project submits to Vertex and --compile-only writes YAML "
                         "(drop --runner, or drop those flags)")
+    from jobs.cli import seconds_problem
+
+    waited = seconds_problem("--wait", getattr(args, "wait", None), WAIT_MAX_S, zero=True, example="600")
+    problems += [waited] if waited else []
     for flag, given in (("--target", args.target is not None), ("--overwrite", args.overwrite)):
         if given and not args.compile_only:
             problems.append(f"{flag}: only with --compile-only OUT.yaml; add it or remove {flag}")

@@ -400,8 +400,8 @@ def test_policy_defaults_and_bounds(monkeypatch):
     (["--region", "europe-west4"], "error: --region: only for Vertex runs"),
     (["--no-wait"], "error: --no-wait: only for Vertex runs"),
     (["--labels", "a=b"], "error: --labels: only for Vertex runs"),
-    (["--project", "my-proj", "--poll-seconds", "-1"], "error: --poll-seconds: must be > 0, got -1; valid choices: 20"),
-    (["--project", "my-proj", "--poll-seconds", "0"], "error: --poll-seconds: must be > 0, got 0"),
+    (["--project", "my-proj", "--poll-seconds", "-1"], "error: --poll-seconds: must be a finite number of seconds above 0 and at most 3600, got -1; valid choices: 20"),
+    (["--project", "my-proj", "--poll-seconds", "0"], "error: --poll-seconds: must be a finite number of seconds above 0 and at most 3600, got 0"),
 ])
 def test_cloud_flags_without_a_project_are_refused_and_nothing_runs(tmp_path, capsys, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)

@@ -48,6 +48,9 @@ RUN_RECORD = "run.json"
 #: written when a local run starts in its folder (``jobs.local.runs.making``): the resolved config, the user
 #: trainer's code hash and the image; what a later run in that folder is compared with
 PROVENANCE_RECORD = "provenance.json"
+#: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",
+#: "state", "error", "cause", "fell_over_to", "resumes_from"}]}``, the last the job that ran last
+VERTEX_JOBS_RECORD = "vertex_jobs.json"
 REPORT_PAGE = "report.html"
 
 

@@ -143,7 +143,8 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
           resumed: Any = None, fresh: bool = False, hyperparameters: list[tuple[str, str]] = (),
           data: dict[str, Any] | None = None, steps: dict[str, Any] | None = None,
           provenance: list[tuple[str, str]] = (), train: dict[str, Any] | None = None,
-          restarts: list[dict[str, Any]] = (), study: dict[str, Any] | None = None,
+          restarts: list[dict[str, Any]] = (), vertex_attempts: list[dict[str, Any]] = (),
+          study: dict[str, Any] | None = None,
           gate: dict[str, Any] | None = None, gate_expected: bool = False, gate_where: str = "") -> dict[str, Any]:
     """The report's content: ``{"html": str, "markdown": str, "classes": [...], "confusion_matrix": [[...]]}``
     (the last two empty unless the model is a classifier; for KFP's ClassificationMetrics). ``resumed``: the
@@ -267,9 +268,14 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     restart_text = "".join(
         f"<li>restart: {e(str(r.get('replica')))} exited with status {e(str(r.get('exit_status')))}; attempt "
         f"{e(str(r.get('attempt')))} resumed from step {e(str(r.get('resumed_from_step')))}</li>" for r in restarts)
+    vertex_text = "".join(
+        f"<li>Vertex CustomJob {e(str(a.get('job', '')).rsplit('/', 1)[-1])} in {e(str(a.get('region')))} "
+        f"{e(str(a.get('strategy')))}: {e(str(a.get('state')))}"
+        + (f"; fell over to {e(str(a['fell_over_to']))}, resuming from {e(str(a.get('resumes_from')))}"
+           if a.get("fell_over_to") else "") + "</li>" for a in vertex_attempts)
     parts.append("<h2>Checkpoints and resumes</h2><ul id='checkpoints'>"
                  f"<li>checkpoints kept: {e(kept)} ({e(checkpoint_dir or 'n/a')})</li>"
-                 f"<li>launcher attempts: {attempts_seen or 'n/a'}; {e(start)}</li>{restart_text}</ul>")
+                 f"<li>launcher attempts: {attempts_seen or 'n/a'}; {e(start)}</li>{restart_text}{vertex_text}</ul>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}"
              "#verdict li{margin:.3em 0}"
@@ -301,6 +307,9 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     if step_rows:
         md += ["", "Steps: " + ", ".join(f"{name} {secs} s" for name, secs, _ in step_rows if secs != "…") + "."]
     md += ["", f"Checkpoints: {kept}; {start}."]
+    md += [f"Vertex fell over: CustomJob {str(a.get('job', '')).rsplit('/', 1)[-1]} in {a.get('region')} "
+           f"{a.get('strategy')} ended {a.get('state')} ({a.get('cause')}); went on in {a['fell_over_to']} from "
+           f"{a.get('resumes_from')}." for a in vertex_attempts if a.get("fell_over_to")]
     return {"html": page, "markdown": "\n".join(md) + "\n", "classes": classes if classifier else [],
             "confusion_matrix": matrix if classifier else []}
 

@@ -193,6 +193,9 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     figures = training.get("metrics") or {}
     resumed = figures.get("resumed_from_step")
     restarts = [r for r in training.get("restarts") or [] if isinstance(r, dict)]
+    # a Vertex run's CustomJob attempts (jobs.cloud.custom_job: a fall-over to the next placement option each)
+    placement = [a for a in (records.read_at(where, records.VERTEX_JOBS_RECORD).get("attempts") or [] if where else [])
+                 if isinstance(a, dict)]
     if resumed is None:
         resumed = next((r.get("resumed_from_step") for r in reversed(restarts)
                         if r.get("resumed_from_step") is not None), None)
@@ -209,5 +212,5 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
                  steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
-                 restarts=restarts, study=sections.study_facts(study, verification, specs), gate=gate,
+                 restarts=restarts, vertex_attempts=placement, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)

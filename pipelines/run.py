@@ -14,6 +14,7 @@
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
     python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
     python pipelines/run.py runs list | compare A B | prune              # past runs under runs/
+    python pipelines/run.py logs RUN_FOLDER|JOB [--replica chief-0] [--follow]   # replica logs, local or Vertex
     python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci_local/)
 
 Argument parsing and dispatch only: the local run is ``jobs.local.pipeline_run``, the Vertex submission
@@ -60,6 +61,7 @@ SUBCOMMANDS = {
     "register-model": _subcommand("jobs.cloud.submit", "register_main"),
     "components": _subcommand("components.cli"),
     "runs": _subcommand("jobs.local.runs_cli"),
+    "logs": _subcommand("jobs.local.logs_cli"),
     "ci-local": _subcommand("jobs.ci_local"),
 }
 

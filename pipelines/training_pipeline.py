@@ -141,6 +141,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                 reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
                 psc_network_attachment=job.outputs["psc_network_attachment"],
                 tensorboard=job.outputs["tensorboard"],
+                placement=job.outputs["placement"],  # the fall-over order when Vertex has no capacity
                 location=location,
                 project=_placeholders.PROJECT_ID_PLACEHOLDER,
             )

@@ -19,7 +19,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("service_account", str), ("network", str), ("disable_retries", bool),
                          ("enable_web_access", bool), ("enable_dashboard_access", bool), ("reserved_ip_ranges", list),
                          ("psc_network_attachment", str), ("baseline_worker_pool_specs", list),
-                         ("baseline_output_directory", str), ("baseline_display_name", str)]):
+                         ("baseline_output_directory", str), ("baseline_display_name", str), ("placement", list)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -41,10 +41,11 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     ``baseline_display_name``: with a ``tuning`` section whose ``baseline`` is on, the baseline CustomJob's pools,
     folder and name for a second ``custom_training_job`` beside the tuning job (``jobs.job_spec.baseline_job_spec``:
     the job as it stands in ``<base>/baseline``, its chief reporting its metric to a file there), else ``[]``,
-    ``""`` and ``""``."""
+    ``""`` and ``""``; ``placement``: the job's placement options in order (``jobs.placement.options``: ``[{"region",
+    "strategy"}]``), which the training step falls over along when Vertex has no capacity."""
     from collections import namedtuple
 
-    from jobs import job_spec, steps, validate
+    from jobs import job_spec, placement, steps, validate
     from trainers import config as config_lib
     from trainers.cluster import output_dirs
     from trainers.errors import ConfigError
@@ -71,7 +72,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
               "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
               "max_wait_duration", "persistent_resource_id", "tuning", "service_account", "network", "disable_retries",
               "enable_web_access", "enable_dashboard_access", "reserved_ip_ranges", "psc_network_attachment",
-              "baseline_worker_pool_specs", "baseline_output_directory", "baseline_display_name"]
+              "baseline_worker_pool_specs", "baseline_output_directory", "baseline_display_name", "placement"]
     return namedtuple("ValidatedJob", fields)(
         cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
         parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
@@ -79,4 +80,5 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
         parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning),
         *(parts[k] for k in fields[20:27]), baseline["worker_pool_specs"], baseline["base_output_directory"],
-        f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "")
+        f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "",
+        [{"region": o.region, "strategy": o.strategy} for o in placement.options(cfg, location)])

@@ -68,6 +68,15 @@ class JobType:
                 f"gcloud ai {self.gcloud} cancel {job_id} --region {location} --project {project}")
 
 
+class JobFailed(clients.CloudError):
+    """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
+    out (``cause``: ``jobs.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
+
+    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None):
+        super().__init__(line)
+        self.name, self.state, self.message, self.cause = name, state, message, cause
+
+
 class Terminated(BaseException):
     """SIGTERM reached the task: the pipeline was cancelled. A BaseException, like KeyboardInterrupt, so that
     no ``except Exception`` on the way (a call in flight) turns it into an ordinary failure."""
@@ -152,12 +161,15 @@ def _terminate(signum, frame):
 
 def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: str, api_endpoint: str = "",
         log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep,
-        on_poll: Callable[[Any], None] | None = None):
+        on_poll: Callable[[Any], None] | None = None, logging_endpoint: str = ""):
     """Create ``job`` (a message of :func:`request`) in ``project``/``location``, or resume the one an earlier
     attempt created (``gcp_resources``), and follow it to the end; returns the finished job. A failed,
     cancelled or expired job, or a give-up of the policy, is a CloudError with one line; SIGTERM cancels the
     job and raises :class:`Terminated`; Ctrl-C cancels it and re-raises KeyboardInterrupt. ``on_poll``: called with the job as each read returns it, before its
-    state line (a job module's own lines: the tuning job's trials as they end)."""
+    state line (a job module's own lines: the tuning job's trials as they end). A job that ends other than
+    SUCCEEDED first shows why (``jobs.cloud.job_logs.explain_failure``: each failed replica's last lines from
+    Cloud Logging at ``logging_endpoint``, default Google's; one hint line; the console link), then raises
+    :class:`JobFailed` carrying the cause."""
     from google.cloud import aiplatform_v1
 
     kind, method = job_type.resource, job_type.method
@@ -179,7 +191,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
     clients.keeps_running(f"{kind} {name}", job_type.hint(name))
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return _follow(job_type, client, name, log, sleep, on_poll)
+        return _follow(job_type, client, name, log, sleep, on_poll, logging_endpoint)
     except (Terminated, KeyboardInterrupt) as stopped:
         # the pipeline was cancelled (SIGTERM), or a person pressed Ctrl-C where the step runs in a terminal:
         # either way the job must not run on, paid for, with nobody following it. A second Ctrl-C during the
@@ -195,7 +207,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
 
 
 def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sleep: Callable[[float], None],
-            on_poll: Callable[[Any], None] | None = None):
+            on_poll: Callable[[Any], None] | None = None, logging_endpoint: str = ""):
     kind = job_type.resource
     last, interval = None, 1.0
     while True:
@@ -214,8 +226,14 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
         if state == "JOB_STATE_SUCCEEDED":
             return job
         if state not in RUNNING:
+            from jobs.cloud import job_logs
+
             message = " ".join((job.error.message or "no error message was given").split())
-            raise clients.CloudError(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}")
+            _, project, _, location = name.split("/")[:4]
+            cause = job_logs.explain_failure(job, name, project=project, location=location,
+                                             endpoint=logging_endpoint, log=log)
+            raise JobFailed(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}", name=name,
+                            state=state, message=message, cause=cause)
         sleep(min(interval, clients.policy().poll_s))
         interval *= 2
 

@@ -11,8 +11,9 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``jobDetail.taskDetails``;
 * ``POST .../customJobs`` (a ``CustomJob``) -> the job with a server-assigned id, state PENDING; kept in
   ``custom_jobs`` (what would be sent to Vertex: the worker pools by position);
-* ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states``; a FAILED end carries
-  ``custom_error``; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
+* ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states`` (or ``custom_by_location[L]``'s
+  states and error for a job created in L); a FAILED end carries ``custom_error``; ``on_custom_state(job,
+  state)`` is called as a job enters a state (a test "runs" the job: writes its checkpoint); ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
 * ``POST .../hyperparameterTuningJobs`` (a ``HyperparameterTuningJob``) -> the job with a server-assigned id,
   state PENDING; kept in ``tuning_jobs``; ``GET .../hyperparameterTuningJobs/ID`` -> its state advancing through
   ``tuning_states``, its ``trials`` filled from ``tuning_trials`` as they end (each ``{"id", "parameters",
@@ -52,8 +53,17 @@ class VertexStandIn(StandIn):
                  upload_done: bool = False, custom_states=("RUNNING", "SUCCEEDED"),
                  custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1.",
                  eval_page_size: int = 2, tuning_states=("RUNNING", "SUCCEEDED"), tuning_trials=(),
-                 tuning_error: str = "3 trials failed; the maximum number of failed trials is 3."):
+                 tuning_error: str = "3 trials failed; the maximum number of failed trials is 3.",
+                 custom_by_location: dict | None = None, on_custom_state=None):
         super().__init__()
+        # the handlers decode with aiplatform_v1: imported now, not on the first request, where its import (seconds
+        # on a loaded machine) ran past the client's read timeout
+        from google.cloud import aiplatform_v1  # noqa: F401
+        # location -> (states, error): a CustomJob created there advances through these instead (a stockout in one
+        # region, success in the next); on_custom_state(job, state): called as a job's read enters a state (the
+        # stand-in "runs" the job: a test writes what its trainer would, e.g. a checkpoint)
+        self.custom_by_location = dict(custom_by_location or {})
+        self.on_custom_state = on_custom_state
         self.eval_page_size = eval_page_size
         # the Model Registry: model name -> {"versions": [ids], "default": id, "display_name": ...}
         self.registry: dict[str, dict[str, Any]] = {}
@@ -143,10 +153,14 @@ class VertexStandIn(StandIn):
             return 404, google_error(404, f"CustomJob {m['job']} not found")
         if job.name.rsplit("/", 1)[-1] not in self.cancelled:
             n = self.gets[m["job"]] = self.gets.get(m["job"], 0) + 1
-            state = self.custom_states[min(n, len(self.custom_states)) - 1]
+            states, error = self.custom_by_location.get(m["location"], (self.custom_states, self.custom_error))
+            state = states[min(n, len(states)) - 1]
+            entered = job.state.name != f"JOB_STATE_{state}"
             job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
             if state == "FAILED":
-                job.error = {"code": 3, "message": self.custom_error}
+                job.error = {"code": 3, "message": error}
+            if entered and self.on_custom_state is not None:
+                self.on_custom_state(job, state)
         return 200, typed(req, job)
 
     def _cancel_custom_job(self, req: Request, m) -> tuple[int, Any]:

@@ -19,3 +19,63 @@ def invoked_as() -> str:
 def shown(text: str) -> str:
     """``text`` with ``python pipelines/run.py`` spelled as the user started the command."""
     return text.replace(CHECKOUT, invoked_as())
+
+
+#: the exit status of a command whose reader closed its output (``vtp validate FILE | head -1``): 128 + SIGPIPE,
+#: what ``cat``, ``yes`` or ``git log`` end with when their reader goes away, so a shell's ``pipefail`` sees the
+#: same as for them (docs/cli.md "Output cut by a closed pipe")
+CLOSED_PIPE = 141
+
+
+def survives_closed_pipe(command):
+    """``command`` (a ``main(argv) -> int``) made quiet when its reader closes the pipe: Python's
+    ``BrokenPipeError`` (on a write, or on the flush at exit) ends it with :data:`CLOSED_PIPE` and no traceback
+    and no "Exception ignored" line. The standard library's own recipe (the ``signal`` module's "Note on
+    SIGPIPE"): flush inside the guard, then point stdout (and stderr if it is the one closed) at ``/dev/null`` so
+    the interpreter's last flush has nowhere to fail. Restoring ``SIG_DFL`` for SIGPIPE instead would also kill
+    a command in the middle of writing an artifact, where a closed pipe must not matter."""
+    import functools
+
+    @functools.wraps(command)
+    def guarded(*args, **kwargs):
+        try:
+            try:
+                status = command(*args, **kwargs)
+            finally:  # also after SystemExit (argparse's --help and usage errors)
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+            return status
+        except BrokenPipeError:
+            _quiet_closed_streams()
+            return CLOSED_PIPE
+    return guarded
+
+
+def _quiet_closed_streams() -> None:
+    """Point stdout and stderr at ``/dev/null`` where they are a closed pipe (or can no longer be flushed)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                try:
+                    os.dup2(devnull, stream.fileno())
+                except (OSError, ValueError):
+                    pass
+    finally:
+        os.close(devnull)
+
+
+def rich_console(**kwargs):
+    """A ``rich.console.Console(**kwargs)`` whose closed pipe is a ``BrokenPipeError`` for
+    :func:`survives_closed_pipe` to end with :data:`CLOSED_PIPE`: rich's own ``on_broken_pipe`` ends the process
+    itself with status 1, unlike every other command here."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _Console(**kwargs)

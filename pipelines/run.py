@@ -18,7 +18,7 @@
 Argument parsing and dispatch only: the local run is ``jobs.local.pipeline_run``, the Vertex submission
 ``jobs.cloud.submit``, image building ``jobs.images.build``; the pipeline is ``pipelines.training_pipeline``.
 Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in
-use by another run, 130 interrupted (Ctrl-C).
+use by another run, 130 interrupted (Ctrl-C), 141 the reader of its output went away (``| head``).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ SUBCOMMANDS = {
 }
 
 
-from jobs.cli import invoked_as, shown  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
+from jobs.cli import invoked_as, shown, survives_closed_pipe  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -126,6 +126,7 @@ def _flag_problems(args: argparse.Namespace) -> list:
     return problems
 
 
+@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.cli.CLOSED_PIPE), never a traceback
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in SUBCOMMANDS:

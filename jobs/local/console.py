@@ -113,6 +113,7 @@ class Console:
         self._lock = threading.Lock()
         self._last_shown = time.monotonic()
         self._quiet = threading.Event()  # set: stop the heartbeat
+        self._closed: set = set()               # shown-on streams whose reader went away (a closed pipe)
 
     # -- life cycle -------------------------------------------------------------------------------
     def __enter__(self) -> "Console":
@@ -237,11 +238,20 @@ class Console:
                 self._last_shown -= QUIET_S - HEARTBEAT_EVERY_S  # the next line after HEARTBEAT_EVERY_S
 
     def _show(self, text: str) -> None:
+        """``text`` on the console. A console whose reader went away (``vtp | head``) is shown nothing more, and
+        the run goes on to its end with every line in its log: a reader thread that died of ``BrokenPipeError``
+        would leave fd 1 unread, and the run would hang once the pipe filled."""
         self._last_shown = time.monotonic()
-        if self._bar is not None:
-            self._bar[0].console.print(text, markup=False, highlight=False)
-        else:
-            getattr(self, "_stream", self.out).write(text + "\n")
+        stream = getattr(self, "_stream", self.out)
+        if stream in self._closed:
+            return
+        try:
+            if self._bar is not None:
+                self._bar[0].console.print(text, markup=False, highlight=False)
+            else:
+                stream.write(text + "\n")
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            self._closed.add(stream)
 
     # -- classification ---------------------------------------------------------------------------
     def _handle(self, line: str) -> None:
@@ -379,12 +389,12 @@ class Console:
 
     def _bar_update(self, step: int, total: int, fields: str) -> None:
         if self._bar is None:
-            from rich.console import Console as RichConsole
+            from jobs.cli import rich_console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             progress = Progress(TextColumn("  training"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
-                                console=RichConsole(file=self.out, force_terminal=True), transient=False)
+                                console=rich_console(file=self.out, force_terminal=True), transient=False)
             progress.start()
             self._bar = (progress, progress.add_task("train", total=total, info=""))
         progress, task = self._bar

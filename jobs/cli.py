@@ -27,8 +27,33 @@ def shown(text: str) -> str:
 CLOSED_PIPE = 141
 
 
+def process_age_s() -> float:
+    """How long ago this process started (Linux ``/proc/self/stat`` field 22, in clock ticks since boot, against
+    ``/proc/uptime``); 0.0 where that cannot be read. Written here rather than taken from psutil: two reads of
+    /proc do not justify a dependency the product does not otherwise have."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()  # the command name (field 2) may hold spaces
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+_STARTED: list[float] = []  # the running command's start (time.monotonic), innermost last
+
+
+def command_started() -> float | None:
+    """When the command now running started (``time.monotonic``): its process's start when the process is the
+    command (``vtp ...``: ``main()`` called without ``argv``), else when ``main(argv)`` was called (in a test);
+    None outside a command. A promise like "a create gives up within 120 s" counts from here."""
+    return _STARTED[-1] if _STARTED else None
+
+
 def survives_closed_pipe(command):
-    """``command`` (a ``main(argv) -> int``) made quiet when its reader closes the pipe: Python's
+    """The entry point's rule (``pipelines/run.py``'s ``main``): records when the command started
+    (:func:`command_started`), and ``command`` (a ``main(argv) -> int``) made quiet when its reader closes the pipe: Python's
     ``BrokenPipeError`` (on a write, or on the flush at exit) ends it with :data:`CLOSED_PIPE` and no traceback
     and no "Exception ignored" line. The standard library's own recipe (the ``signal`` module's "Note on
     SIGPIPE"): flush inside the guard, then point stdout (and stderr if it is the one closed) at ``/dev/null`` so
@@ -36,12 +61,16 @@ def survives_closed_pipe(command):
     a command in the middle of writing an artifact, where a closed pipe must not matter."""
     import functools
 
+    import time
+
     @functools.wraps(command)
-    def guarded(*args, **kwargs):
+    def guarded(argv=None, *args, **kwargs):
+        _STARTED.append(time.monotonic() - (process_age_s() if argv is None else 0.0))
         try:
             try:
-                status = command(*args, **kwargs)
+                status = command(argv, *args, **kwargs)
             finally:  # also after SystemExit (argparse's --help and usage errors)
+                _STARTED.pop()
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
             return status

@@ -126,7 +126,7 @@ def _flag_problems(args: argparse.Namespace) -> list:
     return problems
 
 
-@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.cli.CLOSED_PIPE), never a traceback
+@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.cli.CLOSED_PIPE); when the command started
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in SUBCOMMANDS:

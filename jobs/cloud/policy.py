@@ -58,8 +58,9 @@ class Policy:
         return self.connect_s, self.read_s
 
     def attempt_timeout(self, left_s: float) -> tuple[float, float]:
-        """``(connect, read)`` for an attempt with ``left_s`` of the budget left: never past the budget."""
-        left_s = max(left_s, MIN_ATTEMPT_S)
+        """``(connect, read)`` for an attempt with ``left_s`` of the budget left: never past the budget (the
+        caller starts no attempt with less than :data:`MIN_ATTEMPT_S` left)."""
+        left_s = max(left_s, 0.001)
         return min(self.connect_s, left_s), min(self.read_s, left_s)
 
 

@@ -53,7 +53,8 @@ def command_started() -> float | None:
 
 def survives_closed_pipe(command):
     """The entry point's rule (``pipelines/run.py``'s ``main``): records when the command started
-    (:func:`command_started`), and ``command`` (a ``main(argv) -> int``) made quiet when its reader closes the pipe: Python's
+    (:func:`command_started`), ends a ``vtp`` process without a long final collection (:func:`_fast_exit`), and
+    ``command`` (a ``main(argv) -> int``) made quiet when its reader closes the pipe: Python's
     ``BrokenPipeError`` (on a write, or on the flush at exit) ends it with :data:`CLOSED_PIPE` and no traceback
     and no "Exception ignored" line. The standard library's own recipe (the ``signal`` module's "Note on
     SIGPIPE"): flush inside the guard, then point stdout (and stderr if it is the one closed) at ``/dev/null`` so
@@ -73,11 +74,23 @@ def survives_closed_pipe(command):
                 _STARTED.pop()
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
+                if argv is None:
+                    _fast_exit()
             return status
         except BrokenPipeError:
             _quiet_closed_streams()
             return CLOSED_PIPE
     return guarded
+
+
+def _fast_exit() -> None:
+    """The process ends right after its command: ``gc.freeze()`` spares the interpreter's final collections the
+    million objects the cloud clients' imports leave (seen: 1.7 s on a quiet machine, 3.6-7.5 s under load, after
+    a submit's last line, 0.4 s with the freeze). Objects still go when their last reference does; only cycles
+    are left for the process's end to reclaim."""
+    import gc
+
+    gc.freeze()
 
 
 def _quiet_closed_streams() -> None:

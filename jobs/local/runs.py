@@ -31,6 +31,7 @@ from typing import Any
 
 from jobs import records
 from trainers import fileio
+from trainers.fileio import open_regular
 from trainers.paths import join
 
 LOCK_NAME = ".run.lock"
@@ -56,9 +57,9 @@ class RunLock:
 
     def holder(self) -> dict[str, Any]:
         try:
-            with open(self.path) as f:
+            with open_regular(self.path, self.path, limit=1 << 20) as f:
                 return json.loads(f.read() or "{}")
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # NotARegularFile is a ValueError: a lock that is a pipe holds nothing
             return {}
 
     def describe_holder(self) -> str:

@@ -48,21 +48,24 @@ sleep: Callable[[float], None] = time.sleep
 #: the deadline (on :data:`monotonic`'s clock) that every call made inside :func:`within` ends by, whatever
 #: its own budget: a command's promise ("a create gives up within 120 s", counted from when it was started)
 _COMMAND_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("vtp_command_deadline", default=None)
+#: the last second of a command's bound is its process's: printing the line and exiting (0.2-0.7 s measured after
+#: a submit, with ``jobs.cli``'s gc.freeze; 1.7-7.5 s before it), so the calls inside :func:`within` end by then
+EXIT_RESERVE_S = 1.0
 
 
 @contextlib.contextmanager
 def within(total_s: float | None = None, *, since: float | None = None):
-    """Every call made inside ends within ``total_s`` (default: the policy's ``total_s``) of ``since`` (a
+    """Every call made inside ends within ``total_s`` (default: the policy's ``command_s``) of ``since`` (a
     :data:`monotonic` time; default: when the command started, ``jobs.cli.command_started``, else now): the
     deadline caps each call's own budget, so the calls of one command, and the start-up and compiling before
-    them, share one bound. Nested: the earlier deadline wins. A call's first attempt still gets one whole
+    them, share one bound (less :data:`EXIT_RESERVE_S`, the process's own end). Nested: the earlier deadline wins. A call's first attempt still gets one whole
     attempt's time (:func:`retried`), so a command whose local work alone took the whole bound still tries once."""
     from jobs.cli import command_started
 
-    total_s = policy().total_s if total_s is None else total_s
+    total_s = policy().command_s if total_s is None else total_s
     if since is None:
         since = command_started()
-    at = (monotonic() if since is None else since) + total_s
+    at = (monotonic() if since is None else since) + total_s - EXIT_RESERVE_S
     outer = _COMMAND_DEADLINE.get()
     token = _COMMAND_DEADLINE.set(at if outer is None else min(at, outer))
     try:

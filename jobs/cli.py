@@ -27,18 +27,29 @@ def shown(text: str) -> str:
 CLOSED_PIPE = 141
 
 
-def process_age_s() -> float:
-    """How long ago this process started (Linux ``/proc/self/stat`` field 22, in clock ticks since boot, against
-    ``/proc/uptime``); 0.0 where that cannot be read. Written here rather than taken from psutil: two reads of
-    /proc do not justify a dependency the product does not otherwise have."""
+def start_ticks(pid: "int | str" = "self") -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux ``/proc/PID/stat`` field 22); None when it is
+    gone, a zombie, or unreadable (not Linux). With the pid it names one process: a pid is reused, the pair is not.
+    Written here rather than taken from psutil: a read of /proc does not justify a dependency the product does not
+    otherwise have."""
     try:
-        with open("/proc/self/stat", "rb") as f:
+        with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rpartition(b")")[2].split()  # the command name (field 2) may hold spaces
+        return None if fields[0] in (b"Z", b"X") else int(fields[19])  # a zombie has ended: only its pid is left
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_age_s() -> float:
+    """How long ago this process started (:func:`start_ticks` against ``/proc/uptime``); 0.0 where that cannot be
+    read."""
+    ticks = start_ticks()
+    try:
         with open("/proc/uptime", "rb") as f:
             uptime = float(f.read().split()[0])
-        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return 0.0
+    return 0.0 if ticks is None else max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 _STARTED: list[float] = []  # the running command's start (time.monotonic), innermost last

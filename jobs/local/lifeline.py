@@ -90,14 +90,11 @@ def kfp_steps_die_with_this_process(on_start: Callable[[int], None] | None = Non
 
 
 def start_time(pid: int) -> int | None:
-    """``pid``'s start time (clock ticks since boot, ``/proc/PID/stat`` field 22): with the pid, names one
-    process (a pid is reused; the pair is not). None when it is gone or unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()
-        return None if fields[0] in (b"Z", b"X") else int(fields[19])  # a zombie has ended: only its pid is left
-    except (OSError, ValueError, IndexError):
-        return None
+    """``pid``'s start time (``jobs.cli.start_ticks``; imported here, not above: the supervisor runs this file
+    alone, with the standard library only)."""
+    from jobs.cli import start_ticks
+
+    return start_ticks(pid)
 
 
 def _supervise(parent: int, argv: list[str]) -> int:

@@ -29,23 +29,31 @@ PR_SET_PDEATHSIG = 1
 _ON_START: list[Callable[[int], None]] = []
 
 
-def _set_parent_death_signal(sig: int) -> bool:
+def _prctl():
+    """libc's ``prctl``, or None (not Linux). Looked up in the parent: the child between fork and exec must not
+    import nor load anything (another thread of the parent may have held the import lock at the fork)."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return False
+        return None
+
+
+def _set_parent_death_signal(sig: int, prctl=None) -> bool:
+    prctl = prctl or _prctl()
+    return prctl is not None and prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
 
 
 def preexec(sig: int = signal.SIGKILL) -> Callable[[], None]:
     """A ``preexec_fn``: the child gets ``sig`` when the process (thread) that started it dies; a child whose
-    parent died before the prctl ends at once. Captures the parent's pid now (call it in the parent)."""
-    parent = os.getpid()
+    parent died before the prctl ends at once. Captures the parent's pid and libc's prctl now (call it in the
+    parent)."""
+    parent, prctl, code = os.getpid(), _prctl(), 128 + int(sig)
 
     def in_child() -> None:
-        if _set_parent_death_signal(sig) and os.getppid() != parent:
-            os._exit(128 + int(sig))
+        if _set_parent_death_signal(sig, prctl) and os.getppid() != parent:
+            os._exit(code)
     return in_child
 
 

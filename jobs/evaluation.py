@@ -53,6 +53,7 @@ import math
 from typing import Any
 
 from trainers.errors import Problem, problem
+from trainers.fileio import NotARegularFile, open_regular
 
 FIELD = "serving.eval_data"
 TASKS = ("auto", "regression", "classification")
@@ -151,7 +152,7 @@ def _open_text(path: str):
         import tensorflow as tf
 
         return tf.io.gfile.GFile(where, "r")
-    return open(where, encoding="utf-8")
+    return open_regular(where, FIELD)
 
 
 def parse_lines(lines, sample_instance: Any = None, where: str = "") -> tuple[list[dict[str, Any]], list[Problem]]:
@@ -251,6 +252,8 @@ def read_examples(path: str, sample_instance: Any = None) -> list[dict[str, Any]
     try:
         with _open_text(path) as f:
             examples, problems = parse_lines(f, sample_instance, path)
+    except NotARegularFile as exc:
+        raise EvalError(str(exc.problems[0])) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalError(str(problem(FIELD, f"{path} cannot be read ({type(exc).__name__}: "
                                            f"{' '.join(str(exc).split())[:150]})", ["a JSON Lines file"]))) from None
@@ -281,15 +284,17 @@ def eval_data_problems(path: str, sample_request: str = "", task: str = "auto") 
     sample = None
     if sample_request:
         try:
-            with open(sample_request, encoding="utf-8") as f:
+            with open_regular(sample_request, "serving.sample_request") as f:
                 instances = json.load(f).get("instances")
             sample = instances[0] if isinstance(instances, list) and instances else None
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError):  # NotARegularFile too: said by the request's own check
             sample = None  # the sample request's own problems are said by its own check
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, FIELD) as f:
             examples, problems = parse_lines(f, sample, path)
         return problems or task_problems(examples, task)
+    except NotARegularFile as exc:
+        return list(exc.problems)
     except UnicodeDecodeError as exc:
         return [problem(FIELD, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); a JSON Lines file",
                         [EXAMPLE_LINE])]

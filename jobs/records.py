@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from trainers import config as config_lib
 from trainers import fileio
+from trainers.fileio import NotARegularFile, open_regular
 from trainers.paths import join, readable
 
 # -- the records' names --------------------------------------------------------------------------------------
@@ -60,9 +61,9 @@ def artifact_json(path: str, field: str, what: str, choices: str) -> Any:
     takes one; ValueError with the one line to say (``FIELD: PATH is not WHAT (why); valid choices: CHOICES``)
     when it cannot be read or is not JSON."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, field) as f:
             return json.load(f)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError
         raise ValueError(f"{field}: {path} is not {what} ({' '.join(str(exc).split())[:200]}); valid choices: "
                          f"{choices}") from None
 
@@ -161,9 +162,9 @@ def read_reports(path: str) -> list[dict[str, Any]]:
     """The reports in a cloudml-hypertune file, oldest first ([] when there is none). A line that is not a JSON
     object is skipped (the library rewrites the whole file on every report)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "the hypertune metrics file") as f:
             lines = f.read().splitlines()
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotARegularFile):
         return []
     reports = []
     for line in lines:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from trainers.fileio import NotARegularFile, open_regular, read_regular
 from jobs.evaluation import settings_problems as eval_settings_problems
 from jobs.gate_spec import gate_problems
 from jobs.hardware.rules import Report, check_job
@@ -334,9 +335,9 @@ def _modules_in(root: Path, limit: int = 5) -> list[str]:
         if len(rel.parts) > 4 or any(part.startswith(".") or part in ("runs", "build") for part in rel.parts):
             continue
         try:
-            if "__main__" in path.read_text(errors="replace"):
+            if b"__main__" in read_regular(str(path), "trainer.source_dir"):
                 found.append(".".join(rel.with_suffix("").parts))
-        except OSError:
+        except (OSError, NotARegularFile):  # a named pipe called x.py: never read
             continue
         if len(found) >= limit:
             break
@@ -385,8 +386,10 @@ def sample_request_problems(path: str) -> list[Problem]:
 
     example = ['{"instances": [[0.1, 0.2], [0.3, 0.4]]}']
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "serving.sample_request") as f:
             doc = json.load(f)
+    except NotARegularFile as exc:
+        return list(exc.problems)
     except FileNotFoundError:
         return [problem("serving.sample_request", f"{path} does not exist (relative to the job file)", example)]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -20,7 +20,7 @@
 Argument parsing and dispatch only: the local run is ``jobs.local.pipeline_run``, the Vertex submission
 ``jobs.cloud.submit``, image building ``jobs.images.build``; the pipeline is ``pipelines.training_pipeline``.
 Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in
-use by another run, 130 interrupted (Ctrl-C).
+use by another run, 130 interrupted (Ctrl-C), 141 the reader of its output went away (``| head``).
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ SUBCOMMANDS = {
 }
 
 
-from jobs.cli import invoked_as, shown  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
+from jobs.cli import invoked_as, shown, survives_closed_pipe  # noqa: E402  (vtp or python pipelines/run.py: usage, --help, resume lines)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -158,6 +158,7 @@ def import_kfp_without_its_client() -> None:
             os.environ["_KFP_RUNTIME"] = before
 
 
+@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.cli.CLOSED_PIPE); when the command started
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     import_kfp_without_its_client()

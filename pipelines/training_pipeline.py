@@ -31,7 +31,9 @@ def sample_request_json(cfg: config_lib.JobConfig) -> str:
 
     if not cfg.serving.sample_request:
         return ""
-    with open(cfg.serving.sample_request, encoding="utf-8") as f:
+    from trainers.fileio import open_regular
+
+    with open_regular(cfg.serving.sample_request, "serving.sample_request") as f:  # checked by validation first
         return json.dumps(json.load(f), separators=(",", ":"))
 
 

@@ -215,6 +215,47 @@ def test_a_build_file_that_cannot_run_here_is_one_error_line(capsys, tmp_path):
     assert status == 2 and len(err) == 1 and "is not a Cloud Build config" in err[0] and "stepz" in err[0]
 
 
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "is empty, not a Cloud Build config"),
+    ("# only a comment\n", "is empty, not a Cloud Build config"),
+    ("- steps\n", "is a YAML list, not a Cloud Build config"),
+    ("just words\n", "is a YAML str, not a Cloud Build config"),
+    ("42\n", "is a YAML int, not a Cloud Build config"),
+    ("steps: 5\n", "is not a Cloud Build config"),
+    ("steps:\n- name: ubuntu\n  script: 'true'\n- id: b\n  name: ubuntu\n  script: 'true'\n  waitFor: ['']\n",
+     "step b: waitFor has an empty id; name the id of an earlier step, or '-' to start at once"),
+    ("steps:\n- id: a\n  name: ubuntu\n  script: 'true'\n  waitFor: ['-', '']\n",
+     "step a: waitFor has an empty id"),
+])
+def test_a_build_file_with_nothing_to_run_or_an_empty_wait_is_one_error_line(capsys, tmp_path, text, fragment):
+    """An empty (or non-mapping) build file and a ``waitFor`` naming an empty id (which an id-less step would have
+    matched, and the runner then failed on): one ``error:`` line naming the file, exit 2, nothing started."""
+    config = tmp_path / "cloudbuild.yaml"
+    config.write_text(text)
+    status, out, err = ci_local(capsys, config, tmp_path)
+    assert status == 2 and len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], (out, err)
+    assert "Traceback" not in "\n".join(out + err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "under-a-file", "under-a-file-deeper"])
+def test_a_workspace_that_cannot_be_a_folder_is_one_error_line(capsys, tmp_path, where):
+    """``--workspace`` a file, or below one: refused with the other flags, before any step; the file untouched."""
+    from jobs.ci_local import main
+
+    config = toy_build(tmp_path, [{"id": "x", "script": "touch ran"}])
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"mine\n")
+    workspace = {"file": afile, "under-a-file": afile / "run", "under-a-file-deeper": afile / "a" / "b"}[where]
+    status = main(["--config", str(config), "--as", "submit", "--workspace", str(workspace)])
+    out, err = capsys.readouterr()
+    err = err.splitlines()
+    assert status == 2 and len(err) == 1 and err[0].startswith(f"error: --workspace {workspace}: "), (out, err)
+    assert "a file, not a folder; give an empty or new folder" in err[0]
+    assert afile.read_bytes() == b"mine\n" and "Traceback" not in out
+
+
 @pytest.mark.parametrize("args, fragment", [
     ([], "the docker steps would push to Artifact Registry (us-central1-docker.pkg.dev): give --registry 127.0.0.1:PORT"),
     (["--registry", "127.0.0.1:5000"], "upload-templates would upload to https://us-central1-kfp.pkg.dev/local-project/"

@@ -223,7 +223,9 @@ def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, cap
     assert re.search(r"^\s*gate\s+passed\s+missed: serving", out, re.M), out
 
 
-def test_list_is_fast_and_imports_neither_tensorflow_nor_kfp(root):
+def test_list_imports_neither_tensorflow_nor_kfp(root):
+    """What keeps ``runs list`` fast (importing TensorFlow costs 2-9 s): it never imports it nor kfp. Its time is
+    printed, never asserted: it depends on the machine (house rule: figures live in benchmarks)."""
     code = ("import sys, time; t = time.monotonic(); from jobs.local import runs_cli; "
             f"rc = runs_cli.main(['list', '--root', {str(root)!r}]); "
             "print('took', time.monotonic() - t); print(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -231,8 +233,7 @@ def test_list_is_fast_and_imports_neither_tensorflow_nor_kfp(root):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("[]"), proc.stdout
-    took = float(re.search(r"^took ([\d.]+)$", proc.stdout, re.M).group(1))
-    assert took < 1.5, took
+    assert re.search(r"^took [\d.]+$", proc.stdout, re.M), proc.stdout
 
 
 def test_list_of_an_empty_or_missing_root(tmp_path, capsys):

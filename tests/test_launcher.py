@@ -228,11 +228,9 @@ def test_two_replicas_succeed_with_isolated_environment(tmp_path, pid_dir, monke
 @pytest.mark.timeout(60)
 def test_failing_replica_stops_the_others(tmp_path, pid_dir):
     log = Log()
-    start = time.monotonic()
     with pytest.raises(JobFailed) as info:
         launch(fake(pid_dir, "chief=sleep", "worker=exit:3", lines=30), [1, 1],
-               str(tmp_path), grace_s=10, log=log)
-    elapsed = time.monotonic() - start
+               str(tmp_path), grace_s=3600, log=log)  # a grace far past the test's timeout: it must not be waited
     res = info.value.result
     assert res.returncode == 3 and res.attempts == 1 and res.restarts == []
     f = res.failure
@@ -243,7 +241,8 @@ def test_failing_replica_stops_the_others(tmp_path, pid_dir):
     assert message == f.describe()
     assert "worker-0 (workerpool1-0, attempt 1) exited with status 3" in message
     assert "  | worker-0 line 29" in message and "worker-0.log" in message
-    assert elapsed < 8, elapsed  # the sleeper dies on SIGTERM at once: no waiting for grace_s
+    # the sleeper dies on SIGTERM at once: no waiting for grace_s (the test's timeout, 60 s, is far below it)
+    assert not any("sending SIGKILL" in line for line in log)
     assert any("stopping chief-0" in line for line in log)
     assert_nothing_left(pid_dir, log, expect=2)
 
@@ -257,7 +256,7 @@ def test_sigterm_ignoring_replica_is_killed_after_grace(tmp_path, pid_dir):
                  str(tmp_path), grace_s=1.0, log=log, check=False)
     elapsed = time.monotonic() - start
     assert res.returncode == 5 and res.failure.name == "worker-0"
-    assert 1.0 <= elapsed < 8, elapsed
+    assert elapsed >= 1.0, elapsed  # the grace was given (its end is bounded by the test's timeout, not here)
     assert any("chief-0 ignored SIGTERM for 1 s; sending SIGKILL" in line for line in log)
     assert_nothing_left(pid_dir, log, expect=2)
 
@@ -290,7 +289,7 @@ def test_timeout(tmp_path, pid_dir):
     assert res.failure.still_running == ["chief-0", "worker-0"]
     assert str(info.value).startswith(
         "job timed out after 1.5 s (attempt 1); still running: chief-0, worker-0.")
-    assert 1.5 <= elapsed < 8, elapsed
+    assert elapsed >= 1.5, elapsed  # not before the timeout (its end is bounded by the test's timeout)
     assert_nothing_left(pid_dir, log, expect=2)
 
 

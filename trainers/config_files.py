@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from trainers.errors import ConfigError, problem
+from trainers.fileio import read_regular
 
 
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
@@ -34,10 +35,10 @@ def _read_yaml(source: str) -> dict[str, Any]:
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ConfigError([problem("--config", f"no preset or file named {source!r}{hint}", presets())])
         path = PRESET_DIR / f"{source}.yaml"
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.safe_load(read_regular(str(path), "--config").decode("utf-8", "replace")) or {}
     except yaml.YAMLError as exc:
         raise ConfigError([problem("--config", f"{path} is not valid YAML: {exc}".replace("\n", " "))]) from None
     if not isinstance(doc, dict):

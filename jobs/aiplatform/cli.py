@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence, TextIO
 import yaml
 
 from trainers.errors import ConfigError, Problem
+from trainers.fileio import read_regular
 from jobs.aiplatform.gcloud_flags import parse_flags
 from jobs.aiplatform.legacy import import_legacy, is_legacy
 from jobs.hardware.rules import num_replicas
@@ -68,7 +69,7 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 def load_yaml(path: str) -> Any:
     """Parse a YAML file; raises ConfigError with one clear line for a missing file or bad YAML."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_regular(path, path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"no such file: {path}", field=path) from None
     except IsADirectoryError:

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from jobs.ci_local.errors import InputError
+from trainers.fileio import NotARegularFile, read_regular
 
 DOCKER_BUILDERS = ("gcr.io/cloud-builders/docker", "docker")
 GCLOUD_BUILDERS = ("gcr.io/cloud-builders/gcloud", "gcr.io/google.com/cloudsdktool/", "google/cloud-sdk")
@@ -65,11 +66,16 @@ def _parse(path: Path, message, flag: str, what: str):
     from google.protobuf import json_format
 
     try:
-        doc = yaml.safe_load(Path(path).read_text())
+        doc = yaml.safe_load(read_regular(str(path), flag).decode("utf-8"))
+        if not isinstance(doc, dict):  # an empty file is None, which ParseDict fails on with a TypeError
+            raise InputError(f"{flag}: {path} is {'empty' if doc is None else f'a YAML {type(doc).__name__}'}, not "
+                             f"{what}: write a mapping (e.g. `steps: [{{name: python, script: ...}}]`)")
         return doc, json_format.ParseDict(doc, message)
     except OSError as exc:
         raise InputError(f"{flag}: cannot read {path}: {exc.strerror}") from None
-    except (yaml.YAMLError, json_format.ParseError, ValueError) as exc:
+    except NotARegularFile as exc:
+        raise InputError(str(exc.problems[0])) from None
+    except (yaml.YAMLError, json_format.ParseError, ValueError, TypeError) as exc:
         raise InputError(f"{flag}: {path} is not {what}: {' '.join(str(exc).split())[:300]}") from None
 
 
@@ -103,10 +109,14 @@ def load_build(path: Path) -> Build:
         if s.name.startswith(GCLOUD_BUILDERS):
             raise InputError(f"{path}: step {label} runs {s.name}: gcloud reaches the cloud, which a local run "
                              "never does")
+        if "" in s.wait_for:  # an id-less step is no id: '' would match it, and the runner's wait would not
+            raise InputError(f"{path}: step {label}: waitFor has an empty id; name the id of an earlier step, or '-' "
+                             "to start at once")
         missing = [w for w in s.wait_for if w != "-" and w not in ids]
         if missing:
             raise InputError(f"{path}: step {label}: waitFor {missing[0]!r} is not the id of an earlier step")
-        ids.add(s.id)
+        if s.id:
+            ids.add(s.id)
         steps.append(Step(i, s.id, s.name, s.script, list(s.wait_for), list(s.env), s.dir_, _seconds(s.timeout),
                           s.automap_substitutions if s.HasField("automap_substitutions")
                           else build.options.automap_substitutions,

@@ -19,7 +19,7 @@ from jobs.ci_local.build_file import load_build, load_trigger
 from jobs.ci_local.environment import env_values, prepare_environment, python_version_note, reuse_packages, venv_steps
 from jobs.ci_local.errors import InputError
 from jobs.ci_local.runner import Runner, dependencies
-from jobs.ci_local.source import checkout_root, fill_workspace, head_commit, prepare_rundir
+from jobs.ci_local.source import checkout_root, fill_workspace, head_commit, prepare_rundir, rundir_problem
 from jobs.ci_local.standins import (Local, cloud_problems, docker_problem, image_problems, install_small_images,
                                     link_wheels, local_problems)
 from jobs.ci_local.substitutions import builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud
@@ -119,6 +119,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     if args.timeout is not None and args.timeout <= 0:
         problems.append(f"--timeout {args.timeout:g}: give a positive number of seconds")
     problems.extend(image_problems(args.small_images, args.wheels))
+    if args.workspace is not None and rundir_problem(args.workspace.resolve()):
+        problems.append(rundir_problem(args.workspace.resolve()))
     if problems:
         raise InputError(problems[0])
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from jobs.ci_local.build_file import Step
+from jobs.local import lifeline
 
 
 def dependencies(steps: list[Step]) -> dict[int, set[int]]:
@@ -127,8 +128,11 @@ class Runner:
                     if step.index in self.stopping:
                         outcome.status = "CANCELLED"
                         return
-                    proc = subprocess.Popen([str(script)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                    # under the supervisor (jobs.local.lifeline): kill -9 of this command stops the step's whole
+                    # group, not only its bash script
+                    proc = subprocess.Popen(lifeline.supervised([str(script)]), cwd=cwd, env=env,
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            start_new_session=True, preexec_fn=lifeline.preexec(signal.SIGTERM))
                     self.procs[step.index] = proc
                 reader = threading.Thread(target=self._copy, args=(proc.stdout, log, step.label), daemon=True)
                 reader.start()

@@ -5,6 +5,7 @@ uploads them), and the run folder (``--workspace``), marked as ci-local's so tha
 and a folder that is not one is never wiped."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
@@ -53,14 +54,34 @@ def head_commit(root: Path) -> dict[str, str]:
     return {"sha": sha, "branch": "" if branch == "HEAD" else branch}
 
 
+def rundir_problem(rundir: Path) -> str | None:
+    """Why ``rundir`` cannot be a run folder (it, or a folder above it, is a file), or None: said with the other
+    flags' problems, before anything starts."""
+    for path in (rundir, *rundir.parents):
+        if path.is_dir():
+            return None
+        if os.path.lexists(path):
+            what = "is a file" if path == rundir else f"is under {path}, a file"
+            return f"--workspace {rundir}: {what}, not a folder; give an empty or new folder (default: build/ci-local/ " \
+                   "in the checkout)"
+    return None
+
+
 def prepare_rundir(rundir: Path) -> None:
     """A fresh run folder: an earlier run's (it holds the marker) is replaced; anything else is refused."""
-    if rundir.exists() and any(rundir.iterdir()):
-        if not (rundir / RUN_MARKER).is_file():
-            raise InputError(f"--workspace {rundir}: not empty and not an earlier ci-local run; give an empty or new folder")
-        shutil.rmtree(rundir)
-    rundir.mkdir(parents=True, exist_ok=True)
-    (rundir / RUN_MARKER).write_text("a vtp ci-local run: replaced by the next one\n")
+    problem = rundir_problem(rundir)
+    if problem:
+        raise InputError(problem)
+    try:
+        if rundir.exists() and any(rundir.iterdir()):
+            if not (rundir / RUN_MARKER).is_file():
+                raise InputError(f"--workspace {rundir}: not empty and not an earlier ci-local run; give an empty or new "
+                                 "folder")
+            shutil.rmtree(rundir)
+        rundir.mkdir(parents=True, exist_ok=True)
+        (rundir / RUN_MARKER).write_text("a vtp ci-local run: replaced by the next one\n")
+    except OSError as exc:
+        raise InputError(f"--workspace {rundir}: {exc.strerror or exc}; give a folder you can write") from None
 
 
 def fill_workspace(root: Path, workspace: Path, source: str, commit: dict[str, str] | None, out=print) -> str:

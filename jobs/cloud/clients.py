@@ -18,7 +18,10 @@ Google token may go (``jobs.cloud.credentials``), and what a failure or Ctrl-C s
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -40,6 +43,35 @@ from jobs.errors import CloudError  # noqa: F401
 monotonic: Callable[[], float] = time.monotonic
 wall_time: Callable[[], float] = time.time
 sleep: Callable[[float], None] = time.sleep
+
+
+#: the deadline (on :data:`monotonic`'s clock) that every call made inside :func:`within` ends by, whatever
+#: its own budget: a command's promise ("a create gives up within 120 s", counted from when it was started)
+_COMMAND_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("vtp_command_deadline", default=None)
+#: the last second of a command's bound is its process's: printing the line and exiting (0.2-0.7 s measured after
+#: a submit, with ``jobs.cli``'s gc.freeze; 1.7-7.5 s before it), so the calls inside :func:`within` end by then
+EXIT_RESERVE_S = 1.0
+
+
+@contextlib.contextmanager
+def within(total_s: float | None = None, *, since: float | None = None):
+    """Every call made inside ends within ``total_s`` (default: the policy's ``command_s``) of ``since`` (a
+    :data:`monotonic` time; default: when the command started, ``jobs.cli.command_started``, else now): the
+    deadline caps each call's own budget, so the calls of one command, and the start-up and compiling before
+    them, share one bound (less :data:`EXIT_RESERVE_S`, the process's own end). Nested: the earlier deadline wins. A call's first attempt still gets one whole
+    attempt's time (:func:`retried`), so a command whose local work alone took the whole bound still tries once."""
+    from jobs.cli import command_started
+
+    total_s = policy().command_s if total_s is None else total_s
+    if since is None:
+        since = command_started()
+    at = (monotonic() if since is None else since) + total_s - EXIT_RESERVE_S
+    outer = _COMMAND_DEADLINE.get()
+    token = _COMMAND_DEADLINE.set(at if outer is None else min(at, outer))
+    try:
+        yield
+    finally:
+        _COMMAND_DEADLINE.reset(token)
 
 
 def say(line: str) -> None:
@@ -86,11 +118,20 @@ def retried(target: Callable[[tuple[float, float]], Any], *, kind: str = READ, d
     repeat = predicate or retryable(kind)
     started = monotonic()
     deadline = started + p.total_s
+    command = _COMMAND_DEADLINE.get()
+    if command is not None:  # a command's own bound (:func:`within`), but never less than one whole first attempt
+        deadline = min(deadline, max(command, started + max(p.timeout)))
+    budget_s = round(deadline - started, 1)
     delays = exponential_sleep_generator(p.first_s, p.max_s, 2.0)
-    tries, longest = 0, (0.0, 0.0)
+    tries, longest, failed = 0, (0.0, 0.0), None
     while True:
+        left = deadline - monotonic()
+        if failed is not None and left < MIN_ATTEMPT_S:
+            # the sleep overran what was left (a busy machine): the bound holds, the try is not made
+            _remember_timeout(failed, longest)
+            raise _gave_up(failed, budget_s, tries) from None
         tries += 1
-        timeout = p.attempt_timeout(deadline - monotonic())
+        timeout = p.attempt_timeout(left)
         longest = (max(longest[0], timeout[0]), max(longest[1], timeout[1]))
         try:
             return target(timeout)
@@ -100,13 +141,14 @@ def retried(target: Callable[[tuple[float, float]], Any], *, kind: str = READ, d
             _remember_timeout(exc, timeout)
             if not repeat(exc):
                 raise
+            failed = exc
             delay = next(delays)
             now = monotonic()
             if now + delay + MIN_ATTEMPT_S > deadline:
                 # the give-up sums up the tries: "no answer within" the longest wait, not the last try's
                 # remainder of the budget
                 _remember_timeout(exc, longest)
-                raise _gave_up(exc, p.total_s, tries) from None
+                raise _gave_up(exc, budget_s, tries) from None
             say(retry_line(service, doing, (what or describe)(exc), delay, deadline - now, tries + 1))
             sleep(delay)
 

@@ -20,7 +20,9 @@
   builds, CustomJobs, model uploads) are retried only when the failure proves nothing was created (429,
   or no connection was made): after a 5xx or a connection dropped once the request was sent, a repeat
   could run the work twice, so the one line says what may exist and the command that lists it;
-* long-running resources are polled at most every ``VTP_CLOUD_POLL_S`` (20) seconds.
+* long-running resources are polled at most every ``VTP_CLOUD_POLL_S`` (20) seconds;
+* a submit's create, with everything the command did before it, ends within ``VTP_CLOUD_COMMAND_S`` (120) seconds
+  of the command's start (``jobs.cloud.clients.within``).
 
 This module is the policy's data and its one env reader; the loop that applies it to every call is
 ``jobs.cloud.clients`` (``retried``, ``call``, ``http``), what a retry or a give-up says is ``jobs.cloud.lines``.
@@ -44,13 +46,15 @@ class Policy:
     operation at once, the work happens after), and the read timeout bounds silence between two reads, not
     the length of a transfer, so 10 s of silence already is the fault; a timer thread printing "still
     waiting" beside a longer read timeout would say the same later, with more code. ``total_s`` (120 s) is
-    one call's whole budget, attempts included."""
+    one call's whole budget, attempts included. ``command_s`` (120 s) bounds a submit's create counted from the
+    command's start, the start-up and compiling before it included (``jobs.cloud.clients.within``)."""
     connect_s: float = 10.0
     read_s: float = 10.0
     total_s: float = 120.0
     first_s: float = 1.0
     max_s: float = 30.0
     poll_s: float = 20.0
+    command_s: float = 120.0
 
     @property
     def timeout(self) -> tuple[float, float]:
@@ -58,15 +62,16 @@ class Policy:
         return self.connect_s, self.read_s
 
     def attempt_timeout(self, left_s: float) -> tuple[float, float]:
-        """``(connect, read)`` for an attempt with ``left_s`` of the budget left: never past the budget."""
-        left_s = max(left_s, MIN_ATTEMPT_S)
+        """``(connect, read)`` for an attempt with ``left_s`` of the budget left: never past the budget (the
+        caller starts no attempt with less than :data:`MIN_ATTEMPT_S` left)."""
+        left_s = max(left_s, 0.001)
         return min(self.connect_s, left_s), min(self.read_s, left_s)
 
 
 #: the policy's environment variables -> Policy field (docs/vertex.md "Credentials, timeouts, retries")
 POLICY_ENV = {"VTP_CLOUD_CONNECT_TIMEOUT_S": "connect_s", "VTP_CLOUD_READ_TIMEOUT_S": "read_s",
               "VTP_CLOUD_RETRY_TOTAL_S": "total_s", "VTP_CLOUD_RETRY_FIRST_S": "first_s",
-              "VTP_CLOUD_RETRY_MAX_S": "max_s", "VTP_CLOUD_POLL_S": "poll_s"}
+              "VTP_CLOUD_RETRY_MAX_S": "max_s", "VTP_CLOUD_POLL_S": "poll_s", "VTP_CLOUD_COMMAND_S": "command_s"}
 
 
 #: no attempt is started with less of the budget left than this (it could only fail for want of time, and

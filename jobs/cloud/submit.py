@@ -183,47 +183,50 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
     from jobs.cloud import plan as planning
 
     err = err or (lambda line: print(line, file=sys.stderr))
-    region = args.region or cfg.topology.region
-    # the plan first (jobs.cloud.plan): the option it takes (region, strategy) is what is checked and sent
-    plan = None
-    if not checks.region_problems("--region", region):
-        plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
-                               require_checks=bool(getattr(args, "require_checks", None)))
-        for line in planning.short_lines(plan):
-            err(line)
-        if plan.pick is not None:
-            cfg, region = plan.cfg, plan.option.region
-    errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
-                                         service_account=args.service_account or "", network=args.network or "",
-                                         labels=args.labels or [], template=args.template or "",
-                                         components_image=getattr(args, "image", None) or "")
-    if plan is not None:
-        warnings = [*plan.unchecked, *plan.warnings, *warnings]
-        errors = [*plan.errors, *errors]
-    if checks.say(errors, warnings, err):
-        return 2
-    cfg = checks.placeholder_free(cfg)
-    if region != cfg.topology.region:  # said by a flag_file_warnings line
-        cfg = cfg.with_overrides([f"topology.region={region}"])
-    job_id = job_id_for(cfg.name)
-    params = {"config_json": cfg.for_vertex().to_json(), "location": region,
-              "service_account": args.service_account or "", "network": args.network or ""}
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.template:
-            from jobs.cloud import templates
+    # the create, and everything before it (the plan included), ends within the policy's total_s of the command's
+    # start (README: "a create gives up within 120 s"); following the job afterwards is not bounded by it
+    with clients.within():
+        region = args.region or cfg.topology.region
+        # the plan first (jobs.cloud.plan): the option it takes (region, strategy) is what is checked and sent
+        plan = None
+        if not checks.region_problems("--region", region):
+            plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
+                                   require_checks=bool(getattr(args, "require_checks", None)))
+            for line in planning.short_lines(plan):
+                err(line)
+            if plan.pick is not None:
+                cfg, region = plan.cfg, plan.option.region
+        errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
+                                             service_account=args.service_account or "", network=args.network or "",
+                                             labels=args.labels or [], template=args.template or "",
+                                             components_image=getattr(args, "image", None) or "")
+        if plan is not None:
+            warnings = [*plan.unchecked, *plan.warnings, *warnings]
+            errors = [*plan.errors, *errors]
+        if checks.say(errors, warnings, err):
+            return 2
+        cfg = checks.placeholder_free(cfg)
+        if region != cfg.topology.region:  # said by a flag_file_warnings line
+            cfg = cfg.with_overrides([f"topology.region={region}"])
+        job_id = job_id_for(cfg.name)
+        params = {"config_json": cfg.for_vertex().to_json(), "location": region,
+                  "service_account": args.service_account or "", "network": args.network or ""}
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.template:
+                from jobs.cloud import templates
 
-            path = templates.download(args.template, str(Path(tmp) / "template.yaml"), args.api_endpoint)
-            if checks.say(*template_problems(path, args.project, region), err):
-                return 2
-        else:
-            path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image)
-        request = vertex.pipeline_job_request(
-            path, project=args.project, location=region, job_id=job_id, display_name=cfg.name,
-            pipeline_root=args.pipeline_root, parameter_values=params, labels=labels,
-            service_account=args.service_account, network=args.network,
-            enable_caching=False if args.no_cache else None, template_uri=args.template or "")
-    client, job = vertex.submit_pipeline(request, project=args.project, location=region, job_id=job_id,
-                                         api_endpoint=args.api_endpoint, log=out)
+                path = templates.download(args.template, str(Path(tmp) / "template.yaml"), args.api_endpoint)
+                if checks.say(*template_problems(path, args.project, region), err):
+                    return 2
+            else:
+                path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image)
+            request = vertex.pipeline_job_request(
+                path, project=args.project, location=region, job_id=job_id, display_name=cfg.name,
+                pipeline_root=args.pipeline_root, parameter_values=params, labels=labels,
+                service_account=args.service_account, network=args.network,
+                enable_caching=False if args.no_cache else None, template_uri=args.template or "")
+        client, job = vertex.submit_pipeline(request, project=args.project, location=region, job_id=job_id,
+                                             api_endpoint=args.api_endpoint, log=out)
     clients.keeps_running(f"pipeline job {job.name}", vertex.job_hint(job.name))
     out(f"submitted pipeline job {job.name}")
     out(f"  {vertex.console_url(args.project, region, job_id)}")

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from jobs.images.context import BuildContext, content_tag, make_context
 from jobs.image_reference import BuildError
+from trainers.fileio import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
 REQUIREMENTS_DIR = "/workspace/requirements"
@@ -87,8 +88,8 @@ def credential_reason(path: Path) -> str | None:
     try:
         if path.is_symlink() or path.stat().st_size > SNIFF_BYTES:
             return None
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(str(path), "trainer.source_dir", limit=SNIFF_BYTES)
+    except (OSError, NotARegularFile):  # a named pipe or device is left out as "not a regular file", never read
         return None
     if name.endswith(".json") and (b'"private_key"' in data or b'"refresh_token"' in data):
         try:
@@ -114,7 +115,8 @@ def _user_patterns(root: Path) -> list[str]:
     path = root / ".dockerignore"
     if not path.is_file():
         return []
-    lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+    lines = [line.strip() for line in read_regular(str(path), "trainer.source_dir").decode("utf-8", "replace")
+             .splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
 
 
@@ -210,8 +212,8 @@ def trainer_version(cfg) -> dict[str, Any] | None:
     for rel in files:
         digest.update(rel.encode() + b"\0")
         try:
-            digest.update(Path(root, rel).read_bytes())
-        except OSError:
+            digest.update(read_regular(str(Path(root, rel)), "trainer.source_dir"))
+        except (OSError, NotARegularFile):  # a link to a pipe or a device: named, never read
             digest.update(b"(unreadable)")
         digest.update(b"\0")
     out.update(content_sha256=digest.hexdigest(), files=len(files))
@@ -231,7 +233,9 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
 
     out = []
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = read_regular(str(path), field).decode("utf-8", "replace").splitlines()
+    except NotARegularFile as exc:
+        return list(exc.problems)
     except OSError as exc:
         return [problem(field, f"{path}: cannot be read ({exc.strerror or exc})", ["requirements.txt"])]
     for number, raw in enumerate(lines, 1):

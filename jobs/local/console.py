@@ -36,7 +36,7 @@ import threading
 import time
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-KFP_LOG = re.compile(r"^\d\d:\d\d:\d\d\.\d+ - (INFO|WARNING|ERROR) - (.*)$")
+KFP_LOG = re.compile(r"^(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d\.\d+) - (INFO|WARNING|ERROR) - (.*)$")
 TASK_START = re.compile(r"^Executing task '([^']+)'")
 TASK_END = re.compile(r"^Task '([^']+)' finished with status (\w+)")
 REPLICA = re.compile(r"^\[(chief|worker|ps|evaluator)-(\d+)\] ?(.*)$")
@@ -74,6 +74,8 @@ PROGRESS_EVERY_S = 5.0
 QUIET_S, HEARTBEAT_EVERY_S = 30.0, 60.0
 #: a failed step's last lines shown (the log file has them all; its cause comes after them)
 FAILED_LINES = 10
+#: the clock of the heartbeat and of the "in flight" times (a module attribute: a test puts its own clock in)
+monotonic = time.monotonic
 
 
 def _noise(text: str) -> bool:
@@ -111,8 +113,9 @@ class Console:
         self._last_progress = 0.0
         self._bar = None
         self._lock = threading.Lock()
-        self._last_shown = time.monotonic()
+        self._last_shown = self._quiet_since = monotonic()
         self._quiet = threading.Event()  # set: stop the heartbeat
+        self._closed: set = set()               # shown-on streams whose reader went away (a closed pipe)
 
     # -- life cycle -------------------------------------------------------------------------------
     def __enter__(self) -> "Console":
@@ -219,29 +222,43 @@ class Console:
 
     def _heartbeat(self, check_s: float = 2.0) -> None:
         """One line when a running step has shown nothing for :data:`QUIET_S` (then every
-        :data:`HEARTBEAT_EVERY_S`), naming the step, how long it has been quiet and where the full log is."""
+        :data:`HEARTBEAT_EVERY_S`), naming the step, how long it has been quiet and where the full log is
+        (:meth:`beat`, every ``check_s``)."""
         while not self._quiet.wait(check_s):
             with self._lock:
-                quiet = time.monotonic() - self._last_shown
-                if self._task is None or self._bar is not None or quiet < QUIET_S:
-                    continue
-                where = f"; full log: {self.log_path}" if self.log_path else ""
-                step = f" at step {int(self._train['step'])}/{int(self._train['total'])}" if "step" in self._train \
-                    else ""
-                if self._in_flight:  # a study: which of its runs are going, and for how long
-                    now = time.monotonic()
-                    runs = ", ".join(f"{name} ({now - since:.0f} s)" for name, since in self._in_flight.items())
-                    self._show(f"  {self._task} still running: in flight {runs}{where}")
-                else:
-                    self._show(f"  {self._task} still running{step}: nothing to show for {quiet:.0f} s{where}")
-                self._last_shown -= QUIET_S - HEARTBEAT_EVERY_S  # the next line after HEARTBEAT_EVERY_S
+                self.beat()
+
+    def beat(self) -> None:
+        """The heartbeat's one check, at :func:`monotonic`'s now (a test drives it with a clock of its own)."""
+        now = monotonic()
+        if self._task is None or self._bar is not None or now - self._last_shown < QUIET_S:
+            return
+        quiet = now - self._quiet_since  # since the step last showed a line of its own, not since the last beat
+        where = f"; full log: {self.log_path}" if self.log_path else ""
+        step = f" at step {int(self._train['step'])}/{int(self._train['total'])}" if "step" in self._train else ""
+        if self._in_flight:  # a study: which of its runs are going, and for how long
+            runs = ", ".join(f"{name} ({now - since:.0f} s)" for name, since in self._in_flight.items())
+            self._show(f"  {self._task} still running: in flight {runs}{where}")
+        else:
+            self._show(f"  {self._task} still running{step}: nothing to show for {quiet:.0f} s{where}")
+        self._last_shown -= QUIET_S - HEARTBEAT_EVERY_S  # the next line after HEARTBEAT_EVERY_S
+        self._quiet_since = now - quiet
 
     def _show(self, text: str) -> None:
-        self._last_shown = time.monotonic()
-        if self._bar is not None:
-            self._bar[0].console.print(text, markup=False, highlight=False)
-        else:
-            getattr(self, "_stream", self.out).write(text + "\n")
+        """``text`` on the console. A console whose reader went away (``vtp | head``) is shown nothing more, and
+        the run goes on to its end with every line in its log: a reader thread that died of ``BrokenPipeError``
+        would leave fd 1 unread, and the run would hang once the pipe filled."""
+        self._last_shown = self._quiet_since = monotonic()
+        stream = getattr(self, "_stream", self.out)
+        if stream in self._closed:
+            return
+        try:
+            if self._bar is not None:
+                self._bar[0].console.print(text, markup=False, highlight=False)
+            else:
+                stream.write(text + "\n")
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            self._closed.add(stream)
 
     # -- classification ---------------------------------------------------------------------------
     def _handle(self, line: str) -> None:
@@ -254,7 +271,7 @@ class Console:
             return
         m = KFP_LOG.match(stripped)
         if m:
-            self._kfp(m.group(1), m.group(2))
+            self._kfp(m.group(4), m.group(5), int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"]))
             return
         if text.startswith("    "):  # kfp relays a task's output indented by 4 (this process uses 2)
             if self._in_dump:  # kfp's executor input, pretty-printed: ends with its outer "}" at the relay indent
@@ -266,10 +283,12 @@ class Console:
             return
         self._show(text)  # this process's own lines: summary, errors, notes
 
-    def _kfp(self, level: str, message: str) -> None:
+    def _kfp(self, level: str, message: str, logged_at: float) -> None:
+        """A kfp.local log line; ``logged_at``: its time of day (seconds), which times a step when no run records
+        it: the time kfp logged, not when this reader got to the line (which depends on the machine's load)."""
         start, end = TASK_START.match(message), TASK_END.match(message)
         if start:
-            self._task, self._task_started = start.group(1), time.monotonic()
+            self._task, self._task_started = start.group(1), logged_at
             self._task_lines.clear()
             self._in_flight.clear()
             self._cause, self._errors, self._shown_errors = [], [], set()
@@ -281,7 +300,7 @@ class Console:
 
             took = step_seconds(name)
             if took is None:
-                took = time.monotonic() - self._task_started
+                took = (logged_at - self._task_started) % 86400  # a step that ran past midnight
             if status == "SUCCESS":
                 for error in self._errors:
                     self._show(f"  {error}")
@@ -347,7 +366,7 @@ class Console:
         elif STUDY.match(body):
             began, ended = RUN_STARTED.match(body), RUN_ENDED.match(body)
             if began:
-                self._in_flight[began.group(1)] = time.monotonic()
+                self._in_flight[began.group(1)] = monotonic()
             elif ended:
                 self._in_flight.pop(ended.group(1), None)
             self._show(f"  {body}")
@@ -379,12 +398,12 @@ class Console:
 
     def _bar_update(self, step: int, total: int, fields: str) -> None:
         if self._bar is None:
-            from rich.console import Console as RichConsole
+            from jobs.cli import rich_console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             progress = Progress(TextColumn("  training"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
-                                console=RichConsole(file=self.out, force_terminal=True), transient=False)
+                                console=rich_console(file=self.out, force_terminal=True), transient=False)
             progress.start()
             self._bar = (progress, progress.add_task("train", total=total, info=""))
         progress, task = self._bar

@@ -43,6 +43,7 @@ from jobs import records
 from jobs.local import runs
 from jobs.local.runs import config_diff, flatten  # noqa: F401  (history's readers import them from here)
 from trainers.errors import problem
+from trainers.fileio import NotARegularFile, open_regular
 
 PROG = "python pipelines/run.py runs"
 DEFAULT_ROOT = "runs"
@@ -112,10 +113,10 @@ def lock_held(path: str) -> bool:
 
 def _tail(path: str) -> list[str]:
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - TAIL_BYTES))
-            return f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
+        with open_regular(path, path, limit=1 << 62, text=False) as f:  # only its tail is read
+            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
+            return f.read(TAIL_BYTES).decode("utf-8", "replace").splitlines()
+    except (OSError, NotARegularFile):  # a log that is a named pipe: no tail, never a hang
         return []
 
 

@@ -54,7 +54,7 @@ def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] |
     """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
     ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
     from rich import box
-    from rich.console import Console
+    from jobs.cli import rich_console
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
@@ -64,7 +64,7 @@ def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] |
     for row in rows:
         table.add_row(*row)
     width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
-    Console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
+    rich_console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
 
 
 def _shown_path(path: str) -> str:

@@ -223,6 +223,9 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
     warnings.filterwarnings("ignore", module=r"kfp\.local")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
+    from jobs.local import lifeline
+
+    lifeline.kfp_steps_die_with_this_process(on_start=runs.record_child)  # kill -9 of this run leaves no step
     local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg, "local", base_image=session.image if session else None)
     started = time.monotonic()

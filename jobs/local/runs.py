@@ -45,6 +45,7 @@ from typing import Any
 from jobs import records
 from trainers import fileio
 from trainers.config import BUILTIN_COMMAND
+from trainers.fileio import open_regular
 from trainers.paths import join
 
 LOCK_NAME = ".run.lock"
@@ -72,12 +73,13 @@ class RunLock:
         self.base = base
         self.path = os.path.join(base, LOCK_NAME)
         self._fd: int | None = None
+        self._info: dict[str, Any] = {}
 
     def holder(self) -> dict[str, Any]:
         try:
-            with open(self.path) as f:
+            with open_regular(self.path, self.path, limit=1 << 20) as f:
                 return json.loads(f.read() or "{}")
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # NotARegularFile is a ValueError: a lock that is a pipe holds nothing
             return {}
 
     def describe_holder(self) -> str:
@@ -111,13 +113,36 @@ class RunLock:
                     log(f"waiting for {self.describe_holder()} to finish with {self.base}")
                     told = True
                 time.sleep(poll_s)
-        info = {"pid": os.getpid(), "started": _now(), "command": " ".join(["python"] + sys.argv)}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        stop_leftovers(self.holder().get("children"), log)  # what a killed run left, before anything starts
+        self._info = {"pid": os.getpid(), "started": _now(), "command": " ".join(["python"] + sys.argv),
+                      "children": []}
         self._fd = fd
+        self._write()
+        RunLock.held = self
         return self
 
+    #: the lock this process holds (its run's), for :func:`record_child`
+    held: "RunLock | None" = None
+
+    def _write(self) -> None:
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps(self._info).encode(), 0)
+
+    def record_child(self, pid: int) -> None:
+        """Note a process this run started (a pipeline step) in the lock, with its start time: a rerun after
+        this run was killed stops it if it is still there (:func:`stop_leftovers`), though its parent-death
+        signal (``jobs.local.lifeline``) should already have ended it."""
+        from jobs.local.lifeline import start_time
+
+        if self._fd is None:
+            return
+        self._info["children"] = [c for c in self._info["children"] if start_time(c["pid"]) == c["start"]]
+        self._info["children"].append({"pid": pid, "start": start_time(pid)})
+        self._write()
+
     def release(self) -> None:
+        if RunLock.held is self:
+            RunLock.held = None
         if self._fd is not None:
             try:
                 os.ftruncate(self._fd, 0)
@@ -131,6 +156,39 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def record_child(pid: int) -> None:
+    """:meth:`RunLock.record_child` on the lock this process holds (none held: nothing to record)."""
+    if RunLock.held is not None:
+        RunLock.held.record_child(pid)
+
+
+def stop_leftovers(children: Any, log=print, grace_s: float = 5.0) -> list[int]:
+    """Stop the processes a killed run recorded in its lock (``children``: ``[{"pid", "start"}]``) that are still
+    the same processes (pid and start time): SIGTERM, SIGKILL after ``grace_s``; one line for those found.
+    Returns their pids. A rerun calls it once it holds the lock, so no step of the old run runs beside the new."""
+    import signal
+
+    from jobs.local.lifeline import start_time
+
+    alive = [c["pid"] for c in children or [] if isinstance(c, dict) and isinstance(c.get("pid"), int)
+             and c["pid"] > 1 and c.get("start") is not None and start_time(c["pid"]) == c["start"]]
+    if not alive:
+        return []
+    log(f"stopping {len(alive)} process(es) a killed run left in this folder: pid {', '.join(map(str, alive))}")
+    starts = {pid: start_time(pid) for pid in alive}
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for pid in alive:
+            if start_time(pid) == starts[pid]:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(start_time(p) == starts[p] for p in alive):
+            time.sleep(0.05)
+    return alive
 
 
 def read_record(base: str) -> dict[str, Any]:

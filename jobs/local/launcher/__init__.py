@@ -94,6 +94,7 @@ import threading
 import time
 from typing import Callable, Collection, Mapping, Sequence
 
+from jobs.local import lifeline
 from jobs.replica_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
                                    validate_replica_counts, vertex_environment)
 
@@ -233,18 +234,9 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _die_with_launcher() -> None:
-    """In the child before exec: SIGKILL this replica when the launcher dies (kill -9 included).
-
-    Replicas run in their own sessions (a terminal's Ctrl-C must reach only the launcher), so nothing else
-    would stop them if the launcher were killed: they would train on, unowned, into a folder the next run
-    then takes over. Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere a no-op."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
+# Replicas run in their own sessions (a terminal's Ctrl-C must reach only the launcher), so nothing else would
+# stop them if the launcher were killed: they would train on, unowned, into a folder the next run then takes
+# over. Each gets the one rule for children (``jobs.local.lifeline.preexec``: SIGKILL when the launcher dies).
 
 
 class _Replica:
@@ -296,7 +288,7 @@ class _Attempt:
                 r.proc = subprocess.Popen(
                     list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                    bufsize=0, preexec_fn=_die_with_launcher)
+                    bufsize=0, preexec_fn=lifeline.preexec())
                 r.fd = r.proc.stdout.fileno()
                 os.set_blocking(r.fd, False)
                 self.sel.register(r.fd, selectors.EVENT_READ, r)

@@ -83,7 +83,10 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
         else:
             wait_for(lambda: pids_with_env(marker), "the step process")
             (step,) = pids_with_env(marker)
-            held = json.loads((tmp_path / "run" / runs.LOCK_NAME).read_text())
+            lock = tmp_path / "run" / runs.LOCK_NAME
+            # the step is recorded once it has started (on_start, after Popen returns): wait for the record
+            wait_for(lambda: json.loads(lock.read_text() or "{}").get("children"), "the step in the lock")
+            held = json.loads(lock.read_text())
             assert held["pid"] == parent.pid
             assert held["children"] == [{"pid": step, "start": lifeline.start_time(step)}]
             kill9(parent)

@@ -85,7 +85,12 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
             (step,) = pids_with_env(marker)
             lock = tmp_path / "run" / runs.LOCK_NAME
             # the step is recorded once it has started (on_start, after Popen returns): wait for the record
-            wait_for(lambda: json.loads(lock.read_text() or "{}").get("children"), "the step in the lock")
+            def recorded():
+                try:
+                    return json.loads(lock.read_text()).get("children")
+                except ValueError:  # caught between the lock's truncation and its write
+                    return None
+            wait_for(recorded, "the step in the lock")
             held = json.loads(lock.read_text())
             assert held["pid"] == parent.pid
             assert held["children"] == [{"pid": step, "start": lifeline.start_time(step)}]

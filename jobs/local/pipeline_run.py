@@ -28,6 +28,7 @@ import time
 from typing import Callable
 
 from trainers import config as config_lib
+from trainers.errors import problem
 
 #: kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,12 +61,23 @@ def resume_command(opts: Options) -> str:
     return shlex.join([*opts.command.split(), *[a for a in opts.argv if a != "--fresh"]])
 
 
+#: A study runs its trials as processes: the docker runner runs one training job. Said before anything runs (no
+#: engine probed, no image built); the study itself refuses the same way if it is reached in containers.
+STUDY_UNDER_DOCKER = problem("tuning", "a study runs its trials under the process runner (each trial is the job's "
+                                       "replicas as processes here; on Vertex every trial runs in the image); "
+                                       "--runner docker runs one training job: drop --runner docker, or remove the "
+                                       "tuning section to run the job once in containers", ["--runner process"])
+
+
 def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
     """Run ``build_pipeline(cfg, "local", base_image)`` (a pipeline function) on this machine (see the
     module doc); returns the exit status."""
     from jobs import validate
     from jobs.local import runs
 
+    if opts.runner == "docker" and cfg.tuning.enabled:  # before the engine is reached or an image built
+        print(f"error: {STUDY_UNDER_DOCKER}", file=sys.stderr)
+        return 2
     note = validate.running_locally_note(cfg)
     if note:
         print(f"note: {note}")

@@ -110,5 +110,6 @@ def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
     confusion = ClassificationMetrics(name="confusion", uri=str(tmp_path / "c"), metadata={})
     report.python_func(report=page, summary=summary, confusion=confusion, verification=verification)
     html = (tmp_path / "report.html").read_text()
-    assert "serving_default" in html and "tag_length" in html and "no TensorBoard scalars were found" in html
+    assert "serving_default" in html and "tag_length" in html
+    assert "no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR" in html
     assert confusion.metadata == {}  # not a classifier

@@ -51,20 +51,30 @@ WIDTH = 120
 
 
 def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] | None = None) -> None:
-    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
-    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
+    """A plain table through rich (aligned columns; readable in a terminal and in a pipe).
+    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`.
+    Without: a side-by-side table whose first column is its row labels (``runs compare``): in a pipe nothing
+    wraps; in a terminal the labels keep their whole width and the values wrap in what is left (rich would
+    otherwise shrink every column alike, and a label column shrunk to nothing reads as no labels at all)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
+    tty = not widths and out.isatty()
+    width = WIDTH if widths else (shutil.get_terminal_size((200, 24)).columns if tty else 1000)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
-    for h in head:
+    labels = max([len(h) for h in head[:1]] + [len(r[0]) for r in rows if r]) if rows else 0
+    for i, h in enumerate(head):
         most = (widths or {}).get(h)
-        table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
+        if widths:
+            table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
+        elif i == 0:
+            table.add_column(h, no_wrap=True, min_width=min(labels, max(8, width // 3)), overflow="fold")
+        else:
+            table.add_column(h, no_wrap=not tty, overflow="fold" if tty else "ignore")
     for row in rows:
         table.add_row(*row)
-    width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
-    Console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
+    Console(file=out, width=width, highlight=False, soft_wrap=not widths and not tty).print(table)
 
 
 def _shown_path(path: str) -> str:
@@ -107,9 +117,10 @@ def column_widths(found: list[Run]) -> dict[str, int]:
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
     if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
-        room = max(13, left - job, left // 2)
+        job = min(job, max(8, left - 13))  # the first metric keeps its 13 columns ("val acc 0.912")
+        room = max(13, left - job)
         metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
-        job = max(8, left - metrics)
+        job = max(job, left - metrics) if job < left - metrics else job
     return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
 
 
@@ -143,6 +154,8 @@ def comparison(a: Run, b: Run) -> dict[str, Any]:
                                         ("steps", _steps_text(a), _steps_text(b)),
                                         ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
                                         ("code version", a.code_version, b.code_version)]
+    if a.tool_version or b.tool_version:  # a user's trainer: its hash above, the tool that ran it here
+        rows.append(("tool version", a.tool_version, b.tool_version))
     if a.study or b.study:
         rows += [("study", _study_text(a.study), _study_text(b.study)),
                  ("best trial", _best_text(a.study), _best_text(b.study))]

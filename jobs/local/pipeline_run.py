@@ -188,6 +188,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
 
     from kfp import local
 
+    from jobs import step_table
     from jobs.local import runs
 
     # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
@@ -217,5 +218,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
                                steps=timer.steps)
     summary["runner"] = {"name": "docker", "image": session.image} if session else {"name": "process"}
     runs.write_record(base, cfg.to_json(), summary)
+    if isinstance(summary.get("report"), str):  # the report step wrote its page before the last steps ended
+        step_table.complete(summary["report"], timer.steps)
     print("\n".join(runs.summary_lines(summary)))
     return 0

@@ -55,9 +55,9 @@ def keras_imports(source_dir: str | None) -> dict[str, list[str]]:
             except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
                 continue
             where = os.path.relpath(path, source_dir)
-            for node in ast.walk(tree):
+            for node in sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")), key=lambda n: n.lineno):
                 kind = _keras_kind(node)
-                if kind:
+                if kind and f"{where}:{node.lineno}" not in found.get(kind, []):
                     found.setdefault(kind, []).append(f"{where}:{node.lineno}")
     return found
 

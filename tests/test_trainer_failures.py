@@ -373,12 +373,12 @@ def test_runs_list_keeps_the_job_name_whole_and_a_closed_pipe_ends_quietly(tmp_p
     from jobs.local.history import read_run
     from jobs.local.history_views import show_list
 
-    run = read_run(str(_finished_run(tmp_path / "runs", "my-regression-a", "my-regression-experiment-long", "3")))
+    run = read_run(str(_finished_run(tmp_path / "runs", "my-regression-a", "my-regression-experiment", "3")))
     run.metrics.update({"validation/epoch_loss": 0.123456, "validation/epoch_mean_absolute_error": 0.5})
     out = io.StringIO()
     show_list([run], str(tmp_path / "runs"), as_json=False, out=out)
     row = next(line for line in out.getvalue().splitlines() if line.startswith("my-regression-a "))
-    assert " my-regression-experiment-long " in row and len(row) <= 120, row
+    assert " my-regression-experiment " in row and "val loss 0.1235" in row and len(row) <= 120, row
     proc = subprocess.Popen([sys.executable, str(ROOT / "pipelines" / "run.py"), "runs", "compare", "my-regression-a",
                              "my-regression-a"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # `| head` that has read what it wanted

@@ -31,13 +31,21 @@ def _metrics_text(m: dict[str, float], width: int = 1000) -> str:
     if "train_loss" in m:
         parts.append(f"train loss {m['train_loss']:.4f}")
     if not parts:  # a user trainer: the held-out verdict (eval_data), the study's metric, then its own series
-        parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
+        parts = [f"{_short(k)} {v:.4g}" for k, v in list(m.items())[:2]]
     shown = parts[:1]  # as many as fit the column (the first always: the column ends it with "…" if need be)
     for part in parts[1:]:
         if len(", ".join([*shown, part])) > width:
             break
         shown.append(part)
     return ", ".join(shown) or "-"
+
+
+def _short(series: str) -> str:
+    """A Keras TensorBoard series as a column shows it: ``validation/epoch_loss`` -> ``val loss`` (compare and
+    the report keep the full names)."""
+    for long, short in (("validation/", "val "), ("train/", "train "), ("epoch_", "")):
+        series = series.replace(long, short)
+    return series
 
 
 def _steps_text(r: Run) -> str:
@@ -117,7 +125,8 @@ def column_widths(found: list[Run]) -> dict[str, int]:
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
     if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
-        job = min(job, max(8, left - 13))  # the first metric keeps its 13 columns ("val acc 0.912")
+        first = max([13, *(len(_metrics_text(r.metrics, 0)) for r in found)])  # each run's first metric, whole
+        job = min(job, max(8, left - first))  # the job's name whole where it fits beside them
         room = max(13, left - job)
         metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
         job = max(job, left - metrics) if job < left - metrics else job

@@ -1,14 +1,21 @@
-"""Wall time of every step of the default run (`python pipelines/run.py`), against the training step.
+"""Wall time of every part of the default run (`python pipelines/run.py`), against the training step.
 
     python benchmarks/pipeline_steps.py                       # this checkout, 2 rounds
     python benchmarks/pipeline_steps.py --baseline ../old     # and another checkout, alternating (before/after)
 
+The parts: the run's start-up (process start, imports, validation, loading the components, kfp.local's set-up:
+from launch to the first task's start, read from kfp's own timestamped lines in ``<base>/logs/run-*.log``),
+every step (kfp.local per task: a process, its imports, its work), and the wrap-up (the last task's end to the
+process's exit: the run's record and summary). The fixed cost is the run's wall minus the training step's.
+
 Each round runs ``python pipelines/run.py --set output.base_dir=<tmp>`` in each checkout (alternating, so a
 drift of the machine hits both alike) and reads every step's wall time from the console's ``✓ <step> (N s)``
 lines (what both old and new versions print; new versions also keep them in ``<base>/run.json``).
-Also measured, in fresh processes: the fixed cost of one pipeline task (a lightweight component that does
-nothing, under the same kfp.local runner: what every step pays before its own work) and ``import
-tensorflow`` (what a step that needs TensorFlow pays as part of its work).
+Also measured, in fresh processes (medians): the fixed cost of one pipeline task (a lightweight component that does
+nothing, under the same kfp.local runner: what every step pays before its own work), a bare interpreter, and the
+imports the parts pay: kfp as ``run.py`` imports it (with and without its API client), the twelve component
+YAMLs loaded as ``run.py`` loads them, ``jobs.steps`` (every step), ``matplotlib.figure`` (the report) and
+``tensorflow`` (what verify-model pays as part of its work).
 
 Printed: per step, the median wall of each checkout; the run's wall and its ratio to the training step's.
 Nothing is asserted (figures move with the machine; quote ratios measured in one run).
@@ -16,9 +23,11 @@ Nothing is asserted (figures move with the machine; quote ratios measured in one
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,9 +36,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STEP_LINE = re.compile(r"^✓ (\S+) \((\d+(?:\.\d+)?) s\)$")
 # Steps of this checkout that never import TensorFlow (prepare-data: a local folder, trainers/tfrecord.py).
-NO_TF_STEPS = ("build-image", "validate-config", "prepare-data", "upload-model", "model-upload-request", "report",
+NO_TF_STEPS = ("(start-up)", "(wrap-up)", "(CPU s, every process)", "build-image", "validate-config", "prepare-data", "upload-model", "model-upload-request", "report",
                "run-report")
 
 NOOP = """
@@ -52,16 +62,69 @@ print((time.monotonic() - started) / 3)
 """
 
 
+KFP_TASK = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) - INFO - (Executing task|Task) ")
+
+
+def _seconds_of_day(h: str, m: str, s: str) -> float:
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def start_and_end(base: Path, launched: datetime.datetime, ended: datetime.datetime) -> tuple[float, float]:
+    """(launch -> first task's start, last task's end -> exit) from kfp's timestamped lines in the run's log."""
+    stamps = []
+    for log in sorted((base / "logs").glob("run-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            m = KFP_TASK.match(ANSI.sub("", line))
+            if m:
+                stamps.append(_seconds_of_day(*m.groups()[:3]))
+    if not stamps:
+        return float("nan"), float("nan")
+    day = lambda t: t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6  # noqa: E731
+    return stamps[0] - day(launched), day(ended) - stamps[-1]
+
+
 def run_once(repo: Path, base: Path) -> tuple[dict[str, float], float]:
     env = dict(os.environ, PYTHONPATH=str(repo))
-    started = time.monotonic()
+    launched, started = datetime.datetime.now(), time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, str(repo / "pipelines" / "run.py"), "--set", f"output.base_dir={base}"],
                           cwd=str(repo), env=env, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - started
+    wall, ended = time.monotonic() - started, datetime.datetime.now()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"error: {repo}: run.py exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     steps = {m.group(1): float(m.group(2)) for m in map(STEP_LINE.match, proc.stdout.splitlines()) if m}
-    return steps, wall
+    start_up, wrap_up = start_and_end(base, launched, ended)
+    # CPU seconds of every process of the run (replicas included): on a machine shared with other work the
+    # wall times stretch with its load, the CPU time much less
+    return {"(start-up)": start_up, **steps, "(wrap-up)": wrap_up, "(CPU s, every process)": cpu}, wall
+
+
+#: what a part pays in a fresh process of this checkout: (label, code). Each is timed as a whole process.
+IMPORTS = (
+    ("bare interpreter (python -c pass)", "pass"),
+    ("import kfp as before (with its API client: kubernetes, requests)", "import kfp.local, kfp.dsl"),
+    ("import kfp as run.py does now (no client)",
+     "import sys; sys.argv=['x']; from pipelines.run import import_kfp_without_its_client as f; f(); "
+     "import kfp.local, kfp.dsl"),
+    ("the 12 component YAMLs, kfp's loader", "import components as c; from kfp.components import "
+     "load_component_from_file as l; [l(str(c.yaml_path(n))) for n in c.NAMES]"),
+    ("the 12 component YAMLs, as run.py loads them now", "import components as c; c.published()"),
+    ("import jobs.steps (every step)", "import jobs.steps"),
+    ("import matplotlib.figure (report)", "import matplotlib.figure"),
+    ("import tensorflow (verify-model, each replica)", "import tensorflow"),
+)
+
+
+def process_seconds(code: str, repo: Path, rounds: int = 3) -> float:
+    times = []
+    for _ in range(rounds):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300, cwd=str(repo),
+                       env=dict(os.environ, PYTHONPATH=str(repo)))
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
 
 
 def noop_task_seconds(rounds: int = 3) -> float:
@@ -72,14 +135,6 @@ def noop_task_seconds(rounds: int = 3) -> float:
                                       check=True, timeout=300).stdout.strip().splitlines()[-1]) for _ in range(rounds)]
     return statistics.median(times)
 
-
-def tf_import_seconds(rounds: int = 3) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.monotonic()
-        subprocess.run([sys.executable, "-c", "import tensorflow"], check=True, capture_output=True, timeout=300)
-        times.append(time.monotonic() - started)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                 steps, wall = samples[name][-1]
                 print(f"round {r + 1} {name}: {wall:.1f} s " + ", ".join(f"{k} {v:.1f}" for k, v in steps.items()),
                       flush=True)
-    task_s, tf_s = noop_task_seconds(), tf_import_seconds()
+    task_s = noop_task_seconds()
+    imports = [(label, process_seconds(code, repos["after"])) for label, code in IMPORTS]
     print()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"load {os.getloadavg()[0]:.1f}; {args.rounds} rounds, medians")
@@ -118,10 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         walls = [wall for _, wall in samples[name]]
         trains = [steps.get("train") or steps.get("train-local") or 0 for steps, _ in samples[name]]
         ratio = statistics.median(w / t for w, t in zip(walls, trains) if t)
+        fixed = statistics.median(w - t for w, t in zip(walls, trains))
         print(f"{name}: run {statistics.median(walls):.1f} s, training step {statistics.median(trains):.1f} s, "
-              f"run / training step = {ratio:.2f}x")
+              f"fixed cost (run - training step) {fixed:.1f} s, run / training step = {ratio:.2f}x")
     print(f"fixed cost of one pipeline task (a no-op lightweight component under kfp.local): {task_s:.2f} s")
-    print(f"import tensorflow in a fresh process: {tf_s:.1f} s (part of verify-model's own work: it loads the SavedModel)")
+    print("fresh processes (this checkout, whole process, median of 3):")
+    for label, seconds in imports:
+        print(f"  {seconds:5.2f} s  {label}")
     return 0
 
 

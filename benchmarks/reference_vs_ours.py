@@ -18,6 +18,9 @@ arms alternate within each round and the order flips every round, so a drift in 
   ``trainers.train.train_and_evaluate`` (custom loop, export), one device, batch 32, Adam, shuffle 1000.
 * ``ours-fp32``  the same with ``training.precision=float32``: what a CPU without bf16 gets (a proxy: a real
   such CPU may also lack AVX-512).
+* ``ours-bf16``  the same with ``training.precision=bfloat16`` (issue 42: ``auto`` against both explicit choices).
+  ``ours`` measures the candidates in its first round (the decision is cached beside its output folder, under
+  the work dir, and read by later rounds): its line says what was measured and what measuring cost.
 * ``ours-jpeg``  ``ours`` with ``data.encoding=jpeg`` (shards ~10x smaller, decoded while training).
 
 Printed per arm: examples/s of each epoch (training only, validation excluded), wall time from JPEG
@@ -44,7 +47,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 FLOWERS_PER_CLASS = 734  # 5 x 734 = 3,670, the size of the real flower_photos set
 IMAGE_SIZE, BATCH = 180, 32
-ARM_SETS = {"ours": [], "ours-fp32": ["training.precision=float32"], "ours-jpeg": ["data.encoding=jpeg"]}
+ARM_SETS = {"ours": [], "ours-fp32": ["training.precision=float32"], "ours-bf16": ["training.precision=bfloat16"],
+            "ours-jpeg": ["data.encoding=jpeg"]}
 
 
 # ------------------------------------------------------------------------------------------------ arms
@@ -130,6 +134,8 @@ def run_ours(images: str, out: str, epochs: int, overrides: list[str]) -> dict:
     flops = training_flops_per_example(build_model("small_cnn", IMAGE_SIZE, len(manifest["classes"])))[1]
     return {"epoch_rates": result["epoch_examples_per_second"], "wall_s": wall, "prepare_s": t_prep,
             "val_accuracy": accuracy, "policy": result["precision"], "flops": flops,
+            "precision_reason": result.get("precision_reason", ""),
+            "measuring_s": (result.get("precision_auto") or {}).get("seconds"),
             "train_examples": manifest["num_examples"]["train"]}
 
 
@@ -207,6 +213,10 @@ def main(argv=None) -> int:
                 rates = " ".join(f"{x:.0f}" for x in res["epoch_rates"])
                 print(f"round {r + 1} {arm:<10} epochs [{rates}] ex/s  wall {res['wall_s']:.1f} s  "
                       f"val acc {res['val_accuracy']:.3f}  ({res['policy']})", flush=True)
+                if arm == "ours":
+                    print(f"    precision: {res.get('precision_reason')}" + (
+                        f"; measuring cost {res['measuring_s']:.1f} s of the {res['wall_s']:.0f} s wall"
+                        if res.get("measuring_s") else ""), flush=True)
         _table(runs, arms, peak)
     finally:
         if tmp is not None:

@@ -78,13 +78,34 @@ def yaml_path(name: str, root: str | os.PathLike = HERE) -> Path:
 def published(image: str | None = None) -> types.SimpleNamespace:
     """Every component loaded from its committed ``component.yaml`` (what a KFP user loads), in ``image``
     when given."""
-    from kfp import components as kfp_components
-
     out = {}
     for name in NAMES:
-        loaded = kfp_components.load_component_from_file(str(yaml_path(name)))
+        loaded = load_yaml(yaml_path(name))
         out[name] = with_image(loaded, image) if image else loaded
     return types.SimpleNamespace(**out)
+
+
+def load_yaml(path: str | os.PathLike):
+    """``kfp.components.load_component_from_file`` for a KFP v2 component YAML (every ``component.yaml`` here),
+    parsed with libyaml's C loader where PyYAML has it: kfp parses with the pure-Python ``yaml.safe_load_all``,
+    0.07 s per file here (0.9 s of every local run's start for the twelve; the C loader: 0.1 s), and it builds
+    the same ``ComponentSpec`` from the same two documents (``ComponentSpec.from_ir_dicts``). Anything else
+    (a v1 YAML, no C loader) goes through kfp's own loader."""
+    import yaml
+    from kfp.components import load_component_from_text
+    from kfp.dsl import structures, yaml_component
+
+    text = Path(path).read_text(encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return load_component_from_text(text)
+    documents = list(yaml.load_all(text, Loader=loader))
+    if len(documents) not in (1, 2) or not isinstance(documents[0], dict) or "implementation" in documents[0]:
+        return load_component_from_text(text)  # kfp's own errors and its v1 path
+    spec = structures.ComponentSpec.from_ir_dicts(documents[0], documents[1] if len(documents) == 2 else {})
+    if not spec.description:
+        spec = structures.ComponentSpec.from_yaml_documents(text)  # kfp reads a description from comments
+    return yaml_component.YamlComponent(component_spec=spec, component_yaml=text)
 
 
 def write_yamls(out_dir: str | os.PathLike, image: str | None = None) -> list[Path]:

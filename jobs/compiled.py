@@ -81,6 +81,10 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
         parameters.update({"build_context_uri": "(optional) gs://B/PATH/ctx-<hash>.tgz: build the image with Cloud "
                                                 "Build first", "service_account": "(optional)", "network": "(optional)"})
     print(json.dumps({"parameters": parameters}, indent=1))
+    if target == "vertex":
+        from jobs.cli import plan_hint
+
+        print(plan_hint(config_source))
     return 0
 
 

@@ -11,7 +11,11 @@ whole number, true/false).
 
 * :func:`eval_data_problems` checks the file before anything runs (``jobs.validate``; no TensorFlow): it exists,
   every non-blank line is a JSON object with ``instance`` and ``label``, every instance has the shape of the
-  sample request's instances (or of the first line's, without a sample request), the labels are of one kind.
+  sample request's instances (or of the first line's, without a sample request) and only finite numbers (Python
+  reads ``NaN``; no prediction request carries it), the labels are of one kind, and of the kind
+  ``serving.eval_task`` needs (:func:`task_problems`). When the model is run, a label that is no class of it (an
+  index past its scores, a name its ``metadata.json`` lacks, a whole number beyond 0/1 for one score) stops the
+  verdict instead of counting as a wrong answer.
   One problem per line at fault (its number named), at most :data:`MAX_LINE_PROBLEMS` and a count of the rest.
 * :func:`judge` turns the serving signature's outputs on every example into the verdict (which output, which
   task, the figures); :func:`regression_metrics` and :func:`classification_metrics` are the figures. Numpy
@@ -119,6 +123,24 @@ def _label_kind(label: Any) -> str | None:
     return None
 
 
+def _not_finite(value: Any, where: str = "") -> str | None:
+    """Where in a JSON value a number is NaN or infinite (``[3]``, ``.features[0]``; ``"the instance"`` itself), or
+    None. Python's ``json`` reads ``NaN``/``Infinity``, which no JSON prediction request can carry."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "the instance"
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _not_finite(v, f"{where}[{i}]")
+            if found:
+                return found
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _not_finite(v, f"{where}.{k}")
+            if found:
+                return found
+    return None
+
+
 def _open_text(path: str):
     """A text stream of ``path``: local, Vertex's ``/gcs`` mount, or ``gs://`` through TensorFlow's file system
     (only then is TensorFlow imported)."""
@@ -167,6 +189,12 @@ def parse_lines(lines, sample_instance: Any = None, where: str = "") -> tuple[li
             fault(number, f"{what}; each line is {{\"instance\": ..., \"label\": ...}}")
             continue
         instance, label = doc["instance"], doc["label"]
+        bad = _not_finite(instance)
+        if bad:
+            fault(number, f"the instance holds a number that is not finite ({bad}); every number of a prediction "
+                          "request is finite JSON (no NaN or Infinity)", ["a finite number in its place",
+                                                                           "remove the line"])
+            continue
         shape = shape_of(instance)
         if expected is None:
             expected, first_line = shape, number
@@ -237,7 +265,8 @@ def read_examples(path: str, sample_instance: Any = None) -> list[dict[str, Any]
     return examples
 
 
-def eval_data_problems(path: str, sample_request: str = "", near: tuple[str, ...] = ()) -> list[Problem]:
+def eval_data_problems(path: str, sample_request: str = "", task: str = "auto",
+                       near: tuple[str, ...] = ()) -> list[Problem]:
     """``serving.eval_data`` checked here before anything runs (a ``gs://`` file is read by the verify step,
     not here): it exists and holds examples (see :func:`parse_lines`). ``sample_request``: the sample request's
     path, whose first instance gives the shape every instance must have. ``near``: folders where a file of the same
@@ -263,7 +292,8 @@ def eval_data_problems(path: str, sample_request: str = "", near: tuple[str, ...
             sample = None  # the sample request's own problems are said by its own check
     try:
         with open(path, encoding="utf-8") as f:
-            return parse_lines(f, sample, path)[1]
+            examples, problems = parse_lines(f, sample, path)
+        return problems or task_problems(examples, task)
     except UnicodeDecodeError as exc:
         return [problem(FIELD, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); a JSON Lines file",
                         [EXAMPLE_LINE])]
@@ -377,19 +407,29 @@ def _choose_output(arrays: dict[str, Any], n: int, string_labels: bool, output: 
                                                        "the prediction; name the one to evaluate", names)))
 
 
+def task_problems(examples: list[dict[str, Any]], task: str) -> list[Problem]:
+    """Labels of the wrong kind for ``serving.eval_task``: class labels (strings, true/false) for ``regression``,
+    lists of numbers or fractions for ``classification``; one problem naming the first line at fault."""
+    for e in examples:
+        label, line = e["label"], e.get("line")
+        at = f"line {line}'s label {json.dumps(label)[:40]}" if line else f"label {json.dumps(label)[:40]}"
+        if task == "regression" and isinstance(label, (str, bool)):
+            return [problem("serving.eval_task", f"regression needs numeric labels; {at} is a class",
+                            ["classification", "auto"])]
+        if task == "classification" and not (isinstance(label, (str, bool)) or _is_whole(label)):
+            return [problem("serving.eval_task", f"classification needs class labels (strings, whole numbers, "
+                                                 f"true/false); {at} is not one", ["regression", "auto"])]
+    return []
+
+
 def decide_task(labels: list[Any], width: int, task: str = "auto") -> tuple[str, str]:
     """(``regression`` | ``classification``, the rule that decided) from the labels and the output's values per
     instance (see the module docstring)."""
     kinds = {_label_kind(v) for v in labels}
     if task in ("regression", "classification"):
-        if task == "regression" and kinds & {"string", "bool"}:
-            raise EvalError(str(problem("serving.eval_task", "regression needs numeric labels; these are classes",
-                                        ["classification", "auto"])))
-        if task == "classification" and ("vector" in kinds or not all(_is_whole(v) or isinstance(v, (str, bool))
-                                                                       for v in labels)):
-            raise EvalError(str(problem("serving.eval_task", "classification needs class labels (strings, whole "
-                                                             "numbers, true/false); these are not",
-                                        ["regression", "auto"])))
+        wrong = task_problems([{"label": v} for v in labels], task)
+        if wrong:
+            raise EvalError(str(wrong[0]))
         return task, "serving.eval_task"
     if kinds & {"string", "bool"}:
         return "classification", "the labels are classes (strings or true/false)"
@@ -436,9 +476,19 @@ def _predicted(arrays: dict[str, Any], name: str, labels: list[Any], n: int, tas
         if all(isinstance(v, str) for v in labels):
             raise EvalError(str(problem(FIELD, f"the model's output {name} is one score per instance; string labels "
                                                "need a class-name output", ["labels 0 and 1"])))
+        beyond = sorted({v for v in labels if float(v) not in (0.0, 1.0)})
+        if beyond:
+            raise EvalError(str(problem(FIELD, f"label(s) {', '.join(map(str, beyond[:5]))} are no class of a binary "
+                                               f"classifier: the model's output {name} is one score per instance "
+                                               "(classes 0 and 1)", ["labels 0 and 1", "serving.eval_task: regression"])))
         return picked, rule
     index = scores.argmax(axis=1).tolist()
     if all(isinstance(v, str) for v in labels):
+        if len(classes) == width and not set(labels) <= set(classes):
+            unknown = sorted(set(labels) - set(classes))
+            raise EvalError(str(problem(FIELD, f"label(s) {', '.join(map(repr, unknown[:5]))} name no class of the "
+                                               f"model (its metadata.json names {len(classes)}): each would count "
+                                               "as wrong", classes[:10])))
         if len(classes) != width:
             raise EvalError(str(problem(FIELD, f"the labels are names, the model's output {name} is {width} scores "
                                                "per instance with no class names: give each label as its column's "
@@ -448,6 +498,11 @@ def _predicted(arrays: dict[str, Any], name: str, labels: list[Any], n: int, tas
     if all(isinstance(v, bool) for v in labels):
         raise EvalError(str(problem(FIELD, f"true/false labels need one score per instance; {name} has {width}",
                                     ["labels 0 .. " + str(width - 1)])))
+    beyond = sorted({int(v) for v in labels if not 0 <= int(v) < width})
+    if beyond:
+        raise EvalError(str(problem(FIELD, f"label(s) {', '.join(map(str, beyond[:5]))} are no class of the model's "
+                                           f"output {name}: its {width} scores per instance are classes 0..{width - 1}",
+                                    [f"labels 0 .. {width - 1}", "serving.eval_output: another output"])))
     return index, "the arg-max column's index"
 
 

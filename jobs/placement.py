@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobs.hardware.shared import REGION_RE
+from jobs.hardware.shared import region_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -45,10 +45,12 @@ def options(cfg: config_lib.JobConfig, region: str = "") -> list[Option]:
 
 
 def with_option(cfg: config_lib.JobConfig, option: Option) -> config_lib.JobConfig:
-    """The job as it runs under ``option``: its region and scheduling strategy replaced."""
+    """The job as it runs under ``option``: its region and scheduling strategy replaced (``max_wait_duration``,
+    FLEX_START's own field, kept only under FLEX_START)."""
+    wait = cfg.scheduling.max_wait_duration if option.strategy == "FLEX_START" else ""
     return dataclasses.replace(
         cfg, topology=dataclasses.replace(cfg.topology, region=option.region),
-        scheduling=dataclasses.replace(cfg.scheduling, strategy=option.strategy))
+        scheduling=dataclasses.replace(cfg.scheduling, strategy=option.strategy, max_wait_duration=wait))
 
 
 def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:
@@ -57,9 +59,9 @@ def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     p: list[Problem] = []
     regions = cfg.placement.regions
     for i, r in enumerate(regions):
-        if not isinstance(r, str) or not REGION_RE.match(r):
-            p.append(problem(f"placement.regions[{i}]", f"{r!r} is not a region name (lower case, like "
-                                                          "us-central1)", ["us-central1", "europe-west4"]))
+        named = region_problems(f"placement.regions[{i}]", r)
+        if named:
+            p += named
         elif r in regions[:i]:
             p.append(problem(f"placement.regions[{i}]", f"{r} is listed twice", [x for x in dict.fromkeys(regions)]))
     strategies = cfg.placement.strategies
@@ -68,7 +70,7 @@ def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             p.append(problem(f"placement.strategies[{i}]", f"{s} is listed twice", list(STRATEGIES)))
     for name in ("max_per_hour", "max_total"):
         value = getattr(cfg.budget, name)
-        if not (value == value) or value in (float("inf"), float("-inf")) or value < 0:
+        if value < 0:  # NaN and infinity never get here: the schema refuses them (trainers.coerce)
             p.append(problem(f"budget.{name}", f"{value} is not a price in US dollars (a finite number, 0 for "
                                                "no bar)", ["100", "0"]))
     return p

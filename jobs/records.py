@@ -7,7 +7,8 @@ trainer's final figures, written by its chief), ``evaluation.json`` (the side-ca
 ``verification.json`` (the verify step), ``model_upload_request.json`` (the Model Registry request),
 ``tuning.json`` (the hyperparameter study, ``jobs.tuning.local``; Vertex's study in the same shape,
 ``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.gate``), ``steps.json`` (the pipeline
-steps' wall times so far) and ``run.json`` (a run that finished, ``jobs.local.runs``), beside the page
+steps' wall times so far), ``provenance.json`` (what made the run: config, trainer code hash, image; written when a
+local run starts) and ``run.json`` (a run that finished, ``jobs.local.runs``), beside the page
 ``report.html``. The report, ``runs list`` and the gate read them here.
 
 A study's trials each train in a folder of their own, ``<base>/<trial id>/`` (:func:`trial_base`, Vertex's
@@ -44,6 +45,9 @@ GATE_RECORD = "gate.json"
 STEPS_RECORD = "steps.json"
 #: written when a local run succeeds (``jobs.local.runs.write_record``): its config and summary
 RUN_RECORD = "run.json"
+#: written when a local run starts in its folder (``jobs.local.runs.making``): the resolved config, the user
+#: trainer's code hash and the image; what a later run in that folder is compared with
+PROVENANCE_RECORD = "provenance.json"
 REPORT_PAGE = "report.html"
 
 

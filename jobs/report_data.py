@@ -83,6 +83,8 @@ def hyperparameter_rows(cfg, figures: dict[str, Any], trial: dict[str, Any] | No
     length = f"{t.steps} steps" if t.steps else f"{t.epochs} epochs" + (f" ({steps} steps)" if steps else "")
     global_batch = figures.get("global_batch_size") or t.global_batch_size or None
     precision = t.precision + (f" → {figures['precision']}" if figures.get("precision") else "")
+    if isinstance(figures.get("precision_reason"), str) and t.precision == "auto":  # what auto measured, or why not
+        precision += f" ({figures['precision_reason'].removeprefix('auto: ')})"
     if cfg.topology.evaluator.replica_count:
         validation = "the side-car evaluator replica, at every checkpoint"
     else:

@@ -20,8 +20,6 @@ from trainers.errors import ConfigError, Problem, problem
 
 #: A parameter's name is a command-line flag (``--NAME=VALUE``) and Vertex's ``parameter_id``.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-#: Vertex's trial counts (``maxTrialCount``, ``parallelTrialCount``, ``maxFailedTrialCount``) are int32
-INT32_MAX = 2**31 - 1
 TYPES = ("double", "integer", "categorical", "discrete")
 LOG_SCALES = ("log", "reverse_log")
 EXAMPLE = {"double": "{type: double, min: 0.0001, max: 0.1, scale: log}",
@@ -187,7 +185,9 @@ def section_problems(t: config_lib.Tuning) -> list[Problem]:
     """The section's own rules, which need nothing else of the job (what ``jobs.cloud.tuning_job`` checks when
     a KFP user gives it a section directly)."""
     if not t.parameters:
-        touched = t.metric or t.goal or t.algorithm or t.max_trials or t.max_failed_trials or t.parallel_trials != 1
+        # any field set but the parameters (``baseline: false`` too: it skips a baseline of a study that is not there)
+        touched = (t.metric or t.goal or t.algorithm or t.max_trials or t.max_failed_trials or t.parallel_trials != 1
+                   or not t.baseline)
         return [problem("tuning.parameters", "the tuning section has no parameters to search; add one or remove "
                                              "the section", [f"learning_rate: {EXAMPLE['double']}"])] if touched else []
     p: list[Problem] = []
@@ -200,22 +200,18 @@ def section_problems(t: config_lib.Tuning) -> list[Problem]:
     if t.goal is None:
         p.append(problem("tuning.goal", f"missing: whether a lower or a higher {t.metric or 'metric'} is better",
                          ["minimize", "maximize"]))
-    huge = [name for name in ("max_trials", "parallel_trials", "max_failed_trials") if getattr(t, name) > INT32_MAX]
-    for name in huge:  # int32 fields of Vertex's API; the rules between the counts wait for numbers it takes
-        p.append(problem(f"tuning.{name}", f"{getattr(t, name)} is beyond what Vertex's HyperparameterTuningJob takes "
-                                           f"(an int32: at most {INT32_MAX})", [8 if name == "max_trials" else 2]))
     if t.max_trials < 1:
         p.append(problem("tuning.max_trials", f"must be at least 1 (how many trials the study runs), got {t.max_trials}",
                          [8]))
     if t.parallel_trials < 1:
         p.append(problem("tuning.parallel_trials", f"must be at least 1, got {t.parallel_trials}", [1, 2]))
-    elif t.max_trials >= 1 and t.parallel_trials > t.max_trials and not huge:
+    elif t.max_trials >= 1 and t.parallel_trials > t.max_trials:
         p.append(problem("tuning.parallel_trials", f"{t.parallel_trials} trials at once is more than max_trials "
                                                    f"({t.max_trials})", [t.max_trials]))
     if t.max_failed_trials < 0:
         p.append(problem("tuning.max_failed_trials", f"must be 0 (Vertex decides) or more, got {t.max_failed_trials}",
                          [0, 1]))
-    elif t.max_trials >= 1 and t.max_failed_trials > t.max_trials and not huge:
+    elif t.max_trials >= 1 and t.max_failed_trials > t.max_trials:
         p.append(problem("tuning.max_failed_trials", f"{t.max_failed_trials} is more than max_trials ({t.max_trials})",
                          [0, t.max_trials]))
     for name, param in t.parameters.items():

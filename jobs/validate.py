@@ -53,9 +53,20 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     if t.mixed_precision and t.precision == "float32":
         p.append(problem("training.mixed_precision", "is deprecated and contradicts training.precision=float32; "
                                                      "remove it and set training.precision", ["auto", "bfloat16", "float16"]))
+    if t.epochs < 0:
+        p.append(problem("training.epochs", f"must be 0 (use steps) or positive, got {t.epochs}", [0, 2]))
+    if t.seed < 0:
+        p.append(problem("training.seed", f"must be 0 or more (NumPy and TensorFlow seeds are unsigned), got {t.seed}",
+                         [42]))
+    for name in ("intra_op_threads", "inter_op_threads"):
+        if getattr(t, name) < 0:
+            p.append(problem(f"training.{name}", f"must be 0 (TensorFlow decides) or more, got {getattr(t, name)}",
+                             [0, 2]))
     c = cfg.checkpoint
-    if c.every_steps < 0 or c.every_seconds < 0:
-        p.append(problem("checkpoint.every_steps", "intervals cannot be negative (0 disables that trigger)"))
+    for name in ("every_steps", "every_seconds"):
+        if getattr(c, name) < 0:
+            p.append(problem(f"checkpoint.{name}", f"cannot be negative, got {getattr(c, name):g} (0 disables that "
+                                                   "trigger)", [0, 20 if name == "every_steps" else 600]))
     _positive(p, "checkpoint.keep", c.keep)
     d = cfg.data
     _positive(p, "data.image_size", d.image_size, 8)
@@ -77,6 +88,17 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         p += duration_problems("scheduling.timeout", cfg.scheduling.timeout, ["86400s"])
     if cfg.scheduling.max_restarts < 0:
         p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
+    startup = cfg.scheduling.startup_timeout_s
+    if not 0 <= startup <= STARTUP_TIMEOUT_MAX_S:
+        p.append(problem("scheduling.startup_timeout_s", f"must be between 0 (no bound) and {STARTUP_TIMEOUT_MAX_S:,} s "
+                                                         f"(7 days, Vertex's default job timeout), got {startup:g}",
+                         [300, 900]))
+    for i, pool in enumerate(cfg.topology.pools()):  # used pools' disks: jobs.hardware.vertex_rules
+        size = pool.disk_spec.boot_disk_size_gb
+        if pool.replica_count <= 0 and size < 0:
+            name = ("chief", "worker", "parameter_server", "evaluator")[i]
+            p.append(problem(f"topology.{name}.disk_spec.boot_disk_size_gb", f"cannot be negative, got {size} (0: "
+                                                                              "Vertex's default)", [0, 100]))
     p += tensorboard_problems(cfg)
     p += scheduling_problems(cfg)
     if not cfg.container.command:
@@ -142,6 +164,9 @@ def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
 FLEX_START_GPUS = ("NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
                    "NVIDIA_H200_141GB", "NVIDIA_B200")
 FLEX_START_MAX_S = 7 * 24 * 3600
+#: A bound on a replica's start-up (``scheduling.startup_timeout_s``): Vertex's default job timeout (7 days). A longer
+#: one is no bound at all, and past ~9.2e9 s Python's own waits overflow (``threading.TIMEOUT_MAX``).
+STARTUP_TIMEOUT_MAX_S = 7 * 24 * 3600
 PERSISTENT_RESOURCE_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 RESERVATION_RE = re.compile(r"^projects/[^/]+/zones/([a-z]+-[a-z]+[0-9]+)-[a-z]/reservations/[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -382,7 +407,7 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
         from jobs.evaluation import eval_data_problems
 
-        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request,
+        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request, cfg.serving.eval_task,
                                 (t.source_dir,) if t.module and t.source_dir else ())
     return p
 
@@ -433,6 +458,8 @@ def data_value_problems(d: config_lib.Data) -> list[Problem]:
     p: list[Problem] = []
     if not 1 <= d.jpeg_quality <= 100:
         p.append(problem("data.jpeg_quality", f"must be between 1 and 100, got {d.jpeg_quality}", [90, 95]))
+    if d.shuffle_buffer < 0:
+        p.append(problem("data.shuffle_buffer", f"must be 0 (no shuffling) or more, got {d.shuffle_buffer}", [1024]))
     if d.cache_budget_mb < -1:
         p.append(problem("data.cache_budget_mb", f"must be -1 (derived from memory), 0 (never cache) or a size in "
                                                  f"MB, got {d.cache_budget_mb}"))

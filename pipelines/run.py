@@ -7,6 +7,7 @@
     python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit (jobs/cloud/submit.py)
     python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
     python pipelines/run.py validate JOB [gcloud-style flags]     # check a config, print worker pools
+    python pipelines/run.py plan --config JOB [--project P] [--region R] [--out plan.json]   # the Vertex request, price, placement
     python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
     python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
@@ -52,6 +53,7 @@ def _subcommand(module: str, function: str = "main", compile_pipeline: bool = Fa
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": _subcommand("jobs.aiplatform.cli", "validate_main"),
+    "plan": _subcommand("jobs.cloud.plan"),
     "hardware": _subcommand("jobs.hardware.listing"),
     "build": _subcommand("jobs.images.build"),
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),
@@ -106,6 +108,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+#: ``--wait``'s ceiling: a week, Vertex's default job timeout; a run another holds longer is not one to wait for.
+WAIT_MAX_S = 7 * 24 * 3600.0
+
+
 def _fail(problems) -> int:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
@@ -119,6 +125,10 @@ def _flag_problems(args: argparse.Namespace) -> list:
     if args.runner == "docker" and (args.project is not None or args.compile_only):
         problems.append("--runner docker: a local run only; --project submits to Vertex and --compile-only writes YAML "
                         "(drop --runner, or drop those flags)")
+    from jobs.cli import seconds_problem
+
+    waited = seconds_problem("--wait", getattr(args, "wait", None), WAIT_MAX_S, zero=True, example="600")
+    problems += [waited] if waited else []
     for flag, given in (("--target", args.target is not None), ("--overwrite", args.overwrite)):
         if given and not args.compile_only:
             problems.append(f"{flag}: only with --compile-only OUT.yaml; add it or remove {flag}")
@@ -126,8 +136,29 @@ def _flag_problems(args: argparse.Namespace) -> list:
     return problems
 
 
+def import_kfp_without_its_client() -> None:
+    """Import kfp without ``kfp.client``: kfp's ``__init__`` imports its API client (``kfp.client`` ->
+    kubernetes, requests, google-auth; ~0.5 s of a fresh process, most of ``import kfp``) unless
+    ``_KFP_RUNTIME=true``, the switch kfp's own task command sets for the same reason. No command here uses
+    ``kfp.Client`` (``kfp.dsl``, ``kfp.local``, ``kfp.compiler`` and ``kfp.registry`` import on their own). The
+    switch is on only while kfp's ``__init__`` runs (it is read there alone), so no child process inherits it.
+    A no-op where kfp is already imported."""
+    if "kfp" in sys.modules:
+        return
+    before = os.environ.get("_KFP_RUNTIME")
+    os.environ["_KFP_RUNTIME"] = "true"
+    try:
+        import kfp  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["_KFP_RUNTIME"]
+        else:
+            os.environ["_KFP_RUNTIME"] = before
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    import_kfp_without_its_client()
     if argv[:1] and argv[0] in SUBCOMMANDS:
         return SUBCOMMANDS[argv[0]](argv[1:])
     if argv[:1] and not argv[0].startswith("-"):

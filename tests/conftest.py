@@ -123,3 +123,10 @@ def vertex():
 
     with VertexStandIn() as standin:
         yield standin
+
+
+def without_plan(text: str) -> str:
+    """A cloud command's stderr without the plan's own lines (``jobs.cloud.plan``: ``plan: <option> ...`` per option
+    and ``warning: not checked: ...`` per project check it could not make), which submit and upload-template say
+    before theirs; tests/test_plan.py asserts those."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith(("plan: ", "warning: not checked: ")))

@@ -180,7 +180,7 @@ def test_substitutions_and_the_environment_a_step_gets(capsys, tmp_path, monkeyp
     ({"_A": "${PROJECT_ID:0:3}"}, {"dynamicSubstitutions": True}, [],
      "substitution _A: ${PROJECT_ID:0:3} uses a bash-style operation, which ci-local does not apply"),
     ({}, {}, ["--substitution", "lower=1"], "--substitution lower=...: a user substitution is _ then capitals"),
-    ({}, {}, ["--registry", "us-docker.pkg.dev"], "--registry us-docker.pkg.dev: not a loopback address"),
+    ({}, {}, ["--registry", "us-docker.pkg.dev:443"], "--registry us-docker.pkg.dev:443: not a loopback address"),
 ])
 def test_bad_substitutions_are_one_error_line(capsys, tmp_path, substitutions, options, args, fragment):
     config = toy_build(tmp_path, [{"id": "x", "script": "true"}], substitutions=substitutions, options=options)

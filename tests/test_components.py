@@ -124,6 +124,34 @@ def test_published_components_run_in_the_given_image():
     assert components.published().train.component_spec.implementation.container.image == components.base.DEFAULT_IMAGE
 
 
+@pytest.mark.parametrize("name", components.NAMES)
+def test_published_loads_each_yaml_as_kfps_own_loader_does(name):
+    from kfp.components import load_component_from_file
+
+    ours, kfps = components.load_yaml(components.yaml_path(name)), load_component_from_file(str(components.yaml_path(name)))
+    assert type(ours) is type(kfps)
+    assert ours.component_spec == kfps.component_spec and ours.component_spec.description
+    assert ours.component_yaml == kfps.component_yaml
+
+
+def test_a_v1_or_broken_yaml_goes_through_kfps_own_loader(tmp_path):
+    v1 = tmp_path / "v1.yaml"
+    v1.write_text("name: Echo\nimplementation:\n  container:\n    image: alpine\n    command: [echo, hi]\n")
+    assert components.load_yaml(v1).component_spec.name == "echo"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: 1\n---\nb: 2\n---\nc: 3\n")
+    with pytest.raises(ValueError, match="one or two YAML documents"):
+        components.load_yaml(broken)
+
+
+def test_run_py_imports_kfp_without_its_api_client_and_leaves_no_switch_behind():
+    code = ("import os, sys; from pipelines.run import import_kfp_without_its_client as f; f(); "
+            "import kfp.local, kfp.dsl, kfp.compiler; "
+            "print('kfp.client' in sys.modules, 'kubernetes' in sys.modules, '_KFP_RUNTIME' in os.environ)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "False", "False"]
+
+
 def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
     """No private path: every container task of the compiled pipeline runs a component whose executor is the
     committed YAML's, byte for byte but for the image."""

@@ -25,6 +25,8 @@ KFP_LINES = """\
     shard 1/16 written (74/900 images, 1360 images/s)
     shard 2/16 written (150/900 images, 1400 images/s)
     shard 16/16 written (900/900 images, 3924 images/s)
+    [worker-0] precision: float32 (training.precision=auto; auto: the chief's decision (float32), taken by every replica)
+    [chief-0] precision: float32 (training.precision=auto; auto: float32 247 ex/s vs bf16 191 ex/s on this CPU (measured))
     [chief-0] strategy=CollectiveAllReduceStrategy replicas=2 global_batch=16 steps=30 (from 0) classes=3
     [worker-0] step 10/30 loss=0.9288 accuracy=0.6438
     [chief-0] step 10/30 loss=0.9288 accuracy=0.6438
@@ -59,6 +61,10 @@ def test_steps_progress_resumes_and_restarts_are_shown_and_noise_is_not():
     assert "training: 2 replicas (CollectiveAllReduceStrategy), global batch 16, steps 0 → 30" in text
     assert re.search(r"step 30/30  loss 0.0109  accuracy 1.0000  \d+ examples/s  ETA 0 s", text)
     assert "resumed from step 10" in text and "[launcher] restart 1/2" in text
+    # the chief's precision line (what auto measured); the other replicas' copies are not repeated
+    assert "  precision: float32 (training.precision=auto; auto: float32 247 ex/s vs bf16 191 ex/s on this CPU " \
+           "(measured))" in shown
+    assert sum("precision:" in s for s in shown) == 1
     assert "  model (SavedModel)  /x/model" in shown  # this process's own lines pass unchanged
     assert not [n for n in NOISE if n in text], text
     assert sum("step 10/30" in s for s in shown) <= 1  # the worker's copy of the chief's line is dropped

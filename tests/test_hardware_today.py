@@ -58,7 +58,7 @@ def _every_reachable_field_set() -> config_lib.JobConfig:
         f"container.image_uri={IMAGE}", "output.base_dir=gs://team-bucket/runs/x",
         "output.tensorboard=projects/proj-1/locations/us-central1/tensorboards/123",
         "topology.chief.disk_spec={boot_disk_type: pd-ssd, boot_disk_size_gb: 200}",
-        "topology.worker.disk_spec={boot_disk_type: hyperdisk-balanced, boot_disk_size_gb: 500}",
+        "topology.worker.disk_spec={boot_disk_type: pd-standard, boot_disk_size_gb: 500}",
         "topology.worker.nfs_mounts=[{server: 10.0.0.2, path: /share, mount_point: data}]",
         "vertex.service_account=trainer@proj-1.iam.gserviceaccount.com",
         "vertex.network=projects/123456/global/networks/vpc-1", "vertex.enable_web_access=true",
@@ -86,7 +86,7 @@ def test_every_reachable_field_is_placed_where_the_api_names_it():
     not_set = sorted(set(api_fields.reachable()) - set_here)
     assert not_set == ["MachineSpec.tpu_topology", "Scheduling.max_wait_duration",
                        "Scheduling.restart_job_on_worker_restart"], not_set
-    assert (worker.disk_spec.boot_disk_type, worker.disk_spec.boot_disk_size_gb) == ("hyperdisk-balanced", 500)
+    assert (worker.disk_spec.boot_disk_type, worker.disk_spec.boot_disk_size_gb) == ("pd-standard", 500)
     assert (chief.disk_spec.boot_disk_type, chief.disk_spec.boot_disk_size_gb) == ("pd-ssd", 200)
     assert [(m.server, m.path, m.mount_point) for m in worker.nfs_mounts] == [("10.0.0.2", "/share", "data")]
     assert not chief.nfs_mounts

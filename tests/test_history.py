@@ -282,7 +282,7 @@ def test_compare_an_unfinished_run_uses_the_validated_config(root, real_runs, ca
     (["frobnicate"], "error: python pipelines/run.py runs: argument command: invalid choice: 'frobnicate'"),
     (["prune", "--keep", "-1"], "error: python pipelines/run.py runs prune: argument --keep: --keep must be a whole number"),
     (["prune", "--older-than", "soon"],
-     "error: python pipelines/run.py runs prune: argument --older-than: --older-than must be a number of days >= 0"),
+     "error: python pipelines/run.py runs prune: argument --older-than: --older-than must be a finite number of days >= 0"),
 ])
 def test_bad_input_is_one_error_line(root, capsys, argv, needle):
     code, out, err = _run(capsys, *argv, "--root", str(root))

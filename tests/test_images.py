@@ -83,7 +83,7 @@ def test_parse_reference(ref, parsed):
 
 
 def test_docker_hub_is_asked_at_its_api_host_without_the_docker_io_prefix():
-    from jobs.images.registry import registry_url
+    from jobs.cloud.registry import registry_url
 
     assert registry_url(images.parse_reference("docker.io/user/name:v1")) == \
         "https://registry-1.docker.io/v2/user/name/manifests/v1"

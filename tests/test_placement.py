@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from jobs import placement
-from jobs.validate import validate
+from jobs.validate import validate_document
 from trainers import config as config_lib
 
 
@@ -31,7 +31,7 @@ def test_options_go_region_by_region_in_the_users_order():
     ({"budget": {"max_per_hour": float("nan")}}, "budget.max_per_hour"),
 ])
 def test_a_malformed_section_is_one_error_naming_the_field(section, field):
-    report = validate(config_lib.from_dict({**config_lib.load("local").to_dict(), **section}), check_data=False)
+    _, report = validate_document({**config_lib.load("local").to_dict(), **section}, check_data=False)
     assert [p.field for p in report.errors] == [field]
 
 

@@ -16,6 +16,7 @@ import pytest
 from jobs import records
 from jobs.local import runs
 from tests.conftest import assert_no_processes_left
+from tests.snapshots import tree_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,14 +78,6 @@ def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
 
 
 # -- completion record, --fresh, last checkpoint -----------------------------------------------------
-def test_finished_record_only_for_the_same_config(tmp_path):
-    cfg_json = json.dumps({"name": "a", "training": {"steps": 30}})
-    assert runs.finished_record(str(tmp_path), cfg_json) is None
-    runs.write_record(str(tmp_path), cfg_json, {"name": "a"})
-    assert runs.finished_record(str(tmp_path), cfg_json)["summary"] == {"name": "a"}
-    assert runs.finished_record(str(tmp_path), json.dumps({"name": "a", "training": {"steps": 60}})) is None
-
-
 def test_fresh_keeps_the_old_folder_whole(tmp_path):
     base = tmp_path / "run"
     assert runs.archive(str(base)) is None  # nothing there yet
@@ -301,9 +294,10 @@ def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_sa
 @pytest.mark.integration
 @pytest.mark.timeout(400)
 def test_a_shorter_config_stops_with_one_line_and_keeps_the_longer_run(tmp_path, prepared_data):
-    """After a 20-step run, the same folder with ``training.steps=10``: the built-in trainer refuses the step-20
-    checkpoint (exit 2, never restarted), the run fails at the train step with the trainer's one line last on
-    the console, and the 20-step run's model and record stay as they were."""
+    """After a 20-step run, the same folder with ``training.steps=10``: refused before any step runs (exit 2), in
+    one line naming what changed and the two ways on, and the 20-step run's folder stays byte for byte as it was
+    (no new log, no step run). The trainer's own refusal of a checkpoint past its steps
+    (``trainers.train.refuse_checkpoint_past_the_end``) stays for a trainer started on its own."""
     base = tmp_path / "job"
     marker = uuid.uuid4().hex
     one = ("--set", "topology.strategy=one_device", "--set", "topology.worker.replica_count=0",
@@ -311,21 +305,16 @@ def test_a_shorter_config_stops_with_one_line_and_keeps_the_longer_run(tmp_path,
     first = _start(base, prepared_data, marker, *one, "--set", "training.steps=20")
     out = _finish(first)
     assert first.returncode == 0, out
-    record, model = (base / "run.json").read_bytes(), (base / "model" / "saved_model.pb").read_bytes()
+    before = tree_bytes(base)
 
     second = _start(base, prepared_data, marker, *one, "--set", "training.steps=10", "--set", "scheduling.max_restarts=2")
     out = _finish(second)
-    assert second.returncode == 1, out
-    problem = (f"training.steps: the checkpoints in {base / 'checkpoints'} are at step 20, past the 10 steps this "
-               "config asks for; going on would report the 20-step model as this config's; valid choices: --fresh "
-               "(run.py: keeps the earlier run aside and trains from step 0), training.steps >= 20")
-    lines = out.strip().splitlines()
-    assert lines[-2:] == ["error: the pipeline failed at step train: training failed: chief-0 (workerpool0-0, attempt 1) "
-                          "exited with status 2.", f"  chief-0's error: {problem}"], lines[-12:]
-    assert [x.strip() for x in lines].count(f"error: {problem}") == 1  # the trainer's line, once, as it happened
-    assert "not restarting: chief-0 exited with status 2" in out and "restart 1/2" not in out
-    assert "resumed from step" not in out and "Traceback" not in out
-    assert (base / "run.json").read_bytes() == record and (base / "model" / "saved_model.pb").read_bytes() == model
+    assert second.returncode == 2, out
+    assert out.strip().splitlines() == [
+        f"error: output.base_dir: {base} holds a finished run of another job (training.steps 20 -> 10); nothing in "
+        f"it was changed. Add --fresh to start from step 0 (that run is kept whole as job.<time>), or run elsewhere: "
+        f"--set output.base_dir={base}-2"], out
+    assert tree_bytes(base) == before  # scheduling.max_restarts is not what makes the model: not named above
     assert_no_processes_left(marker)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, without_plan
 from tests.standins.vertex import VertexStandIn
 from trainers import config as config_lib
 
@@ -107,7 +107,7 @@ def test_a_failed_job_is_one_line_with_the_failed_task_and_exit_1(capsys):
     out, err = capsys.readouterr()
     assert rc == 1
     assert re.findall(r"^\d\d:\d\d:\d\d  (\w+)$", out, re.M) == ["RUNNING", "FAILED"]
-    lines = err.strip().splitlines()
+    lines = without_plan(err).strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("error: pipeline job projects/my-proj/locations/europe-west4/pipelineJobs/flowers-local-")
     assert "ended FAILED" in lines[0]
@@ -124,7 +124,7 @@ def test_api_errors_on_create_are_one_line_and_exit_1(vertex, capsys, status, me
     rc = run_main(*submit_args(vertex))
     _, err = capsys.readouterr()
     assert rc == 1
-    (line,) = err.strip().splitlines()
+    (line,) = without_plan(err).strip().splitlines()
     assert re.fullmatch(rf"error: creating pipeline job projects/my-proj/locations/europe-west4/pipelineJobs/"
                         rf"flowers-local-\d{{14}}-[a-z0-9]{{4}}: {status} {re.escape(message)}", line), line
     assert len(vertex.calls("POST", "/pipelineJobs$")) == 1, "a definite refusal is not retried"
@@ -133,7 +133,7 @@ def test_api_errors_on_create_are_one_line_and_exit_1(vertex, capsys, status, me
 def test_an_error_while_following_is_one_line(vertex, capsys):
     vertex.fail_next(403, "Permission 'aiplatform.pipelineJobs.get' denied", "/pipelineJobs/")
     assert run_main(*submit_args(vertex)) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    err = without_plan(capsys.readouterr().err).strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: reading pipeline job projects/my-proj/")
     assert err[0].endswith("403 Permission 'aiplatform.pipelineJobs.get' denied")
 
@@ -212,7 +212,7 @@ def test_preflight_rejects_before_anything_is_sent(vertex, capsys, case):
     assert expected in err, err
     assert vertex.requests == [], "nothing may be sent when the preflight fails"
     assert "Traceback" not in err
-    assert all(line.startswith(("error: ", "warning: ")) for line in err.strip().splitlines())
+    assert all(line.startswith(("error: ", "warning: ")) for line in without_plan(err).strip().splitlines())
 
 
 def test_gcr_io_and_other_registries_are_warnings(vertex, capsys):
@@ -261,7 +261,7 @@ def test_without_credentials_one_line_says_how_to_authenticate(tmp_path):
     args = ["--project", PROJECT, "--region", REGION, "--pipeline-root", ROOT_URI, *GOOD]
     proc, took = _cli(args, clean_env(tmp_path))
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines() == [
+    assert without_plan(proc.stderr).strip().splitlines() == [
         "error: no Google Cloud credentials found for Vertex AI: run `gcloud auth application-default login`, or "
         "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"]
     assert "Traceback" not in proc.stderr and took < 60
@@ -295,7 +295,7 @@ def test_image_flag_is_the_components_image_and_is_checked_too(vertex, capsys):
     rc = run_main(*submit_args(vertex, "--no-wait"), "--image", "us-central1-docker.pkg.dev/my-proj/t/base:1")
     err = capsys.readouterr().err
     assert rc == 2 and vertex.requests == []
-    assert err.strip().splitlines() == [
+    assert without_plan(err).strip().splitlines() == [
         "error: --image: us-central1-docker.pkg.dev is not in the region family of europe-west4: every replica would "
         "pull across regions (slow start, egress charges); push the image to a registry in europe-west4; valid "
         "choices: europe-west4-docker.pkg.dev/my-proj/t/base:1, europe-docker.pkg.dev/my-proj/t/base:1",
@@ -312,7 +312,7 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsy
 
     monkeypatch.setattr(vertex_lib, "follow", interrupted)
     assert run_main(*submit_args(vertex)) == 130
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    (line,) = without_plan(capsys.readouterr().err).strip().splitlines()
     job = r"flowers-local-\d{14}-[a-z0-9]{4}"
     assert re.fullmatch(rf"interrupted \(Ctrl-C\): pipeline job projects/my-proj/locations/europe-west4/pipelineJobs/"
                         rf"{job} keeps running \(see or cancel it at https://console\.cloud\.google\.com/vertex-ai/"

@@ -33,7 +33,7 @@ import yaml
 
 from tests.conftest import ROOT, assert_no_processes_left
 from tests.standins.vertex import VertexStandIn
-from tests.vertex_steps import as_json_numbers, finish, start_step
+from tests.vertex_steps import as_json_numbers, finish, start_step, task_inputs
 
 EXAMPLE = ROOT / "examples" / "tabular-regressor"
 IMAGE = "us-central1-docker.pkg.dev/team/training/regressor:ctx-1@sha256:" + "c" * 64
@@ -374,23 +374,6 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
         "resourceType": "HyperparameterTuningJob", "resourceUri": f"{vertex.url}/v1/{job.name}"}]}
 
 
-def _task_inputs(compiled: dict, task: str, validated, endpoint: str) -> dict:
-    """A compiled task's input parameters as Vertex resolves them when the pipeline starts with its defaults:
-    validate-config's outputs, the root parameters' defaults, constants (the project placeholder: ``team``)."""
-    defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
-    out = {}
-    for name, source in compiled["root"]["dag"]["tasks"][task]["inputs"]["parameters"].items():
-        if "taskOutputParameter" in source:
-            assert source["taskOutputParameter"]["producerTask"] == "validate-config", (task, name, source)
-            out[name] = getattr(validated, source["taskOutputParameter"]["outputParameterKey"])
-        elif "componentInputParameter" in source:
-            out[name] = defaults[source["componentInputParameter"]]
-        else:
-            constant = source["runtimeValue"]["constant"]
-            out[name] = "team" if constant == "{{$.pipeline_google_cloud_project_id}}" else constant
-    return as_json_numbers({**out, "api_endpoint": endpoint})
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("baseline_figure,goes_on", [(0.11, "baseline"), (0.17, "baseline"), (0.3, "2")])
 def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_and_the_better_model_goes_on(
@@ -431,12 +414,12 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
     baseline_out.mkdir()
     with VertexStandIn(tuning_trials=VERTEX_TRIALS, tuning_states=("RUNNING",) * 6 + ("SUCCEEDED",)) as vertex:
         tuning = start_step(executors["exec-hyperparameter-tuning-job"]["container"], "hyperparameter-tuning-job",
-                            _task_inputs(compiled, "hyperparameter-tuning-job", validated, vertex.url), tuning_out,
+                            task_inputs(compiled, "hyperparameter-tuning-job", validated, vertex.url), tuning_out,
                             parameters=("gcp_resources", "best_trial", "best_model_dir"),
                             artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
                                        "study": ("system.Artifact", str(tuning_out / "study"))})
         baseline = start_step(executors["exec-custom-training-job"]["container"], "custom-training-job",
-                              _task_inputs(compiled, "custom-training-job", validated, vertex.url), baseline_out,
+                              task_inputs(compiled, "custom-training-job", validated, vertex.url), baseline_out,
                               parameters=("gcp_resources",))
         tuned, based = finish(tuning), finish(baseline)
         assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-2000:]

@@ -31,21 +31,20 @@ def _param(doc, name):
 CASES = {
     "an infinite parameter bound": (
         lambda d: _param(d, "training.learning_rate").update(max=float("inf")),
-        "tuning.parameters.training.learning_rate.max: inf is not a finite number: a search range has finite bounds; "
-        "valid choices: {type: double, min: 0.0001, max: 0.1, scale: log}"),
+        "tuning.parameters.training.learning_rate.max: inf is not a finite number; valid choices: a finite number"),
     "a NaN parameter bound": (
         lambda d: _param(d, "training.learning_rate").update(min=float("nan")),
         "tuning.parameters.training.learning_rate.min: nan is not a finite number"),
     "max_trials beyond int32": (
         lambda d: d["tuning"].update(max_trials=2**31),
-        "tuning.max_trials: 2147483648 is beyond what Vertex's HyperparameterTuningJob takes (an int32: at most "
-        "2147483647); valid choices: 8"),
+        "tuning.max_trials: 2147483648 is beyond a 32-bit integer (the API's counts and sizes are int32: at most "
+        "2,147,483,647); valid choices: 2147483647"),
     "parallel_trials beyond int32": (
         lambda d: d["tuning"].update(parallel_trials=2**40),
-        "tuning.parallel_trials: 1099511627776 is beyond what Vertex's HyperparameterTuningJob takes"),
+        "tuning.parallel_trials: 1099511627776 is beyond a 32-bit integer"),
     "max_failed_trials beyond int32": (
         lambda d: d["tuning"].update(max_failed_trials=2**33),
-        "tuning.max_failed_trials: 8589934592 is beyond what Vertex's HyperparameterTuningJob takes"),
+        "tuning.max_failed_trials: 8589934592 is beyond a 32-bit integer"),
     "a timeout beyond the API's durations": (
         lambda d: d.setdefault("scheduling", {}).update(timeout="999999999999s"),
         "scheduling.timeout: 999999999999s is longer than a duration the Vertex API can carry (google.protobuf.Duration: "

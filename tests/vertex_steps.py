@@ -53,3 +53,21 @@ def finish(proc: subprocess.Popen, timeout: float = 120) -> subprocess.Completed
             proc.kill()
             proc.wait()
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def task_inputs(compiled: dict, task: str, validated, endpoint: str, project: str = "team") -> dict:
+    """A compiled task's input parameters as Vertex resolves them when the pipeline starts with its defaults:
+    validate-config's outputs (``validated``), the root parameters' defaults, constants (the project placeholder:
+    ``project``), numbers as JSON floats."""
+    defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
+    out = {}
+    for name, source in compiled["root"]["dag"]["tasks"][task]["inputs"]["parameters"].items():
+        if "taskOutputParameter" in source:
+            assert source["taskOutputParameter"]["producerTask"] == "validate-config", (task, name, source)
+            out[name] = getattr(validated, source["taskOutputParameter"]["outputParameterKey"])
+        elif "componentInputParameter" in source:
+            out[name] = defaults[source["componentInputParameter"]]
+        else:
+            constant = source["runtimeValue"]["constant"]
+            out[name] = project if constant == "{{$.pipeline_google_cloud_project_id}}" else constant
+    return as_json_numbers({**out, "api_endpoint": endpoint})

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal
 
 from trainers.errors import Problem, problem
+
+#: Every integer of the job config is a count, a size or a seed that Vertex's API (or TensorFlow) carries as an
+#: int32 (``replica_count``'s neighbours ``accelerator_count`` and ``boot_disk_size_gb``, the tuning job's trial
+#: counts are ``int32`` in ``aiplatform_v1``): a larger one is refused here, by its field, before any rule reads it.
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
 
 def _optional(tp: Any) -> Any:
@@ -88,18 +94,28 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
         if isinstance(value, bool):
             return value
     elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         if isinstance(value, float) and value.is_integer():  # compiled KFP parameters turn ints to 2.0
-            return int(value)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if INT32_MIN <= value <= INT32_MAX:
+                return value
+            problems.append(problem(path, f"{value} is beyond a 32-bit integer (the API's counts and sizes are "
+                                          f"int32: at most {INT32_MAX:,})", [INT32_MAX if value > 0 else 0]))
+            return None
     elif tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
+            number = float(value)
+        elif isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None:
+            if math.isfinite(number):
+                return number
+            problems.append(problem(path, f"{value} is not a finite number", ["a finite number, e.g. 0.001"]))
+            return None
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -107,8 +123,9 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
             return ""
     quote = (" (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)"
              if tp is str and isinstance(value, bool) else "")
+    examples = {int: ["a whole number, e.g. 8"], float: ["a finite number, e.g. 0.001"], bool: ["true", "false"]}
     problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}{quote}",
-                            ["'1'", "'true'"] if quote else ()))
+                            ["'1'", "'true'"] if quote else examples.get(tp, ())))
     return None
 
 

@@ -147,8 +147,10 @@ class Training:
     seed: int = 42
     #: seeded, op-deterministic: a resumed run ends bitwise equal to an uninterrupted one.
     deterministic: bool = True
-    #: ``auto`` picks per device (``trainers.precision``): bf16 on CPUs with AVX512_BF16/AMX, on TPUs and
-    #: on Ampere+ GPUs; float16 + loss scaling on older GPUs; float32 elsewhere.
+    #: ``auto`` (``trainers.precision``) measures where the device has more than one candidate (a CPU with
+    #: AVX512_BF16/AMX: float32 vs bf16; Ampere+ GPUs: float32 vs bf16; V100/T4/P100: float32 vs float16 + loss
+    #: scaling) on the job's own step and keeps the faster, cached beside ``output.base_dir``; runs too short to
+    #: repay measuring keep float32; TPUs bf16; float32 elsewhere. An explicit value is never overridden.
     precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     #: deprecated: use ``precision`` (true meant "mixed where the device supports it" = ``auto``).
     mixed_precision: bool = False

@@ -65,19 +65,24 @@ def summary_writer(info: cluster_lib.ClusterInfo, logs_dir: str):
     return tf.summary.create_noop_writer()
 
 
-def _agree_on_step(strategy, step: int) -> None:
-    """Every replica must resume from the same step; otherwise they would diverge or hang in a collective.
-    (Each replica restores on its own; a file visible to one and not to another would split them.)"""
+def _sum_over_replicas(strategy, values: list[float]) -> list[float]:
+    """``values`` (this process's, the same on each of its replicas) summed over every replica of the job."""
     import tensorflow as tf
 
     @tf.function
     def total(value):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(value)), axis=None)
 
+    return [float(x) for x in total(tf.constant(values)).numpy()]
+
+
+def _agree_on_step(strategy, step: int) -> None:
+    """Every replica must resume from the same step; otherwise they would diverge or hang in a collective.
+    (Each replica restores on its own; a file visible to one and not to another would split them.)"""
     here = float(step)
-    steps_sum, replicas = (float(x) for x in total(tf.constant([here, 1.0])).numpy())
+    steps_sum, replicas = _sum_over_replicas(strategy, [here, 1.0])
     mean = steps_sum / replicas  # exact in float32 while replicas x step < 2**24
-    spread = float(total(tf.constant(abs(here - mean))).numpy())
+    spread = _sum_over_replicas(strategy, [abs(here - mean)])[0]
     if spread != 0.0:
         raise RuntimeError(f"replicas restored different checkpoints (this one: step {step}, mean {mean:.1f}); "
                            "refusing to train on diverged replicas. Check that every replica sees the same "
@@ -149,6 +154,78 @@ def replica_step(model, optimizer, global_batch: int):
         return tf.stack([tf.reduce_sum(per_example), tf.reduce_sum(correct), tf.cast(tf.size(labels), tf.float32)])
 
     return step
+
+
+def measure_precision(cfg: config_lib.JobConfig, plan, policy: str) -> float:
+    """Examples/s of the job's own train step (its model, optimizer and per-replica batch, one real batch of its
+    data) under ``policy``, on this process's default device, outside any distribution strategy: what
+    ``precision: auto`` compares (``trainers.precision.decide_auto``). Warm-up steps first (tracing, oneDNN's
+    kernel choice), then timed ones, each waited for."""
+    import tensorflow as tf
+
+    from trainers import data as data_lib
+    from trainers import precision as precision_lib
+    from trainers.models import build_model
+
+    batch = plan.per_replica_batch
+    dataset = data_lib.train_dataset_fn(plan.data_dir, plan.manifest, batch, seed=cfg.training.seed,
+                                        shuffle_buffer=0, cache=False)(None)
+    images, labels = next(iter(dataset.take(1)))
+    precision_lib.apply(precision_lib.choice_of(policy, "measuring"))
+    model = build_model(cfg.model.name, plan.image_size, len(plan.classes))
+    optimizer = make_optimizer(cfg, loss_scaling=policy == "mixed_float16")
+    optimizer.build(model.trainable_variables)
+    step = tf.function(replica_step(model, optimizer, batch))
+    return precision_lib.time_steps(lambda: step(images, labels).numpy(), batch)
+
+
+def decide_precision(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, strategy, plan, device,
+                     base: str, measure=None):
+    """``training.precision: auto`` for this job (``trainers.precision.decide_auto``): measured on the job's own
+    step (``measure(cfg, plan, policy)``, default :func:`measure_precision`), cached beside the output folder.
+    Under multi-worker training only the chief decides and every replica takes the chief's decision through one
+    all-reduce: replicas that trained in different precisions would all-reduce gradients of different models.
+    With ``training.deterministic`` the seed is set again afterwards, so the model's initial weights do not
+    depend on whether a measurement ran (a cached decision and a measured one train bitwise alike)."""
+    import keras
+
+    from trainers import precision as precision_lib
+
+    multi_worker = cfg.topology.strategy == "multi_worker" and info.tf_config is not None
+    fields = {"tensorflow": _tf_version(), "keras": keras.__version__, "model": cfg.model.name,
+              "input": [plan.image_size, plan.image_size, 3], "classes": len(plan.classes),
+              "per_replica_batch": plan.per_replica_batch, "optimizer": cfg.training.optimizer,
+              "strategy": cfg.topology.strategy, "replicas": strategy.num_replicas_in_sync,
+              "threads": [cfg.training.intra_op_threads, cfg.training.inter_op_threads]}
+    choice = None
+    if info.is_chief or not multi_worker:
+        measure = measure or measure_precision
+        choice = precision_lib.decide_auto(device, plan.total_steps, lambda policy: measure(cfg, plan, policy),
+                                           fields, precision_lib.cache_dir(base))
+        if cfg.training.deterministic:
+            keras.utils.set_random_seed(cfg.training.seed)
+    if multi_worker:
+        choice = _agree_on_precision(strategy, choice)
+    return choice
+
+
+def _tf_version() -> str:
+    import tensorflow as tf
+
+    return tf.__version__
+
+
+def _agree_on_precision(strategy, choice):
+    """The chief's ``choice`` on every replica (the others pass None): its index in ``POLICIES``, summed over the
+    replicas with the others contributing 0, divided by the chief's replica count."""
+    from trainers import precision as precision_lib
+
+    mine = [float(precision_lib.POLICIES.index(choice.policy)), 1.0] if choice is not None else [0.0, 0.0]
+    index_sum, chief_replicas = _sum_over_replicas(strategy, mine)
+    policy = precision_lib.POLICIES[int(round(index_sum / max(chief_replicas, 1.0)))]
+    if choice is not None:
+        return choice
+    return precision_lib.choice_of(policy, f"auto: the chief's decision ({policy}), taken by every replica")
 
 
 class Progress:
@@ -301,10 +378,20 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     # handler (its preemption notifier), which swallows the signal; ours must replace it before anything else
     # (model, restore, input pipeline) takes time, or a SIGTERM in that window is lost.
     preempt = PreemptionFlag().install()
-    choice = precision_lib.setup(cfg.training, precision_lib.detect(cfg.topology.strategy,
-                                                                    cfg.topology.chief.accelerator_type))
     replicas = strategy.num_replicas_in_sync
     plan = make_plan(cfg, replicas)
+
+    def auto(device):
+        # Measuring is not start-up: the watchdog (which bounds a peer that never comes) would count the chief's
+        # measurement, and the other replicas' wait for its decision, against scheduling.startup_timeout_s.
+        startup.cancel()
+        try:
+            return decide_precision(cfg, info, strategy, plan, device, base)
+        finally:
+            startup.start()
+
+    choice = precision_lib.setup(cfg.training, precision_lib.detect(cfg.topology.strategy,
+                                                                    cfg.topology.chief.accelerator_type), auto=auto)
     mismatch = evaluator_mismatch(cfg, plan) if info.is_chief else None
     if mismatch:
         print(f"warning: {mismatch}", flush=True)
@@ -383,7 +470,8 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
 
     result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
               "global_batch_size": global_batch, "replicas": replicas, "strategy": type(strategy).__name__,
-              "classes": classes, "precision": choice.policy,
+              "classes": classes, "precision": choice.policy, "precision_reason": choice.reason,
+              **({"precision_auto": dict(choice.measured)} if choice.measured else {}),
               **(validation.result if validation is not None else {})}
     result = export_and_record(cfg, info, model, plan, choice, result)
     if info.is_chief:

@@ -222,6 +222,10 @@ def validate_main(argv: Sequence[str]) -> int:
     print(format_pools(pools))
     print("worker_pool_specs:")
     print(json.dumps(pools, indent=2))
+    if not legacy:
+        from jobs.cli import plan_hint
+
+        print(plan_hint(path or "JOB"))
     return 0
 
 

@@ -90,6 +90,7 @@ def load_build(path: Path) -> Build:
     if unsupported:
         raise InputError(f"{path}: {', '.join(unsupported)} cannot run here (ci-local runs `script` steps and lists "
                          "artifacts.objects); remove them or build in the cloud")
+    step_rules(path, build)
     steps = []
     ids = set()
     for i, s in enumerate(build.steps):
@@ -116,6 +117,26 @@ def load_build(path: Path) -> Build:
     return Build(Path(path), steps, dict(build.substitutions), build.options.dynamic_substitutions, loose,
                  list(build.options.env), _seconds(build.timeout) or 600.0, build.artifacts.objects.location,
                  list(build.artifacts.objects.paths))
+
+
+def step_rules(path: Path, build) -> None:
+    """What the Cloud Build API reads without complaint and no build can mean, refused in one line before anything
+    starts: two steps with one ``id`` (``BuildStep.id`` is the step's "unique identifier", what ``waitFor`` names:
+    a second one makes a wait ambiguous), a negative ``timeout`` of the build or of a step (a Duration may be
+    negative; a build given one would stop at once, without a line naming it)."""
+    if build.timeout.seconds < 0 or build.timeout.nanos < 0:
+        raise InputError(f"{path}: timeout {build.timeout.ToJsonString()} is negative; give a positive duration "
+                         "(e.g. 600s), or leave it out for Cloud Build's default of 60 minutes")
+    seen: dict[str, int] = {}
+    for i, s in enumerate(build.steps):
+        label = s.id or f"step #{i}"
+        if s.id and s.id in seen:
+            raise InputError(f"{path}: step #{i}: id {s.id!r} is already step #{seen[s.id]}'s; every step id is "
+                             f"unique (waitFor names it), e.g. {s.id}-{i}")
+        seen.setdefault(s.id, i)
+        if s.timeout.seconds < 0 or s.timeout.nanos < 0:
+            raise InputError(f"{path}: step {label}: timeout {s.timeout.ToJsonString()} is negative; give a positive "
+                             "duration (e.g. 300s), or leave it out (the build's timeout bounds it)")
 
 
 def load_trigger(path: Path) -> dict:

@@ -22,9 +22,12 @@ from jobs.ci_local.runner import Runner, dependencies
 from jobs.ci_local.source import checkout_root, fill_workspace, head_commit, prepare_rundir
 from jobs.ci_local.standins import (Local, cloud_problems, docker_problem, image_problems, install_small_images,
                                     link_wheels, local_problems)
-from jobs.ci_local.substitutions import builtin_substitutions, resolve_substitutions
+from jobs.ci_local.substitutions import builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud
 
 DEFAULT_PROJECT = "local-project"
+#: ``--timeout``'s ceiling: Cloud Build runs a build for at most 24 hours (its build ``timeout``'s upper bound, as
+#: Cloud Build's build configuration overview states it; not re-read here).
+BUILD_TIMEOUT_MAX_S = 24 * 3600.0
 
 
 def _package_doc() -> str:
@@ -46,8 +49,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workspace", type=Path, help="run folder (default: build/ci-local/ in the checkout); holds "
                                                   "workspace/ (Cloud Build's /workspace), logs/, scripts/")
     p.add_argument("--project", default=DEFAULT_PROJECT, help=f"PROJECT_ID (default {DEFAULT_PROJECT})")
-    p.add_argument("--substitution", action="append", default=[], metavar="_KEY=VALUE",
-                   help="override a substitution (repeatable), as gcloud builds submit --substitutions")
+    p.add_argument("--substitution", "--substitutions", dest="substitution", action="append", default=[],
+                   metavar="_KEY=VALUE", help="override a substitution (repeatable), as gcloud builds submit "
+                                              "--substitutions: _A=1,_B=2 is two ('^;^_A=1,2;_B=3' keeps a comma)")
     p.add_argument("--registry", help="HOST:PORT of a local Docker registry: the images pushed to Artifact Registry go there")
     p.add_argument("--kfp-host", help="http://127.0.0.1:P/PROJECT/REPO, a local KFP registry (_TEMPLATE_HOST)")
     p.add_argument("--vertex-endpoint", help="http://127.0.0.1:P, a local Vertex AI stand-in (_API_ENDPOINT)")
@@ -64,6 +68,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, help="the build's timeout in seconds (default: the file's)")
     p.add_argument("--verbose", action="store_true", help="stream every step's output (always in logs/)")
     return p.parse_args(argv)
+
+
+def flag_problems(args: argparse.Namespace) -> list[str]:
+    """The flags' own forms, before anything is read or started: ``--project`` a project id (empty or malformed is
+    refused: PROJECT_ID reaches every step), ``--timeout`` a finite number of seconds, ``--substitution``'s comma
+    form as gcloud reads it."""
+    from jobs.cloud.preflight import project_problems
+
+    from jobs.cli import seconds_problem
+
+    out = [str(p) for p in project_problems("--project", args.project)]
+    timeout = seconds_problem("--timeout", args.timeout, BUILD_TIMEOUT_MAX_S, example="1800")
+    return out + ([timeout] if timeout else []) + comma_problems(args.substitution)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +100,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     root = checkout_root(Path.cwd())
     config = (args.config or root / "cloudbuild.yaml").resolve()
     build = load_build(config)
+    if args.timeout is not None and not flag_problems(args) and args.timeout != build.timeout_s:
+        out(f"warning: --timeout {args.timeout:g} s wins over {config.name}'s timeout ({build.timeout_s:g} s)")
     root = checkout_root(config.parent)
     trigger_doc = None
     if args.mode == "trigger":
@@ -90,9 +109,9 @@ def run(args: argparse.Namespace, out=print) -> int:
         trigger_doc = load_trigger(trigger_path) if trigger_path.is_file() else {}
     source = args.source or ("commit" if args.mode == "trigger" else "worktree")
     local = Local(args.registry, args.kfp_host, args.vertex_endpoint)
-    problems = local_problems(local)
+    problems = flag_problems(args) + local_problems(local)
     given = {}
-    for item in args.substitution:
+    for item in split_gcloud(args.substitution):
         key, sep, value = item.partition("=")
         if not sep:
             problems.append(f"--substitution {item!r}: give _KEY=VALUE (e.g. _REGION=europe-west4)")

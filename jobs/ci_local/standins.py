@@ -78,10 +78,26 @@ class Local:
         return {name: value for name, value in pairs if value}
 
 
+#: ``--registry``: a Docker registry's HOST:PORT as docker names it in an image reference (no scheme, no path).
+REGISTRY_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})\Z")
+
+
+def registry_problem(value: str) -> str | None:
+    """Why ``--registry`` is not of a registry's form (HOST:PORT, the port 1-65535), or None: said before the
+    loopback rule and long before a Docker engine is asked for."""
+    m = REGISTRY_RE.match(value)
+    if not m or not 1 <= int(m.group("port")) <= 65535:
+        return (f"--registry {value!r}: not a registry's HOST:PORT (no scheme, no path; the port 1-65535), "
+                "e.g. 127.0.0.1:5000")
+    return None
+
+
 def local_problems(local: Local) -> list[str]:
     from jobs.cloud.credentials import is_local_endpoint
 
     problems = []
+    if local.registry is not None and registry_problem(local.registry):
+        return [registry_problem(local.registry)]
     for flag, value in (("--registry", local.registry), ("--kfp-host", local.kfp_host),
                         ("--vertex-endpoint", local.vertex_endpoint)):
         if value and not is_local_endpoint(value):

@@ -11,6 +11,64 @@ from jobs.ci_local.build_file import Build
 from jobs.ci_local.errors import InputError
 
 SUBSTITUTION_NAME = re.compile(r"_[A-Z0-9_]+")
+#: Cloud Build's limits on user-defined substitutions ("Substituting variable values", User-defined substitutions:
+#: https://cloud.google.com/build/docs/configuring-builds/substitute-variable-values, read 2026-11-27 through stored
+#: copies; the key's 100 characters seen quoted from "Build Requests - User-defined substitutions" in the Jenkins
+#: google-cloudbuild plugin's help; the 200 parameters and 4,000-byte values as the page states them, not re-seen):
+#: a build past them is refused by Cloud Build, so ci-local refuses it before a step runs.
+MAX_SUBSTITUTIONS = 200
+MAX_KEY_LENGTH = 100
+MAX_VALUE_BYTES = 4000
+
+
+def limit_problems(values: dict[str, str], where: str = "substitution") -> list[str]:
+    """User-defined substitutions past Cloud Build's limits (:data:`MAX_SUBSTITUTIONS`, :data:`MAX_KEY_LENGTH`,
+    :data:`MAX_VALUE_BYTES`), one line each."""
+    out = []
+    user = {k: v for k, v in values.items() if k.startswith("_")}
+    if len(user) > MAX_SUBSTITUTIONS:
+        out.append(f"{len(user)} user-defined substitutions: Cloud Build takes at most {MAX_SUBSTITUTIONS}")
+    for key, value in user.items():
+        if len(key) > MAX_KEY_LENGTH:
+            out.append(f"{where} {key[:40]}...: its name has {len(key)} characters; Cloud Build takes at most "
+                       f"{MAX_KEY_LENGTH}")
+        size = len(str(value).encode("utf-8"))
+        if size > MAX_VALUE_BYTES:
+            out.append(f"{where} {key}: its value has {size:,} bytes; Cloud Build takes at most {MAX_VALUE_BYTES:,} "
+                       "(put a long value in a file of the source and pass its path)")
+    return out
+
+
+def split_gcloud(items: list[str]) -> list[str]:
+    """``--substitution`` values as gcloud's ``--substitutions`` reads them: ``_A=1,_B=2`` is two, and a value
+    that needs a comma is written with gcloud's own escaping, ``^;^_A=1,2;_B=3`` (``gcloud topic escaping``). An
+    item whose comma-separated pieces are not each ``KEY=VALUE`` is kept whole (:func:`comma_problems` says
+    why)."""
+    out = []
+    for item in items:
+        delimiter = ","
+        m = re.match(r"\^(.)\^", item)
+        if m:
+            delimiter, item = m.group(1), item[m.end():]
+        pieces = item.split(delimiter)
+        if delimiter != "," or all("=" in piece for piece in pieces):
+            out.extend(pieces)
+        else:
+            out.append(item)
+    return out
+
+
+def comma_problems(items: list[str]) -> list[str]:
+    """A ``--substitution`` of the comma form that is not a list of ``KEY=VALUE`` (``_L=a,b``): gcloud would
+    refuse it, and taking ``a,b`` as the value would build something else than the cloud does."""
+    out = []
+    for item in items:
+        pieces = item.split(",")
+        bad = [piece for piece in pieces[1:] if "=" not in piece]
+        if not item.startswith("^") and bad:
+            out.append(f"--substitution {item!r}: gcloud reads ',' as between two substitutions, and {bad[0]!r} is "
+                       f"no KEY=VALUE; to keep the comma in the value write it with gcloud's escaping, '^;^{item}'")
+    return out
 REFERENCE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -41,6 +99,9 @@ def resolve_substitutions(build: Build, builtins: dict[str, str], trigger: dict[
             raise InputError(f"--substitution {name}: not a substitution of {build.path.name} and "
                              "substitutionOption is MUST_MATCH; valid choices: " + ", ".join(sorted(build.substitutions)))
     raw = {**build.substitutions, **(trigger or {}), **given}
+    past = limit_problems(raw)
+    if past:
+        raise InputError(past[0])
     dynamic = build.dynamic or trigger is not None
     if not dynamic:
         return {**builtins, **raw}
@@ -62,6 +123,9 @@ def resolve_substitutions(build: Build, builtins: dict[str, str], trigger: dict[
 
     for name in sorted(raw):  # a map: its order is not the file's
         lookup(name)
+    past = limit_problems(resolved)
+    if past:
+        raise InputError(past[0])
     return {**builtins, **resolved}
 
 

@@ -1,7 +1,7 @@
 """How the job side makes a cloud call: every call goes through here, under the one client policy.
 
 Every cloud module (``cloudbuild``, ``gcs``, ``templates``, ``vertex``, ``job_runner``, ``custom_job``,
-``tuning_job``, and ``jobs.images.registry``/``jobs.images.docker``/``jobs.images.cloudbuild``) builds its client
+``tuning_job``, and ``jobs.cloud.registry``/``jobs.images.docker``/``jobs.images.cloudbuild``) builds its client
 and makes its calls through this module:
 
 * :func:`call`: a GAPIC client method (google-cloud-*, REST transport) under the policy;

@@ -63,39 +63,50 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
     safe here because the callers' object names are content-addressed (a repeat writes the same bytes); a
     resumable upload interrupted mid-way starts again from its first byte (build contexts are small).
     """
-    from google.api_core import exceptions as core
-    from google.cloud.storage.exceptions import InvalidResponse
-
     bucket_name, name = parse_uri(uri)
     if not name:
         raise CloudError(f"{uri!r} names a bucket, not an object; expected gs://BUCKET/PATH")
     doing = f"uploading {label or local} to {uri}"
     client = client or storage_client(project, endpoint)
     blob = client.bucket(bucket_name).blob(name)
-    p = clients.policy()
 
     def attempt(timeout):
         blob.upload_from_filename(str(local), content_type=content_type, retry=None, timeout=timeout)
 
+    def missing(message: str) -> CloudError:
+        return CloudError(f"{doing}: 404 bucket gs://{bucket_name} does not exist or is not visible to these "
+                          f"credentials (create it: gcloud storage buckets create gs://{bucket_name}); {message}")
+
     try:
-        clients.retried(attempt, kind=clients.CREATE_OWN_ID, doing=doing, service="Cloud Storage", what=_detail, p=p)
+        _storage_call(attempt, kind=clients.CREATE_OWN_ID, doing=doing, missing=missing,
+                      gave_up="; the same upload can be run again safely",
+                      forbidden=f"the caller needs roles/storage.objectCreator on gs://{bucket_name}")
+    except (ValueError, OSError) as exc:  # an answer that is not JSON, an unreadable file
+        raise CloudError(clients.failure_line(exc, doing)) from None
+    return uri
+
+
+def _storage_call(attempt, *, kind: str, doing: str, missing, forbidden: str, gave_up: str = ""):
+    """``attempt(timeout)`` (a storage client call with its own retry off) under the client policy
+    (:func:`clients.retried`); a give-up, a 404 (``missing(message)``: the error to raise), a 403 (``forbidden``:
+    what the caller needs) or another API error is one CloudError line."""
+    from google.api_core import exceptions as core
+    from google.cloud.storage.exceptions import InvalidResponse
+
+    p = clients.policy()
+    try:
+        return clients.retried(attempt, kind=kind, doing=doing, service="Cloud Storage", what=_detail, p=p)
     except KeyboardInterrupt:
         raise
     except core.RetryError as exc:  # gave up on transient failures: say the last one
         raise CloudError(f"{doing}: gave up after retrying for {clients.seconds(p.total_s)} s: "
-                         f"{_detail(exc.cause or exc)}; the same upload can be run again safely") from None
+                         f"{_detail(exc.cause or exc)}{gave_up}") from None
     except (core.GoogleAPICallError, InvalidResponse) as exc:
         status, message = _status_and_message(exc)
         if status == 404:
-            raise CloudError(f"{doing}: 404 bucket gs://{bucket_name} does not exist or is not visible to "
-                             f"these credentials (create it: gcloud storage buckets create gs://{bucket_name}); "
-                             f"{message}") from None
-        hint = (f" (the caller needs roles/storage.objectCreator on gs://{bucket_name})"
-                if status == 403 else "")
+            raise missing(message) from None
+        hint = f" ({forbidden})" if status == 403 else ""
         raise CloudError(f"{doing}: {status or ''} {message}{hint}".replace(":  ", ": ")) from None
-    except (ValueError, OSError) as exc:  # an answer that is not JSON, an unreadable file
-        raise CloudError(clients.failure_line(exc, doing)) from None
-    return uri
 
 
 def _detail(exc: BaseException) -> str:
@@ -122,3 +133,31 @@ def _status_and_message(exc: BaseException) -> tuple[int | None, str]:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     message = " ".join(str(message).split())
     return (int(status) if status else None), (message[:397] + "..." if len(message) > 400 else message)
+
+
+def bucket_location(uri: str, *, project: str | None = None, endpoint: str | None = None, client=None) -> str:
+    """The location of ``uri``'s bucket as Cloud Storage names it (``US-CENTRAL1``, ``US``, ``EU``...): one
+    ``GET /storage/v1/b/BUCKET`` (``Client.get_bucket``) under the client policy. A missing bucket is
+    :class:`BucketMissing` (the caller names the command that creates it in the job's region); a 403 (the caller
+    needs ``storage.buckets.get``), a give-up or an answer that is not the API's is one CloudError line."""
+    bucket_name, _ = parse_uri(uri)
+    doing = f"reading the location of bucket gs://{bucket_name}"
+    client = client or storage_client(project, endpoint)
+
+    def attempt(timeout):
+        return client.get_bucket(bucket_name, timeout=timeout, retry=None)
+
+    try:
+        bucket = _storage_call(attempt, kind=clients.READ, doing=doing,
+                               missing=lambda message: BucketMissing(f"{doing}: bucket gs://{bucket_name} does not exist"),
+                               forbidden=f"the caller needs storage.buckets.get on gs://{bucket_name}")
+    except ValueError as exc:  # an answer that is not JSON
+        raise CloudError(clients.failure_line(exc, doing)) from None
+    location = str(getattr(bucket, "location", "") or "")
+    if not location:
+        raise CloudError(f"{doing}: the answer names no location (not the Cloud Storage API's bucket resource?)")
+    return location
+
+
+class BucketMissing(CloudError):
+    """The bucket does not exist (404), as distinct from a bucket that could not be read."""

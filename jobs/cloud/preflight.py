@@ -74,8 +74,10 @@ def region_problems(flag: str, region: str | None) -> list[Problem]:
     if region in regions:
         return []
     from jobs.hardware.catalog import load_catalog
+    from jobs.hardware.names import region_verdict
 
-    near = load_catalog().suggest(region or "", regions) or ["us-central1"]
+    near = (list(region_verdict(region or "", regions).suggest) or load_catalog().suggest(region or "", regions)
+            or ["us-central1"])
     return [problem(flag, f"{region!r} is not a Vertex AI region (did you mean {', '.join(near)}?)", regions)]
 
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from jobs.cloud import clients, preflight as checks, vertex
-from jobs.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE
+from jobs.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -36,7 +36,11 @@ JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
 #: the flags that only a Vertex run takes (run.py refuses them without --project)
 VERTEX_ONLY = ("--region", "--pipeline-root", "--service-account", "--network", "--labels", "--no-wait",
-               "--no-cache", "--api-endpoint", "--template", "--poll-seconds")
+               "--no-cache", "--api-endpoint", "--template", "--poll-seconds", "--max-cost", "--require-checks")
+
+
+#: ``--poll-seconds``' ceiling: a longer interval between state checks would miss a job's end by over an hour.
+POLL_MAX_S = 3600.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--template", metavar="URI", help="run an uploaded template (https://REGION-kfp.pkg.dev/"
                                                      "PROJECT/REPO/PACKAGE/TAG) instead of compiling")
     g.add_argument("--poll-seconds", type=float, help="longest interval between state checks (default 20)")
+    g.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total; "
+                                                                 "vtp plan shows the figure)")
+    g.add_argument("--require-checks", action="store_true", default=None,
+                   help="a check of the project that could not be made (no credentials or permission) is an error")
 
 
 def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
@@ -68,8 +76,14 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
         for flag in VERTEX_ONLY:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 out.append(problem(flag, "only for Vertex runs; add --project PROJECT or remove it"))
-    if args.poll_seconds is not None and not args.poll_seconds > 0:
-        out.append(problem("--poll-seconds", f"must be > 0, got {args.poll_seconds:g}", ["20"]))
+    from jobs.cli import seconds_problem
+
+    if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
+        out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
+                                             f"{POLL_MAX_S:g}, got {args.poll_seconds:g}", ["20"]))
+    max_cost = getattr(args, "max_cost", None)
+    if max_cost is not None and not (max_cost >= 0 and max_cost != float("inf")):
+        out.append(problem("--max-cost", f"{max_cost:g} is not a price in US dollars", ["100"]))
     return out
 
 
@@ -100,6 +114,8 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
         errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
                                            "(Vertex wants the project number, not its id)",
                               ["projects/123456789012/global/networks/default"]))
+    elif network:
+        errors += peering_problems("--network", network, cfg)
     if cfg.output.tensorboard and not (service_account or cfg.vertex.service_account):
         errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "
                                                    "to run as a service account with roles/aiplatform.user and "
@@ -111,12 +127,33 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
         errors.append(problem("--template", f"{template!r} is not a template in Artifact Registry (it is "
                                             "https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG-or-sha256:HEX)",
                               [f"https://{region}-kfp.pkg.dev/{project}/REPO/{cfg.name}/latest"]))
-    warnings: list[str] = []
+    warnings: list[str] = flag_file_warnings(cfg, region, service_account, network)
     if region_ok:  # the job's own rules need a real region
-        job_errors, warnings = checks.job_problems(cfg, project, region, components_image=components_image,
-                                                   replicas_only=bool(template))
+        job_errors, job_warnings = checks.job_problems(cfg, project, region, components_image=components_image,
+                                                       replicas_only=bool(template))
         errors += job_errors
+        warnings += job_warnings
     return errors, warnings, parsed
+
+
+def flag_file_warnings(cfg: config_lib.JobConfig, region: str, service_account: str, network: str) -> list[str]:
+    """One ``warning:`` line for each flag that overrides a different value of the job file, naming which wins: a
+    flag of the submission wins over its field (``--region`` over ``topology.region``, ``--service-account`` over
+    ``vertex.service_account``, ``--network`` over ``vertex.network``), except the job file's ``placement.regions``,
+    which decide where the training job runs over ``--region`` (the pipeline job itself runs in ``--region``)."""
+    out = []
+    if region and region != cfg.topology.region:
+        out.append(f"--region: {region} wins over the job file's topology.region ({cfg.topology.region}): the job "
+                   f"runs in {region}")
+    if region and cfg.placement.regions and list(cfg.placement.regions) != [region]:
+        out.append(f"placement.regions: the job file's {', '.join(cfg.placement.regions)} win over --region {region} "
+                   f"for the training job (the pipeline job runs in {region})")
+    for flag, value, field, current in (("--service-account", service_account, "vertex.service_account",
+                                         cfg.vertex.service_account),
+                                        ("--network", network, "vertex.network", cfg.vertex.network)):
+        if value and current and value != current:
+            out.append(f"{flag}: {value} wins over the job file's {field} ({current})")
+    return out
 
 
 def template_problems(path: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
@@ -143,17 +180,30 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline
 
 
 def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
+    from jobs.cloud import plan as planning
+
     err = err or (lambda line: print(line, file=sys.stderr))
     region = args.region or cfg.topology.region
+    # the plan first (jobs.cloud.plan): the option it takes (region, strategy) is what is checked and sent
+    plan = None
+    if not checks.region_problems("--region", region):
+        plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
+                               require_checks=bool(getattr(args, "require_checks", None)))
+        for line in planning.short_lines(plan):
+            err(line)
+        if plan.pick is not None:
+            cfg, region = plan.cfg, plan.option.region
     errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
                                          service_account=args.service_account or "", network=args.network or "",
                                          labels=args.labels or [], template=args.template or "",
                                          components_image=getattr(args, "image", None) or "")
+    if plan is not None:
+        warnings = [*plan.unchecked, *plan.warnings, *warnings]
+        errors = [*plan.errors, *errors]
     if checks.say(errors, warnings, err):
         return 2
     cfg = checks.placeholder_free(cfg)
-    if region != cfg.topology.region:
-        out(f"note: the job runs in --region {region} (the config says topology.region={cfg.topology.region})")
+    if region != cfg.topology.region:  # said by a flag_file_warnings line
         cfg = cfg.with_overrides([f"topology.region={region}"])
     job_id = job_id_for(cfg.name)
     params = {"config_json": cfg.for_vertex().to_json(), "location": region,

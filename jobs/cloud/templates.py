@@ -1,7 +1,8 @@
 """Pipeline templates in Artifact Registry: upload the compiled pipeline, download one to run it.
 
 ``python pipelines/run.py upload-template --config X --host https://REGION-kfp.pkg.dev/PROJECT/REPO
-[--tag T ...] [--set k=v]`` runs the preflight that submit runs (``jobs.cloud.preflight.job_problems``: a
+[--tag T ...] [--set k=v]`` runs the plan and the preflight that submit runs (``jobs.cloud.plan``: the option of
+``placement`` it takes, region and strategy, is what the template carries; ``jobs.cloud.preflight.job_problems``: a
 template never carries what submit would refuse: images pinned by digest, no placeholders, gs:// output),
 compiles the pipeline exactly as ``--compile-only`` does and uploads it: one multipart POST of the YAML
 (``content``) with the tags (``tags``, comma-separated), the request ``kfp.registry.RegistryClient``
@@ -116,6 +117,9 @@ def _main(argv: list[str], compile_pipeline) -> int:
     p.add_argument("--host", required=True, help="https://REGION-kfp.pkg.dev/PROJECT/REPO")
     p.add_argument("--tag", dest="tags", action="append", default=[], help="tag of the uploaded version (repeatable)")
     p.add_argument("--image", help="base image for the pipeline's components")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total)")
+    p.add_argument("--require-checks", action="store_true",
+                   help="a check of the project that could not be made (no credentials or permission) is an error")
     args = p.parse_args(argv)
     problems = [host_problem(args.host)] + [
         f"--tag: {t!r} is not a tag (letters, digits, '.', '_', '-'; not sha256:...); valid choices: latest, v1"
@@ -129,9 +133,18 @@ def _main(argv: list[str], compile_pipeline) -> int:
         problems += [str(e) for e in exc.problems]
     match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
     if cfg is not None and match:
+        # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy)
+        from jobs.cloud import plan as planning
+
+        plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
+                               require_checks=args.require_checks)
+        for line in planning.short_lines(plan):
+            print(line, file=sys.stderr)  # stdout is the uploaded version, read by scripts (cloudbuild.yaml)
+        cfg = plan.cfg
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")
-        problems += [str(e) for e in errors]
+        problems += plan.errors + [str(e) for e in errors]
+        warnings = [*plan.unchecked, *plan.warnings, *warnings]
     if preflight.say(problems, warnings):
         return 2
     cfg = preflight.placeholder_free(cfg)

@@ -118,6 +118,7 @@ class Catalog:
     tpu_generations: Mapping[str, TpuGeneration] = dataclasses.field(default_factory=dict)
     not_listed_families: tuple[str, ...] = ()
     boot_disk: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # types, min_gb, max_gb, source
+    vertex_regions: tuple[str, ...] = ()  # every region Vertex AI serves (the installed client's list)
 
     # ---- lookups -------------------------------------------------------------------------------
     def is_gpu(self, accelerator_type: str) -> bool:
@@ -176,6 +177,13 @@ class Catalog:
     def n1_gpus(self) -> frozenset[str]:
         return frozenset(g for row_name, row in self.gpu_table.items() if row_name.startswith("n1-")
                          for g, counts in row.items() if counts)
+
+    @functools.cached_property
+    def known_regions(self) -> tuple[str, ...]:
+        """Every region name the catalog knows: Vertex's own list and the regions of its hardware data."""
+        return tuple(sorted(set(self.vertex_regions) | set(self.gpu_regions) | set(self.tpu_regions)
+                            | set(self.tpu_vm_regions) | set(self.zones)
+                            | {r for g in self.tpu_generations.values() for r in g.regions}))
 
     def regions_offering(self, gpu: str) -> list[str]:
         return [r for r in self.gpu_regions if any(gpu in z for z in self.zones.get(r, {}).values())]
@@ -295,6 +303,7 @@ def load_catalog(path: str | None = None) -> Catalog:
         families=families, tpu_generations=generations,
         not_listed_families=tuple(raw["not_listed_for_training"]["families"]),
         boot_disk=raw["boot_disk"],
+        vertex_regions=tuple(raw["regions"]["vertex"]["list"]),
     )
 
 

@@ -188,7 +188,8 @@ def view(job: Any) -> JobView:
             else:
                 out.pools[name] = Pool(name)
     for key in ("strategy", "region", "tpu_tf_version"):
-        text = as_str(topology.get(key, DEFAULT_TOPOLOGY[key]))
+        raw = topology.get(key, DEFAULT_TOPOLOGY[key])
+        text = raw if key == "region" and isinstance(raw, str) else as_str(raw)  # a region is checked as sent
         if text is None:
             out.problems.append(problem(f"topology.{key}",
                                         f"must be a string, not {topology.get(key)!r:.40}"))

@@ -30,6 +30,8 @@ CLASS_WORDS = ("standard", "highmem", "highcpu", "highgpu", "megagpu", "ultragpu
 SERIES_RE = re.compile(r"^[a-z]{1,3}\d{1,2}[a-z]{0,3}$")
 SIZE_RE = re.compile(r"^\d{1,4}[a-z]?$")
 ACCELERATOR_RE = re.compile(r"^(NVIDIA|TPU|AMD|INTEL|GOOGLE)(_[A-Z0-9]+)+$")
+#: A Compute Engine region's form (``us-central1``, ``europe-west4``, ``northamerica-northeast2``).
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")  # \Z: "$" would take a trailing newline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,3 +122,18 @@ def accelerator_verdict(name: str, known: Iterable[str]) -> Verdict:
     if ACCELERATOR_RE.match(name):
         return Verdict("new")
     return Verdict("malformed")
+
+
+def region_verdict(name: str, known: Iterable[str]) -> Verdict:
+    """Judge a region name before anything is looked up by it: ``known`` (listed), ``malformed`` (not of a region's
+    form: upper case, a space, no number: ``US-CENTRAL1``, ``us-central``, ``'us-central1 '``; ``suggest`` says what
+    was meant where it can tell), ``near`` (well-formed, but a letter or two from a listed region: ``us-centrl1``)
+    or ``new`` (well-formed and near none: a region the list does not have yet; ``us-east2`` beside ``us-east1`` is
+    another region, not a typo, as digits are generations in :func:`near_misses`)."""
+    known = list(known)
+    if name in known:
+        return Verdict("known")
+    if not REGION_RE.match(name):
+        return Verdict("malformed", tuple(near_misses(name, known) or near_misses(_norm(name), known)))
+    near = near_misses(name, known)
+    return Verdict("near", tuple(near)) if near else Verdict("new")

@@ -18,7 +18,7 @@ from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.catalog import Catalog, load_catalog
 from jobs.hardware.jobview import JobView, Pool, one_line, view
 from jobs.hardware.shared import (REGION_RE, checked_pools as _checked, has_tpu, infer_strategy,  # noqa: F401
-                                  machine_of as _machine, or_join as _or, tpu_cores, tpu_pool)
+                                  machine_of as _machine, or_join as _or, region_problems, tpu_cores, tpu_pool)
 from jobs.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 
 __all__ = ["RULES", "Report", "check_accelerator_types", "check_batch", "check_evaluator", "check_fields",
@@ -82,10 +82,8 @@ def check_fields(job: Any) -> list[Problem]:
     if v.strategy_ok and v.strategy not in cat.strategies:
         out.append(problem("topology.strategy", f"unknown strategy {v.strategy!r}",
                            cat.suggest(v.strategy, cat.strategies) or cat.strategies))
-    if v.region_ok and not REGION_RE.match(v.region):
-        known = sorted(set(cat.gpu_regions) | set(cat.tpu_vm_regions))
-        out.append(problem("topology.region", f"{v.region!r} is not a region name such as us-central1",
-                           cat.suggest(v.region, known) or ["us-central1"]))
+    if v.region_ok:
+        out += region_problems("topology.region", v.region)
     for p in v.used_pools:
         m = _machine(p)
         if not p.ok or (m and m.tpu) or _cat().is_tpu(p.accelerator_type):
@@ -267,7 +265,7 @@ def check_regions(job: Any) -> list[Problem]:
     (GPU seed, ~2021 zone data), the TPU seed's regions for cloud-tpu, TPU v5e's regions. A region or an
     accelerator the catalog has no region data for is a warning (``jobs.hardware.today.unknown_places``)."""
     cat, v = _cat(), view(job)
-    if not v.region_ok or not REGION_RE.match(v.region):
+    if not v.region_ok or region_problems("topology.region", v.region):
         return []
     out, gpus = [], [g for g in _gpus_used(v) if cat.regions_offering(g)]
     if gpus and (v.region in cat.gpu_regions or v.region in cat.zones):

@@ -7,10 +7,8 @@ from typing import Any, Iterable
 
 from jobs.hardware.catalog import load_catalog
 from jobs.hardware.jobview import JobView, Pool, view
-
-
-#: A Compute Engine region's form (``us-central1``, ``europe-west4``).
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+from jobs.hardware.names import REGION_RE, region_verdict
+from trainers.errors import Problem, problem
 
 
 def _cat():
@@ -66,3 +64,24 @@ def tpu_cores(pool: Pool) -> int:
             chips = math.prod(int(d) for d in pool.tpu_topology.split("x"))
         return max(1, chips * max(1, m.cores_per_chip))
     return pool.accelerator_count if pool.accelerator_count > 0 else 8
+
+
+def region_problems(field: str, region: object) -> list[Problem]:
+    """The one check of a region's NAME, wherever one is read (``topology.region``, ``placement.regions[i]``,
+    ``--region``, ``vtp hardware --region``): one error when it is not of a region's form or is a near miss of a
+    region Vertex serves, with "did you mean"; nothing for a listed region, or for a well-formed one the list does
+    not have (what the catalog does not know is a warning of ``jobs.hardware.today``, and the submission's
+    preflight refuses a region Vertex does not serve)."""
+    cat = _cat()
+    if not isinstance(region, str):
+        return [problem(field, f"expected a region name such as us-central1, got {type(region).__name__} {region!r}",
+                        ["us-central1"])]
+    verdict = region_verdict(region, cat.known_regions)
+    if verdict.kind == "malformed":
+        hint = f" (did you mean {verdict.suggest[0]}?)" if verdict.suggest else ""
+        return [problem(field, f"{region!r} is not a region name: lower case, no spaces, like us-central1{hint}",
+                        list(verdict.suggest) or ["us-central1", "europe-west4"])]
+    if verdict.kind == "near":
+        return [problem(field, f"{region!r} is not a region Vertex AI serves (did you mean {verdict.suggest[0]}?)",
+                        list(verdict.suggest))]
+    return []

@@ -65,15 +65,19 @@ def _client_hint(accelerator: str) -> str:
 
 def unknown_places(v: JobView) -> list[Problem]:
     """Regions, and accelerators in a region, that the catalog has no data for."""
-    from jobs.hardware.shared import REGION_RE, checked_pools
+    from jobs.hardware.shared import checked_pools, region_problems
 
     cat, out = load_catalog(), []
-    if not v.region_ok or not REGION_RE.match(v.region):
+    if not v.region_ok or region_problems("topology.region", v.region):
         return out
     pools = checked_pools(v)
     gpus = list(dict.fromkeys(p.accelerator_type for p in pools if cat.is_gpu(p.accelerator_type)
                               and p.accelerator_count > 0))
-    if gpus and v.region not in cat.gpu_regions and v.region not in cat.zones:
+    if v.region not in cat.known_regions:  # well-formed, near no region it knows: a region newer than the catalog?
+        out.append(_unknown("topology.region", f"region {v.region}",
+                            "nor in the installed google-cloud-aiplatform's list of Vertex AI regions",
+                            ["us-central1", "europe-west4"]))
+    elif gpus and v.region not in cat.gpu_regions and v.region not in cat.zones:
         out.append(_unknown("topology.region", f"region {v.region} (for {', '.join(gpus)})",
                             "its GPU data covers " + ", ".join(cat.gpu_regions[:6]) + ", ..."))
     elif gpus:

@@ -39,12 +39,34 @@ def _disk_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
         out.append(problem(f"{field}.boot_disk_type", f"{disk.boot_disk_type!r} is not a boot disk type Vertex takes "
                                                       "(empty: Vertex's default, " f"{rules['default']})",
                            rules["types"]))
+    elif disk.boot_disk_type:
+        out += _disk_machine_problems(f"{field}.boot_disk_type", disk.boot_disk_type, pool.machine_type)
     size = disk.boot_disk_size_gb
     if size and not rules["min_gb"] <= size <= rules["max_gb"]:
         out.append(problem(f"{field}.boot_disk_size_gb", f"{size} is outside {rules['min_gb']}-{rules['max_gb']} GB "
                                                          "(0: Vertex's default, 100)",
                            [rules["min_gb"], 200, 500, rules["max_gb"]]))
     return out
+
+
+def _disk_machine_problems(field: str, disk_type: str, machine_type: str) -> list[Problem]:
+    """A boot disk type the machine cannot use, by the catalog's ``boot_disk.by_machine`` (Compute Engine's machine
+    series support): Persistent Disk on a Hyperdisk-only machine (A3 Ultra, A4, A4X), Hyperdisk on a machine with no
+    Hyperdisk (N1, E2, C2, A2). A machine type it does not name is not judged."""
+    rules = load_catalog().boot_disk.get("by_machine") or {}
+    kinds = [(prefix, kind) for kind in ("hyperdisk_only", "persistent_disk_only") for prefix in rules.get(kind, ())
+             if machine_type.startswith(prefix)]
+    if not kinds:
+        return []
+    _, kind = max(kinds, key=lambda k: len(k[0]))
+    hyperdisk = disk_type.startswith("hyperdisk-")
+    if kind == "hyperdisk_only" and not hyperdisk:
+        return [problem(field, f"{machine_type} boots from Hyperdisk only, not {disk_type} (Persistent Disk does not "
+                               "attach to it)", ["hyperdisk-balanced", "'' (Vertex's default)"])]
+    if kind == "persistent_disk_only" and hyperdisk:
+        return [problem(field, f"{machine_type} takes no Hyperdisk, so not {disk_type}", ["pd-ssd", "pd-standard",
+                                                                                        "'' (Vertex's default)"])]
+    return []
 
 
 def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
@@ -72,6 +94,50 @@ def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
     return out
 
 
+def peering_problems(field: str, network: str, cfg: config_lib.JobConfig) -> list[Problem]:
+    """VPC Network Peering (``vertex.network`` or ``--network``) with accelerators Vertex documents it does not
+    peer (catalog ``vpc_peering``: H100 Mega, H200, B200): one error; a PSC-I network attachment is the way."""
+    if not network:
+        return []
+    barred = set(load_catalog().raw.get("vpc_peering", {}).get("not_with_accelerators", ()))
+    used = sorted({p.accelerator_type for p in cfg.topology.pools() if p.replica_count > 0 and p.accelerator_count > 0
+                   and p.accelerator_type in barred})
+    if not used:
+        return []
+    return [problem(field, f"Vertex training does not peer a VPC network with {', '.join(used)}: reach your network "
+                           "through a Private Service Connect interface instead (and leave the network unset)",
+                    [f"vertex.psc_interface_config.network_attachment: projects/<project>/regions/"
+                     f"{cfg.topology.region}/networkAttachments/<name>"])]
+
+
+def spot_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``SPOT`` (``scheduling.strategy`` or one of ``placement.strategies``) with a TPU Pod: a multi-host TPU VM
+    slice or a ``TPU_V2_POD``/``TPU_V3_POD`` (catalog ``spot``: Vertex does not run Spot VMs with TPU Pods)."""
+    cat = load_catalog()
+    if cat.raw.get("spot", {}).get("tpu_pods", True):
+        return []
+    chief = cfg.topology.chief
+    m = cat.machines.get(chief.machine_type)
+    if m and m.tpu == "vm":
+        hosts = m.hosts(chief.tpu_topology)
+        pod = f"{chief.machine_type} {chief.tpu_topology} is a slice of {hosts} hosts" if hosts > 1 else ""
+        single = ", ".join(m.single_host_topologies) or m.topologies[0]
+        valid = ["STANDARD", f"topology.chief.tpu_topology: {single} (one host)"]
+    else:
+        pod = f"{chief.accelerator_type} is a TPU Pod" if chief.accelerator_type.endswith("_POD") else ""
+        valid = ["STANDARD", "topology.chief.accelerator_type: TPU_V3 (one TPU device)"]
+    if not pod:
+        return []
+    out = []
+    if cfg.scheduling.strategy == "SPOT":
+        out.append(problem("scheduling.strategy", f"Vertex runs no Spot VMs with TPU Pods, and {pod}", valid))
+    for i, s in enumerate(cfg.placement.strategies):
+        if s == "SPOT":
+            out.append(problem(f"placement.strategies[{i}]", f"Vertex runs no Spot VMs with TPU Pods, and {pod}",
+                               valid))
+    return out
+
+
 def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Problem]]:
     """(errors, warnings) of the fields only Vertex acts on (see the module doc)."""
     errors: list[Problem] = []
@@ -92,6 +158,9 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name (Vertex wants the "
                                                 "project number, not its id)",
                               ["projects/<project number>/global/networks/<network name>"]))
+    elif v.network:
+        errors += peering_problems("vertex.network", v.network, cfg)
+    errors += spot_problems(cfg)
     for i, r in enumerate(v.reserved_ip_ranges):
         if not NAME_RE.match(r):
             errors.append(problem(f"vertex.reserved_ip_ranges[{i}]", f"{r!r} is not the name of a reserved IP range "

@@ -12,7 +12,7 @@ will run. Failures are one line (``BuildError`` / ``CloudError``).
   asked through the engine, with its registry credentials.
 * :class:`CloudBuildBuilder`: Google Cloud Build (``jobs.images.cloudbuild``, over the API client
   ``jobs.cloud.cloudbuild``): the context uploaded to Cloud Storage, built and pushed next to Artifact Registry;
-  "already there" asked from the registry directly (``jobs.images.registry``), believed only from a Google
+  "already there" asked from the registry directly (``jobs.cloud.registry``), believed only from a Google
   registry asked with the Google token. It also builds a context already staged in Cloud Storage
   (``jobs.images.cloudbuild.StagedContext``): the pipeline's build step (``jobs.steps.trainer_image``).
 """
@@ -89,12 +89,12 @@ class CloudBuildBuilder(ImageBuilder):
     def already_built(self, repository: str, tag: str) -> str | None:
         """``REPO:TAG@DIGEST`` when the registry already has the tag, else None.
 
-        Only a Google registry asked with the caller's Google token (``jobs.images.registry``'s rule: the token
+        Only a Google registry asked with the caller's Google token (``jobs.cloud.registry``'s rule: the token
         goes to Google hosts only) is taken at its word; any other registry is asked anonymously and its
         answer only reported: the build goes ahead. Against a loopback Cloud Build stand-in only a loopback
         registry is asked (a test never reaches a real registry)."""
         from jobs.cloud import clients
-        from jobs.images import registry
+        from jobs.cloud import registry
         from jobs.image_reference import parse_reference
 
         ref = parse_reference(f"{repository}:{tag}")

@@ -58,7 +58,7 @@ NOISE = (
 CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")
 #: a line written to fd 1/2 by :meth:`Console.drain`: seen by the reader, never shown nor logged
 DRAIN = "\x00vtp-console-drain "
-SHOWN_CHILD = re.compile(r"^((error|warning|note): |interrupted|preempted|resumed from step|restart \d|"
+SHOWN_CHILD = re.compile(r"^((error|warning|note|precision): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
 #: what a hyperparameter study says (``jobs.tuning.local``, ``jobs.cloud.tuning_job``, ``pick_model``): each trial
 #: and the baseline starting and ending, the study's end, which model goes on and why (``jobs.records``)

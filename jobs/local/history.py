@@ -22,8 +22,11 @@ which decides a run's status from whatever records it left, and refuses a record
   A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
   ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
-A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is a copy
-``--fresh`` kept (``jobs.local.runs.archive``), the only kind ``prune`` removes. No TensorFlow, no kfp: a
+A run folder is a direct child of the root holding any of those; ``<base>.<YYYYmmdd-HHMMSS>[-n]`` is named like
+a copy ``--fresh`` kept (``jobs.local.runs.archive``, which also writes ``.fresh-copy.json`` into it); ``prune``
+removes only folders known to be such copies (``jobs.local.prune.copy_of``). A record that is there and cannot be
+read back (not JSON, cut short, too big, too deep, a null or a field of the wrong type) makes the run
+``unreadable``, never "no record" (:func:`read_record_strictly`). No TensorFlow, no kfp: a
 listing takes well under a second.
 """
 from __future__ import annotations
@@ -33,10 +36,12 @@ import datetime as dt
 import json
 import os
 import re
+import stat
 from typing import Any
 
 from jobs import records
 from jobs.local import runs
+from jobs.local.runs import config_diff, flatten  # noqa: F401  (history's readers import them from here)
 from trainers.errors import problem
 
 PROG = "python pipelines/run.py runs"
@@ -46,7 +51,7 @@ DEFAULT_KEEP = 3
 ARCHIVE_RE = re.compile(r"^(?P<base>.+)\.(?P<stamp>\d{8}-\d{6})(?:-(?P<n>\d+))?$")
 LOG_RE = re.compile(r"^run-(\d{8}-\d{6})\.log$")
 STAMP = "%Y%m%d-%H%M%S"
-MARKERS = (records.RUN_RECORD, records.STEPS_RECORD, runs.LOCK_NAME, records.METRICS_RECORD, records.TRAINING_RECORD, "checkpoints",
+MARKERS = (records.RUN_RECORD, records.STEPS_RECORD, records.PROVENANCE_RECORD, runs.LOCK_NAME, records.METRICS_RECORD, records.TRAINING_RECORD, "checkpoints",
            "pipeline_root")
 TAIL_BYTES = 64 * 1024
 STATUSES = ("running", "finished", "interrupted", "failed", "unfinished")
@@ -141,7 +146,7 @@ def validated_config(path: str) -> dict[str, Any] | None:
             with open(os.path.join(root, name, "validate-config", "executor_output.json"), encoding="utf-8") as f:
                 text = json.load(f)["parameterValues"]["config_json"]
             return json.loads(text)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
     return None
 
@@ -259,6 +264,67 @@ def _trainer_code(trainer: dict[str, Any]) -> str | None:
 #: hold anything: such a run is listed as unreadable, never a traceback)
 RECORD_TYPES = {"status": str, "finished": str, "config": dict, "summary": dict, "steps": list,
                 "verification": dict, "tuning": dict, "gate": dict}
+#: run.json's fields every record written by ``jobs.local.runs.write_record`` has (null or missing: unreadable)
+RECORD_REQUIRED = ("status", "finished", "config", "summary")
+#: a record's limits: bigger, or nested deeper, is no record a run wrote (listed as unreadable, never read whole)
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+MAX_RECORD_DEPTH = 64
+
+
+def _depth(doc: Any) -> int:
+    """How deeply lists and objects nest in ``doc`` (iterative: a deep record must not exhaust the stack)."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, level)
+            if level > MAX_RECORD_DEPTH:
+                return level
+            todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def read_record_strictly(path: str, name: str) -> tuple[dict[str, Any], str | None]:
+    """The record ``name`` in the run folder ``path``: ``(record, None)``; ``({}, None)`` when there is none;
+    ``({}, why)`` when a file is there and is not a record a run wrote (not a regular file, too big, not JSON,
+    cut short, nested too deep, not an object). ``jobs.records.read_at`` reads a missing and a broken record
+    alike as {}: a run's step may, but history must not show a broken record as "no record"."""
+    where = os.path.join(path, name)
+    try:
+        st = os.stat(where)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"{name}: cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return {}, f"{name}: not a regular file"
+    if st.st_size > MAX_RECORD_BYTES:
+        return {}, f"{name}: {st.st_size:,} bytes, more than a record holds ({MAX_RECORD_BYTES:,} at most)"
+    try:
+        with open(where, "rb") as f:
+            text = f.read(MAX_RECORD_BYTES + 1).decode("utf-8")
+        doc = json.loads(text)
+    except OSError as exc:
+        return {}, f"{name}: cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return {}, f"{name}: not UTF-8 text"
+    except RecursionError:
+        return {}, f"{name}: nested deeper than {MAX_RECORD_DEPTH} levels"
+    except json.JSONDecodeError as exc:
+        cut = "" if text.rstrip().endswith(("}", "]")) else ", cut short"
+        return {}, f"{name}: not JSON ({exc.msg}: line {exc.lineno} column {exc.colno}{cut})"
+    if not isinstance(doc, dict):
+        return {}, f"{name}: a JSON {type(doc).__name__}, not an object"
+    if _depth(doc) > MAX_RECORD_DEPTH:
+        return {}, f"{name}: nested deeper than {MAX_RECORD_DEPTH} levels"
+    return doc, None
+
+
+def _short(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)[:40]
+    except (ValueError, RecursionError):
+        return type(value).__name__
 SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trainer": dict, "verification": dict,
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
                  "model_scalars": dict}
@@ -271,7 +337,7 @@ def _type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str
         value = doc.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind != bool):
             names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-            return f"{where}{key} is {type(value).__name__} {json.dumps(value, default=str)[:40]}, not {names}"
+            return f"{where}{key} is {type(value).__name__} {_short(value)}, not {names}"
     return None
 
 
@@ -281,6 +347,12 @@ def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> st
     found = _type_problem(record, RECORD_TYPES, f"{name}: ")
     if found:
         return found
+    if record:
+        missing = [key for key in RECORD_REQUIRED if record.get(key) is None]
+        if missing:
+            return f"{name}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing or null"
+        if record["status"] != "succeeded":
+            return f"{name}: status is {_short(record['status'])}, not \"succeeded\" (the only status a run records)"
     if isinstance(record.get("finished"), str) and parse_time(record["finished"]) is None:
         return f"{name}: finished is {json.dumps(record['finished'])[:40]}, not a time (ISO 8601)"
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
@@ -297,7 +369,7 @@ def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> st
     for where, items in (("steps", record.get("steps")), ("tuning.trials", (record.get("tuning") or {}).get("trials"))):
         bad = next((x for x in items or [] if not isinstance(x, dict)), None)
         if bad is not None:
-            return f"{name}: {where} holds {type(bad).__name__} {json.dumps(bad, default=str)[:40]}, not an object"
+            return f"{name}: {where} holds {type(bad).__name__} {_short(bad)}, not an object"
     return None
 
 
@@ -315,11 +387,13 @@ def read_run(path: str) -> Run:
     """Everything the records say about the run in ``path`` (see the module docstring); a run whose records hold
     a field of the wrong type is ``unreadable``, with its path and the field."""
     path = os.path.abspath(path)
-    record = records.read_at(path, records.RUN_RECORD)
+    record, why = read_record_strictly(path, records.RUN_RECORD)
     # each record read once: checked here, then read back from these by _read_run
-    docs = {name: records.read_at(path, name)
-            for name in (records.TUNING_RECORD, records.GATE_RECORD, records.STEPS_RECORD)}
-    why = record_problem(record)
+    docs = {}
+    for name in (records.TUNING_RECORD, records.GATE_RECORD, records.STEPS_RECORD):
+        docs[name], broken = read_record_strictly(path, name)
+        why = why or broken
+    why = why or record_problem(record)
     for name, doc in docs.items():
         why = why or _type_problem(doc, {**NESTED_TYPES, "steps": list, "running": list}, f"{name}: ")
     if why:
@@ -513,21 +587,3 @@ def _names(root: str) -> list[str]:
         return ["(none: no run folder under " + root + ")"]
     return names[:8] + ([f"... {len(names) - 8} more (runs list)"] if len(names) > 8 else []) or \
         [f"(none: no run folder under {root})"]
-
-
-# -- two configs side by side ---------------------------------------------------------------------------
-def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay whole: a config's lists are values)."""
-    if not isinstance(doc, dict):
-        return {prefix: doc}
-    out: dict[str, Any] = {}
-    for key, value in doc.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        out.update(flatten(value, dotted) if isinstance(value, dict) and value else {dotted: value})
-    return out
-
-
-def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """``[{"key", "a", "b"}]`` for every dotted key whose value differs (missing on one side: None)."""
-    fa, fb = flatten(a or {}), flatten(b or {})
-    return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]

@@ -91,10 +91,17 @@ def _shown_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def json_text(value: Any) -> str:
+    """``--json``'s text: JSON (RFC 8259), so a NaN or an infinity a record holds (a loss that diverged, a
+    hand-edited file) is ``null``, never Python's ``NaN``/``Infinity``, which no other JSON reader takes."""
+    plain = json.loads(json.dumps(value, default=str), parse_constant=lambda _: None)
+    return json.dumps(plain, indent=1, allow_nan=False)
+
+
 def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
     out = out or sys.stdout
     if as_json:
-        out.write(json.dumps([r.as_dict() for r in found], indent=1) + "\n")
+        out.write(json_text([r.as_dict() for r in found]) + "\n")
         return
     if not found:
         out.write(f"no runs under {root}\n")
@@ -212,7 +219,7 @@ def show_compare(a: Run, b: Run, as_json: bool, out=None) -> None:
     out = out or sys.stdout
     result = comparison(a, b)
     if as_json:
-        out.write(json.dumps(result, indent=1) + "\n")
+        out.write(json_text(result) + "\n")
         return
     out.write(f"A  {a.path}\nB  {b.path}\n")
     for which, run in (("A", a), ("B", b)):

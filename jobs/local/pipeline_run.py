@@ -6,9 +6,11 @@ replica a container too (``jobs.local.containers``; without a pinned ``--image``
 by ``jobs.images.build``). Either way the training step's worker pools are started on loopback by
 ``jobs.local.launcher``.
 
-What this module owns, in order: the folder's lock and its record (``jobs.local.runs``: a rerun of a
-finished job says so and exits 0; ``--fresh`` starts again, keeping the old folder; an unfinished job
-resumes from its last checkpoint; a folder in use by another live run is refused, or waited for), the
+What this module owns, in order: a ``gs://`` path refused before anything runs (:func:`cloud_path_problems`:
+no folder made), the folder's lock and its record (``jobs.local.runs``: a rerun of a finished job says so
+and exits 0; a run of another config or trainer code is refused before its first step, nothing in the folder
+written; ``--fresh`` starts again, keeping the old folder; an unfinished job resumes from its last
+checkpoint; a folder in use by another live run is refused, or waited for), the
 run's log file, the docker session (probe first, every container removed on every exit path), Ctrl-C
 (every step and replica stopped the preemption way, every child reaped, one line naming the checkpoint and
 the command that resumes), and the run's record and summary. The pipeline itself comes from the caller
@@ -61,6 +63,28 @@ def resume_command(opts: Options) -> str:
     return shlex.join([*opts.command.split(), *[a for a in opts.argv if a != "--fresh"]])
 
 
+#: The config's paths a run here reads or writes (``gs://`` is Vertex's: no run here writes or reads there).
+CLOUD_PATHS = ("output.base_dir", "data.path", "data.prepared_dir", "serving.eval_data", "serving.sample_request",
+               "output.tensorboard")
+
+
+def cloud_path_problems(cfg: config_lib.JobConfig, command: str = "python pipelines/run.py") -> list[str]:
+    """One line per ``gs://`` path of a job run on this machine: a run here writes its folder here, and reaches
+    no Cloud Storage (no credentials; TensorFlow would try www.googleapis.com). Checked before anything runs:
+    no folder is made."""
+    out = []
+    for dotted in CLOUD_PATHS:
+        section, key = dotted.split(".")
+        value = str(getattr(getattr(cfg, section), key) or "")
+        if value.startswith("gs://"):
+            way = ("--set output.base_dir=runs/" + cfg.name if dotted == "output.base_dir"
+                   else f"--set {dotted}=LOCAL_PATH")
+            out.append(f"{dotted}: {value} is a Cloud Storage path, which a run on this machine cannot use; run here "
+                       f"with {way}, or submit to Vertex AI: {command} --config JOB --project P --region R "
+                       "--pipeline-root gs://BUCKET/root")
+    return out
+
+
 #: A study runs its trials as processes: the docker runner runs one training job. Said before anything runs (no
 #: engine probed, no image built); the study itself refuses the same way if it is reached in containers.
 STUDY_UNDER_DOCKER = problem("tuning", "a study runs its trials under the process runner (each trial is the job's "
@@ -78,6 +102,10 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
     if opts.runner == "docker" and cfg.tuning.enabled:  # before the engine is reached or an image built
         print(f"error: {STUDY_UNDER_DOCKER}", file=sys.stderr)
         return 2
+    problems = cloud_path_problems(cfg, opts.command)
+    if problems:  # before anything runs: no folder, no lock, no image built
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        return 2
     note = validate.running_locally_note(cfg)
     if note:
         print(f"note: {note}")
@@ -86,6 +114,13 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         from jobs.local import docker_session
 
         cfg = docker_session.for_containers(cfg)  # absolute paths: the containers see them at the same place
+        if not opts.fresh and not docker_session.is_pinned(opts.image):
+            # the folder's run is checked before the image is built (the image is checked once it is known)
+            try:
+                runs.check_folder(config_lib.resolved_base_dir(cfg), runs.making(cfg), ignore=("container.image_uri",))
+            except runs.NotThisJob as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
         image = opts.image if docker_session.is_pinned(opts.image) else (opts.build() if opts.build else "")
         if not image:
             return 1
@@ -96,7 +131,11 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
     except runs.FolderBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
         return runs.EXIT_BUSY
+    except runs.NotThisJob as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
+        made = runs.making(cfg)
         if opts.fresh:
             kept = runs.archive(base)
             if kept:
@@ -104,21 +143,22 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 lock.release()
                 lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
         else:
-            record = runs.finished_record(base, cfg.to_json())
+            record = runs.check_folder(base, made)  # another job's run here: NotThisJob, below
             if record:
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")
                 print("\n".join(runs.summary_lines(record.get("summary") or {})))
                 print(f"to train again from step 0 (this run is kept): {resume_command(opts)} --fresh")
                 return 0
+        runs.write_making(base, made)
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
         if image:
             return _in_containers(cfg, base, opts, console, image, build_pipeline)
         return _pipeline(cfg, base, opts, console, build_pipeline)
-    except runs.FolderBusy as exc:
+    except (runs.FolderBusy, runs.NotThisJob) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return runs.EXIT_BUSY
+        return runs.EXIT_BUSY if isinstance(exc, runs.FolderBusy) else 2
     finally:
         lock.release()
 

@@ -8,12 +8,13 @@ them (``jobs.local.history_views``);
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
 from jobs.local.history import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
 from jobs.local.history_views import show_compare, show_list
-from jobs.local.prune import prune
+from jobs.local.prune import Interrupted, prune
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,12 +35,14 @@ def _non_negative_int(text: str) -> int:
 
 
 def _days(text: str) -> float:
+    """A finite number of days >= 0 (``inf`` and ``nan`` are refused; a huge number means "none that old")."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"--older-than must be a number of days >= 0, got {text!r} (e.g. --older-than 7)")
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"--older-than must be a finite number of days >= 0, got {text!r} "
+                                         "(e.g. --older-than 7)")
     return value
 
 
@@ -70,7 +73,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python pipelines/run.py runs ...``: 0 done, 2 bad input (one ``error:`` line)."""
+    """``python pipelines/run.py runs ...``: 0 done, 2 bad input (one ``error:`` line), 130 Ctrl-C during a prune
+    (one ``interrupted:`` line saying what was removed)."""
     try:
         try:
             args = parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -90,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             keep = args.keep if args.keep is not None else (0 if args.older_than is not None else DEFAULT_KEEP)
             prune(args.root or DEFAULT_ROOT, keep, args.older_than, args.dry_run)
+    except Interrupted as exc:
+        print(str(exc), file=sys.stderr)
+        return 130
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -210,3 +210,26 @@ class StandIn(LoopbackServer):
 
     def calls(self, method: str, pattern: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+
+def decode_query(req: "Request", message_class, path_fields: dict[str, Any] | None = None):
+    """A GET's query parameters (and the fields the path binds) as ``message_class`` (proto-plus), parsed
+    strictly like the real API: a parameter that is no field of the request is a 400 ("Cannot bind query
+    parameter"); ``$alt`` (the REST transport's encoding choice) is the system's own."""
+    from google.protobuf import json_format
+
+    fields = {f.json_name: f for f in message_class.pb().DESCRIPTOR.fields}
+    fields.update({f.name: f for f in message_class.pb().DESCRIPTOR.fields})
+    body: dict[str, Any] = dict(path_fields or {})
+    for name, values in req.query.items():
+        if name.startswith("$"):
+            continue
+        field = fields.get(name)
+        if field is None:
+            raise BadRequest(f'Invalid JSON payload received. Unknown name "{name}": Cannot bind query parameter. '
+                             f"Field '{name}' could not be found in request message.")
+        repeated = field.is_repeated if hasattr(type(field), "is_repeated") else field.label == field.LABEL_REPEATED
+        body[field.json_name] = list(values) if repeated else values[-1]
+        if field.type in (field.TYPE_INT32, field.TYPE_INT64) and not repeated:
+            body[field.json_name] = int(values[-1])
+    return decode(req, message_class, body)

@@ -2,8 +2,9 @@
 
 Routes are what the real client was seen to request (storage 3.17):
 
-* ``GET /storage/v1/b/B`` bucket metadata: the client's background bucket-metadata cache asks this on the
-  first upload to a bucket; a missing bucket -> 404.
+* ``GET /storage/v1/b/B`` bucket metadata (its ``location``: ``Gcs(standin, buckets={"b": "EUROPE-WEST4"})``):
+  the client's background bucket-metadata cache asks this on the first upload to a bucket, ``get_bucket`` for
+  a bucket's location; a missing bucket -> 404.
 * ``POST /upload/storage/v1/b/B/o?uploadType=multipart`` (files <= 8 MiB): a ``multipart/related`` body,
   JSON metadata then the bytes; ``uploadType=media`` (name in the query) is accepted too.
 * ``POST ...?uploadType=resumable`` (larger files): metadata only, answered with a ``Location`` session
@@ -63,9 +64,12 @@ def split_multipart(req: Request) -> tuple[dict, bytes, str]:
 
 
 class Gcs:
-    def __init__(self, standin: StandIn, buckets: set[str] | frozenset[str] = frozenset({"b"})):
+    def __init__(self, standin: StandIn, buckets: set[str] | frozenset[str] | dict[str, str] = frozenset({"b"})):
         self.standin = standin
         self.buckets = set(buckets)
+        #: bucket -> its location as Cloud Storage names it (``US``, ``EUROPE-WEST4``...): ``buckets`` given as a
+        #: mapping, else ``US`` (the API's default for a new bucket)
+        self.locations = dict(buckets) if isinstance(buckets, dict) else {b: "US" for b in buckets}
         self.objects: dict[tuple[str, str], tuple[dict, bytes]] = {}
         self._sessions: dict[str, tuple[str, dict, bytearray]] = {}
         self._ids = itertools.count(1)
@@ -80,7 +84,9 @@ class Gcs:
     def _get_bucket(self, req: Request, m: re.Match):
         if m.group(1) not in self.buckets:
             return self._missing(m.group(1))
-        return 200, {"kind": "storage#bucket", "name": m.group(1), "id": m.group(1), "location": "US"}
+        location = self.locations.get(m.group(1), "US")
+        return 200, {"kind": "storage#bucket", "name": m.group(1), "id": m.group(1), "location": location,
+                     "locationType": "multi-region" if "-" not in location else "region", "storageClass": "STANDARD"}
 
     def _get_object(self, req: Request, m: re.Match):
         key = (m.group(1), unquote(m.group(2)))

@@ -36,8 +36,10 @@ Environment contract (``jobs.replica_env``: :func:`replica_environment` builds i
 Log contract
     stdout and stderr of a replica are merged; every line goes to ``log`` as ``[<role>-<i>] line``
     (``[chief-0]``, ``[worker-1]``, ``[ps-0]``, ``[evaluator-0]``) and, raw, to
-    ``<base>/logs/replicas/attempt-<k>/<role>-<i>.log`` (k = 1, 2, ...).  The launcher's own lines
-    are ``[launcher] ...``.  The last 20 lines of each replica are kept for failure reports.
+    ``<base>/logs/replicas/attempt-<k>/<role>-<i>.log`` (k = 1, 2, ...), each attempt's lines after a
+    separator line naming the time, the attempt and the launcher's pid (:func:`separator`): a run resumed in
+    the same folder appends to the same files, and its lines never read as the earlier run's.  The
+    launcher's own lines are ``[launcher] ...``.  The last 20 lines of each replica are kept for failure reports.
 
 Done rule (``done_when``, CLI ``--done-when``)
     ``"all"`` (default: all-reduce strategies): the job succeeds when every chief, worker and evaluator
@@ -269,6 +271,12 @@ class _Replica:
         self.logfile = None
 
 
+def separator(attempt: int, replica: str) -> str:
+    """The line that opens an attempt's lines in a replica's log file (an earlier run's lines may be above it)."""
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return f"===== {when} {replica} attempt {attempt} started (launcher pid {os.getpid()}) =====\n"
+
+
 class _Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
@@ -291,6 +299,7 @@ class _Attempt:
                 child_env = replica_environment(
                     base_env, extra, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
+                r.logfile.write(separator(number, r.name).encode())
                 r.proc = subprocess.Popen(
                     list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

@@ -31,12 +31,15 @@ class Answer:
     digest: str | None
     trusted: bool
     why: str = ""
+    #: the registry's last HTTP status (200, 401, 403, 404), 0 when it was not asked
+    status: int = 0
 
 
 def registry_url(ref: ImageRef) -> str:
-    """``https://HOST/v2/PATH/manifests/TAG`` (plain http only for a loopback registry)."""
+    """``https://HOST/v2/PATH/manifests/REFERENCE`` (plain http only for a loopback registry): the digest when
+    ``ref`` is pinned (``sha256:...``: "does this image exist"), else the tag."""
     scheme = "http" if clients.is_local_endpoint(ref.api_host) else "https"
-    return f"{scheme}://{ref.api_host}/v2/{ref.path}/manifests/{ref.tag}"
+    return f"{scheme}://{ref.api_host}/v2/{ref.path}/manifests/{ref.digest or ref.tag}"
 
 
 def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer:
@@ -44,7 +47,7 @@ def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer
     trust it. ``google_token``: the caller's access token, sent only as the module doc says."""
     url = registry_url(ref)
     google_registry = clients.may_receive_google_token(url)
-    doing = f"asking registry {ref.registry} whether {ref.path}:{ref.tag} exists"
+    doing = f"asking registry {ref.registry} whether {ref.path}{'@' + ref.digest if ref.digest else ':' + str(ref.tag)} exists"
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     answer = clients.http("HEAD", url, headers=headers, doing=doing,
                           google_token=google_token if google_registry else None)
@@ -58,21 +61,22 @@ def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer
             trusted = False
             why = why or f"its token realm {realm or '(none)'} is not a Google host over https"
         if not realm.startswith(("https://", "http://")):
-            return Answer(None, False, f"{ref.registry} names no usable token realm ({realm or 'none'})")
+            return Answer(None, False, f"{ref.registry} names no usable token realm ({realm or 'none'})", 401)
         grant = clients.http("GET", realm, doing=f"getting a registry token from {realm}",
                              params={k: v for k, v in params.items() if k in ("service", "scope")},
                              google_token=google_token if with_token else None, token_as="basic")
         token = _grant_token(grant)
         if token is None:
-            return Answer(None, False, f"the token realm {realm} answered HTTP {grant.status_code}")
+            return Answer(None, False, f"the token realm {realm} answered HTTP {grant.status_code}",
+                          grant.status_code if grant.status_code in (401, 403) else 401)
         answer = clients.http("HEAD", url, headers={**headers, "Authorization": f"Bearer {token}"}, doing=doing)
     if answer.status_code == 200:
         digest = answer.headers.get("Docker-Content-Digest", "")
         if not _DIGEST.match(digest):
-            return Answer(None, False, f"{ref.registry} answered 200 without a sha256 digest")
-        return Answer(digest, trusted, why)
+            return Answer(None, False, f"{ref.registry} answered 200 without a sha256 digest", 200)
+        return Answer(digest, trusted, why, 200)
     if answer.status_code in (401, 403, 404):
-        return Answer(None, trusted, why or f"HTTP {answer.status_code}")
+        return Answer(None, trusted, why or f"HTTP {answer.status_code}", answer.status_code)
     raise clients.CloudError(f"{doing}: registry answered HTTP {answer.status_code}")
 
 

@@ -268,17 +268,21 @@ def read_examples(path: str, sample_instance: Any = None) -> list[dict[str, Any]
     return examples
 
 
-def eval_data_problems(path: str, sample_request: str = "", task: str = "auto") -> list[Problem]:
+def eval_data_problems(path: str, sample_request: str = "", task: str = "auto",
+                       near: tuple[str, ...] = ()) -> list[Problem]:
     """``serving.eval_data`` checked here before anything runs (a ``gs://`` file is read by the verify step,
     not here): it exists and holds examples (see :func:`parse_lines`). ``sample_request``: the sample request's
-    path, whose first instance gives the shape every instance must have."""
+    path, whose first instance gives the shape every instance must have. ``near``: folders where a file of the same
+    name is looked for when ``path`` is missing (the trainer's), besides the current folder."""
     import os
 
     if not path or "://" in path:
         return []
     if not os.path.exists(path):
-        return [problem(FIELD, f"{path} does not exist (relative paths are relative to the job file)",
-                        ["eval.jsonl", "gs://<your bucket>/eval.jsonl"])]
+        from trainers.config_files import RELATIVE_RULE, found_elsewhere
+
+        return [problem(FIELD, f"{path} does not exist ({RELATIVE_RULE})",
+                        found_elsewhere(path, [os.getcwd(), *near]) or ["gs://<your bucket>/eval.jsonl"])]
     if os.path.isdir(path):
         return [problem(FIELD, f"{path} is a folder; give the JSON Lines file", [os.path.join(path, "eval.jsonl")])]
     sample = None

@@ -35,6 +35,7 @@ import html
 import os
 from typing import Any
 
+from jobs import step_table
 from jobs import report_charts
 from jobs import report_sections as sections
 from trainers.paths import readable
@@ -199,7 +200,9 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
                      "<table id='scalars'><tr><th>series</th><th>points</th><th>steps</th><th>last</th><th>min</th></tr>"
                      f"{listing}</table>")
     else:
-        parts.append("<h2>Training</h2><p id='curves'>no TensorBoard scalars were found</p>")
+        from jobs.tensorboard import CURVES_HOW, NO_SCALARS
+
+        parts.append(f"<h2>Training</h2><p id='curves'>{e(NO_SCALARS)}.</p><p id='curves-how'>{e(CURVES_HOW)}.</p>")
     if verification:
         latency = verification.get("latency_ms") or {}
         io_rows = "".join(f"<tr><th>input {e(k)}</th><td>{e(v)}</td></tr>" for k, v in (verification.get("inputs") or {}).items())
@@ -250,14 +253,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     if model_rows:
         parts.append("<h2>Model</h2>" + _kv_table("model", model_rows, e))
     parts.append(sections.gate_html(gate, e, expected=gate_expected, where=gate_where))
-    step_rows = [[s.get("name", "?"), _fmt(s.get("seconds"), ".1f"), str(s.get("status", "")).lower()]
-                 for s in (steps or {}).get("steps") or []]
-    step_rows += [[name, "…", "running (this page is written by it)" if name == "report" else "running"]
-                  for name in (steps or {}).get("running") or []]
-    if step_rows:
-        total = sum(s.get("seconds") or 0 for s in (steps or {}).get("steps") or [])
-        parts.append("<h2>Pipeline steps</h2>" + _table("steps", ["step", "seconds", "status"], step_rows, e)
-                     + f"<p>{total:.1f} s in the steps above (run.json keeps every step, this one included)</p>")
+    parts.append(step_table.section(steps))  # completed by the local run once the pipeline has ended
     kept = ", ".join(f"ckpt-{s}" for s in checkpoints) or "none of the built-in trainer's"
     if resumed is not None:
         start = f"this run resumed from step {resumed}"
@@ -304,8 +300,9 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         md += ["", "| class | images | precision | recall |", "|---|---|---|---|"] + [
             f"| {c['class']} | {c['support']} | {_fmt(c['precision'], '.3f')} | {_fmt(c['recall'], '.3f')} |" for c in stats]
     md += sections.gate_markdown(gate)
-    if step_rows:
-        md += ["", "Steps: " + ", ".join(f"{name} {secs} s" for name, secs, _ in step_rows if secs != "…") + "."]
+    ended = [x for x in (steps or {}).get("steps") or [] if isinstance(x, dict)]
+    if ended:
+        md += ["", "Steps: " + ", ".join(f"{x.get('name', '?')} {_fmt(x.get('seconds'), '.1f')} s" for x in ended) + "."]
     md += ["", f"Checkpoints: {kept}; {start}."]
     md += [f"Vertex fell over: CustomJob {str(a.get('job', '')).rsplit('/', 1)[-1]} in {a.get('region')} "
            f"{a.get('strategy')} ended {a.get('state')} ({a.get('cause')}); went on in {a['fell_over_to']} from "

@@ -123,12 +123,31 @@ def _earlier_checkpoints_warning(found: dict[str, Any]) -> str | None:
             "it); --fresh keeps the earlier run aside and starts from step 0")
 
 
+class NoModel(RuntimeError):
+    """The job ended (every replica exit 0) without a SavedModel in ``AIP_MODEL_DIR``: the train step fails
+    itself (one line, the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
+
+
+def _require_model(cfg: config_lib.JobConfig, model_dir: str) -> None:
+    import os
+
+    from jobs import job_spec
+    from jobs.local.hints import no_model_hint
+
+    if "://" in model_dir or any(os.path.exists(os.path.join(model_dir, name))
+                                 for name in ("saved_model.pb", "saved_model.pbtxt")):
+        return
+    raise NoModel(f"the chief ended (exit 0) without writing a model: {model_dir} holds no saved_model.pb; "
+                  f"{no_model_hint(cfg.trainer.source_dir or None, job_spec.declared_env(cfg))}")
+
+
 def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     """Train locally (:func:`run_local`) and write ``<base>/training.json``: what ran (strategy, replicas,
     attempts, restarts, seconds) and the final figures: the built-in trainer's ``metrics.json``, else the
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...). For a user's
     trainer, checkpoints already in the folder are recorded as ``resumed_from_existing_checkpoints``
-    (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config."""
+    (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config.
+    Raises :class:`NoModel` when the job ended without a SavedModel in ``AIP_MODEL_DIR``."""
     from jobs.job_spec import shown_command
     from jobs.tensorboard import last_values, read_scalars
     from trainers.cluster import output_dirs
@@ -140,6 +159,7 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
         log(warning)
     result = run_local(cfg, log=log)
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
+    _require_model(cfg, dirs["model"])
     record: dict[str, Any] = {
         "trainer": cfg.trainer.module or "trainers.task (built-in)",
         "command": shown_command(cfg),

@@ -97,3 +97,12 @@ def read_scalars(logs_dir: str) -> dict[str, list[tuple[int, float]]]:
 def last_values(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, float]:
     """``{series: its last value}``: what a summary line shows."""
     return {name: points[-1][1] for name, points in scalars.items() if points}
+
+
+#: What a run without TensorBoard scalars can show, and how to get curves: THE wording of the report and the summary.
+NO_SCALARS = ("no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR, so there are no curves; its "
+              "console lines (Keras' per-epoch figures) are in the replica logs, and the model's own figures are the "
+              "verification's (serving.eval_data for a held-out verdict)")
+CURVES_HOW = ("for curves, log to that folder: Keras fit: callbacks=[keras.callbacks.TensorBoard(log_dir=os.environ["
+              "'AIP_TENSORBOARD_LOG_DIR'])]; a custom loop: tf.summary.create_file_writer(os.environ["
+              "'AIP_TENSORBOARD_LOG_DIR']) and tf.summary.scalar per step")

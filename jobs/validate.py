@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from pathlib import Path
 
 from trainers import config as config_lib
+from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import ConfigError, Problem, problem
 from trainers.fileio import NotARegularFile, open_regular, read_regular
 from jobs.evaluation import settings_problems as eval_settings_problems
@@ -327,28 +329,53 @@ def _value_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
     return warnings
 
 
-def _modules_in(root: Path, limit: int = 5) -> list[str]:
-    """Modules under ``root`` that look runnable (``if __name__ == "__main__"``), for a did-you-mean."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if len(rel.parts) > 4 or any(part.startswith(".") or part in ("runs", "build") for part in rel.parts):
-            continue
-        try:
-            if b"__main__" in read_regular(str(path), "trainer.source_dir"):
-                found.append(".".join(rel.with_suffix("").parts))
-        except (OSError, NotARegularFile):  # a named pipe called x.py: never read
-            continue
-        if len(found) >= limit:
-            break
+def _modules_in(root: Path, limit: int = 200) -> list[str]:
+    """Modules under ``root`` (up to 4 levels, names ``python -m`` takes) that look runnable (``if __name__ ==
+    "__main__"``), for a did-you-mean. Hidden folders, runs, builds and virtual environments are never walked:
+    ``trainer.source_dir`` may be a big folder."""
+    import os
+
+    found, skip = [], {"runs", "build", "dist", "__pycache__", "node_modules", "site-packages", "venv", "env"}
+    for folder, dirs, names in os.walk(root):
+        rel_dir = Path(folder).relative_to(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in skip and d.isidentifier()
+                         and len(rel_dir.parts) < 3)
+        for name in sorted(names):
+            if not name.endswith(".py") or not name[:-3].isidentifier():
+                continue
+            try:  # a named pipe called x.py is never read (trainers.fileio)
+                if b"__main__" in read_regular(str(Path(folder) / name), "trainer.source_dir"):
+                    found.append(".".join((*rel_dir.parts, name[:-3])))
+            except (OSError, NotARegularFile):
+                continue
+            if len(found) >= limit:
+                return found
     return found
 
 
-def _nearest(name: str, names: list[str]) -> list[str]:
-    """``names``, the most like ``name`` first (a did-you-mean lists the likeliest first)."""
+def _nearest(name: str, names: list[str], n: int = 5) -> list[str]:
+    """The ``names`` like ``name``, the likeliest first (a did-you-mean): none that is merely there (a folder holding
+    other projects' scripts, e.g. ``benchmarks.pipeline_steps`` for ``trainer.task``, is no suggestion)."""
     import difflib
 
-    return sorted(names, key=lambda n: -difflib.SequenceMatcher(None, name, n).ratio())
+    return difflib.get_close_matches(name, names, n=n, cutoff=0.6)
+
+
+def _folders_holding(root: Path, parts: list[str], depth: int = 3) -> list[str]:
+    """Subfolders of ``root`` (a few levels down) from which ``python -m <parts>`` would run: the folder a user
+    meant as ``trainer.source_dir`` when they gave its parent (``--set trainer.source_dir=.`` one level up)."""
+    found = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if not d.is_dir() or d.name.startswith(".") or d.name in ("runs", "build", "__pycache__"):
+            continue
+        here = d.joinpath(*parts)
+        if here.with_suffix(".py").is_file() or (here / "__main__.py").is_file():
+            found.append(str(d))
+        elif depth > 1:
+            found += _folders_holding(d, parts, depth - 1)
+        if len(found) >= 3:
+            break
+    return found
 
 
 def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
@@ -358,16 +385,21 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if t.module:
         root = Path(t.source_dir)
         if not root.is_dir():
-            return [problem("trainer.source_dir", f"{t.source_dir} is not a folder (relative paths in a job file are "
-                                                  "relative to the file's folder)", ["."])]
+            return [problem("trainer.source_dir", f"{t.source_dir} is not a folder ({RELATIVE_RULE})",
+                            found_elsewhere(t.source_dir, [os.getcwd()]) or ["."])]
         parts = t.module.split(".")
         here = root.joinpath(*parts)
         if not (here.with_suffix(".py").is_file() or (here / "__main__.py").is_file()):
             rel = "/".join(parts)
+            inside = _folders_holding(root, parts)
+            moved = (f"; {rel}.py is in {inside[0]}: set trainer.source_dir to that folder" if inside else "")
             p.append(problem("trainer.module", f"{t.module} is not importable from trainer.source_dir {root} (no "
                                                f"{rel}.py or {rel}/__main__.py there): every replica runs python -m "
-                                               f"{t.module} in that folder", _nearest(t.module, _modules_in(root))
-                                               or ["trainer.task"]))
+                                               f"{t.module} in that folder{moved}",
+                             _nearest(t.module, _modules_in(root))
+                             or ([f"trainer.source_dir: {inside[0]}"] if inside else ["trainer.task"])))
+            if inside:  # the requirements are looked for in the same wrong folder: one cause, one line
+                return p
         if t.requirements and not (root / t.requirements).is_file():
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))
@@ -376,7 +408,8 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
         from jobs.evaluation import eval_data_problems
 
-        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request, cfg.serving.eval_task)
+        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request, cfg.serving.eval_task,
+                                (t.source_dir,) if t.module and t.source_dir else ())
     return p
 
 
@@ -391,7 +424,8 @@ def sample_request_problems(path: str) -> list[Problem]:
     except NotARegularFile as exc:
         return list(exc.problems)
     except FileNotFoundError:
-        return [problem("serving.sample_request", f"{path} does not exist (relative to the job file)", example)]
+        return [problem("serving.sample_request", f"{path} does not exist ({RELATIVE_RULE})",
+                        found_elsewhere(path, [os.getcwd()]) or example)]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return [problem("serving.sample_request", f"{path} is not valid JSON ({' '.join(str(exc).split())})", example)]
     if not isinstance(doc, dict) or not isinstance(doc.get("instances"), list) or not doc["instances"]:

@@ -182,8 +182,9 @@ def load(model_dir: str):
 
     model_dir = model_dir.rstrip("/")
     if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
-        raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): the trainer must save one to "
-                          "AIP_MODEL_DIR (Keras: model.save(os.environ['AIP_MODEL_DIR']), or model.export(...))")
+        from jobs.local.hints import no_model_hint
+
+        raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
     try:
         return tf.saved_model.load(model_dir)
     except Exception as exc:  # a corrupt or incompatible export

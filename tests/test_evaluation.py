@@ -195,8 +195,8 @@ def test_many_bad_lines_are_five_lines_and_a_count(tmp_path):
 
 def test_a_missing_file_and_the_settings_without_a_file(tmp_path):
     assert [str(p) for p in evaluation.eval_data_problems(str(tmp_path / "nope.jsonl"))] == [
-        f"serving.eval_data: {tmp_path / 'nope.jsonl'} does not exist (relative paths are relative to the job file); "
-        "valid choices: eval.jsonl, gs://<your bucket>/eval.jsonl"]
+        f"serving.eval_data: {tmp_path / 'nope.jsonl'} does not exist (a --set value is relative to the current "
+        "folder, a job file's to the file's folder); valid choices: gs://<your bucket>/eval.jsonl"]
     assert evaluation.eval_data_problems("gs://b/eval.jsonl") == []  # read by the verify step, where it is
     cfg = config_lib.load("local", ["serving.eval_task=regression"])
     assert [p.field for p in evaluation.settings_problems(cfg.serving)] == ["serving.eval_task"]

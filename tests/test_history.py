@@ -388,13 +388,15 @@ def test_the_real_report_answers_is_this_model_any_good(real_runs):
                    "<th>learning rate</th><td>0.002</td>", "<th>optimizer</th><td>adam</td>",
                    "<th>training length</th><td>16 steps</td>", "<th>image size</th><td>32×32</td>",
                    "id='data'", "id='per-class'", "id='model'", "(the variables its serving signature reads)",
-                   "id='steps'", "<td>validate-config</td>", "<td>train</td>", "running (this page is written by it)",
+                   "id='steps'", "<td>validate-config</td>", "<td>train</td>", "<td>upload-model</td>", "<tr><td>report</td><td>",
                    "id='provenance'", "<th>code version</th>", "<th>run started</th>",
                    "validation series: validation/accuracy, validation/loss",
                    "this run started from step 0 (there was no checkpoint to resume from)",
                    "<td>validation/loss</td>", "<td>train/loss</td>"):
         assert needle in page, needle
     assert "resumed from step —" not in page
+    assert "running" not in page.split("<!-- pipeline-steps -->")[1].split("<!-- /pipeline-steps -->")[0], \
+        "the run completes the page's step table once every step has ended"
     config = json.loads((real_runs["current"] / "run.json").read_text())["config"]
     manifest = json.loads((Path(config["data"]["path"]) / "manifest.json").read_text())
     for c in manifest["classes"]:  # examples per split and class, from the prepared data's manifest

@@ -152,7 +152,8 @@ def test_report_without_verification_or_events_still_renders(tmp_path):
     from jobs import report_data
 
     content = report_data.gather(_cfg(tmp_path), str(tmp_path))
-    assert "no TensorBoard scalars were found" in content["html"] and "not verified" in content["html"]
+    assert "no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR" in content["html"]
+    assert "keras.callbacks.TensorBoard(log_dir=os.environ" in content["html"] and "not verified" in content["html"]
     assert report_data.gather(None)["html"].startswith("<!doctype html>")  # nothing at all: still a page
 
 

@@ -234,7 +234,8 @@ def _finish(proc: subprocess.Popen, timeout_s: float = 240) -> str:
 
 # -- a shorter config in a folder that holds a longer run ---------------------------------------------------
 #: A user's trainer that keeps "checkpoints" as Keras' ModelCheckpoint would: one file per run in
-#: AIP_CHECKPOINT_DIR, named by its --steps (no TensorFlow: the record is what is tested).
+#: AIP_CHECKPOINT_DIR, named by its --steps (no TensorFlow: the record is what is tested), and leaves a model
+#: file in AIP_MODEL_DIR (a train step whose chief wrote no model fails).
 USER_TRAINER = """
 import argparse, json, os
 parser = argparse.ArgumentParser()
@@ -243,6 +244,7 @@ steps = parser.parse_args().steps
 if json.loads(os.environ["TF_CONFIG"])["task"]["type"] == "chief":
     with open(os.path.join(os.environ["AIP_CHECKPOINT_DIR"], f"ckpt-{steps}"), "w") as f:
         f.write(steps)
+    open(os.path.join(os.environ["AIP_MODEL_DIR"], "saved_model.pb"), "wb").close()
 print(f"trained {steps} steps", flush=True)
 """
 

@@ -69,7 +69,7 @@ def test_a_sample_that_does_not_fit_is_one_line_naming_the_inputs(models, reques
 
 def test_no_savedmodel_and_no_serving_signature_are_one_line_each(models, tmp_path):
     with pytest.raises(VerifyError, match=r"^model: .* holds no SavedModel \(no saved_model.pb\): the trainer must "
-                                          r"save one to AIP_MODEL_DIR"):
+                                          r"write a SavedModel to AIP_MODEL_DIR: Keras 3: model.export\("):
         verify(str(tmp_path))
     with pytest.raises(VerifyError, match=r"has no serving_default signature \(it has: predict\)"):
         verify(str(models / "no-default"))
@@ -110,5 +110,6 @@ def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
     confusion = ClassificationMetrics(name="confusion", uri=str(tmp_path / "c"), metadata={})
     report.python_func(report=page, summary=summary, confusion=confusion, verification=verification)
     html = (tmp_path / "report.html").read_text()
-    assert "serving_default" in html and "tag_length" in html and "no TensorBoard scalars were found" in html
+    assert "serving_default" in html and "tag_length" in html
+    assert "no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR" in html
     assert confusion.metadata == {}  # not a classifier

@@ -52,6 +52,16 @@ from trainers.paths import join
 
 
 Strategy = Literal["one_device", "mirrored", "multi_worker", "parameter_server", "tpu"]
+#: Strategies people ask for that this project refuses with the reason (a fact with its source and date), never a
+#: bare "not allowed": ``{name: (why, the strategy to use instead)}``.
+REFUSED_STRATEGIES = {
+    # github.com/horovod/horovod/releases (read 2026-11-27): v0.28.1 "Build fixes (ROCm, GCC 12)" is the latest,
+    # its last TensorFlow fixes are for 2.12; socket.dev/pypi/package/horovod lists 0.28.1 as PyPI's latest
+    "horovod": ("Horovod's last release, 0.28.1 (2023), does not build for today's TensorFlow (its last "
+                "compatibility fixes are for TensorFlow 2.12); MultiWorkerMirroredStrategy does the same synchronous ring all-reduce without it: port the "
+                "script with docs/trainer.md's Horovod guide (hvd.init, rank, DistributedOptimizer and the broadcast "
+                "each have an equivalent)", "multi_worker"),
+}
 
 
 @dataclasses.dataclass
@@ -481,6 +491,12 @@ class JobConfig:
 def from_dict(data: dict[str, Any]) -> JobConfig:
     """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
     problems: list[Problem] = []
+    topology = data.get("topology") if isinstance(data, dict) else None
+    refused = REFUSED_STRATEGIES.get(str(topology.get("strategy")).lower()) if isinstance(topology, dict) else None
+    if refused:
+        problems.append(problem("topology.strategy", f"{topology['strategy']!r} is not supported: {refused[0]}",
+                                [refused[1]]))
+        data = {**data, "topology": {k: v for k, v in topology.items() if k != "strategy"}}
     cfg = coerce.build(JobConfig, data, "", problems)
     if problems:
         raise ConfigError(problems)

@@ -79,6 +79,22 @@ def is_preset(source: str) -> bool:
     return not Path(source).suffix and not Path(source).exists() and source in presets()
 
 
+#: THE rule for a relative path, as every message about a missing path says it (see the module docstring).
+RELATIVE_RULE = "a --set value is relative to the current folder, a job file's to the file's folder"
+
+
+def found_elsewhere(path: str, folders: list[str]) -> list[str]:
+    """Existing files or folders named as ``path``'s last part in ``folders`` (the current folder, the trainer's
+    folder): what a missing relative path most likely meant, for a did-you-mean."""
+    name, seen, found = os.path.basename(os.path.normpath(path)), set(), []
+    for folder in folders:
+        candidate = os.path.normpath(os.path.join(folder, name)) if folder else ""
+        if candidate and candidate != os.path.normpath(path) and candidate not in seen and os.path.exists(candidate):
+            seen.add(candidate)
+            found.append(candidate)
+    return found
+
+
 #: Paths a job file may give relative to its own folder (see the module docstring).
 RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "serving.eval_data", "data.path",
                     "data.prepared_dir", "output.base_dir")

@@ -28,7 +28,7 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
         record = steps.train_local(cfg)
     except KeyboardInterrupt:  # replicas already stopped and checkpointed; run.py prints how to resume
         raise SystemExit(130) from None
-    except JobFailed as exc:
+    except (JobFailed, steps.NoModel) as exc:
         steps.console_log(f"error: training failed: {exc}")
         raise SystemExit(1) from None
     for r in record["restarts"]:

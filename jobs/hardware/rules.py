@@ -312,10 +312,20 @@ def check_same_gpus(job: Any) -> list[Problem]:
         return f"{p.accelerator_count} {p.accelerator_type}" if p.accelerator_count else "no GPU"
     if (chief.accelerator_type, chief.accelerator_count) == (worker.accelerator_type, worker.accelerator_count):
         return []
+    why = ("every machine of a multi-worker job needs the same GPUs (the strategy splits each step's batch evenly "
+           "over all of them and waits for the slowest at every all-reduce)")
+    if chief.machine_type != worker.machine_type:
+        # two machine types with their GPUs built in (a3-ultragpu-8g: H200, a3-highgpu-8g: H100) cannot meet on a
+        # GPU type: naming the chief's GPU for the workers would only be refused by the workers' machine type. The
+        # one way out is the same machine type (and GPUs) in every pool.
+        return [problem("topology.worker.machine_type",
+                        f"{why}: the chief has {gpus(chief)} on {chief.machine_type}, the workers {gpus(worker)} on "
+                        f"{worker.machine_type}; use one machine type in every multi-worker pool: the workers as the "
+                        f"chief (machine_type {chief.machine_type}, {gpus(chief)}), or the chief as the workers "
+                        f"(machine_type {worker.machine_type}, {gpus(worker)})", [chief.machine_type])]
     key = "accelerator_type" if chief.accelerator_type != worker.accelerator_type else "accelerator_count"
-    return [problem(f"topology.worker.{key}",
-                    f"every machine of a multi-worker job needs the same GPUs: the chief has "
-                    f"{gpus(chief)}, the workers have {gpus(worker)}", [getattr(chief, key)])]
+    return [problem(f"topology.worker.{key}", f"{why}: the chief has {gpus(chief)}, the workers have {gpus(worker)}",
+                    [getattr(chief, key)])]
 
 
 def check_strategy(job: Any) -> list[Problem]:

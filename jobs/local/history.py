@@ -240,12 +240,25 @@ class Run:
     config: dict[str, Any] | None
     config_source: str | None  # run.json (as given), validate-config (as validated), or None (not recorded)
     step_times: list[dict[str, Any]]
-    code_version: str | None
+    code_version: str | None  # the code that trained: a user trainer's hash, else this tool's git commit
     study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial, baseline, handed_on}
     gate: dict[str, Any] | None = None   # {passed, missed, lines}
+    tool_version: str | None = None     # this tool's git commit, when code_version is a user trainer's hash
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _trainer_code(trainer: dict[str, Any]) -> str | None:
+    """A user trainer's code in a few characters (``sha256 0a4a166fa39f``, with its git commit when in a repository),
+    as ``jobs.images.user.trainer_version`` recorded it."""
+    sha, commit = trainer.get("content_sha256"), trainer.get("git_commit")
+    if not isinstance(sha, str) or not sha:
+        return trainer.get("text") if isinstance(trainer.get("text"), str) else None
+    text = f"sha256 {sha[:12]}"
+    if isinstance(commit, str) and commit:
+        text += f" (git {commit[:12]}{', changed' if trainer.get('git_dirty') else ''})"
+    return text
 
 
 #: run.json's fields and the types its readers rely on (a record edited by hand, or by another version, may
@@ -460,11 +473,14 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
     # the folder's own report (run.json names it at the path the run had: a --fresh copy was renamed since)
     report = os.path.join(path, records.REPORT_PAGE) if os.path.exists(os.path.join(path, records.REPORT_PAGE)) else None
     code = summary.get("code_version") if isinstance(summary.get("code_version"), dict) else {}
+    trainer = summary.get("trainer_version") if isinstance(summary.get("trainer_version"), dict) else {}
     archive = ARCHIVE_RE.match(name)
     return Run(name=name, path=path, job=(config or {}).get("name") or summary.get("name"), status=status, note=note,
                archive_of=archive.group("base") if archive else None, steps=steps, total_steps=total,
                metrics=metrics, wall_s=wall, when=when, report=report, config=config, config_source=source,
-               step_times=[s for s in step_times if isinstance(s, dict)], code_version=code.get("text"),
+               step_times=[s for s in step_times if isinstance(s, dict)],
+               code_version=_trainer_code(trainer) or code.get("text"),
+               tool_version=code.get("text") if _trainer_code(trainer) else None,
                study=_study(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate)
 
 

@@ -31,13 +31,21 @@ def _metrics_text(m: dict[str, float], width: int = 1000) -> str:
     if "train_loss" in m:
         parts.append(f"train loss {m['train_loss']:.4f}")
     if not parts:  # a user trainer: the held-out verdict (eval_data), the study's metric, then its own series
-        parts = [f"{k} {v:.4g}" for k, v in list(m.items())[:2]]
+        parts = [f"{_short(k)} {v:.4g}" for k, v in list(m.items())[:2]]
     shown = parts[:1]  # as many as fit the column (the first always: the column ends it with "…" if need be)
     for part in parts[1:]:
         if len(", ".join([*shown, part])) > width:
             break
         shown.append(part)
     return ", ".join(shown) or "-"
+
+
+def _short(series: str) -> str:
+    """A Keras TensorBoard series as a column shows it: ``validation/epoch_loss`` -> ``val loss`` (compare and
+    the report keep the full names)."""
+    for long, short in (("validation/", "val "), ("train/", "train "), ("epoch_", "")):
+        series = series.replace(long, short)
+    return series
 
 
 def _steps_text(r: Run) -> str:
@@ -51,20 +59,30 @@ WIDTH = 120
 
 
 def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] | None = None) -> None:
-    """A plain table through rich (aligned columns, never wrapped; readable in a terminal and in a pipe).
-    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`."""
+    """A plain table through rich (aligned columns; readable in a terminal and in a pipe).
+    ``widths``: the most characters a column shows (longer cells end in "…"): the rows then fit :data:`WIDTH`.
+    Without: a side-by-side table whose first column is its row labels (``runs compare``): in a pipe nothing
+    wraps; in a terminal the labels keep their whole width and the values wrap in what is left (rich would
+    otherwise shrink every column alike, and a label column shrunk to nothing reads as no labels at all)."""
     from rich import box
     from jobs.cli import rich_console
     from rich.table import Table
 
+    tty = not widths and out.isatty()
+    width = WIDTH if widths else (shutil.get_terminal_size((200, 24)).columns if tty else 1000)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=bool(widths))
-    for h in head:
+    labels = max([len(h) for h in head[:1]] + [len(r[0]) for r in rows if r]) if rows else 0
+    for i, h in enumerate(head):
         most = (widths or {}).get(h)
-        table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
+        if widths:
+            table.add_column(h, no_wrap=True, overflow="ellipsis" if most else "ignore", max_width=most)
+        elif i == 0:
+            table.add_column(h, no_wrap=True, min_width=min(labels, max(8, width // 3)), overflow="fold")
+        else:
+            table.add_column(h, no_wrap=not tty, overflow="fold" if tty else "ignore")
     for row in rows:
         table.add_row(*row)
-    width = WIDTH if widths else (max(100, shutil.get_terminal_size((200, 24)).columns) if out.isatty() else 1000)
-    rich_console(file=out, width=width, highlight=False, soft_wrap=not widths).print(table)
+    rich_console(file=out, width=width, highlight=False, soft_wrap=not widths and not tty).print(table)
 
 
 def _shown_path(path: str) -> str:
@@ -114,9 +132,11 @@ def column_widths(found: list[Run]) -> dict[str, int]:
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
     if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
-        room = max(13, left - job, left // 2)
+        first = max([13, *(len(_metrics_text(r.metrics, 0)) for r in found)])  # each run's first metric, whole
+        job = min(job, max(8, left - first))  # the job's name whole where it fits beside them
+        room = max(13, left - job)
         metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
-        job = max(8, left - metrics)
+        job = max(job, left - metrics) if job < left - metrics else job
     return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
 
 
@@ -150,6 +170,8 @@ def comparison(a: Run, b: Run) -> dict[str, Any]:
                                         ("steps", _steps_text(a), _steps_text(b)),
                                         ("wall time (s)", a.wall_s, b.wall_s), ("when", a.when, b.when),
                                         ("code version", a.code_version, b.code_version)]
+    if a.tool_version or b.tool_version:  # a user's trainer: its hash above, the tool that ran it here
+        rows.append(("tool version", a.tool_version, b.tool_version))
     if a.study or b.study:
         rows += [("study", _study_text(a.study), _study_text(b.study)),
                  ("best trial", _best_text(a.study), _best_text(b.study))]

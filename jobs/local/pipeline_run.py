@@ -30,6 +30,7 @@ import time
 from typing import Callable
 
 from trainers import config as config_lib
+from trainers.errors import problem
 
 #: kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,12 +85,23 @@ def cloud_path_problems(cfg: config_lib.JobConfig, command: str = "python pipeli
     return out
 
 
+#: A study runs its trials as processes: the docker runner runs one training job. Said before anything runs (no
+#: engine probed, no image built); the study itself refuses the same way if it is reached in containers.
+STUDY_UNDER_DOCKER = problem("tuning", "a study runs its trials under the process runner (each trial is the job's "
+                                       "replicas as processes here; on Vertex every trial runs in the image); "
+                                       "--runner docker runs one training job: drop --runner docker, or remove the "
+                                       "tuning section to run the job once in containers", ["--runner process"])
+
+
 def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
     """Run ``build_pipeline(cfg, "local", base_image)`` (a pipeline function) on this machine (see the
     module doc); returns the exit status."""
     from jobs import validate
     from jobs.local import runs
 
+    if opts.runner == "docker" and cfg.tuning.enabled:  # before the engine is reached or an image built
+        print(f"error: {STUDY_UNDER_DOCKER}", file=sys.stderr)
+        return 2
     problems = cloud_path_problems(cfg, opts.command)
     if problems:  # before anything runs: no folder, no lock, no image built
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
@@ -216,6 +228,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
 
     from kfp import local
 
+    from jobs import step_table
     from jobs.local import runs
 
     # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
@@ -248,5 +261,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
                                steps=timer.steps)
     summary["runner"] = {"name": "docker", "image": session.image} if session else {"name": "process"}
     runs.write_record(base, cfg.to_json(), summary)
+    if isinstance(summary.get("report"), str):  # the report step wrote its page before the last steps ended
+        step_table.complete(summary["report"], timer.steps)
     print("\n".join(runs.summary_lines(summary)))
     return 0

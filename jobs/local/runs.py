@@ -551,9 +551,16 @@ def _training_line(t: dict[str, Any], trainer: dict[str, Any]) -> str:
     if not isinstance(steps, int):
         if trainer:  # a user's trainer: what ran and the last value of every scalar it wrote
             scalars = trainer.get("scalars") or {}
-            shown = ", ".join(f"{k} {_num(v, '.4g')}" for k, v in list(scalars.items())[:4]) or "no TensorBoard scalars"
+            shown = ", ".join(f"{k} {_num(v, '.4g')}" for k, v in list(scalars.items())[:4])
+            if not shown:  # what it can show, and how to get curves (one wording: jobs.tensorboard)
+                from jobs.tensorboard import CURVES_HOW
+
+                shown = ("no figures: the trainer wrote no TensorBoard scalars to AIP_TENSORBOARD_LOG_DIR (its own lines "
+                         f"are in the log); {CURVES_HOW}")
+            else:
+                shown = f"final {shown}"
             return (f"{trainer.get('trainer', '?')}: {sum(trainer.get('replica_counts') or [])} replicas, "
-                    f"{trainer.get('attempts', '?')} attempt(s), {_num(trainer.get('seconds'), '.0f')} s; final {shown}")
+                    f"{trainer.get('attempts', '?')} attempt(s), {_num(trainer.get('seconds'), '.0f')} s; {shown}")
         return "no training metrics were written (metrics.json missing)"
     resumed = t.get("resumed_from_step") if isinstance(t.get("resumed_from_step"), int) else 0
     job = (f"{t.get('replicas', '?')} replicas ({t.get('strategy', '?')}), "

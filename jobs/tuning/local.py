@@ -90,10 +90,10 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
     from jobs.local import containers, custom_job
+    from jobs.local.pipeline_run import STUDY_UNDER_DOCKER
 
     if containers.Settings.from_env() is not None:
-        raise ConfigError([problem("tuning", "a study runs its trials under the process runner; --runner docker "
-                                             "runs one training job", ["--runner process"])])
+        raise ConfigError([STUDY_UNDER_DOCKER])
     folder = records.trial_base(base, run_id)
     # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
     # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
@@ -153,10 +153,56 @@ def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": records.reported_tags(reports),
            "metric": records.last_value(reports, cfg.tuning.metric)}
     if result.returncode != 0:
-        return {**out, "state": FAILED, "exit_status": result.returncode,
-                "error": " ".join(result.failure.describe().splitlines()[0].split()) if result.failure else ""}
+        return {**out, "state": FAILED, "exit_status": result.returncode, **_failure_fields(result.failure)}
     finite = out["metric"] is not None and math.isfinite(out["metric"])
     return {**out, "state": SUCCEEDED if finite else INFEASIBLE}
+
+
+#: keys of a run's outcome that the study reads and never records: the failed run's own last lines and cause
+_OWN = "own_failure"
+
+
+def _failure_fields(failure) -> dict[str, Any]:
+    """A failed run's ``error`` (the head line and the replica's own error line: ``chief-0 (...) exited with
+    status 2: task.py: error: unrecognized arguments: --learning_rate=0.04``) and, under :data:`_OWN`, what the
+    study says of it when it stops: that run's own last lines, its error line and hint (never another run's)."""
+    if failure is None:
+        return {"error": ""}
+    head = " ".join(failure.describe().splitlines()[0].split()).rstrip(".")
+    own = (failure.error_line or "").strip()
+    own = own[len("error: "):] if own.startswith("error: ") else own
+    error = f"{head}: {own[:300]}" if own else head + "."
+    where = f" ({failure.log_file})" if failure.log_file else ""
+    return {"error": error, _OWN: {"lines": [f"{failure.name}'s last lines{where}:",
+                                            *(f"| {line}" for line in failure.last_lines[-8:])],
+                                   "cause": failure.cause(), "error_line": failure.error_line or "",
+                                   "last_lines": list(failure.last_lines)}}
+
+
+def _flag_refused(cfg: config_lib.JobConfig, failed: list[dict[str, Any]]):
+    """The problem when every trial ended so far failed on the same argparse error naming a tuning flag (the
+    trainer does not take the flag as the study spells it: every trial would fail the same way), else None:
+    at once for ``unrecognized arguments`` (the flag's name is the same in every trial), after two trials for
+    an ``invalid ... value``."""
+    from jobs.local.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
+
+    flags = [f"--{name}" for name in cfg.tuning.parameters]  # as spec_lib.trial_flags names them
+    named = [argparse_flag((tr.get(_OWN) or {}).get("error_line"), flags) for tr in failed]
+    if not failed or None in named or len(set(named)) != 1:
+        return None
+    flag, own = named[0], failed[0][_OWN]
+    if not UNRECOGNIZED.search(own["error_line"]) and len(failed) < 2:
+        return None
+    name = next((n for n in cfg.tuning.parameters if f"--{n}" == flag), flag.lstrip("-"))
+    spelled = accepted_spelling(own["last_lines"], flag)
+    ids = ", ".join(tr["id"] for tr in failed)
+    told = " ".join(own["error_line"].split())[:200]
+    accepts = f"; it accepts {spelled}" if spelled else ""
+    fix = (f"let the trainer take both spellings: parser.add_argument(\"{spelled}\", \"{flag}\", ...)" if spelled
+           else f"let the trainer take {flag} (parser.add_argument(\"{flag}\", ...))")
+    return problem(f"tuning.parameters.{name}", f"the trainer refuses {flag}, the flag the study passes for "
+                   f"{name} as Vertex does (--NAME=VALUE): trial(s) {ids} failed with \"{told}\"{accepts}; {fix}, "
+                   "or rename the parameter to the trainer's flag", [spelled.lstrip("-") if spelled else name])
 
 
 # -- the record ---------------------------------------------------------------------------------------
@@ -185,9 +231,11 @@ def best_trial(record: dict[str, Any]) -> dict[str, Any] | None:
 def _public(record: dict[str, Any]) -> dict[str, Any]:
     """The record as written and returned: trials in id order without the search's handles, the best marked,
     and once no run is active, the model the study hands on (``jobs.records.handed_on_run``)."""
-    trials = sorted(({k: v for k, v in tr.items() if k != "handle"} for tr in record["trials"]),
+    trials = sorted(({k: v for k, v in tr.items() if k not in ("handle", _OWN)} for tr in record["trials"]),
                     key=lambda tr: int(tr["id"]))
     public = {**record, "trials": trials}
+    if isinstance(public.get(records.BASELINE), dict):
+        public[records.BASELINE] = {k: v for k, v in public[records.BASELINE].items() if k != _OWN}
     public.pop(records.HANDED_ON, None)
     public["best_trial"] = best_trial(public)
     baseline = records.baseline_of(public)
@@ -286,6 +334,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     stop = threading.Event()
     baseline_stop = threading.Event()  # the baseline is stopped with the trials, and when the study fails
     failures: list[dict[str, Any]] = []
+    refused: list = []  # the problem when the first trials all failed on argparse's refusal of one tuning flag
     suspects: list[dict[str, Any]] = []  # exit 0 without the metric while no trial has reported it
     seen_metric = bool(kept)
     hold = False  # no new trial starts: a suspected configuration error waits for the running trials
@@ -298,7 +347,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
 
     def start(pool, trial: dict[str, Any]) -> None:
         trial.update(state=ACTIVE, model_dir=join(records.trial_base(base, trial["id"]), "model"))
-        for key in ("metric", "seconds", "reported_tags", "error", "exit_status"):
+        for key in ("metric", "seconds", "reported_tags", "error", "exit_status", _OWN):
             trial.pop(key, None)
         if trial["id"] == records.BASELINE:
             say(f"baseline started: the job as it stands ({as_it_stands(cfg)})")
@@ -354,6 +403,15 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
             search.tell(trial["handle"], None)
             failures.append(trial)
             say(ended_line(trial))
+            ended = [tr for tr in record["trials"] if tr.get("state") in (SUCCEEDED, FAILED, INFEASIBLE)]
+            flag = None if seen_metric or any(tr["state"] != FAILED for tr in ended) else _flag_refused(cfg, ended)
+            if flag is not None and not refused:
+                refused.append(flag)
+                hold = True
+                say(f"the study stops: every trial so far failed on the trainer's refusal of a tuning flag "
+                    f"({flag.field}); stopping the running trials")
+                stop.set()
+                baseline_stop.set()
         elif state == STOPPED:
             say(f"trial {trial['id']} stopped")
 
@@ -413,6 +471,11 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         say(f"interrupted: trial(s) {', '.join(stopped) or 'none'}{also} stopped; run the same command again to resume "
             "the study (finished trials are kept)")
         raise KeyboardInterrupt
+    if refused:
+        _say_own_failure(failures[0], say)
+        record["error"] = str(refused[0])
+        _write(base, record)
+        raise ConfigError(refused)
     if suspects:
         error = _metric_problem(cfg, suspects)
         record["error"] = str(error)
@@ -423,15 +486,31 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         rule = (f"tuning.max_failed_trials is {t.max_failed_trials}" if t.max_failed_trials else
                 "tuning.max_failed_trials is 0: here the first failed trial stops the study")
         reason = first.get("error") or f"exit 0 without a finite {t.metric}"
+        _say_own_failure(first, say)
         raise StudyFailed(f"the study stopped after {len(failures)} failed trial(s) ({rule}); trial {first['id']} "
                           f"{first['state']}: {reason}")
     if public["best_trial"] is None:
+        if failures:
+            _say_own_failure(failures[0], say)
         raise StudyFailed(f"no trial succeeded: {len(failures)} of {len(record['trials'])} failed")
     best = public["best_trial"]
     say(f"study done in {record['seconds']:.1f} s: {len(record['trials'])} trial(s); best trial {best['id']}: "
         f"{t.metric} = {best['metric']:g} with " + " ".join(spec_lib.trial_flags(cfg, best["parameters"])))
     say(public[records.HANDED_ON]["reason"])
     return public
+
+
+def _say_own_failure(trial: dict[str, Any], say) -> None:
+    """The failed run's own last lines, then its error line and hint: what the console shows last when the study
+    stops (a run beside it, the baseline above all, must not lend it its lines)."""
+    own = trial.get(_OWN) or {}
+    if not own:
+        return
+    say(f"trial {trial['id']} failed; " + own["lines"][0])
+    for line in own["lines"][1:]:
+        say(line)
+    for line in own["cause"]:
+        say(line)
 
 
 def _drain(running, finish, say) -> None:

@@ -110,6 +110,7 @@ class Search:
         other one asked again with its own values (it runs again). Returns ``{id: handle}`` of the latter."""
         import optuna
 
+        self._continue_sequence(len(trials))
         again = {}
         for trial in sorted(trials, key=lambda t: int(t["id"])):
             params = {n: self._internal(n, trial["parameters"][n]) for n in self.specs}
@@ -123,6 +124,22 @@ class Search:
                 self.study.enqueue_trial(params, skip_if_exists=False)
                 again[trial["id"]] = self.study.ask(self.distributions)
         return again
+
+    def _continue_sequence(self, drawn: int) -> None:
+        """Move the sampler's random state past the ``drawn`` trials the record holds, as if this process had
+        proposed them: the study's first run drew each trial's values once, fresh; a replayed trial is added
+        (``add_trial``) or asked with its own values (``enqueue_trial``), neither of which draws. Without this a
+        resumed study's first new trial is the seeded sequence's first again: trial 1's values (seen here with
+        ``RandomSampler``, and TPE's start-up trials are random the same way). The draws are made in a scratch
+        study sharing the sampler, so the real study's history holds only the record's trials. A grid keeps no
+        sequence (it takes the points no trial has taken)."""
+        import optuna
+
+        if self.grid or not drawn:
+            return
+        scratch = optuna.create_study(direction=self.study.direction, sampler=self.study.sampler)
+        for _ in range(drawn):
+            scratch.ask(self.distributions)
 
     def ask(self) -> tuple[Any, dict[str, Any]]:
         """A new trial: (its handle for :meth:`tell`, its values as the record and the flags take them)."""

@@ -95,6 +95,7 @@ import time
 from typing import Callable, Collection, Mapping, Sequence
 
 from jobs.local import lifeline
+from jobs.local.hints import ARGPARSE_ERROR
 from jobs.replica_env import (POOL_NAMES, ROLES, aip_variables, process_base, replica_environment,
                                    validate_replica_counts, vertex_environment)
 
@@ -139,8 +140,13 @@ class ReplicaFailure:
     timed_out_after: float | None = None   # set when the job hit timeout_s
     still_running: list[str] = dataclasses.field(default_factory=list)
     #: the replica's own error: the exception line that ended its last traceback (with `` … <the line that
-    #: closes it>`` when its message spans lines, as a tensor's repr does), or its last ``error:`` line
+    #: closes it>`` when its message spans lines, as a tensor's repr does), its last ``error:`` line, or
+    #: argparse's usage error (``task.py: error: unrecognized arguments: ...``)
     error_line: str | None = None
+    #: the replicas' working directory (the trainer's code) and the job's declared variables: a hint says what
+    #: works for that code (``jobs.local.hints``)
+    source_dir: str | None = None
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -160,7 +166,7 @@ class ReplicaFailure:
             limit = 1000 if line.startswith("error: ") else 300
             line = line[len("error: "):] if line.startswith("error: ") else line
             lines.append(f"{self.name}'s error: {line if len(line) <= limit else line[:limit - 3] + '...'}")
-        hint = hint_for([self.error_line or "", *self.last_lines])
+        hint = hint_for([self.error_line or "", *self.last_lines], self.source_dir, self.env)
         if hint:
             lines.append(f"hint: {hint}")
         return lines
@@ -269,6 +275,7 @@ class _Attempt:
     def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env=None,
                  stop=None):
         self.number, self.log, self.on_line, self.stop = number, log, on_line, stop
+        self.cwd, self.env = cwd, dict(env or {})
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
@@ -307,7 +314,7 @@ class _Attempt:
         elif r._in_traceback and text and not text[0].isspace():  # the exception line ends the traceback
             r.error_line, r._in_traceback = text, False
             r._error_open, r._error_close = _open_brackets(text), None
-        elif text.startswith("error: "):
+        elif text.startswith("error: ") or ARGPARSE_ERROR.match(text):
             r.error_line, r._error_open, r._error_close = text, 0, None
         elif r._error_open > 0:  # a message that opened a bracket (a tensor's repr) goes on until it closes
             r._error_open += _open_brackets(text)
@@ -486,7 +493,7 @@ class _Attempt:
             error = f"{error.rstrip()} … {r._error_close.strip()}"
         return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
                               last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
-                              error_line=error, **extra)
+                              error_line=error, source_dir=self.cwd, env=self.env, **extra)
 
 
 def _open_brackets(text: str) -> int:

@@ -362,8 +362,9 @@ def test_cli_valid_project_config(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "strategy multi_worker, 6 replica(s) in sync" in out
     assert "2 x NVIDIA_TESLA_T4" in out
-    pools = json.loads(out[out.index("worker_pool_specs:") + len("worker_pool_specs:"):])
+    pools, end = json.JSONDecoder().raw_decode(out[out.index("worker_pool_specs:") + len("worker_pool_specs:"):].lstrip())
     assert pools[1]["replica_count"] == 2 and pools[2] == {} and len(pools) == 4
+    assert "see the exact Vertex request, its price and where it can run" in out.strip().splitlines()[-1]
 
 
 def test_cli_invalid_project_config(tmp_path, capsys):

@@ -347,7 +347,9 @@ def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path
     try:
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
         assert_no_processes_left(marker)
-        # what it substituted, said first
+        # the flag that wins over the file, said first (one warning line); then what it substituted
+        assert out[0] == "warning: --timeout 780 s wins over cloudbuild.yaml's timeout (7200 s)", out[:2]
+        out = out[1:]
         assert out[0].startswith(f"ci-local: cloudbuild.yaml, 8 steps, as the trigger vertex-tf-pipelines-main runs "
                                  f"it (commit {sha[:7]}, branch main)")
         said = "\n".join(out[:20])

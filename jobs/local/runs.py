@@ -348,9 +348,12 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -
         return record if finished else None
     if not finished and not _has_training_state(base):
         return None  # the earlier attempt left no checkpoint, model or study: nothing to mix with
+    if all(key.startswith(AFTER_TRAINING) for key, _ in changed):
+        return None  # the same model, judged by other bars (a finished run too: its training is complete, only the
+        #              steps after it run again: verify, gate, registration)
     if not finished and all(key.startswith(AFTER_TRAINING) or (key in BUILTIN_RESUMABLE and _builtin(now["config"]))
                             for key, _ in changed):
-        return None  # the same model, judged by other bars; or the built-in trainer's trained on to the new count
+        return None  # the built-in trainer's trained on to the new count
     kind = "a finished" if finished else "an unfinished"
     shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
     raise NotThisJob(

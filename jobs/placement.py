@@ -11,6 +11,7 @@ project (quota, bucket) live with the clients, the choice with ``vtp plan``.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 from jobs.hardware.shared import region_problems
@@ -97,22 +98,24 @@ class Finding:
     severity: str = "error"  # error | warning
 
 
-class Project:
-    """The user's project as the plan sees it. Each method returns findings; none raises for a cloud failure
-    (a 403, a 5xx, a dropped connection or silence is an ``ok=None`` finding naming the cause)."""
+class Project(abc.ABC):
+    """The user's project as the plan sees it: an interface (``jobs.cloud.project.CloudProject`` through the real
+    APIs, ``jobs.cloud.plan.Unchecked`` without a project, a fake in a test). Each method returns findings; none
+    raises for a cloud failure (a 403, a 5xx, a dropped connection or silence is an ``ok=None`` finding naming the
+    cause)."""
 
+    @abc.abstractmethod
     def quota(self, cfg: config_lib.JobConfig, option: Option) -> list[Finding]:
         """The job's needs under ``option`` (its region; SPOT draws on the preemptible quotas) against the
         project's Vertex AI training quotas there: one finding per quota the job needs."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def bucket_location(self, uri: str) -> tuple[str | None, list[Finding]]:
         """The Cloud Storage location of ``uri``'s bucket (``US-CENTRAL1``, ``US``, ``EU``...), or None with
         the finding that says why it is not known (the bucket is missing, no permission...)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def setup(self, cfg: config_lib.JobConfig, option: Option) -> list[Finding]:
         """The rest of the project's side for the chosen option: the APIs the job uses are enabled, the images
         exist by digest, the service account exists and the caller may act as it, the network / reservation /
         persistent resource named exist."""
-        raise NotImplementedError

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs.local.faults import attempt_lines, checkpoint_variables
+from jobs.local.process.faults import attempt_lines, checkpoint_variables
 from jobs import steps
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 

@@ -1,7 +1,7 @@
 """A study on this machine, trial by trial under the contract Vertex gives each trial of a HyperparameterTuningJob.
 
 Each trial is the job's whole topology (every worker pool, every replica) through the one local launch
-(``jobs.local.custom_job``, as the train step runs the job), with:
+(``jobs.local.launch.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
   (``jobs.tuning_spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
@@ -83,14 +83,15 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
                  env: Mapping[str, str] | None = None, job_id: str | None = None,
                  log: Callable[[str], None] = print, stop: threading.Event | None = None):
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
-    through the one local launch (``jobs.local.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
+    through the one local launch (``jobs.local.launch.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
     per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.records.metric_file(base, run_id, role, index)``; the
     chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
-    (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
+    (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
-    from jobs.local import containers, custom_job
-    from jobs.local.pipeline_run import STUDY_UNDER_DOCKER
+    from jobs.local.launch import containers
+    from jobs.local.launch import custom_job
+    from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 
     if containers.Settings.from_env() is not None:
         raise ConfigError([STUDY_UNDER_DOCKER])
@@ -134,8 +135,7 @@ def as_it_stands(cfg: config_lib.JobConfig) -> str:
 def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     """A run's outcome: state, metric, reported tags, seconds, error (run in a worker thread); the run is a
     trial, or the baseline (id ``baseline``)."""
-    from jobs.local.launcher import Stopped
-
+    from jobs.local.launch.outcome import Stopped
     shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
     try:
@@ -184,7 +184,7 @@ def _flag_refused(cfg: config_lib.JobConfig, failed: list[dict[str, Any]]):
     trainer does not take the flag as the study spells it: every trial would fail the same way), else None:
     at once for ``unrecognized arguments`` (the flag's name is the same in every trial), after two trials for
     an ``invalid ... value``."""
-    from jobs.local.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
+    from jobs.local.launch.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
 
     flags = [f"--{name}" for name in cfg.tuning.parameters]  # as spec_lib.trial_flags names them
     named = [argparse_flag((tr.get(_OWN) or {}).get("error_line"), flags) for tr in failed]

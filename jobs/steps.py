@@ -69,6 +69,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
     after the grace period) before the interrupt propagates."""
     from jobs.local.launch import custom_job
+
     return custom_job.launch(cfg, config_lib.resolved_base_dir(cfg), timeout_s=timeout_s, log=log)
 
 

@@ -140,6 +140,7 @@ def within_band(base: Path, reference: Path, args, result) -> tuple[bool, str]:
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
     from jobs import steps
     from jobs.local.launch.outcome import JobFailed
+
     target = rng.choice(TARGETS[args.strategy]) if args.target == "random" else args.target
     trigger_step = rng.randint(1, args.steps - 1)
     if args.strategy == "parameter_server":  # the chief prints every PS_LOG_EVERY steps

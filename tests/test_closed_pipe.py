@@ -96,6 +96,7 @@ def test_a_console_whose_reader_went_away_lets_the_run_finish(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         from jobs.local.run.console import Console
+
         with Console() as console:
             console.set_log_file({str(tmp_path / 'run.log')!r})
             for i in range(20000):

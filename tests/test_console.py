@@ -139,6 +139,7 @@ def test_the_cause_is_the_last_thing_on_the_console_even_right_after_the_failure
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from jobs.local.run.console import Console
+
 lines = {FAILED_TRAIN!r}.splitlines()
 with Console(tty=False) as c:
     c.set_log_file({str(tmp_path / 'run.log')!r})
@@ -166,6 +167,7 @@ def test_a_steps_duration_is_the_one_run_json_keeps(tmp_path):
 
     from jobs.local.run.step_timer import StepTimer, step_seconds
     from jobs.local.run.summary import summary_lines
+
     with StepTimer(str(tmp_path)) as timer:
         timer.seen("Executing task 'validate-config'", 100.0)
         assert json.loads((tmp_path / "steps.json").read_text())["running"] == ["validate-config"]
@@ -188,6 +190,7 @@ def test_capture_keeps_every_line_in_the_log_file_and_stderr_on_stderr(tmp_path)
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
 from jobs.local.run.console import Console
+
 with Console(tty=False) as c:
     c.set_log_file({str(tmp_path / 'run.log')!r})
     print("08:00:00.000 - INFO - Executing task 'x'")

@@ -12,6 +12,8 @@ import threading
 import pytest
 
 from jobs.local.run import console as console_lib
+
+
 class Clock:
     def __init__(self):
         self.t = 5000.0

@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.launch import containers
-from jobs.local.launch import docker_session
-from jobs.local.launch import replica_container
+from jobs.local.launch import containers, docker_session, replica_container
 from trainers import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,6 +278,7 @@ def test_a_users_trainer_runs_in_its_own_image_built_by_the_runner(trainer_image
 # ---- the launcher's hook and the probe's verdicts, without an engine --------------------------------------
 def test_the_launcher_calls_after_attempt_once_per_attempt_on_every_path(tmp_path):
     from jobs.local.launch.supervisor import launch
+
     calls = []
     result = launch([sys.executable, "-c", "import sys; sys.exit(3)"], [1, 0, 0, 0], str(tmp_path), max_restarts=1,
                     log=lambda _line: None, check=False, after_attempt=lambda: calls.append("x"))

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.local.history import prune, runs_cli
 from jobs.local.history.reader import _ending
-from jobs.local.history import prune
-from jobs.local.history import runs_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
 
@@ -94,6 +94,7 @@ def live(root):
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from jobs.local.run.lock import RunLock
+
         RunLock({str(folder)!r}).acquire()
         print("held", flush=True)
         time.sleep(60)
@@ -200,6 +201,7 @@ def test_a_refused_model_fails_the_run_and_its_gate_record_is_read_back(root, ga
 def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, capsys):
     """run.json's ``tuning`` and ``gate`` (jobs.local.run.folder.write_record) as list --json and compare show them."""
     from jobs.local.run.folder import write_record
+
     work = tmp_path / "runs"
     shutil.copytree(root / "local", work / "tuned")
     record = json.loads((work / "tuned" / "run.json").read_text())
@@ -326,6 +328,7 @@ def test_prune_keeps_the_newest_copies_and_never_a_live_or_current_folder(tmp_pa
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from jobs.local.run.lock import RunLock
+
         RunLock({str(old[0])!r}).acquire()
         print("held", flush=True)
         time.sleep(60)

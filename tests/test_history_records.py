@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 
-from jobs.local.run.summary import summary_lines
 from jobs.local.history import runs_cli
+from jobs.local.run.summary import summary_lines
 from tests.conftest import ROOT
 
 FINISHED = "2026-11-24T10:15:40+00:00"

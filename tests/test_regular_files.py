@@ -122,6 +122,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
 def test_a_run_record_a_log_and_a_lock_that_are_not_files(make_path, tmp_path, kind):
     from jobs.local.history.reader import _tail
     from jobs.local.run.lock import LOCK_NAME, RunLock
+
     run = tmp_path / "runs" / "flowers"
     (run / "logs").mkdir(parents=True)
     make_path(kind, "runs/flowers/run.json")

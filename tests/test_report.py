@@ -478,9 +478,10 @@ def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_histo
     """run.json of a tuned run whose study found nothing better: the summary says so, and `runs list` shows the
     metric of the model that went on (the baseline's), not the best trial's."""
     from jobs import records
-    from jobs.local.history.results import study_metric, study_outcome
     from jobs.local.history import views as history_views
+    from jobs.local.history.results import study_metric, study_outcome
     from jobs.local.run.summary import _trained_line, study_line
+
     study = _beside(0.98, 0.166, str(tmp_path))
     summary = {"name": "t", "tuning": study, "verified_trial": "baseline", "training": {}, "trainer": {}}
     line = study_line(study, "baseline")

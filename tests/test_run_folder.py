@@ -20,11 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs import records
+from jobs.local.history import prune, runs_cli
 from jobs.local.history.reader import read_run
-from jobs.local.history import prune
 from jobs.local.run.folder import COPY_RECORD, archive, check_folder, making, write_making, write_record
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, RunLock
-from jobs.local.history import runs_cli
 from tests.snapshots import tree_bytes
 from trainers import config as config_lib
 

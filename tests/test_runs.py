@@ -30,6 +30,7 @@ def _hold_lock(base: Path) -> subprocess.Popen:
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from jobs.local.run.lock import RunLock
+
         RunLock({str(base)!r}).acquire()
         print("held", flush=True)
         time.sleep(120)

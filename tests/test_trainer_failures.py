@@ -405,6 +405,7 @@ def test_the_report_step_table_is_completed_when_the_pipeline_ends(tmp_path):
 
 def test_the_summary_says_what_a_run_without_scalars_shows_and_how_to_get_curves():
     from jobs.local.run.summary import summary_lines
+
     lines = summary_lines({"name": "x", "trainer": {"trainer": "trainer.task", "replica_counts": [1, 1], "attempts": 1,
                                                     "seconds": 40, "scalars": {}}})
     training = next(line for line in lines if line.startswith("  training "))

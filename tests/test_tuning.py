@@ -437,6 +437,7 @@ PRINT_ENV = "import os, sys, time; print('metric file', os.environ.get('CLOUD_ML
 def test_launch_gives_each_replica_its_env_and_stops_on_the_event(tmp_path):
     from jobs.local.launch.outcome import Stopped
     from jobs.local.launch.supervisor import launch
+
     lines = []
     launch([sys.executable, "-c", PRINT_ENV, "0"], [1, 1], str(tmp_path / "a"), log=lines.append,
            replica_env=lambda role, index: {"CLOUD_ML_HP_METRIC_FILE": f"/x/{role}-{index}"})

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from jobs.ci_local.build_file import Step
 from jobs.local.process import lifeline
+
+
 def dependencies(steps: list[Step]) -> dict[int, set[int]]:
     """Step index -> the indices it waits for: none for ``waitFor: ['-']`` (and the first step), the named
     ids, or every earlier step when ``waitFor`` is empty (Cloud Build's rule)."""

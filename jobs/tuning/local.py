@@ -89,8 +89,7 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
     (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
-    from jobs.local.launch import containers
-    from jobs.local.launch import custom_job
+    from jobs.local.launch import containers, custom_job
     from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 
     if containers.Settings.from_env() is not None:
@@ -136,6 +135,7 @@ def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     """A run's outcome: state, metric, reported tags, seconds, error (run in a worker thread); the run is a
     trial, or the baseline (id ``baseline``)."""
     from jobs.local.launch.outcome import Stopped
+
     shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
     try:

@@ -26,6 +26,7 @@ from jobs import records, vertex_failures
 from jobs.cli import shown
 from jobs.cloud import clients, job_logs, job_runner
 from jobs.local.history.reader import UsageError, lock_held
+
 PROG = "logs"
 JOB_RE = re.compile(r"^projects/[^/]+/locations/[^/]+/(customJobs|hyperparameterTuningJobs)/[^/]+$")
 #: how often --follow looks again: a local file, Cloud Logging

@@ -218,30 +218,15 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
     name = os.path.basename(path.rstrip("/"))
     summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
     steps_record = docs[records.STEPS_RECORD]
-    metrics_json = records.read_at(path, records.METRICS_RECORD)
     logs = _logs(path)
-    last_log = os.path.join(path, "logs", logs[-1]) if logs else None
     log_started = parse_time(LOG_RE.match(logs[-1]).group(1)) if logs else None
     finished_at = parse_time(record.get("finished"))
     succeeded = record.get("status") == "succeeded"
     # a finished folder run again later (more steps: an unfinished second attempt) is as that attempt left it
     later_attempt = bool(succeeded and log_started and finished_at and log_started > finished_at)
-    if lock_held(path):
-        status, note = "running", "a live run holds this folder"
-    elif succeeded and not later_attempt:
-        status, note = "finished", ""
-    elif last_log:
-        status, note = _ending(last_log)
-        if later_attempt:
-            note += f" (an earlier run here finished {record.get('finished')})"
-    else:
-        status, note = "unfinished", "no log: it stopped before its first pipeline step"
-    running = steps_record.get("running") or []
-    if status != "finished" and running:
-        note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
-
+    status, note = _status(path, record, steps_record, logs, later_attempt)
     gate = gate_outcome(path, record if succeeded and not later_attempt else {}, steps_record, log_started,
-                 docs[records.GATE_RECORD])
+                        docs[records.GATE_RECORD])
     if gate and not gate["passed"] and status != "running":
         status, note = "failed", f"the gate refused the model: {gate['missed'] or 'see gate.json'}"
 
@@ -250,26 +235,8 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
     if config is None:
         config = validated_config(path)
         source = "validate-config" if config else None
-    attempts = _attempt_seconds(path, logs)
-    if status == "finished":
-        training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
-        steps = training.get("steps") if isinstance(training.get("steps"), int) else None
-        wall = _finished_wall(attempts, number(summary.get("elapsed_s")), finished_at)
-        when = record.get("finished")
-        step_times = record.get("steps") or []
-        if (summary.get("tuning") or {}).get("trials") and not isinstance(summary.get("model_scalars"), dict):
-            summary = {**summary, "model_scalars": tuned_scalars(summary)}
-        metrics = run_metrics(summary, metrics_json)
-    else:
-        last = last_checkpoint(os.path.join(path, "checkpoints"))
-        steps = metrics_json.get("steps") if isinstance(metrics_json.get("steps"), int) else (last[1] if last else None)
-        wall = round(sum(s for _, s in attempts), 1) if attempts else None
-        when = log_started.isoformat(timespec="seconds") if log_started else None
-        step_times = steps_record.get("steps") or []
-        verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
-                       for x in step_times if isinstance(x, dict))  # this attempt's own verification
-        metrics = run_metrics({"verification": records.read_at(path, records.VERIFICATION_RECORD)} if verified else {},
-                           metrics_json)
+    steps, wall, when, step_times, metrics = _progress(path, record, summary, steps_record, logs, log_started,
+                                                       finished_at, status == "finished")
     training_cfg = (config or {}).get("training") if isinstance((config or {}).get("training"), dict) else {}
     total = training_cfg.get("steps") if isinstance(training_cfg.get("steps"), int) and training_cfg.get("steps") else None
     if total is None and status == "finished":
@@ -288,6 +255,52 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
                code_version=trainer_code(trainer) or code.get("text"),
                tool_version=code.get("text") if trainer_code(trainer) else None,
                study=study_outcome(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate)
+
+
+def _status(path: str, record: dict[str, Any], steps_record: dict[str, Any], logs: list[str],
+            later_attempt: bool) -> tuple[str, str]:
+    """``(status, note)`` of the run in ``path`` before the gate's verdict is read: live (its lock is held),
+    finished (``run.json``, unless a later attempt started since), or as its last log ended."""
+    if lock_held(path):
+        status, note = "running", "a live run holds this folder"
+    elif record.get("status") == "succeeded" and not later_attempt:
+        status, note = "finished", ""
+    elif logs:
+        status, note = _ending(os.path.join(path, "logs", logs[-1]))
+        if later_attempt:
+            note += f" (an earlier run here finished {record.get('finished')})"
+    else:
+        status, note = "unfinished", "no log: it stopped before its first pipeline step"
+    running = steps_record.get("running") or []
+    if status != "finished" and running:
+        note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
+    return status, note
+
+
+def _progress(path: str, record: dict[str, Any], summary: dict[str, Any], steps_record: dict[str, Any],
+              logs: list[str], log_started: dt.datetime | None, finished_at: dt.datetime | None, finished: bool
+              ) -> tuple[int | None, float | None, str | None, list[Any], dict[str, float]]:
+    """``(steps, wall seconds, when, step times, metrics)``: a finished run's from its ``run.json``; another's
+    from what its last attempt left (``metrics.json``, the last checkpoint, ``steps.json``, its logs' times)."""
+    metrics_json = records.read_at(path, records.METRICS_RECORD)
+    attempts = _attempt_seconds(path, logs)
+    if finished:
+        training = summary.get("training") if isinstance(summary.get("training"), dict) else {}
+        steps = training.get("steps") if isinstance(training.get("steps"), int) else None
+        wall = _finished_wall(attempts, number(summary.get("elapsed_s")), finished_at)
+        if (summary.get("tuning") or {}).get("trials") and not isinstance(summary.get("model_scalars"), dict):
+            summary = {**summary, "model_scalars": tuned_scalars(summary)}
+        return steps, wall, record.get("finished"), record.get("steps") or [], run_metrics(summary, metrics_json)
+    last = last_checkpoint(os.path.join(path, "checkpoints"))
+    steps = metrics_json.get("steps") if isinstance(metrics_json.get("steps"), int) else (last[1] if last else None)
+    wall = round(sum(s for _, s in attempts), 1) if attempts else None
+    when = log_started.isoformat(timespec="seconds") if log_started else None
+    step_times = steps_record.get("steps") or []
+    verified = any(x.get("name") == "verify-model" and x.get("status") == "SUCCESS"
+                   for x in step_times if isinstance(x, dict))  # this attempt's own verification
+    metrics = run_metrics({"verification": records.read_at(path, records.VERIFICATION_RECORD)} if verified else {},
+                          metrics_json)
+    return steps, wall, when, step_times, metrics
 
 
 def _attempt_seconds(path: str, logs: list[str]) -> list[tuple[dt.datetime, float]]:

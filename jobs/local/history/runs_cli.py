@@ -13,9 +13,9 @@ import os
 import sys
 
 from jobs.cli import shown
+from jobs.local.history.prune import Interrupted, prune
 from jobs.local.history.reader import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
 from jobs.local.history.views import show_compare, show_list
-from jobs.local.history.prune import Interrupted, prune
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,6 +15,9 @@ from jobs.cli import rich_console
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
 from jobs.local.run.folder import config_diff
+
+
+# -- the list -----------------------------------------------------------------------------------------------
 def _fmt(value: Any, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 

@@ -30,8 +30,7 @@ import threading
 from typing import Callable, Mapping, Sequence
 
 from jobs import job_spec
-from jobs.local.launch import containers
-from jobs.local.launch import supervisor
+from jobs.local.launch import containers, supervisor
 from jobs.local.launch.outcome import JobResult
 from trainers import config as config_lib
 

@@ -17,7 +17,7 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from jobs.local.launch.containers import LABEL_NAME, ContainerError, Settings, _identity, _mounts, engine_client, local_reference
+from jobs.local.launch.containers import ContainerError, LABEL_NAME, Settings, _identity, _mounts, engine_client, local_reference
 from jobs.replica_env import ROLES, is_vertex_variable, replica_environment
 
 

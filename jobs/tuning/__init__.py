@@ -3,7 +3,7 @@
 * :mod:`jobs.tuning.search` the search itself (Optuna: TPE for Vertex's default Bayesian optimization, random,
   grid), and why Optuna rather than OSS Vizier;
 * :mod:`jobs.tuning.local`  the study on this machine: every trial is the job's whole topology under the one
-  local launch (``jobs.local.launch.custom_job``) with the contract Vertex gives a trial, and the job as it stands
+  local launch (``jobs.local.custom_job``) with the contract Vertex gives a trial, and the job as it stands
   beside them, the baseline (``run_local_study``);
 * :mod:`jobs.tuning.pick`   after a Vertex study: the baseline CustomJob's figure read through ``/gcs`` and the
   model handed on (the ``pick_model`` step);

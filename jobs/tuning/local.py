@@ -1,7 +1,7 @@
 """A study on this machine, trial by trial under the contract Vertex gives each trial of a HyperparameterTuningJob.
 
 Each trial is the job's whole topology (every worker pool, every replica) through the one local launch
-(``jobs.local.launch.custom_job``, as the train step runs the job), with:
+(``jobs.local.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
   (``jobs.tuning_spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
@@ -83,11 +83,11 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
                  env: Mapping[str, str] | None = None, job_id: str | None = None,
                  log: Callable[[str], None] = print, stop: threading.Event | None = None):
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
-    through the one local launch (``jobs.local.launch.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
+    through the one local launch (``jobs.local.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
     per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.records.metric_file(base, run_id, role, index)``; the
     chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
-    (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
+    (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
     from jobs.local.launch import containers, custom_job
     from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER

@@ -40,12 +40,10 @@ from jobs.local.run.folder import archive, check_folder, last_checkpoint, making
 from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock, record_child
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
+from jobs.replica_env import PROJECT_ROOT
 from trainers import config as config_lib
 from trainers.cluster import output_dirs
 from trainers.errors import problem
-
-#: kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do.
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclasses.dataclass
@@ -228,6 +226,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
     # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
     # tasks run in this environment, which has the image's packages (pip install -e .).
     warnings.filterwarnings("ignore", module=r"kfp\.local")
+    # kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
     lifeline.kfp_steps_die_with_this_process(on_start=record_child)  # kill -9 of this run leaves no step

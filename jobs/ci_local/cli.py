@@ -144,10 +144,7 @@ def run(args: argparse.Namespace, out=print) -> int:
         reuse_packages(venv_steps(build.steps))
 
     # what it substitutes, said before anything runs
-    out(f"ci-local: {config.name}, {len(build.steps)} steps, "
-        + (f"as the trigger {trigger_doc.get('name') or '(unnamed)'} runs it (commit {commit['sha'][:7]}, branch "
-           f"{commit['branch'] or '(detached)'})" if args.mode == "trigger" else "as gcloud builds submit runs it")
-        + f", build {build_id}")
+    out(_heading(args, config, build, trigger_doc, commit, build_id))
     rows = [("source", source_line), ("/workspace", str(workspace))]
     rows += _stand_in_rows(args, build, subs, local, docker_host, environment)
     width = max(len(k) for k, _ in rows)
@@ -156,6 +153,15 @@ def run(args: argparse.Namespace, out=print) -> int:
     shown = {k: v for k, v in subs.items() if k.startswith("_") or v}
     out("  substitutions: " + " ".join(f"{k}={v!r}" if (" " in v or not v) else f"{k}={v}" for k, v in shown.items()))
     return _run_steps(args, build, subs, local, workspace, rundir, environment, started, out)
+
+
+def _heading(args: argparse.Namespace, config: Path, build, trigger_doc: dict | None, commit: dict | None,
+             build_id: str) -> str:
+    """The first line said: the build file, its steps, as what it runs (the trigger's commit and branch), the id."""
+    return (f"ci-local: {config.name}, {len(build.steps)} steps, "
+            + (f"as the trigger {trigger_doc.get('name') or '(unnamed)'} runs it (commit {commit['sha'][:7]}, branch "
+               f"{commit['branch'] or '(detached)'})" if args.mode == "trigger" else "as gcloud builds submit runs it")
+            + f", build {build_id}")
 
 
 def _input_problems(args: argparse.Namespace, local: Local) -> tuple[list[str], dict[str, str]]:

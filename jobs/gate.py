@@ -37,11 +37,13 @@ import math
 from typing import Any
 
 from jobs import records
+from jobs.errors import CloudError
 from jobs.gate_spec import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
 # the spec's names, for callers that take the whole gate from here
 from jobs.gate_spec import EXAMPLES, OPS, gate_problems, known_metrics, parse_bar  # noqa: F401
+from jobs.tensorboard import last_values, read_scalars
 from trainers import config as config_lib
-from trainers.errors import problem
+from trainers.errors import ConfigError, problem
 
 #: the display name of the evaluations :func:`record_on_version` writes, preferred when reading a parent's.
 EVALUATION_NAME = "serving-gate"
@@ -315,6 +317,59 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
     if record_dir:
         records.write_at(record_dir, records.GATE_RECORD, result.to_dict())
     return result
+
+
+# --------------------------------------------------------------------------------------------------
+# The gate step (components/gate: its body hands the artifacts' paths and metadata to these)
+
+
+class StepFailed(Exception):
+    """The gate step cannot give a verdict; ``str(exc)`` is its one ``error:`` line (without the prefix)."""
+
+
+def step(config_json: str, *, verification_path: str | None = None, study_path: str | None = None,
+         tensorboard_path: str | None = None, training: dict[str, Any] | None = None, tuning_metric: str = "",
+         parent_model: str = "", dry_run: bool = False, api_endpoint: str = "",
+         record_dir: str = "") -> GateResult:
+    """The gate step on plain values: the job's bars read from ``config_json``, the run's figures gathered from
+    the records given (the verify step's, the study's, a TensorBoard logs folder, the training Metrics'
+    metadata, the tuning study's best trial as JSON), then :func:`run` (the parent model: ``parent_model``, else
+    ``serving.parent_model``). Raises :class:`StepFailed` with the one line to say."""
+    try:
+        cfg = config_lib.load_json(config_json)
+    except ConfigError as exc:
+        raise StepFailed(str(exc.problems[0])) from None
+    study_metric = getattr(getattr(cfg, "tuning", None), "metric", "") or ""
+    verified, studied = {}, None
+    try:
+        if verification_path is not None:
+            verified = records.artifact_json(verification_path, "verification", "the verify step's JSON record",
+                                             "verify_model's verification output")
+        if study_path is not None:
+            studied = records.artifact_json(study_path, "study", "a study's JSON record",
+                                            "tune's or pick_model's study output")
+    except ValueError as exc:
+        raise StepFailed(str(exc)) from None
+    try:
+        scalars = last_values(read_scalars(tensorboard_path)) if tensorboard_path is not None else {}
+        figures = measured(training=training or {}, scalars=scalars,
+                           tuning=tuning_figures(tuning_metric, study_metric),
+                           verification=verified if isinstance(verified, dict) else {})
+        return run(cfg.serving.gate, figures, parent_model=parent_model or cfg.serving.parent_model,
+                   dry_run=dry_run, api_endpoint=api_endpoint, record_dir=record_dir, study=studied)
+    except (GateError, CloudError) as exc:
+        raise StepFailed(str(exc)) from None
+
+
+def logged_metrics(result: GateResult) -> dict[str, float]:
+    """What a passed gate step logs as Metrics: ``gate_passed`` 1.0, then each bar's finite figure (not the
+    parent's or the baseline's bars: their figures are comparisons)."""
+    out = {"gate_passed": 1.0}
+    for check in result.checks:
+        if check.measured is not None and math.isfinite(check.measured) and not check.bar.parent \
+                and not check.bar.baseline:
+            out[check.bar.metric] = float(check.measured)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from typing import Any
 from jobs import step_table
 from jobs import report_charts
 from jobs import report_sections as sections
+from jobs.tensorboard import CURVES_HOW, NO_SCALARS
+from trainers import fileio
 from trainers.paths import readable
 
 MAX_PREDICTIONS = 10
@@ -93,10 +95,8 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
     held-out verdict on ``serving.eval_data`` for any model (``jobs.report_sections.eval_verdict``), the built-in
     classifier's on its validation split; a user's model without eval_data is said not to be judged, and how to
     have it judged."""
-    from jobs.report_sections import EVAL_MISSING, eval_verdict
-
     acc, examples = verification.get("accuracy"), verification.get("examples")
-    held_out = eval_verdict(verification.get("eval"))
+    held_out = sections.eval_verdict(verification.get("eval"))
     out = []
     if isinstance(acc, (int, float)) and isinstance(examples, int) and examples:
         out.append(f"Validation accuracy {acc:.3f} ({round(acc * examples)} of {examples} held-out images right), "
@@ -127,7 +127,7 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
             out.append("The trainer's own final values: "
                        + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6]) + ".")
         if not held_out:
-            out.append(EVAL_MISSING)
+            out.append(sections.EVAL_MISSING)
         out.append(f"The exported model loads and serves: {verification.get('signature', '?')} answered "
                    f"{verification.get('instances', '?')} instance(s).")
     else:
@@ -170,77 +170,113 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         parts.append("<h2>Hyperparameters</h2>" + _kv_table("hyperparameters", list(hyperparameters), e))
     parts.append(sections.study_html(study, e))
     if data is not None:
-        if data.get("missing"):
-            parts.append(f"<h2>Data</h2><p id='data'>no prepared-data manifest at {e(str(data.get('dir')))}</p>")
-        else:
-            counts, totals = data.get("counts") or {}, data.get("num_examples") or {}
-            body = [[c, (counts.get("train") or {}).get(c, "?"), (counts.get("validation") or {}).get(c, "?")]
-                    for c in data["classes"]]
-            body.append(["total", totals.get("train", "?"), totals.get("validation", "?")])
-            parts.append(
-                f"<h2>Data</h2><p>{len(data['classes'])} classes, {data.get('image_size')}×{data.get('image_size')} "
-                f"pixels ({e(str(data.get('encoding')))} records) in {e(str(data.get('dir')))}, prepared from "
-                f"{e(str(data.get('source')))}{' ' + e(str(data['path'])) if data.get('path') else ''}</p>"
-                + _table("data", ["class", "train", "validation"], body, e))
-    curves = report_charts.curves_png(scalars)
-    validation_series = sorted(n for n in scalars if n.startswith("validation"))
-    if curves:
-        listing = "".join(
-            f"<tr><td>{e(name)}</td><td>{len(points)}</td><td>{points[0][0]}..{points[-1][0]}</td>"
-            f"<td>{points[-1][1]:.6g}</td><td>{min(v for _, v in points):.6g}</td></tr>"
-            for name, points in sorted(scalars.items()))
-        note = (f"validation series: {', '.join(validation_series)} (plotted with the train series of the same "
-                "metric; written during training, in the training's precision: the Verification section measures the "
-                "exported model again, so its last figures can differ slightly)"
-                if validation_series else "no validation series: the trainer wrote training series only")
-        parts.append("<h2>Training</h2>"
-                     f"<img id='curves' alt='every scalar the trainer wrote, one chart per metric' "
-                     f"src='data:image/png;base64,{curves}'>"
-                     f"<p id='validation-series'>{e(note)}</p>"
-                     "<table id='scalars'><tr><th>series</th><th>points</th><th>steps</th><th>last</th><th>min</th></tr>"
-                     f"{listing}</table>")
-    else:
-        from jobs.tensorboard import CURVES_HOW, NO_SCALARS
-
-        parts.append(f"<h2>Training</h2><p id='curves'>{e(NO_SCALARS)}.</p><p id='curves-how'>{e(CURVES_HOW)}.</p>")
-    if verification:
-        latency = verification.get("latency_ms") or {}
-        io_rows = "".join(f"<tr><th>input {e(k)}</th><td>{e(v)}</td></tr>" for k, v in (verification.get("inputs") or {}).items())
-        io_rows += "".join(f"<tr><th>output {e(k)}</th><td>{e(v)}</td></tr>"
-                           for k, v in (verification.get("outputs") or {}).items())
-        parts.append(
-            "<h2>Verification</h2>"
-            f"<p id='verification'>signature <b>{e(str(verification.get('signature')))}</b> of {e(str(verification.get('model_dir', '')))} "
-            f"(TensorFlow {e(str(verification.get('framework_version', '?')))}), loaded in a process that never trained, "
-            f"ran on {verification.get('instances')} instances ({e(str(verification.get('input_source', '')))}): "
-            f"{latency.get('median', '?')} ms median, {latency.get('first_call', '?')} ms first call</p>"
-            f"<table id='signature'>{io_rows}</table>{_predictions_table(verification, e)}")
-        acc, loss = verification.get("accuracy"), verification.get("loss")
-        if isinstance(acc, (int, float)) and isinstance(loss, (int, float)):
-            parts.append(f"<p id='validation'>accuracy <b>{acc:.3f}</b>, loss {loss:.4f} on "
-                         f"{verification.get('examples')} {e(str(verification.get('split', '')))} examples</p>")
-    else:
-        parts.append("<h2>Verification</h2><p id='verification'>not verified</p>")
+        parts.append(_data_html(data, e))
+    parts.append(_training_html(scalars, e))
+    parts.append(_verification_html(verification, e))
     if classifier:
-        parts.append("<h3>Per class (validation)</h3>" + _table(
-            "per-class", ["class", "images", "predicted as it", "precision", "recall"],
-            [[c["class"], c["support"], c["predicted"], _fmt(c["precision"], ".3f"), _fmt(c["recall"], ".3f")]
-             for c in stats], e)
-            + "<p>precision: of the images predicted as the class, the share that are; recall: of the class's "
-              "images, the share found; n/a: never predicted</p>")
-        parts.append(f"<img id='confusion-matrix' alt='confusion matrix' "
-                     f"src='data:image/png;base64,{report_charts.confusion_png(classes, matrix)}'>")
-        order = {c: i for i, c in enumerate(classes)}
-        gallery = sorted(verification.get("gallery") or [], key=lambda g: order.get(g.get("label"), len(order)))
-        if gallery:
-            cells = "".join(
-                f"<figure class='{'ok' if g['label'] == g['predicted'] else 'wrong'}' data-class='{e(g['label'])}'>"
-                f"<img alt='{e(g['label'])}' src='data:image/png;base64,{g['png_base64']}'>"
-                f"<figcaption>pred {e(g['predicted'])} ({g['probability']:.2f})<br>true {e(g['label'])}</figcaption>"
-                "</figure>" for g in gallery)
-            shown = sorted({g["label"] for g in gallery}, key=lambda c: order.get(c, len(order)))
-            parts.append(f"<h2>Validation samples</h2><p>{len(gallery)} images of {len(shown)} of the "
-                         f"{len(classes)} classes ({e(', '.join(shown))})</p><div id='samples'>{cells}</div>")
+        parts += _classifier_html(verification, stats, e)
+    parts.append(_model_html(verification, e))
+    parts.append(sections.gate_html(gate, e, expected=gate_expected, where=gate_where))
+    parts.append(step_table.section(steps))  # completed by the local run once the pipeline has ended
+    kept = ", ".join(f"ckpt-{s}" for s in checkpoints) or "none of the built-in trainer's"
+    start = _start_text(resumed, fresh)
+    parts.append(_checkpoints_html(kept, checkpoint_dir, attempts_seen, start, restarts, vertex_attempts, e))
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
+          "", "| | |", "|---|---|"]
+    md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
+    md += sections.study_markdown(study)
+    md += _results_markdown(data, scalars, verification, stats)
+    md += sections.gate_markdown(gate)
+    md += _run_markdown(steps, kept, start, vertex_attempts)
+    return {"html": _page(title, parts), "markdown": "\n".join(md) + "\n", "classes": classes if classifier else [],
+            "confusion_matrix": matrix if classifier else []}
+
+
+def _data_html(data: dict[str, Any], e) -> str:
+    """The Data section: the prepared data's classes and examples per split, or where its manifest was missing."""
+    if data.get("missing"):
+        return f"<h2>Data</h2><p id='data'>no prepared-data manifest at {e(str(data.get('dir')))}</p>"
+    counts, totals = data.get("counts") or {}, data.get("num_examples") or {}
+    body = [[c, (counts.get("train") or {}).get(c, "?"), (counts.get("validation") or {}).get(c, "?")]
+            for c in data["classes"]]
+    body.append(["total", totals.get("train", "?"), totals.get("validation", "?")])
+    return (f"<h2>Data</h2><p>{len(data['classes'])} classes, {data.get('image_size')}×{data.get('image_size')} "
+            f"pixels ({e(str(data.get('encoding')))} records) in {e(str(data.get('dir')))}, prepared from "
+            f"{e(str(data.get('source')))}{' ' + e(str(data['path'])) if data.get('path') else ''}</p>"
+            + _table("data", ["class", "train", "validation"], body, e))
+
+
+def _training_html(scalars: dict[str, list[tuple[int, float]]], e) -> str:
+    """The Training section: one chart per metric and every series listed by name, or how to have curves."""
+    curves = report_charts.curves_png(scalars)
+    if not curves:
+        return f"<h2>Training</h2><p id='curves'>{e(NO_SCALARS)}.</p><p id='curves-how'>{e(CURVES_HOW)}.</p>"
+    validation_series = sorted(n for n in scalars if n.startswith("validation"))
+    listing = "".join(
+        f"<tr><td>{e(name)}</td><td>{len(points)}</td><td>{points[0][0]}..{points[-1][0]}</td>"
+        f"<td>{points[-1][1]:.6g}</td><td>{min(v for _, v in points):.6g}</td></tr>"
+        for name, points in sorted(scalars.items()))
+    note = (f"validation series: {', '.join(validation_series)} (plotted with the train series of the same "
+            "metric; written during training, in the training's precision: the Verification section measures the "
+            "exported model again, so its last figures can differ slightly)"
+            if validation_series else "no validation series: the trainer wrote training series only")
+    return ("<h2>Training</h2>"
+            f"<img id='curves' alt='every scalar the trainer wrote, one chart per metric' "
+            f"src='data:image/png;base64,{curves}'>"
+            f"<p id='validation-series'>{e(note)}</p>"
+            "<table id='scalars'><tr><th>series</th><th>points</th><th>steps</th><th>last</th><th>min</th></tr>"
+            f"{listing}</table>")
+
+
+def _verification_html(verification: dict[str, Any], e) -> str:
+    """The Verification section: the serving signature, its inputs and outputs, latency, predictions, accuracy."""
+    if not verification:
+        return "<h2>Verification</h2><p id='verification'>not verified</p>"
+    latency = verification.get("latency_ms") or {}
+    io_rows = "".join(f"<tr><th>input {e(k)}</th><td>{e(v)}</td></tr>" for k, v in (verification.get("inputs") or {}).items())
+    io_rows += "".join(f"<tr><th>output {e(k)}</th><td>{e(v)}</td></tr>"
+                       for k, v in (verification.get("outputs") or {}).items())
+    out = (
+        "<h2>Verification</h2>"
+        f"<p id='verification'>signature <b>{e(str(verification.get('signature')))}</b> of {e(str(verification.get('model_dir', '')))} "
+        f"(TensorFlow {e(str(verification.get('framework_version', '?')))}), loaded in a process that never trained, "
+        f"ran on {verification.get('instances')} instances ({e(str(verification.get('input_source', '')))}): "
+        f"{latency.get('median', '?')} ms median, {latency.get('first_call', '?')} ms first call</p>"
+        f"<table id='signature'>{io_rows}</table>{_predictions_table(verification, e)}")
+    acc, loss = verification.get("accuracy"), verification.get("loss")
+    if isinstance(acc, (int, float)) and isinstance(loss, (int, float)):
+        out += (f"<p id='validation'>accuracy <b>{acc:.3f}</b>, loss {loss:.4f} on "
+                f"{verification.get('examples')} {e(str(verification.get('split', '')))} examples</p>")
+    return out
+
+
+def _classifier_html(verification: dict[str, Any], stats: list[dict[str, Any]], e) -> list[str]:
+    """A classifier's sections: precision and recall per class, the confusion matrix, the validation samples."""
+    classes, matrix = verification["classes"], verification["confusion_matrix"]
+    parts = ["<h3>Per class (validation)</h3>" + _table(
+        "per-class", ["class", "images", "predicted as it", "precision", "recall"],
+        [[c["class"], c["support"], c["predicted"], _fmt(c["precision"], ".3f"), _fmt(c["recall"], ".3f")]
+         for c in stats], e)
+        + "<p>precision: of the images predicted as the class, the share that are; recall: of the class's "
+          "images, the share found; n/a: never predicted</p>",
+        f"<img id='confusion-matrix' alt='confusion matrix' "
+        f"src='data:image/png;base64,{report_charts.confusion_png(classes, matrix)}'>"]
+    order = {c: i for i, c in enumerate(classes)}
+    gallery = sorted(verification.get("gallery") or [], key=lambda g: order.get(g.get("label"), len(order)))
+    if gallery:
+        cells = "".join(
+            f"<figure class='{'ok' if g['label'] == g['predicted'] else 'wrong'}' data-class='{e(g['label'])}'>"
+            f"<img alt='{e(g['label'])}' src='data:image/png;base64,{g['png_base64']}'>"
+            f"<figcaption>pred {e(g['predicted'])} ({g['probability']:.2f})<br>true {e(g['label'])}</figcaption>"
+            "</figure>" for g in gallery)
+        shown = sorted({g["label"] for g in gallery}, key=lambda c: order.get(c, len(order)))
+        parts.append(f"<h2>Validation samples</h2><p>{len(gallery)} images of {len(shown)} of the "
+                     f"{len(classes)} classes ({e(', '.join(shown))})</p><div id='samples'>{cells}</div>")
+    return parts
+
+
+def _model_html(verification: dict[str, Any], e) -> str:
+    """The Model section (parameters, size on disk, trained precision); empty when nothing of it is known."""
     model_rows = []
     if isinstance(verification.get("parameters"), int):
         model_rows.append(("parameters", f"{verification['parameters']:,} (the variables its serving signature reads)"))
@@ -250,17 +286,21 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     meta = verification.get("metadata") or {}
     if meta.get("trained_precision"):
         model_rows.append(("trained in", f"{meta['trained_precision']}; exported as float32"))
-    if model_rows:
-        parts.append("<h2>Model</h2>" + _kv_table("model", model_rows, e))
-    parts.append(sections.gate_html(gate, e, expected=gate_expected, where=gate_where))
-    parts.append(step_table.section(steps))  # completed by the local run once the pipeline has ended
-    kept = ", ".join(f"ckpt-{s}" for s in checkpoints) or "none of the built-in trainer's"
+    return "<h2>Model</h2>" + _kv_table("model", model_rows, e) if model_rows else ""
+
+
+def _start_text(resumed: Any, fresh: bool) -> str:
+    """Where this run started: the step it resumed from, step 0, or that the trainer did not say."""
     if resumed is not None:
-        start = f"this run resumed from step {resumed}"
-    elif fresh:
-        start = "this run started from step 0 (there was no checkpoint to resume from)"
-    else:
-        start = "where this run started is not reported by the trainer"
+        return f"this run resumed from step {resumed}"
+    if fresh:
+        return "this run started from step 0 (there was no checkpoint to resume from)"
+    return "where this run started is not reported by the trainer"
+
+
+def _checkpoints_html(kept: str, checkpoint_dir: str, attempts_seen: int, start: str,
+                      restarts: list[dict[str, Any]], vertex_attempts: list[dict[str, Any]], e) -> str:
+    """The Checkpoints and resumes section: checkpoints kept, attempts, restarts, Vertex fail-overs."""
     restart_text = "".join(
         f"<li>restart: {e(str(r.get('replica')))} exited with status {e(str(r.get('exit_status')))}; attempt "
         f"{e(str(r.get('attempt')))} resumed from step {e(str(r.get('resumed_from_step')))}</li>" for r in restarts)
@@ -269,21 +309,28 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         f"{e(str(a.get('strategy')))}: {e(str(a.get('state')))}"
         + (f"; fell over to {e(str(a['fell_over_to']))}, resuming from {e(str(a.get('resumes_from')))}"
            if a.get("fell_over_to") else "") + "</li>" for a in vertex_attempts)
-    parts.append("<h2>Checkpoints and resumes</h2><ul id='checkpoints'>"
-                 f"<li>checkpoints kept: {e(kept)} ({e(checkpoint_dir or 'n/a')})</li>"
-                 f"<li>launcher attempts: {attempts_seen or 'n/a'}; {e(start)}</li>{restart_text}{vertex_text}</ul>")
+    return ("<h2>Checkpoints and resumes</h2><ul id='checkpoints'>"
+            f"<li>checkpoints kept: {e(kept)} ({e(checkpoint_dir or 'n/a')})</li>"
+            f"<li>launcher attempts: {attempts_seen or 'n/a'}; {e(start)}</li>{restart_text}{vertex_text}</ul>")
+
+
+def _page(title: str, parts: list[str]) -> str:
+    """The self-contained HTML page around the sections."""
+    e = html.escape
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:4px 10px;text-align:left}"
              "#verdict li{margin:.3em 0}"
              "#samples{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0;text-align:center;font-size:12px}"
              "figure.ok figcaption{color:#176317}figure.wrong figcaption{color:#b00020}img{max-width:100%}"
              "#samples img{width:96px;height:96px;image-rendering:pixelated}" + sections.STYLE)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
-          "", "| | |", "|---|---|"]
-    md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
-    md += sections.study_markdown(study)
+
+
+def _results_markdown(data: dict[str, Any] | None, scalars: dict[str, list[tuple[int, float]]],
+                      verification: dict[str, Any], stats: list[dict[str, Any]]) -> list[str]:
+    """The Markdown summary's data, training series, verification and per-class lines."""
+    md = []
     if data and not data.get("missing"):
         totals = data.get("num_examples") or {}
         md += ["", f"Data: {len(data['classes'])} classes, {totals.get('train', '?')} train and "
@@ -299,7 +346,13 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     if stats:
         md += ["", "| class | images | precision | recall |", "|---|---|---|---|"] + [
             f"| {c['class']} | {c['support']} | {_fmt(c['precision'], '.3f')} | {_fmt(c['recall'], '.3f')} |" for c in stats]
-    md += sections.gate_markdown(gate)
+    return md
+
+
+def _run_markdown(steps: dict[str, Any] | None, kept: str, start: str,
+                  vertex_attempts: list[dict[str, Any]]) -> list[str]:
+    """The Markdown summary's last lines: step times, checkpoints and where the run started, Vertex fail-overs."""
+    md = []
     ended = [x for x in (steps or {}).get("steps") or [] if isinstance(x, dict)]
     if ended:
         md += ["", "Steps: " + ", ".join(f"{x.get('name', '?')} {_fmt(x.get('seconds'), '.1f')} s" for x in ended) + "."]
@@ -307,8 +360,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     md += [f"Vertex fell over: CustomJob {str(a.get('job', '')).rsplit('/', 1)[-1]} in {a.get('region')} "
            f"{a.get('strategy')} ended {a.get('state')} ({a.get('cause')}); went on in {a['fell_over_to']} from "
            f"{a.get('resumes_from')}." for a in vertex_attempts if a.get("fell_over_to")]
-    return {"html": page, "markdown": "\n".join(md) + "\n", "classes": classes if classifier else [],
-            "confusion_matrix": matrix if classifier else []}
+    return md
 
 
 def _folder_bytes(path: str) -> int:
@@ -321,7 +373,5 @@ def _folder_bytes(path: str) -> int:
 
 def write(path: str, content: dict[str, Any]) -> str:
     """Write the report's HTML to ``path`` atomically; returns ``path``."""
-    from trainers import fileio
-
     fileio.write_bytes_atomic(readable(path), content["html"].encode("utf-8"))
     return path

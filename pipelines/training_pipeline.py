@@ -13,108 +13,91 @@ the template gallery, a schedule) it creates the CustomJob with the config's poo
 local path on Vertex. A job whose trainer reads its own data (``data.source: none``) has no prepare step.
 """
 
+from google_cloud_pipeline_components import _placeholders
 from kfp import compiler, dsl
 from kfp.dsl import Artifact, Model
 
 import components
 from components.base import DEFAULT_IMAGE
-from jobs import records
+from jobs.pipeline_plan import PipelinePlan, plan as plan_pipeline
 from trainers import config as config_lib
 
-TARGETS = ("vertex", "local")
-
-
-def sample_request_json(cfg: config_lib.JobConfig) -> str:
-    """``serving.sample_request``'s content, as one line of JSON: it travels in the pipeline (a Vertex task
-    cannot read the submitter's files; kfp writes parameter defaults into a one-line YAML comment)."""
-    import json
-
-    if not cfg.serving.sample_request:
-        return ""
-    from trainers.fileio import open_regular
-
-    with open_regular(cfg.serving.sample_request, "serving.sample_request") as f:  # checked by validation first
-        return json.dumps(json.load(f), separators=(",", ":"))
-
-
-def _description(cfg: config_lib.JobConfig, where: str) -> str:
-    return (f"Train {cfg.trainer.module or cfg.model.name} with {cfg.topology.strategy} {where} from source to a "
-            "verified, registered SavedModel.")
+PROJECT = _placeholders.PROJECT_ID_PLACEHOLDER
 
 
 def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image: str = None):
     """The pipeline function of ``cfg`` for ``target`` (``vertex`` | ``local``); its config is the default of
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
     code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
-    any other local path before anything is compiled)."""
-    from jobs.job_image import component_image  # components run the cpu image (or container.image_uri)
+    any other local path before anything is compiled). What it holds is decided in ``jobs.pipeline_plan``."""
+    plan = plan_pipeline(cfg, target)
+    c = components.published(base_image or plan.image or DEFAULT_IMAGE)
+    return _local_pipeline(c, plan) if target == "local" else _vertex_pipeline(c, plan)
 
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
-    c = components.published(base_image or component_image(cfg) or DEFAULT_IMAGE)
-    with_data = cfg.data.source != "none"
-    request = sample_request_json(cfg)
-    if target == "vertex":
-        cfg = cfg.for_vertex()  # after reading the sample request: its content travels, not its path
 
-    def prepared(config):
-        data = c.prepare_data(config_json=config) if with_data else None
-        return data, ({"dataset": data.outputs["dataset"]} if data is not None else {})
+def _prepared(c, plan: PipelinePlan, config):
+    data = c.prepare_data(config_json=config) if plan.with_data else None
+    return data, ({"dataset": data.outputs["dataset"]} if data is not None else {})
 
-    def registry_fields(job, location):
-        return dict(location=location, display_name=job.outputs["model_display_name"],
-                    serving_image=job.outputs["serving_image"], labels=job.outputs["model_labels"],
-                    parent_model=job.outputs["parent_model"])
 
-    gated = records.is_gated(cfg)
+def _registry_fields(job, location) -> dict:
+    return dict(location=location, display_name=job.outputs["model_display_name"],
+                serving_image=job.outputs["serving_image"], labels=job.outputs["model_labels"],
+                parent_model=job.outputs["parent_model"])
 
-    def held_out(eval_data):
-        """The verify step's held-out examples (``serving.eval_data``: a root parameter, so a run started from
-        the console may point at another file) and how they are judged."""
-        return dict(eval_data=eval_data, eval_task=cfg.serving.eval_task, eval_output=cfg.serving.eval_output)
 
-    def gate_then_upload(job, config, verified, record_dir, location, dry_run, measured, report, **vertex_only):
-        """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
-        gate step: the upload never runs). Both after the report: a refused model's run still has its report."""
-        model, record = verified.outputs["verified_model"], {}
-        if gated:
-            passed = c.gate(model=model, verification=verified.outputs["verification"], config_json=config,
-                            parent_model=job.outputs["parent_model"], dry_run=dry_run, record_dir=record_dir,
-                            **measured).after(report)
-            model, record = passed.outputs["gated_model"], {"gate_record": passed.outputs["result"]}
-        c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
-                       **registry_fields(job, location)).after(report)
+def _held_out(plan: PipelinePlan, eval_data) -> dict:
+    """The verify step's held-out examples (``serving.eval_data``: a root parameter, so a run started from
+    the console may point at another file) and how they are judged."""
+    return dict(eval_data=eval_data, eval_task=plan.cfg.serving.eval_task, eval_output=plan.cfg.serving.eval_output)
 
-    tuned = cfg.tuning.enabled
 
-    if target == "local":
-        @dsl.pipeline(name=cfg.name, description=_description(cfg, "on this machine"))
-        def local_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
-                           sample_request: str = request, eval_data: str = cfg.serving.eval_data):
-            job = c.validate_config(config_json=config_json, location=location)
-            config = job.outputs["config_json"]
-            _, dataset = prepared(config)
-            # the job's pools here: once, or one study of trials (``tuning:``) with the job as it stands beside them
-            # (``tuning.baseline``), the better of the best trial's and the baseline's model going on
-            trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
-            verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
-                                      record_dir=job.outputs["base_dir"], **held_out(eval_data), **dataset)
-            report = c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
-                              checkpoints=trained.outputs["checkpoints"], config_json=config,
-                              record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
-            gate_then_upload(job, config, verified, job.outputs["base_dir"], location, dry_run=True,
-                             measured=dict(training_metrics=trained.outputs["metrics"],
-                                           tensorboard=trained.outputs["tensorboard"],
-                                           **({"study": trained.outputs["study"]} if tuned else {})), report=report)
+def _gate_then_upload(c, plan: PipelinePlan, job, config, verified, record_dir, location, dry_run, measured, report,
+                      **vertex_only):
+    """The Model Registry upload, after the gate when the job has one (a model that misses a bar fails the
+    gate step: the upload never runs). Both after the report: a refused model's run still has its report."""
+    model, record = verified.outputs["verified_model"], {}
+    if plan.gated:
+        passed = c.gate(model=model, verification=verified.outputs["verification"], config_json=config,
+                        parent_model=job.outputs["parent_model"], dry_run=dry_run, record_dir=record_dir,
+                        **measured).after(report)
+        model, record = passed.outputs["gated_model"], {"gate_record": passed.outputs["result"]}
+    c.upload_model(model=model, dry_run=dry_run, record_dir=record_dir, **record, **vertex_only,
+                   **_registry_fields(job, location)).after(report)
 
-        return local_pipeline
 
-    from google_cloud_pipeline_components import _placeholders
+def _local_pipeline(c, plan: PipelinePlan):
+    cfg, tuned = plan.cfg, plan.tuned
 
-    @dsl.pipeline(name=cfg.name, description=_description(cfg, "on Vertex AI"))
+    @dsl.pipeline(name=cfg.name, description=plan.description)
+    def local_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
+                       sample_request: str = plan.sample_request, eval_data: str = cfg.serving.eval_data):
+        job = c.validate_config(config_json=config_json, location=location)
+        config = job.outputs["config_json"]
+        _, dataset = _prepared(c, plan, config)
+        # the job's pools here: once, or one study of trials (``tuning:``) with the job as it stands beside them
+        # (``tuning.baseline``), the better of the best trial's and the baseline's model going on
+        trained = c.tune(config_json=config, **dataset) if tuned else c.train(config_json=config, **dataset)
+        verified = c.verify_model(model=trained.outputs["model"], sample_request=sample_request,
+                                  record_dir=job.outputs["base_dir"], **_held_out(plan, eval_data), **dataset)
+        report = c.report(verification=verified.outputs["verification"], tensorboard=trained.outputs["tensorboard"],
+                          checkpoints=trained.outputs["checkpoints"], config_json=config,
+                          record_dir=job.outputs["base_dir"], **({"study": trained.outputs["study"]} if tuned else {}))
+        _gate_then_upload(c, plan, job, config, verified, job.outputs["base_dir"], location, dry_run=True,
+                          measured=dict(training_metrics=trained.outputs["metrics"],
+                                        tensorboard=trained.outputs["tensorboard"],
+                                        **({"study": trained.outputs["study"]} if tuned else {})), report=report)
+
+    return local_pipeline
+
+
+def _vertex_pipeline(c, plan: PipelinePlan):
+    cfg = plan.cfg
+
+    @dsl.pipeline(name=cfg.name, description=plan.description)
     def vertex_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
                         build_context_uri: str = "", service_account: str = "", network: str = "",
-                        sample_request: str = request, eval_data: str = cfg.serving.eval_data):
+                        sample_request: str = plan.sample_request, eval_data: str = cfg.serving.eval_data):
         # service_account / network (run.py --service-account / --network): the training replicas run as
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
@@ -122,73 +105,86 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
         job = c.validate_config(config_json=config_json, image_uri=image.output, location=location,
                                 service_account=service_account, network=network)
         config = job.outputs["config_json"]
-        data, dataset = prepared(config)
-        def custom_job(display_name, worker_pool_specs, base_output_directory):
-            """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
-            that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
-            return c.custom_training_job(
-                display_name=display_name,
-                worker_pool_specs=worker_pool_specs,
-                base_output_directory=base_output_directory,
-                restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
-                scheduling_strategy=job.outputs["scheduling_strategy"],
-                timeout=job.outputs["timeout"],
-                max_wait_duration=job.outputs["max_wait_duration"],
-                persistent_resource_id=job.outputs["persistent_resource_id"],
-                service_account=job.outputs["service_account"],  # the flag's, else the job file's vertex section
-                network=job.outputs["network"],
-                disable_retries=job.outputs["disable_retries"],
-                enable_web_access=job.outputs["enable_web_access"],
-                enable_dashboard_access=job.outputs["enable_dashboard_access"],
-                reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
-                psc_network_attachment=job.outputs["psc_network_attachment"],
-                tensorboard=job.outputs["tensorboard"],
-                placement=job.outputs["placement"],  # the fall-over order when Vertex has no capacity
-                location=location,
-                project=_placeholders.PROJECT_ID_PLACEHOLDER,
-            )
-
-        if tuned:
-            # one HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send
-            training = c.hyperparameter_tuning_job(
-                display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
-                trial_job_spec=job.outputs["custom_job_spec"], location=location,
-                project=_placeholders.PROJECT_ID_PLACEHOLDER)
-            picking = dict(config_json=config, tuning_study=training.outputs["study"],
-                           record_dir=job.outputs["base_output_directory"])
-            if cfg.tuning.baseline:
-                # beside it, the job as it stands (tuning.baseline): a CustomJob in <base>/baseline whose chief
-                # reports the study's metric to a file there (jobs.job_spec.baseline_job_spec)
-                baseline = custom_job(job.outputs["baseline_display_name"], job.outputs["baseline_worker_pool_specs"],
-                                      job.outputs["baseline_output_directory"]).set_display_name("baseline")
-                if data is not None:
-                    baseline.after(data)
-                # the better of the two goes on; a failed baseline leaves the best trial to go on (its record says so)
-                picked = c.pick_model(baseline_job=baseline.outputs["gcp_resources"], **picking)
-                picked.ignore_upstream_failure()
-            else:
-                picked = c.pick_model(**picking)
-            model = picked.outputs["model"]
-            measured = dict(tuning_metric=picked.outputs["handed_on"], study=picked.outputs["study"])
+        data, dataset = _prepared(c, plan, config)
+        if plan.tuned:
+            training, model, measured, reported = _vertex_study(c, plan, job, config, data, location)
         else:
-            training = custom_job(job.outputs["display_name"], job.outputs["worker_pool_specs"],
-                                  job.outputs["base_output_directory"])
-            # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
-            model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
-            logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
-            measured = dict(tensorboard=logs.output)
+            training, model, measured, reported = _vertex_training(c, job, location)
         if data is not None:
             training.after(data)
         verified = c.verify_model(model=model, sample_request=sample_request,
-                                  record_dir=job.outputs["base_output_directory"], **held_out(eval_data), **dataset)
+                                  record_dir=job.outputs["base_output_directory"], **_held_out(plan, eval_data),
+                                  **dataset)
         report = c.report(verification=verified.outputs["verification"], config_json=config,
-                          record_dir=job.outputs["base_output_directory"],
-                          **({"study": picked.outputs["study"]} if tuned else {"tensorboard": logs.output}))
-        gate_then_upload(job, config, verified, job.outputs["base_output_directory"], location, dry_run=False,
-                         measured=measured, report=report, project=_placeholders.PROJECT_ID_PLACEHOLDER,
-                         pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
+                          record_dir=job.outputs["base_output_directory"], **reported)
+        _gate_then_upload(c, plan, job, config, verified, job.outputs["base_output_directory"], location,
+                          dry_run=False, measured=measured, report=report, project=PROJECT,
+                          pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
 
     return vertex_pipeline
+
+
+def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory):
+    """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
+    that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
+    return c.custom_training_job(
+        display_name=display_name,
+        worker_pool_specs=worker_pool_specs,
+        base_output_directory=base_output_directory,
+        restart_job_on_worker_restart=job.outputs["restart_job_on_worker_restart"],
+        scheduling_strategy=job.outputs["scheduling_strategy"],
+        timeout=job.outputs["timeout"],
+        max_wait_duration=job.outputs["max_wait_duration"],
+        persistent_resource_id=job.outputs["persistent_resource_id"],
+        service_account=job.outputs["service_account"],  # the flag's, else the job file's vertex section
+        network=job.outputs["network"],
+        disable_retries=job.outputs["disable_retries"],
+        enable_web_access=job.outputs["enable_web_access"],
+        enable_dashboard_access=job.outputs["enable_dashboard_access"],
+        reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
+        psc_network_attachment=job.outputs["psc_network_attachment"],
+        tensorboard=job.outputs["tensorboard"],
+        placement=job.outputs["placement"],  # the fall-over order when Vertex has no capacity
+        location=location,
+        project=PROJECT,
+    )
+
+
+def _vertex_training(c, job, location):
+    """One CustomJob; its model and TensorBoard logs as artifacts. Returns (the training task, the model, what
+    the gate measures, what the report reads)."""
+    training = _custom_job(c, job, location, job.outputs["display_name"], job.outputs["worker_pool_specs"],
+                           job.outputs["base_output_directory"])
+    # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
+    model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
+    logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
+    return training, model, dict(tensorboard=logs.output), {"tensorboard": logs.output}
+
+
+def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
+    """One HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send, with
+    the job as it stands beside it when ``tuning.baseline``; the better model goes on (pick_model). Returns
+    what :func:`_vertex_training` returns."""
+    training = c.hyperparameter_tuning_job(
+        display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
+        trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT)
+    picking = dict(config_json=config, tuning_study=training.outputs["study"],
+                   record_dir=job.outputs["base_output_directory"])
+    if plan.baseline:
+        # beside it, the job as it stands (tuning.baseline): a CustomJob in <base>/baseline whose chief
+        # reports the study's metric to a file there (jobs.job_spec.baseline_job_spec)
+        baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
+                               job.outputs["baseline_worker_pool_specs"],
+                               job.outputs["baseline_output_directory"]).set_display_name("baseline")
+        if data is not None:
+            baseline.after(data)
+        # the better of the two goes on; a failed baseline leaves the best trial to go on (its record says so)
+        picked = c.pick_model(baseline_job=baseline.outputs["gcp_resources"], **picking)
+        picked.ignore_upstream_failure()
+    else:
+        picked = c.pick_model(**picking)
+    measured = dict(tuning_metric=picked.outputs["handed_on"], study=picked.outputs["study"])
+    return training, picked.outputs["model"], measured, {"study": picked.outputs["study"]}
 
 
 def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, target: str = "vertex",

@@ -173,22 +173,8 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     data is sharded over ``num_workers`` with it; every step is one worker's batch, and ``start_step`` is then
     the steps THIS worker already did.
     """
-    problems = []
-    if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
-            or per_replica_batch_size < 1:
-        problems.append(problem(F_BATCH, f"must be an integer >= 1, got {per_replica_batch_size!r}"))
-    if not isinstance(start_step, int) or start_step < 0:
-        problems.append(problem("start_step", f"must be an integer >= 0, got {start_step!r}"))
-    if not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
-        problems.append(problem(F_SHUFFLE, f"must be an integer >= 0, got {shuffle_buffer!r}"))
     shards = list(manifest["shards"]["train"])
-    total = sum(int(s["num_examples"]) for s in shards)
-    if not problems and per_replica_batch_size > total:
-        problems.append(problem(
-            F_BATCH, f"{per_replica_batch_size} is larger than the {total} training examples in "
-                     f"{manifest_dir!r}; use a smaller batch or more data"))
-    if problems:
-        raise ConfigError(problems)
+    _check_train_input(manifest_dir, shards, per_replica_batch_size, start_step, shuffle_buffer)
     image_size = int(manifest["image_size"])
     encoding = encoding_of(manifest)
     files = [join(manifest_dir, s["file"]) for s in shards]
@@ -201,14 +187,7 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
     def dataset_fn(input_context=None):
         import tensorflow as tf
 
-        replicas = input_context.num_replicas_in_sync if input_context is not None else 1
-        if worker_index is not None:  # a tensor: the same traced function runs on every worker
-            n, i, per_pipeline_replicas = max(1, num_workers), worker_index(), replicas
-        elif input_context is None:
-            n, i, per_pipeline_replicas = 1, 0, 1
-        else:
-            n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
-            per_pipeline_replicas = max(1, replicas // n)
+        n, i, per_pipeline_replicas = _pipeline_of(input_context, worker_index, num_workers)
         static_i = 0 if worker_index is not None else i  # the decision is the same for every pipeline
         policy, idx, examples, reason = choose_sharding(shards, n, static_i, per_replica_batch_size)
         if examples < per_replica_batch_size:
@@ -231,26 +210,68 @@ def train_dataset_fn(manifest_dir: str, manifest: dict, per_replica_batch_size: 
             ds = _reader([files[k] for k in idx])
         if policy == "DATA":
             ds = ds.shard(n, i)
-        if use_cache:
-            ds = ds.cache()
-        if shuffle_buffer > 1:
-            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-        ds = ds.batch(per_replica_batch_size, drop_remainder=True).repeat()
-        ds = tf.data.Dataset.zip((tf.data.Dataset.counter(), ds))  # batch position: keys augmentation
-        if start_step:
-            ds = ds.skip(start_step * per_pipeline_replicas)  # serialized batches: nothing decoded
-
-        def decode(position, serialized):
-            images, labels = decode_batch(serialized, image_size, encoding)
-            if augment:
-                images = augment_batch(images, seed, i, position)
-            return images, labels
-
-        ds = ds.map(_plain_graph(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.prefetch(tf.data.AUTOTUNE)
-        return ds.with_options(_options())
+        return _train_batches(ds, cache=use_cache, shuffle_buffer=shuffle_buffer, seed=seed,
+                              batch_size=per_replica_batch_size, skip_batches=start_step * per_pipeline_replicas,
+                              image_size=image_size, encoding=encoding, augment=augment, pipeline=i)
 
     return dataset_fn
+
+
+def _check_train_input(manifest_dir: str, shards: list[dict], per_replica_batch_size: Any, start_step: Any,
+                       shuffle_buffer: Any) -> None:
+    """Raise :class:`ConfigError` listing what is wrong with :func:`train_dataset_fn`'s numbers."""
+    problems = []
+    if isinstance(per_replica_batch_size, bool) or not isinstance(per_replica_batch_size, int) \
+            or per_replica_batch_size < 1:
+        problems.append(problem(F_BATCH, f"must be an integer >= 1, got {per_replica_batch_size!r}"))
+    if not isinstance(start_step, int) or start_step < 0:
+        problems.append(problem("start_step", f"must be an integer >= 0, got {start_step!r}"))
+    if not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
+        problems.append(problem(F_SHUFFLE, f"must be an integer >= 0, got {shuffle_buffer!r}"))
+    total = sum(int(s["num_examples"]) for s in shards)
+    if not problems and per_replica_batch_size > total:
+        problems.append(problem(
+            F_BATCH, f"{per_replica_batch_size} is larger than the {total} training examples in "
+                     f"{manifest_dir!r}; use a smaller batch or more data"))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _pipeline_of(input_context: Any, worker_index: Callable[[], Any] | None, num_workers: int) -> tuple[Any, Any, int]:
+    """(input pipelines, this pipeline's index, replicas per pipeline) of one call of a dataset function."""
+    replicas = input_context.num_replicas_in_sync if input_context is not None else 1
+    if worker_index is not None:  # a tensor: the same traced function runs on every worker
+        return max(1, num_workers), worker_index(), replicas
+    if input_context is None:
+        return 1, 0, 1
+    n = input_context.num_input_pipelines
+    return n, input_context.input_pipeline_id, max(1, replicas // n)
+
+
+def _train_batches(ds, *, cache: bool, shuffle_buffer: int, seed: int, batch_size: int, skip_batches: int,
+                   image_size: int, encoding: str, augment: bool, pipeline: Any):
+    """One pipeline's serialized records as endless decoded batches: cached, shuffled, batched, the batches
+    already trained skipped (serialized: nothing decoded), decoded (augmented, keyed by batch position)."""
+    import tensorflow as tf
+
+    if cache:
+        ds = ds.cache()
+    if shuffle_buffer > 1:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=True).repeat()
+    ds = tf.data.Dataset.zip((tf.data.Dataset.counter(), ds))  # batch position: keys augmentation
+    if skip_batches:
+        ds = ds.skip(skip_batches)  # serialized batches: nothing decoded
+
+    def decode(position, serialized):
+        images, labels = decode_batch(serialized, image_size, encoding)
+        if augment:
+            images = augment_batch(images, seed, pipeline, position)
+        return images, labels
+
+    ds = ds.map(_plain_graph(decode), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    return ds.with_options(_options())
 
 
 def _plain_graph(fn):

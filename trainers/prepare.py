@@ -56,7 +56,7 @@ import sys
 import uuid
 from typing import Any, Callable, Sequence
 
-from trainers import fileio, image_records, sources
+from trainers import fileio, image_records, prepare_beam, sources
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 from trainers.synthetic import synthesize_image_folder
@@ -125,6 +125,38 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
     runner; Beam and Dataflow report their own progress). Raises :class:`ConfigError` listing every problem found (layout, empty classes,
     corrupt images, parameters) before anything is left in ``out_dir``.
     """
+    problems = _parameter_problems(image_root, out_dir, image_size, num_shards, validation_fraction, seed,
+                                   encoding, runner)
+    image_root = (image_root or "").rstrip("/")
+    out_dir = (out_dir or "").rstrip("/")
+    classes, files = sources.scan(image_root, problems)
+    if problems:
+        _raise_naming_corrupt(problems, files, image_root, image_size)
+
+    validation_fraction = float(validation_fraction)
+    fingerprint = sources.fingerprint(files)
+    params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
+              "validation_fraction": validation_fraction, "seed": seed, "encoding": encoding}
+    if encoding == "jpeg":
+        params["jpeg_quality"] = int(jpeg_quality)
+    existing = fileio.read_json(join(out_dir, MANIFEST))
+    if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
+        log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
+        return existing
+
+    shard_lists = sources.plan(classes, files, num_shards, validation_fraction, seed)
+    manifest = _manifest(params, classes, image_root, fingerprint, len(files), shard_lists)
+    _write_dataset(out_dir, manifest, shard_lists,
+                   lambda targets: _encode_shards(sources.ShardSpec(image_root, image_size, encoding, int(jpeg_quality)),
+                                                  targets, runner, beam_options, progress))
+    log.info("wrote %d train + %d validation examples to %s", manifest["num_examples"]["train"],
+             manifest["num_examples"]["validation"], out_dir)
+    return manifest
+
+
+def _parameter_problems(image_root: str, out_dir: str, image_size: Any, num_shards: Any, validation_fraction: Any,
+                        seed: Any, encoding: str, runner: str) -> list[Problem]:
+    """Every problem with :func:`prepare_tfrecords`' parameters (the image folder's content is checked apart)."""
     problems: list[Problem] = []
     if encoding not in image_records.ENCODINGS:
         problems.append(problem(F_ENCODING, f"{encoding!r} is not a known encoding", image_records.ENCODINGS))
@@ -151,43 +183,34 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         problems.append(problem(
             F_OUT, f"{out_dir!r} is inside the image folder {image_root!r}; it would be read as a class "
                    "folder next time; choose a folder outside it"))
+    return problems
 
-    classes, files = sources.scan(image_root, problems)
-    if problems:
-        # Still name every corrupt image among the files found, so one run lists everything.
-        if files and not any(p.field == F_SIZE for p in problems):
-            size = image_size
-            with concurrent.futures.ThreadPoolExecutor(sources.threads()) as pool:
-                results = pool.map(lambda f: sources.try_load(join(image_root, f"{f[0]}/{f[1]}"), size), files)
-                for (cls, name, _), (_, err) in zip(files, results):
-                    if err:
-                        problems.append(sources.corrupt_problem(image_root, f"{cls}/{name}", err))
-        raise ConfigError(problems)
 
-    validation_fraction = float(validation_fraction)
-    fingerprint = sources.fingerprint(files)
-    params = {"format_version": FORMAT_VERSION, "image_size": image_size, "num_shards": num_shards,
-              "validation_fraction": validation_fraction, "seed": seed, "encoding": encoding}
-    if encoding == "jpeg":
-        params["jpeg_quality"] = int(jpeg_quality)
-    existing = fileio.read_json(join(out_dir, MANIFEST))
-    if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
-        log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
-        return existing
+def _raise_naming_corrupt(problems: list[Problem], files: list, image_root: str, image_size: Any) -> None:
+    """Raise the problems found, still naming every corrupt image among the files found, so one run lists
+    everything."""
+    if files and not any(p.field == F_SIZE for p in problems):
+        with concurrent.futures.ThreadPoolExecutor(sources.threads()) as pool:
+            results = pool.map(lambda f: sources.try_load(join(image_root, f"{f[0]}/{f[1]}"), image_size), files)
+            for (cls, name, _), (_, err) in zip(files, results):
+                if err:
+                    problems.append(sources.corrupt_problem(image_root, f"{cls}/{name}", err))
+    raise ConfigError(problems)
 
-    label_of = {c: i for i, c in enumerate(classes)}
-    shard_lists = sources.plan(classes, files, num_shards, validation_fraction, seed)
+
+def _manifest(params: dict[str, Any], classes: list[str], image_root: str, fingerprint: str, num_source_files: int,
+              shard_lists: dict[str, list]) -> dict[str, Any]:
+    """The dataset's ``manifest.json``: its parameters, classes, source, examples per split and class, shards."""
     by_split = {split: [it for shard in shard_lists[split] for it in shard] for split in SPLITS}
-
-    manifest: dict[str, Any] = {
+    return {
         **params,
         "channels": 3,
         "classes": classes,
         "num_classes": len(classes),
         "source": image_root,
         "fingerprint": fingerprint,
-        "num_source_files": len(files),
-        "features": image_records.FEATURES[encoding],
+        "num_source_files": num_source_files,
+        "features": image_records.FEATURES[params["encoding"]],
         "num_examples": {s: len(by_split[s]) for s in SPLITS},
         "counts": {s: {c: sum(1 for it in by_split[s] if it[1] == c) for c in classes} for s in SPLITS},
         "files": {s: [shard_name(s, i, len(shard_lists[s])) for i in range(len(shard_lists[s]))]
@@ -196,12 +219,19 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
                        for i, sh in enumerate(shard_lists[s])] for s in SPLITS},
     }
 
-    def ours(path: str) -> bool:
-        return all(_is_dataset_file(n) for n in fileio.listdir(path))
 
+def _ours(path: str) -> bool:
+    """Every file in the folder is one a prepared dataset holds."""
+    return all(_is_dataset_file(n) for n in fileio.listdir(path))
+
+
+def _write_dataset(out_dir: str, manifest: dict[str, Any], shard_lists: dict[str, list],
+                   encode_shards: Callable[[list], list]) -> None:
+    """Write the shards (``encode_shards(targets)`` -> the corrupt images), the classes, the counts and the
+    manifest under temporary names, then put them in place; on any failure remove what was written."""
     local = fileio.is_local(out_dir)
     token = uuid.uuid4().hex[:8]
-    if fileio.exists(out_dir) and not (fileio.isdir(out_dir) and ours(out_dir)):
+    if fileio.exists(out_dir) and not (fileio.isdir(out_dir) and _ours(out_dir)):
         raise ConfigError(problem(
             F_OUT, f"{out_dir!r} already exists and holds files that are not a prepared dataset; "
                    "choose a new or empty folder, or delete it"))
@@ -226,27 +256,9 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
         writer(tmp)
 
     try:
-        targets = []  # (temporary path, [(rel, label)]) per shard, in the plan's order
-        for split in SPLITS:
-            for index, shard in enumerate(shard_lists[split]):
-                name = shard_name(split, index, len(shard_lists[split]))
-                pending.append((temp_name(name), name))
-                targets.append((temp_name(name), [(rel, label_of[cls]) for rel, cls, _, _ in shard]))
-        encode = sources.ShardSpec(image_root, image_size, encoding, int(jpeg_quality))
-        if runner == "local":
-            corrupt = sources.write_shards_threaded(encode, targets, progress)
-        else:
-            from trainers import prepare_beam
-
-            corrupt = prepare_beam.write_shards(encode, targets, runner, beam_options)
-        if corrupt:
-            raise ConfigError([sources.corrupt_problem(image_root, rel, err) for rel, err in corrupt])
-        put(CLASSES_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(classes)))
-        put(COUNTS_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(
-            {"counts": manifest["counts"], "num_examples": manifest["num_examples"]})))
-        put(MANIFEST, lambda p: fileio.write_bytes(p, fileio.json_bytes(manifest)))
+        _write_files(manifest, shard_lists, temp_name, pending, encode_shards, put)
         if local:
-            fileio.install_dir(work, out_dir, ours, F_OUT)
+            fileio.install_dir(work, out_dir, _ours, F_OUT)
         else:
             _commit_in_place(out_dir, pending, keep={n for s in SPLITS for n in manifest["files"][s]})
     except BaseException:
@@ -256,9 +268,35 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
             for tmp, _ in pending:
                 fileio.remove_quiet(tmp)
         raise
-    log.info("wrote %d train + %d validation examples to %s", manifest["num_examples"]["train"],
-             manifest["num_examples"]["validation"], out_dir)
-    return manifest
+
+
+def _write_files(manifest: dict[str, Any], shard_lists: dict[str, list], temp_name: Callable[[str], str],
+                 pending: list[tuple[str, str]], encode_shards: Callable[[list], list],
+                 put: Callable[[str, Callable[[str], None]], None]) -> None:
+    """The shards, then the classes, the counts and the manifest, each under its temporary name (in ``pending``)."""
+    classes = manifest["classes"]
+    label_of = {c: i for i, c in enumerate(classes)}
+    targets = []  # (temporary path, [(rel, label)]) per shard, in the plan's order
+    for split in SPLITS:
+        for index, shard in enumerate(shard_lists[split]):
+            name = shard_name(split, index, len(shard_lists[split]))
+            pending.append((temp_name(name), name))
+            targets.append((temp_name(name), [(rel, label_of[cls]) for rel, cls, _, _ in shard]))
+    corrupt = encode_shards(targets)
+    if corrupt:
+        raise ConfigError([sources.corrupt_problem(manifest["source"], rel, err) for rel, err in corrupt])
+    put(CLASSES_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(classes)))
+    put(COUNTS_FILE, lambda p: fileio.write_bytes(p, fileio.json_bytes(
+        {"counts": manifest["counts"], "num_examples": manifest["num_examples"]})))
+    put(MANIFEST, lambda p: fileio.write_bytes(p, fileio.json_bytes(manifest)))
+
+
+def _encode_shards(encode: sources.ShardSpec, targets: list, runner: str, beam_options: Any,
+                   progress: Callable[[int, int, int, int], None] | None) -> list:
+    """Encode the images into the shards' files with the runner asked for; returns the corrupt images found."""
+    if runner == "local":
+        return sources.write_shards_threaded(encode, targets, progress)
+    return prepare_beam.write_shards(encode, targets, runner, beam_options)
 
 
 def _commit_in_place(out_dir: str, pending: list[tuple[str, str]], keep: set[str]) -> None:

@@ -44,7 +44,12 @@ from typing import Any
 
 from trainers import cluster as cluster_lib
 from trainers import config as config_lib
+from trainers import data as data_lib
+from trainers import input_cache
+from trainers import precision as precision_lib
+from trainers import strategy as strategy_lib
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
+from trainers.models import build_model
 from trainers.plan import evaluator_mismatch, make_plan
 from trainers.train import Progress, export_and_record, exit_preempted, make_optimizer, replica_step, run_guarded
 from trainers.train import refuse_checkpoint_past_the_end, summary_writer
@@ -64,9 +69,7 @@ def serve(info: cluster_lib.ClusterInfo) -> None:
     logged, and the launcher (or Vertex) ends the server with SIGKILL."""
     import signal
 
-    from trainers.strategy import make_server
-
-    server = make_server(info)  # serves from its own threads while this one sleeps
+    server = strategy_lib.make_server(info)  # serves from its own threads while this one sleeps
 
     def on_sigterm(signum, frame):  # noqa: ARG001
         print(f"{info.replica_id}: SIGTERM received; serving on while the chief saves (stopped by SIGKILL)",
@@ -92,8 +95,6 @@ def next_boundary(step: int, total: int, *every: int) -> int:
 def _worker_device(cfg: config_lib.JobConfig):
     """The device the steps run on: the worker pool's GPU when it asks for one, else this CPU (the chief's,
     taken as the workers' kind: CPU pools of one job use one machine family)."""
-    from trainers import precision as precision_lib
-
     w = cfg.topology.worker
     if w.accelerator_type.startswith("NVIDIA") and w.accelerator_count > 0:
         return precision_lib.Device("gpu", accelerator_type=w.accelerator_type)
@@ -101,27 +102,14 @@ def _worker_device(cfg: config_lib.JobConfig):
 
 
 def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: list[Any]) -> dict[str, Any]:
-    from trainers import data as data_lib
-
     info = cluster_lib.read_cluster(env)
     dirs = cluster_lib.output_dirs(info, config_lib.resolved_base_dir(cfg))
     data_lib.configure_threads(cfg.training.intra_op_threads, cfg.training.inter_op_threads)
 
     import keras
-    import numpy as np
     import tensorflow as tf
 
-    from trainers import input_cache
-    from trainers import precision as precision_lib
-    from trainers import strategy as strategy_lib
-    from trainers.models import build_model
-
-    # "Waiting for all global closures to be finished" at every join, "Reduce to ... then broadcast" per trace,
-    # and a retracing warning at every save (the saver's function is traced per checkpoint path)
-    tf_log = logging.getLogger("tensorflow")
-    tf_log.setLevel(logging.WARNING)
-    tf_log.addFilter(lambda record: "MultiDeviceSaver" not in record.getMessage())
-    logging.getLogger("absl").setLevel(logging.WARNING)  # the strategy logs its whole session config
+    _quiet_tensorflow_logs()
     keras.utils.set_random_seed(cfg.training.seed)  # the same initial weights; the rest is asynchronous
     # The strategy waits for every worker and parameter server to answer: a missing one would block forever.
     startup = strategy_lib.Watchdog(cfg.scheduling.startup_timeout_s, "parameter-server cluster start-up").start()
@@ -151,6 +139,38 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
     if restored:
         print(f"resumed from step {start_step} ({restored})", flush=True)
 
+    iterator = _per_worker_iterator(cfg, plan, info, strategy, coordinator, start_step, workers)
+    train_step = _train_step(strategy, replica_step(model, optimizer, plan.global_batch))
+    writer = summary_writer(info, dirs["logs"])
+    print(f"strategy={type(strategy).__name__} replicas={plan.replicas} global_batch={plan.global_batch} "  # console
+          f"steps={plan.total_steps} (from {start_step}) classes={len(plan.classes)} workers={workers} "
+          f"parameter_servers={servers}", flush=True)
+    progress = Progress(cfg, plan, start_step)
+    step = _train_loop(cfg, plan, coordinator, train_step, iterator, checkpointer, step_var, startup, preempt,
+                       progress, writer, start_step, restored)
+    result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
+              "global_batch_size": plan.global_batch, "replicas": plan.replicas, "workers": workers,
+              "parameter_servers": servers, "strategy": type(strategy).__name__, "classes": plan.classes,
+              "precision": choice.policy}
+    return export_and_record(cfg, info, model, plan, choice, result)
+
+
+def _quiet_tensorflow_logs() -> None:
+    """Silence what TensorFlow says at every step of parameter-server training."""
+    # "Waiting for all global closures to be finished" at every join, "Reduce to ... then broadcast" per trace,
+    # and a retracing warning at every save (the saver's function is traced per checkpoint path)
+    tf_log = logging.getLogger("tensorflow")
+    tf_log.setLevel(logging.WARNING)
+    tf_log.addFilter(lambda record: "MultiDeviceSaver" not in record.getMessage())
+    logging.getLogger("absl").setLevel(logging.WARNING)  # the strategy logs its whole session config
+
+
+def _per_worker_iterator(cfg: config_lib.JobConfig, plan, info: cluster_lib.ClusterInfo, strategy, coordinator,
+                         start_step: int, workers: int):
+    """Every worker's own input pipeline (sharded by the worker's index), positioned at ``start_step // workers``
+    batches; an iterator over them for the coordinator's steps."""
+    import tensorflow as tf
+
     dataset_fn = data_lib.train_dataset_fn(
         plan.data_dir, plan.manifest, plan.per_replica_batch, seed=cfg.training.seed,
         start_step=start_step // workers, shuffle_buffer=cfg.data.shuffle_buffer,
@@ -159,8 +179,12 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
         worker_index=tf.distribute.coordinator.experimental_get_current_worker_index, num_workers=workers)
     per_worker = coordinator.create_per_worker_dataset(
         tf.function(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
-    iterator = iter(per_worker)
-    one_replica = replica_step(model, optimizer, plan.global_batch)
+    return iter(per_worker)
+
+
+def _train_step(strategy, one_replica):
+    """One scheduled step: a worker's batch through every replica of that worker, the replicas' sums reduced."""
+    import tensorflow as tf
 
     @tf.function
     def train_step(iterator):
@@ -168,8 +192,17 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(one_replica, args=(images, labels)),
                                axis=None)
 
-    lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-            tf.errors.DeadlineExceededError)
+    return train_step
+
+
+def _train_loop(cfg: config_lib.JobConfig, plan, coordinator, train_step, iterator, checkpointer: Checkpointer,
+                step_var, startup, preempt: PreemptionFlag, progress: Progress, writer, start_step: int,
+                restored: Any) -> int:
+    """Schedule the steps in chunks up to each boundary (log, checkpoint, epoch end, last step), save on schedule
+    and on SIGTERM (then exit 42), save the last step; returns it. Raises :class:`ParameterServerLost`."""
+    import numpy as np
+
+    lost = _lost_errors()
 
     def save(at: int) -> str:
         try:
@@ -178,12 +211,7 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
             raise ParameterServerLost(_lost_message(exc, at, checkpointer)) from None
 
     schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
-    writer = summary_writer(info, dirs["logs"])
     step, last_saved = start_step, start_step if restored else -1
-    print(f"strategy={type(strategy).__name__} replicas={plan.replicas} global_batch={plan.global_batch} "  # console
-          f"steps={plan.total_steps} (from {start_step}) classes={len(plan.classes)} workers={workers} "
-          f"parameter_servers={servers}", flush=True)
-    progress = Progress(cfg, plan, start_step)
     with writer.as_default():
         while step < plan.total_steps:
             end = next_boundary(step, plan.total_steps, cfg.training.log_every_steps, cfg.checkpoint.every_steps,
@@ -208,12 +236,15 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
     writer.flush()
     if last_saved != step:
         save(step)
+    return step
 
-    result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
-              "global_batch_size": plan.global_batch, "replicas": plan.replicas, "workers": workers,
-              "parameter_servers": servers, "strategy": type(strategy).__name__, "classes": plan.classes,
-              "precision": choice.policy}
-    return export_and_record(cfg, info, model, plan, choice, result)
+
+def _lost_errors() -> tuple[type[Exception], ...]:
+    """The errors that say a parameter server (or every worker) stopped answering."""
+    import tensorflow as tf
+
+    return (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+            tf.errors.DeadlineExceededError)
 
 
 def placement_line(variables) -> str:

@@ -28,59 +28,30 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
     ``<record_dir>/gate.json``. Missed: the record is written, every bar's line printed, and the step fails
     with one ``error:`` line naming the bar missed, so nothing downstream (the upload) runs."""
     import json
-    import math
 
+    # lazy: KFP component body
     from jobs import gate as gate_lib
-    from jobs import records
-    from jobs.cloud.clients import CloudError
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError
 
-    def fail(line: str):
-        print(f"error: {line}", flush=True)
+    try:
+        outcome = gate_lib.step(
+            config_json, verification_path=verification.path if verification is not None else None,
+            study_path=study.path if study is not None else None,
+            tensorboard_path=tensorboard.path if tensorboard is not None else None,
+            training=dict(training_metrics.metadata) if training_metrics is not None else None,
+            tuning_metric=tuning_metric, parent_model=parent_model, dry_run=dry_run, api_endpoint=api_endpoint,
+            record_dir=record_dir)
+    except gate_lib.StepFailed as exc:
+        print(f"error: {exc}", flush=True)
         raise SystemExit(1)
-
-    try:
-        cfg = config_lib.load_json(config_json)
-    except ConfigError as exc:
-        fail(str(exc.problems[0]))
-    study_metric = getattr(getattr(cfg, "tuning", None), "metric", "") or ""
-    verified = {}
-    studied = None
-    try:
-        if verification is not None:
-            verified = records.artifact_json(verification.path, "verification", "the verify step's JSON record",
-                                             "verify_model's verification output")
-        if study is not None:
-            studied = records.artifact_json(study.path, "study", "a study's JSON record",
-                                            "tune's or pick_model's study output")
-    except ValueError as exc:
-        fail(str(exc))
-    try:
-        scalars = {}
-        if tensorboard is not None:
-            from jobs.tensorboard import last_values, read_scalars
-
-            scalars = last_values(read_scalars(tensorboard.path))
-        figures = gate_lib.measured(training=dict(training_metrics.metadata) if training_metrics is not None else {},
-                                    scalars=scalars, tuning=gate_lib.tuning_figures(tuning_metric, study_metric),
-                                    verification=verified if isinstance(verified, dict) else {})
-        outcome = gate_lib.run(cfg.serving.gate, figures, parent_model=parent_model or cfg.serving.parent_model,
-                               dry_run=dry_run, api_endpoint=api_endpoint, record_dir=record_dir, study=studied)
-    except (gate_lib.GateError, CloudError) as exc:
-        fail(str(exc))
-    record = outcome.to_dict()
     with open(result.path, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
+        json.dump(outcome.to_dict(), f, indent=1)
     for line in outcome.notes + outcome.lines:
         print(f"gate: {line}", flush=True)
     if not outcome.passed:
-        fail(outcome.missed)
-    metrics.log_metric("gate_passed", 1.0)
-    for check in outcome.checks:
-        if check.measured is not None and math.isfinite(check.measured) and not check.bar.parent \
-                and not check.bar.baseline:
-            metrics.log_metric(check.bar.metric, float(check.measured))
+        print(f"error: {outcome.missed}", flush=True)
+        raise SystemExit(1)
+    for name, value in gate_lib.logged_metrics(outcome).items():
+        metrics.log_metric(name, value)
     gated_model.uri = model.uri
     gated_model.metadata.update({**dict(model.metadata), "gate": {"passed": True, "bars": outcome.lines}})
     print(f"gate: passed{f' ({len(outcome.checks)} bars)' if outcome.checks else ''}: {model.uri} goes on to the "

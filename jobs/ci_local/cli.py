@@ -23,6 +23,8 @@ from jobs.ci_local.source import checkout_root, fill_workspace, head_commit, pre
 from jobs.ci_local.standins import (Local, cloud_problems, docker_problem, image_problems, install_small_images,
                                     link_wheels, local_problems)
 from jobs.ci_local.substitutions import builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud
+from jobs.cli import seconds_problem
+from jobs.cloud.preflight import project_problems
 
 DEFAULT_PROJECT = "local-project"
 #: ``--timeout``'s ceiling: Cloud Build runs a build for at most 24 hours (its build ``timeout``'s upper bound, as
@@ -74,10 +76,6 @@ def flag_problems(args: argparse.Namespace) -> list[str]:
     """The flags' own forms, before anything is read or started: ``--project`` a project id (empty or malformed is
     refused: PROJECT_ID reaches every step), ``--timeout`` a finite number of seconds, ``--substitution``'s comma
     form as gcloud reads it."""
-    from jobs.cloud.preflight import project_problems
-
-    from jobs.cli import seconds_problem
-
     out = [str(p) for p in project_problems("--project", args.project)]
     timeout = seconds_problem("--timeout", args.timeout, BUILD_TIMEOUT_MAX_S, example="1800")
     return out + ([timeout] if timeout else []) + comma_problems(args.substitution)
@@ -109,18 +107,7 @@ def run(args: argparse.Namespace, out=print) -> int:
         trigger_doc = load_trigger(trigger_path) if trigger_path.is_file() else {}
     source = args.source or ("commit" if args.mode == "trigger" else "worktree")
     local = Local(args.registry, args.kfp_host, args.vertex_endpoint)
-    problems = flag_problems(args) + local_problems(local)
-    given = {}
-    for item in split_gcloud(args.substitution):
-        key, sep, value = item.partition("=")
-        if not sep:
-            problems.append(f"--substitution {item!r}: give _KEY=VALUE (e.g. _REGION=europe-west4)")
-        given[key] = value
-    if args.timeout is not None and args.timeout <= 0:
-        problems.append(f"--timeout {args.timeout:g}: give a positive number of seconds")
-    problems.extend(image_problems(args.small_images, args.wheels))
-    if args.workspace is not None and rundir_problem(args.workspace.resolve()):
-        problems.append(rundir_problem(args.workspace.resolve()))
+    problems, given = _input_problems(args, local)
     if problems:
         raise InputError(problems[0])
 
@@ -136,18 +123,8 @@ def run(args: argparse.Namespace, out=print) -> int:
     trigger_subs = (trigger_doc or {}).get("substitutions") or {} if args.mode == "trigger" else None
     subs = resolve_substitutions(build, builtins, trigger_subs, {**local.substitutions(), **given})
     env_values(build, subs)  # a step's env is expanded as it starts: a bad value is refused now, not in its thread
-    problems = cloud_problems(build, subs, local)
     docker_host = args.docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    docker_steps = [s for s in build.steps if s.is_docker]
-    if docker_steps:
-        if not shutil.which("docker"):
-            problems.append("the docker steps need the docker CLI on PATH (apt-get install docker.io)")
-        else:
-            problems.extend(p for p in [docker_problem(docker_host)] if p)
-    reuse_steps = venv_steps(build.steps)
-    if args.install == "reuse" and not reuse_steps:
-        problems.append(f"--install reuse: no step of {config.name} has a `python -m venv .venv` line to make over "
-                        "this interpreter's packages; use --install fresh")
+    problems = cloud_problems(build, subs, local) + _tool_problems(args, build, config, docker_host)
     if problems:
         raise InputError(problems[0])
 
@@ -164,17 +141,69 @@ def run(args: argparse.Namespace, out=print) -> int:
     # what every step gets
     environment = prepare_environment(rundir, build, subs, build_id, docker_host, local.registry, args.tests)
     if args.install == "reuse":
-        reuse_packages(reuse_steps)
+        reuse_packages(venv_steps(build.steps))
 
     # what it substitutes, said before anything runs
+    out(_heading(args, config, build, trigger_doc, commit, build_id))
+    rows = [("source", source_line), ("/workspace", str(workspace))]
+    rows += _stand_in_rows(args, build, subs, local, docker_host, environment)
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        out(f"  {key:<{width}}  {value}")
+    shown = {k: v for k, v in subs.items() if k.startswith("_") or v}
+    out("  substitutions: " + " ".join(f"{k}={v!r}" if (" " in v or not v) else f"{k}={v}" for k, v in shown.items()))
+    return _run_steps(args, build, subs, local, workspace, rundir, environment, started, out)
+
+
+def _heading(args: argparse.Namespace, config: Path, build, trigger_doc: dict | None, commit: dict | None,
+             build_id: str) -> str:
+    """The first line said: the build file, its steps, as what it runs (the trigger's commit and branch), the id."""
+    return (f"ci-local: {config.name}, {len(build.steps)} steps, "
+            + (f"as the trigger {trigger_doc.get('name') or '(unnamed)'} runs it (commit {commit['sha'][:7]}, branch "
+               f"{commit['branch'] or '(detached)'})" if args.mode == "trigger" else "as gcloud builds submit runs it")
+            + f", build {build_id}")
+
+
+def _input_problems(args: argparse.Namespace, local: Local) -> tuple[list[str], dict[str, str]]:
+    """What is wrong with the flags and the local stand-ins, before the source is read; and the substitutions
+    given with ``--substitution`` (``{_KEY: VALUE}``)."""
+    problems = flag_problems(args) + local_problems(local)
+    given = {}
+    for item in split_gcloud(args.substitution):
+        key, sep, value = item.partition("=")
+        if not sep:
+            problems.append(f"--substitution {item!r}: give _KEY=VALUE (e.g. _REGION=europe-west4)")
+        given[key] = value
+    if args.timeout is not None and args.timeout <= 0:
+        problems.append(f"--timeout {args.timeout:g}: give a positive number of seconds")
+    problems.extend(image_problems(args.small_images, args.wheels))
+    if args.workspace is not None and rundir_problem(args.workspace.resolve()):
+        problems.append(rundir_problem(args.workspace.resolve()))
+    return problems, given
+
+
+def _tool_problems(args: argparse.Namespace, build, config: Path, docker_host: str) -> list[str]:
+    """What the build's steps need of this machine and is missing: the docker CLI and its engine for the docker
+    steps, a ``python -m venv .venv`` line for ``--install reuse``."""
+    problems = []
+    if any(s.is_docker for s in build.steps):
+        if not shutil.which("docker"):
+            problems.append("the docker steps need the docker CLI on PATH (apt-get install docker.io)")
+        else:
+            problems.extend(p for p in [docker_problem(docker_host)] if p)
+    if args.install == "reuse" and not venv_steps(build.steps):
+        problems.append(f"--install reuse: no step of {config.name} has a `python -m venv .venv` line to make over "
+                        "this interpreter's packages; use --install fresh")
+    return problems
+
+
+def _stand_in_rows(args: argparse.Namespace, build, subs: dict[str, str], local: Local, docker_host: str,
+                   environment) -> list[tuple[str, str]]:
+    """The lines said before the steps start: the order of the steps, what stands in for each builder image
+    and cloud service, the credentials, the install, and what the flags replace."""
     deps = dependencies(build.steps)
     sequential = all(deps[s.index] == set(range(s.index)) for s in build.steps)
-    out(f"ci-local: {config.name}, {len(build.steps)} steps, "
-        + (f"as the trigger {trigger_doc.get('name') or '(unnamed)'} runs it (commit {commit['sha'][:7]}, branch "
-           f"{commit['branch'] or '(detached)'})" if args.mode == "trigger" else "as gcloud builds submit runs it")
-        + f", build {build_id}")
-    rows = [("source", source_line), ("/workspace", str(workspace)),
-            ("order", "one after another (no step has waitFor)" if sequential else "by waitFor, concurrent where allowed")]
+    rows = [("order", "one after another (no step has waitFor)" if sequential else "by waitFor, concurrent where allowed")]
     for image in sorted({s.name for s in build.steps}):
         if any(s.name == image and s.is_python for s in build.steps):
             rows.append((image, f"this interpreter, Python {sys.version.split()[0]} ({sys.executable})"
@@ -185,8 +214,8 @@ def run(args: argparse.Namespace, out=print) -> int:
         else:
             rows.append((image, "this machine's shell and PATH (no such container here)"))
     rows.append(("Artifact Registry (Docker)", f"{local.registry}: a `docker` on the docker steps' PATH pushes "
-                 f"{subs.get('_REGION', 'REGION')}-docker.pkg.dev/PATH as {local.registry}/PATH" if docker_steps
-                 else "not contacted (no docker step)"))
+                 f"{subs.get('_REGION', 'REGION')}-docker.pkg.dev/PATH as {local.registry}/PATH"
+                 if any(s.is_docker for s in build.steps) else "not contacted (no docker step)"))
     rows.append(("Artifact Registry (KFP)", f"{subs['_TEMPLATE_HOST']} (_TEMPLATE_HOST)" if subs.get("_TEMPLATE_HOST")
                  else "not contacted (_TEMPLATE_REPOSITORY is empty: nothing uploaded)"))
     rows.append(("Vertex AI", f"{subs['_API_ENDPOINT']} (_API_ENDPOINT)" if subs.get("_SUBMIT") == "true"
@@ -204,12 +233,13 @@ def run(args: argparse.Namespace, out=print) -> int:
                                               "in containers/wheels/ (--wheels)"))
     if args.tests:
         rows.append(("pytest", f"PYTEST_ADDOPTS={args.tests!r} (--tests: the steps' pytest runs that selection)"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        out(f"  {key:<{width}}  {value}")
-    shown = {k: v for k, v in subs.items() if k.startswith("_") or v}
-    out("  substitutions: " + " ".join(f"{k}={v!r}" if (" " in v or not v) else f"{k}={v}" for k, v in shown.items()))
+    return rows
 
+
+def _run_steps(args: argparse.Namespace, build, subs: dict[str, str], local: Local, workspace: Path, rundir: Path,
+               environment, started: float, out) -> int:
+    """Run the steps within the build's timeout; say each step's outcome, the build's, and its artifacts.
+    Returns the exit status (0 success, 1 failure)."""
     deadline = time.monotonic() + (args.timeout or build.timeout_s)
     runner = Runner(build.steps, workspace, rundir, environment.for_step, deadline, args.verbose, out)
     try:

@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from jobs.image_reference import BuildError, parse_reference
+
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
 CLOUD_TPU = "cloud-tpu"  # Vertex machine type of a TPU v2/v3 (pods too); the TPU sits in the chief pool.
@@ -210,77 +212,17 @@ def load_catalog(path: str | None = None) -> Catalog:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     raw = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
 
-    machines: dict[str, Machine] = {}
     families = {key: {k: v for k, v in e.items() if k != "types"} for key, e in raw["machine_families"].items()}
-    for name, e in raw["machine_types"].items():
-        family = name.split("-", 1)[0] if name.split("-", 1)[0] in families else ""
-        machines[name] = Machine(
-            name=name, vcpus=e.get("vcpus"), memory_gb=e.get("memory_gb"), source=str(e["source"]),
-            current=bool(e.get("current", False)), tpu=str(e.get("tpu", "") or ""),
-            tpu_type=str(e.get("tpu_type", "") or ""), chips=int(e.get("chips", 0) or 0),
-            cores_per_chip=int(e.get("cores_per_chip", 0) or 0),
-            topologies=tuple(str(t) for t in e.get("topologies", ())), family=family)
-    for key, e in raw["machine_families"].items():
-        for name, (vcpus, memory) in (e.get("types") or {}).items():
-            if name in machines:
-                raise ValueError(f"catalog.yaml: {name} is listed twice")
-            machines[name] = Machine(name=name, vcpus=vcpus, memory_gb=memory, source=str(e["source"]),
-                                     current=True, family=key)
-    generations: dict[str, TpuGeneration] = {}
-    for key, g in raw["tpu_vm"].items():
-        status = str(g.get("vertex_training", "listed"))
-        for name, e in g["machine_types"].items():
-            if name in machines:
-                raise ValueError(f"catalog.yaml: {name} is listed twice")
-            machines[name] = Machine(
-                name=name, vcpus=e["vcpus"], memory_gb=e["memory_gb"], source=str(g["source"]), current=True,
-                tpu="vm", tpu_type=str(g.get("accelerator_type") or ""), chips=int(e["chips"]),
-                cores_per_chip=int(g["cores_per_chip"]), topologies=tuple(str(t) for t in e["topologies"]),
-                family=key, vertex_training=status)
-        generations[key] = TpuGeneration(
-            name=key, accelerator_type=str(g.get("accelerator_type") or ""), machine_types=tuple(g["machine_types"]),
-            tensorflow=bool(g["tensorflow"]["supported"]), tensorflow_note=str(g["tensorflow"].get("note", "")),
-            regions=tuple(g.get("regions") or ()), source=str(g["source"]), vertex_training=status)
-
+    machines = _machines(raw, families)
+    generations = _tpu_vm_generations(raw, machines)
     gpus = {name: Gpu(name=name, label=e["label"], counts=_tuple_ints(e["counts"]),
                       per_gpu_vcpus=float(e["per_gpu"]["vcpus"]),
                       per_gpu_memory_gb=float(e["per_gpu"]["memory_gb"]),
                       status=e["status"], source=str(e["source"]), note=str(e.get("note", "")))
             for name, e in raw["gpu_types"].items()}
-
-    table: dict[str, dict[str, tuple[int, ...]]] = {}
-    for block in raw["gpu_tables"]:
-        columns = block["columns"]
-        for machine, cells in block["rows"].items():
-            if len(cells) != len(columns):
-                raise ValueError(f"catalog.yaml: row {machine} has {len(cells)} cells, not {len(columns)}")
-            if machine not in machines:
-                raise ValueError(f"catalog.yaml: table row {machine} is not a machine type")
-            row = table.setdefault(machine, {})
-            for gpu, counts in zip(columns, cells):
-                if gpu not in gpus:
-                    raise ValueError(f"catalog.yaml: table column {gpu} is not a GPU type")
-                row[gpu] = _tuple_ints(counts)
-    for row in table.values():  # every GPU type has a cell in every row (missing = empty)
-        for gpu in gpus:
-            row.setdefault(gpu, ())
-
-    zones = {region: {zone: frozenset(types) for zone, types in zs.items()}
-             for region, zs in raw["zones"]["regions"].items()}
-    for region, zs in zones.items():
-        for zone, types in zs.items():
-            if not zone.startswith(region + "-") or not types <= set(gpus):
-                raise ValueError(f"catalog.yaml: bad zone entry {zone}: {sorted(types)}")
-
-    legacy = {name: LegacyMachine(name=name, machine_type=e["machine_type"],
-                                  accelerator_type=e.get("accelerator_type", ""),
-                                  accelerator_count=int(e.get("accelerator_count", 0)),
-                                  tpu=bool(e.get("tpu", False)), source=str(e["source"]))
-              for name, e in raw["legacy_machine_types"].items()}
-    for lm in legacy.values():
-        if lm.machine_type not in machines:
-            raise ValueError(f"catalog.yaml: legacy {lm.name} maps to unknown {lm.machine_type}")
-
+    table = _gpu_table(raw, machines, gpus)
+    zones = _zones(raw, gpus)
+    legacy = _legacy_machines(raw, machines)
     tpu = raw["tpu"]
     return Catalog(
         raw=raw, machines=machines, gpus=gpus, gpu_table=table,
@@ -307,11 +249,95 @@ def load_catalog(path: str | None = None) -> Catalog:
     )
 
 
+def _machines(raw: dict[str, Any], families: dict[str, dict[str, Any]]) -> dict[str, Machine]:
+    """The machine types listed one by one (``machine_types``) and by family (``machine_families.*.types``)."""
+    machines: dict[str, Machine] = {}
+    for name, e in raw["machine_types"].items():
+        family = name.split("-", 1)[0] if name.split("-", 1)[0] in families else ""
+        machines[name] = Machine(
+            name=name, vcpus=e.get("vcpus"), memory_gb=e.get("memory_gb"), source=str(e["source"]),
+            current=bool(e.get("current", False)), tpu=str(e.get("tpu", "") or ""),
+            tpu_type=str(e.get("tpu_type", "") or ""), chips=int(e.get("chips", 0) or 0),
+            cores_per_chip=int(e.get("cores_per_chip", 0) or 0),
+            topologies=tuple(str(t) for t in e.get("topologies", ())), family=family)
+    for key, e in raw["machine_families"].items():
+        for name, (vcpus, memory) in (e.get("types") or {}).items():
+            if name in machines:
+                raise ValueError(f"catalog.yaml: {name} is listed twice")
+            machines[name] = Machine(name=name, vcpus=vcpus, memory_gb=memory, source=str(e["source"]),
+                                     current=True, family=key)
+    return machines
+
+
+def _tpu_vm_generations(raw: dict[str, Any], machines: dict[str, Machine]) -> dict[str, TpuGeneration]:
+    """The TPU VM generations (``tpu_vm``); their machine types are added to ``machines``."""
+    generations: dict[str, TpuGeneration] = {}
+    for key, g in raw["tpu_vm"].items():
+        status = str(g.get("vertex_training", "listed"))
+        for name, e in g["machine_types"].items():
+            if name in machines:
+                raise ValueError(f"catalog.yaml: {name} is listed twice")
+            machines[name] = Machine(
+                name=name, vcpus=e["vcpus"], memory_gb=e["memory_gb"], source=str(g["source"]), current=True,
+                tpu="vm", tpu_type=str(g.get("accelerator_type") or ""), chips=int(e["chips"]),
+                cores_per_chip=int(g["cores_per_chip"]), topologies=tuple(str(t) for t in e["topologies"]),
+                family=key, vertex_training=status)
+        generations[key] = TpuGeneration(
+            name=key, accelerator_type=str(g.get("accelerator_type") or ""), machine_types=tuple(g["machine_types"]),
+            tensorflow=bool(g["tensorflow"]["supported"]), tensorflow_note=str(g["tensorflow"].get("note", "")),
+            regions=tuple(g.get("regions") or ()), source=str(g["source"]), vertex_training=status)
+    return generations
+
+
+def _gpu_table(raw: dict[str, Any], machines: dict[str, Machine],
+               gpus: dict[str, Gpu]) -> dict[str, dict[str, tuple[int, ...]]]:
+    """``{machine type: {GPU type: the GPU counts it takes}}`` (``gpu_tables``; a missing cell is empty)."""
+    table: dict[str, dict[str, tuple[int, ...]]] = {}
+    for block in raw["gpu_tables"]:
+        columns = block["columns"]
+        for machine, cells in block["rows"].items():
+            if len(cells) != len(columns):
+                raise ValueError(f"catalog.yaml: row {machine} has {len(cells)} cells, not {len(columns)}")
+            if machine not in machines:
+                raise ValueError(f"catalog.yaml: table row {machine} is not a machine type")
+            row = table.setdefault(machine, {})
+            for gpu, counts in zip(columns, cells):
+                if gpu not in gpus:
+                    raise ValueError(f"catalog.yaml: table column {gpu} is not a GPU type")
+                row[gpu] = _tuple_ints(counts)
+    for row in table.values():  # every GPU type has a cell in every row (missing = empty)
+        for gpu in gpus:
+            row.setdefault(gpu, ())
+    return table
+
+
+def _zones(raw: dict[str, Any], gpus: dict[str, Gpu]) -> dict[str, dict[str, frozenset[str]]]:
+    """``{region: {zone: the GPU types it offers}}``; a zone outside its region or an unknown GPU is refused."""
+    zones = {region: {zone: frozenset(types) for zone, types in zs.items()}
+             for region, zs in raw["zones"]["regions"].items()}
+    for region, zs in zones.items():
+        for zone, types in zs.items():
+            if not zone.startswith(region + "-") or not types <= set(gpus):
+                raise ValueError(f"catalog.yaml: bad zone entry {zone}: {sorted(types)}")
+    return zones
+
+
+def _legacy_machines(raw: dict[str, Any], machines: dict[str, Machine]) -> dict[str, LegacyMachine]:
+    """The legacy (AI Platform) machine names, each mapped to a machine type of the catalog."""
+    legacy = {name: LegacyMachine(name=name, machine_type=e["machine_type"],
+                                  accelerator_type=e.get("accelerator_type", ""),
+                                  accelerator_count=int(e.get("accelerator_count", 0)),
+                                  tpu=bool(e.get("tpu", False)), source=str(e["source"]))
+              for name, e in raw["legacy_machine_types"].items()}
+    for lm in legacy.values():
+        if lm.machine_type not in machines:
+            raise ValueError(f"catalog.yaml: legacy {lm.name} maps to unknown {lm.machine_type}")
+    return legacy
+
+
 def pytorch_image_version(image_uri: str) -> str | None:
     """tpuTfVersion a prebuilt PyTorch XLA image needs (``...pytorch-xla.1-11[:tag|@digest]``); None for any
     other image, or a reference that does not parse (``jobs.images.parse_reference`` says why elsewhere)."""
-    from jobs.image_reference import BuildError, parse_reference
-
     try:
         return load_catalog().pytorch_images.get(parse_reference(image_uri).repository)
     except BuildError:

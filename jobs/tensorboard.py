@@ -18,6 +18,7 @@ sees ``gs://B/P`` at ``/gcs/B/P``.
 from __future__ import annotations
 
 import os
+import struct
 
 #: sub-folders that never hold the job's own summaries (the launcher's logs, MWMS workers' temp copies)
 SKIP_DIRS = ("replicas",)
@@ -26,8 +27,6 @@ SKIP_DIRS = ("replicas",)
 def _records(path: str):
     """The records of one TFRecord file (length, its CRC, data, its CRC); a truncated tail (a file still being
     written, or cut by a kill) ends the file quietly."""
-    import struct
-
     with open(path, "rb") as f:
         while True:
             header = f.read(12)
@@ -67,8 +66,6 @@ def tensor_number(tensor) -> float | None:
     file layer imports boto3 (0.4-1 s of the report step's 2.3 s on 2 cores) to read one number; a scalar's
     encoding is the dtype's fixed-size little-endian value in ``tensor_content``, or the first of its ``*_val``
     field (make_ndarray repeats a single value to the shape: the same number for one element)."""
-    import struct
-
     kind = _NUMBER_TYPES.get(tensor.dtype)
     elements = 1
     for dim in tensor.tensor_shape.dim:

@@ -35,6 +35,10 @@ import sys
 import time
 from typing import Any
 
+from jobs import evaluation
+from jobs.local.hints import no_model_hint
+from trainers.export import evaluate_export
+
 SIGNATURE = "serving_default"
 GENERATED_BATCH = 2
 
@@ -232,8 +236,6 @@ def load(model_dir: str):
 
     model_dir = model_dir.rstrip("/")
     if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
-        from jobs.local.hints import no_model_hint
-
         raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
     try:
         return tf.saved_model.load(model_dir)
@@ -257,8 +259,6 @@ def serving_signature(model_dir: str):
 def read_eval_examples(eval_data: str, sample_request: str = "") -> list[dict[str, Any]]:
     """``serving.eval_data``'s examples (``jobs.evaluation.read_examples``), each instance shaped like the sample
     request's first when one is given; a bad file is one line."""
-    from jobs import evaluation
-
     sample = parse_request(sample_request)[0] if sample_request else None
     try:
         return evaluation.read_examples(eval_data, sample)
@@ -315,11 +315,9 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     if metadata:
         record["metadata"] = metadata
         if data_dir:
-            from trainers.export import evaluate_export
-
-            evaluation = evaluate_export(model_dir, data_dir, loaded=loaded)
-            evaluation.pop("metadata", None)
-            record.update(evaluation)
+            held_out = evaluate_export(model_dir, data_dir, loaded=loaded)
+            held_out.pop("metadata", None)
+            record.update(held_out)
     return record
 
 
@@ -329,8 +327,6 @@ def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]],
     ``jobs.evaluation.read_examples`` returns them), in batches, and judged (``jobs.evaluation.judge``).
     Raises :class:`VerifyError` (one line)."""
     import numpy as np
-
-    from jobs import evaluation
 
     field = evaluation.FIELD
     collected: dict[str, list[Any]] = {}

@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from jobs import evaluation
-from jobs.local.hints import no_model_hint
+from jobs.local.launch.hints import no_model_hint
 from trainers.export import evaluate_export
 
 SIGNATURE = "serving_default"

@@ -89,8 +89,8 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
     (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
-    from jobs.local import containers, custom_job
-    from jobs.local.pipeline_run import STUDY_UNDER_DOCKER
+    from jobs.local.launch import containers, custom_job
+    from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 
     if containers.Settings.from_env() is not None:
         raise ConfigError([STUDY_UNDER_DOCKER])
@@ -134,7 +134,7 @@ def as_it_stands(cfg: config_lib.JobConfig) -> str:
 def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     """A run's outcome: state, metric, reported tags, seconds, error (run in a worker thread); the run is a
     trial, or the baseline (id ``baseline``)."""
-    from jobs.local.launcher import Stopped
+    from jobs.local.launch.outcome import Stopped
 
     shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
@@ -184,7 +184,7 @@ def _flag_refused(cfg: config_lib.JobConfig, failed: list[dict[str, Any]]):
     trainer does not take the flag as the study spells it: every trial would fail the same way), else None:
     at once for ``unrecognized arguments`` (the flag's name is the same in every trial), after two trials for
     an ``invalid ... value``."""
-    from jobs.local.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
+    from jobs.local.launch.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
 
     flags = [f"--{name}" for name in cfg.tuning.parameters]  # as spec_lib.trial_flags names them
     named = [argparse_flag((tr.get(_OWN) or {}).get("error_line"), flags) for tr in failed]

@@ -16,7 +16,9 @@ the classes) with its prepared data, it also evaluates the held-out split throug
 (accuracy, loss, confusion matrix, a gallery): ``trainers.export.evaluate_export``.
 
 "Fresh process": the caller is the pipeline's verify step, a task process of its own that has never
-trained, so loading here proves the export stands alone (no second process is started for it).
+trained, so loading here proves the export stands alone (no second process is started for it). That process
+imports TensorFlow without the Keras that TensorFlow's ``__init__`` imports eagerly (:func:`import_tensorflow`):
+loading a SavedModel and calling its signatures needs none of it.
 
 Every problem is a :class:`VerifyError` whose text is one line naming what to fix: no SavedModel, no
 serving signature (naming the ones there are), a sample that does not fit (naming the signature's inputs).
@@ -24,11 +26,18 @@ serving signature (naming the ones there are), a sample that does not fit (namin
 from __future__ import annotations
 
 import base64
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import statistics
+import sys
 import time
 from typing import Any
+
+from jobs import evaluation
+from jobs.local.launch.hints import no_model_hint
+from trainers.export import evaluate_export
 
 SIGNATURE = "serving_default"
 GENERATED_BATCH = 2
@@ -36,6 +45,51 @@ GENERATED_BATCH = 2
 
 class VerifyError(Exception):
     """The model cannot be verified; ``str(exc)`` is one line."""
+
+
+class _KerasRefused(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """A finder that answers for ``keras`` and ``tf_keras`` with their real location (TensorFlow's ``__init__``
+    reads it to set ``tf.keras``'s path) and a loader that refuses to run them (``ImportError``)."""
+    NAMES = ("keras", "tf_keras")
+
+    def find_spec(self, fullname, path=None, target=None):
+        found = importlib.machinery.PathFinder.find_spec(fullname) if fullname in self.NAMES else None
+        if found is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, origin=found.origin, is_package=True)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise ImportError(f"{module.__name__} is not imported while TensorFlow is (jobs.verify.import_tensorflow)")
+
+
+def import_tensorflow():
+    """``import tensorflow`` for a process that only loads SavedModels and runs their signatures (the verify step):
+    without the Keras that TensorFlow 2.21's ``__init__`` imports eagerly (``keras.src.optimizers``, or
+    ``tf_keras.src.optimizers`` under ``TF_USE_LEGACY_KERAS``; with Keras 3 that drags in IPython and
+    matplotlib: 1.6 s of 5.2 s on 2 cores). TensorFlow imports it "so that registration of optimizers in the
+    SavedModel registry" happens, and guards it with ``except ImportError: pass`` for an installation without
+    Keras, the path taken here. Why that is safe for loading: Keras 3 registers nothing with the SavedModel loader
+    (no ``register_revived_type``/serializable in ``keras/src``), so a Keras 3 process revives every export
+    exactly as this one does; the one Keras type the loader needs (a legacy optimizer saved in a Keras 2 model)
+    it imports itself, lazily, and Keras stays importable here once TensorFlow is in (the refusal lasts only
+    while TensorFlow's ``__init__`` runs). A no-op where TensorFlow is already imported; where Keras already is,
+    nothing is refused (it costs nothing more)."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    if any(name in sys.modules for name in _KerasRefused.NAMES):
+        import tensorflow as tf
+
+        return tf
+    refusal = _KerasRefused()
+    sys.meta_path.insert(0, refusal)
+    try:
+        import tensorflow as tf
+    finally:
+        sys.meta_path.remove(refusal)
+    return tf
 
 
 def parse_request(text: str) -> list[Any]:
@@ -178,12 +232,10 @@ def _predictions(outputs: dict[str, Any], count: int) -> list[dict[str, Any]]:
 
 def load(model_dir: str):
     """``tf.saved_model.load`` with the two commonest mistakes said in one line each."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     model_dir = model_dir.rstrip("/")
     if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
-        from jobs.local.launch.hints import no_model_hint
-
         raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
     try:
         return tf.saved_model.load(model_dir)
@@ -207,8 +259,6 @@ def serving_signature(model_dir: str):
 def read_eval_examples(eval_data: str, sample_request: str = "") -> list[dict[str, Any]]:
     """``serving.eval_data``'s examples (``jobs.evaluation.read_examples``), each instance shaped like the sample
     request's first when one is given; a bad file is one line."""
-    from jobs import evaluation
-
     sample = parse_request(sample_request)[0] if sample_request else None
     try:
         return evaluation.read_examples(eval_data, sample)
@@ -222,7 +272,7 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     the JSON text ``{"instances": [...]}`` (empty: generated input). ``eval_data``: a ``serving.eval_data``
     file (JSON Lines of ``{"instance", "label"}``): the model is evaluated on it with the signature loaded here
     (``jobs.evaluation``), the figures under ``eval`` in the record."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     examples = read_eval_examples(eval_data, sample_request) if eval_data else None  # a bad file: before the model
     loaded, fn = serving_signature(model_dir)
@@ -265,11 +315,9 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     if metadata:
         record["metadata"] = metadata
         if data_dir:
-            from trainers.export import evaluate_export
-
-            evaluation = evaluate_export(model_dir, data_dir, loaded=loaded)
-            evaluation.pop("metadata", None)
-            record.update(evaluation)
+            held_out = evaluate_export(model_dir, data_dir, loaded=loaded)
+            held_out.pop("metadata", None)
+            record.update(held_out)
     return record
 
 
@@ -279,8 +327,6 @@ def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]],
     ``jobs.evaluation.read_examples`` returns them), in batches, and judged (``jobs.evaluation.judge``).
     Raises :class:`VerifyError` (one line)."""
     import numpy as np
-
-    from jobs import evaluation
 
     field = evaluation.FIELD
     collected: dict[str, list[Any]] = {}

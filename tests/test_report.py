@@ -746,3 +746,74 @@ def test_the_hyperparameters_say_what_precision_auto_measured():
     explicit = dict(report_data.hyperparameter_rows(cfg.with_overrides(["training.precision=float32"]),
                                                     {"precision": "float32", "precision_reason": "asked for explicitly"}))
     assert explicit["precision"] == "float32 → float32"
+
+
+@pytest.mark.parametrize("dtype, field", [("float32", "float_val"), ("float64", "double_val"), ("int32", "int_val"),
+                                          ("int64", "int64_val"), ("float16", "half_val"), ("uint8", "int_val"),
+                                          ("int16", "int_val"), ("uint32", "uint32_val"), ("uint64", "uint64_val")])
+def test_a_tensor_of_one_number_reads_as_tensorboard_reads_it(dtype, field):
+    """jobs.tensorboard.tensor_number (no TensorBoard TensorFlow stub, no boto3) against TensorBoard's own
+    make_ndarray, for each encoding: the value's bytes in tensor_content, or the dtype's *_val field (make_ndarray
+    refuses uint32_val and uint64_val, which this reads)."""
+    import numpy as np
+    from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorboard.util import tensor_util
+
+    from jobs.tensorboard import tensor_number
+
+    enum = {"float32": types_pb2.DT_FLOAT, "float64": types_pb2.DT_DOUBLE, "int32": types_pb2.DT_INT32,
+            "int64": types_pb2.DT_INT64, "float16": types_pb2.DT_HALF, "uint8": types_pb2.DT_UINT8,
+            "int16": types_pb2.DT_INT16, "uint32": types_pb2.DT_UINT32, "uint64": types_pb2.DT_UINT64}[dtype]
+    value = np.array(0.3 if dtype.startswith("float") else 7, dtype=dtype)
+    for shape in ([], [1], [1, 1]):
+        dims = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in shape])
+        content = tensor_pb2.TensorProto(dtype=enum, tensor_shape=dims, tensor_content=value.tobytes())
+        listed = tensor_pb2.TensorProto(dtype=enum, tensor_shape=dims)
+        getattr(listed, field).append(int(value.view(np.uint16)) if dtype == "float16" else value.item())
+        for proto in (content, listed):
+            assert tensor_number(proto) == float(value)
+            if not (proto is listed and dtype.startswith("uint") and dtype != "uint8"):  # make_ndarray: "Unsupported"
+                assert tensor_number(proto) == float(tensor_util.make_ndarray(proto).reshape(()))
+    several = tensor_pb2.TensorProto(dtype=enum, tensor_shape=tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=2)]), tensor_content=value.tobytes() * 2)
+    assert tensor_number(several) is None  # not a scalar
+
+
+def test_a_bfloat16_or_a_string_tensor():
+    import struct
+
+    from tensorboard.compat.proto import tensor_pb2, types_pb2
+
+    from jobs.tensorboard import tensor_number
+
+    bits = struct.unpack("<I", struct.pack("<f", 1.5))[0] >> 16  # 1.5 is exact in bfloat16
+    assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_BFLOAT16, half_val=[bits])) == 1.5
+    assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_BFLOAT16,
+                                                tensor_content=struct.pack("<H", bits))) == 1.5
+    assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[b"1"])) is None
+    assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT)) is None  # no value
+
+
+REPORT_IN_A_FRESH_PROCESS = """
+import json, sys
+from jobs import steps
+steps.report("", sys.argv[1] + "/verification.json", sys.argv[1] + "/logs", sys.argv[1] + "/checkpoints", sys.argv[1])
+print(json.dumps(sorted(m for m in ("tensorflow", "keras", "matplotlib.pyplot", "tensorboard.util.tensor_util",
+                                    "tensorboard.compat.tensorflow_stub", "boto3") if m in sys.modules)))
+"""
+
+
+def test_the_report_step_imports_no_pyplot_no_tensorflow_and_no_tensorboard_stub(run_folder, tmp_path):
+    """The report's process: matplotlib's Figure and Agg (no pyplot), TensorBoard's Event protobuf only (its
+    tensor_util pulls its TensorFlow stub and boto3), no TensorFlow; and the page has its charts."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "run"
+    shutil.copytree(run_folder, folder)
+    proc = subprocess.run([sys.executable, "-c", REPORT_IN_A_FRESH_PROCESS, str(folder)], capture_output=True,
+                          text=True, timeout=300, cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    page = (folder / records.REPORT_PAGE).read_text()
+    assert "id='curves'" in page and "id='confusion-matrix'" in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,65 @@ def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
     assert "serving_default" in html and "tag_length" in html
     assert "no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR" in html
     assert confusion.metadata == {}  # not a classifier
+
+
+VERIFY_IN_A_FRESH_PROCESS = """
+import json, sys
+from jobs.verify import verify
+record = verify(sys.argv[1])
+record.pop("latency_ms")
+print(json.dumps({"record": record, "imported": sorted(n for n in ("keras", "tf_keras", "IPython", "matplotlib")
+                                                        if n in sys.modules)}))
+"""
+
+
+def test_the_verify_process_loads_a_keras_export_without_importing_keras_and_verifies_it_alike(tmp_path):
+    """The verify step imports TensorFlow without the Keras its ``__init__`` imports eagerly
+    (jobs.verify.import_tensorflow): a Keras 3 export verified in a fresh process gives the very record it gives in
+    this process, where Keras is imported; Keras, IPython and matplotlib stay out of that process."""
+    import subprocess
+    import sys
+
+    import keras
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,), name="features"), keras.layers.Dense(3, activation="softmax")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(np.random.rand(8, 4), np.random.randint(0, 3, 8), verbose=0)
+    model.export(str(tmp_path / "model"), verbose=False)
+    here = verify(str(tmp_path / "model"))
+    here.pop("latency_ms")
+    proc = subprocess.run([sys.executable, "-c", VERIFY_IN_A_FRESH_PROCESS, str(tmp_path / "model")],
+                          capture_output=True, text=True, timeout=300, cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    there = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert there["imported"] == []
+    assert there["record"] == json.loads(json.dumps(here))
+
+
+IMPORT_AND_USE_KERAS_AFTER = """
+import json, sys
+from jobs.verify import import_tensorflow
+tf = import_tensorflow()
+without = "keras" not in sys.modules
+import keras  # importable once TensorFlow is in
+print(json.dumps({"without": without, "finders_restored": not any(type(f).__name__ == "_KerasRefused" for f in sys.meta_path), "path": tf.__path__,
+                  "keras": keras.__version__, "dense": type(tf.keras.layers.Dense(2)).__module__,
+                  "again": import_tensorflow() is tf}))
+"""
+
+
+def test_import_tensorflow_refuses_keras_only_while_tensorflow_is_imported():
+    """TensorFlow comes in with ``tf.keras``'s path set as usual (the refusing finder names Keras' real location),
+    the finder is gone afterwards, and Keras imports normally later in the same process."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", IMPORT_AND_USE_KERAS_AFTER], capture_output=True, text=True,
+                          timeout=300, cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["without"] and seen["finders_restored"] and seen["again"]
+    assert any(p.replace("\\", "/").endswith("keras/api/_v2") for p in seen["path"])
+    assert seen["dense"].startswith("keras.")

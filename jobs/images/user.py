@@ -262,8 +262,8 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
 def plan(cfg, wheels_dir: str | None = None) -> Plan:
     """The generated context's files for the job's ``trainer:`` section. ``ConfigError`` (one problem per
     line) when the source folder, the module or the requirements file are wrong (the same checks as
-    ``run.py validate``: :func:`jobs.validate.trainer_file_problems`)."""
-    from jobs.validate import trainer_file_problems
+    ``run.py validate``: :func:`jobs.trainer_spec.trainer_file_problems`)."""
+    from jobs.trainer_spec import trainer_file_problems
     from trainers import config as config_lib
     from trainers.errors import ConfigError, problem
 

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),
     ("steps", ("jobs.steps", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts", "jobs.report_sections",
-               "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci", "jobs.ci_local")),
+               "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci", "jobs.ci_local", "jobs.run_command")),
     ("components", ("components",)),
     ("pipelines", ("pipelines",)),
 ]

@@ -386,7 +386,7 @@ def test_the_continent_of_a_bucket_location_or_a_region(location, where):
 
 
 def test_validate_ends_with_where_to_see_the_plan(capsys):
-    from jobs.aiplatform.cli import validate_main
+    from jobs.validate_cli import validate_main
 
     assert validate_main([H200_JOB]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

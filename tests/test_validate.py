@@ -96,7 +96,7 @@ def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expecte
 
 
 def test_the_validate_command_honours_set_and_refuses_unknown_flags(capsys, tmp_path):
-    from jobs.aiplatform.cli import validate_main
+    from jobs.validate_cli import validate_main
     from tests.conftest import ROOT
 
     job = str(ROOT / "examples" / "tabular-regressor" / "job.yaml")

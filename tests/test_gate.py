@@ -369,7 +369,7 @@ def test_the_gate_step_reads_the_study_and_refuses_the_baselines_own_model(tmp_p
                           ["serving.gate.better_than_baseline=true", f"output.base_dir={tmp_path}"])
     gated = Model(uri="")
     with pytest.raises(SystemExit) as exit_:
-        components.gate.python_func(model=Model(uri="/r/baseline/model"), gated_model=gated,
+        components.definition("gate").python_func(model=Model(uri="/r/baseline/model"), gated_model=gated,
                                     metrics=Metrics(uri=str(tmp_path / "m")), result=Artifact(uri=str(tmp_path / "r")),
                                     config_json=cfg.to_json(), tuning_metric=json.dumps({"val_rmse": 0.166}),
                                     study=Artifact(uri=str(tmp_path / "study.json")), dry_run=True,
@@ -472,7 +472,7 @@ def test_the_figures_recorded_on_a_version_are_what_the_next_run_beats(vertex, t
     from google_cloud_pipeline_components.types.artifact_types import VertexModel
     from kfp.dsl import Artifact, Model
 
-    from components import upload_model
+    from components.upload_model.component import upload_model
 
     _seed(vertex)
     first = gate_lib.evaluate(_gate("accuracy >= 0.5", "loss < 1"), {"accuracy": 0.8, "loss": 0.3, "x": math.nan}, None)
@@ -518,7 +518,7 @@ def test_a_regressors_figures_use_the_regression_schema():
 LIGHT = """
 import json, sys
 from kfp.dsl import Artifact, Metrics, Model
-from components import gate
+from components.gate.component import gate
 from trainers import config as config_lib
 cfg = config_lib.load("local", ['serving.gate.thresholds=["accuracy >= 0.8"]'])
 out = [Model(name="gated_model", uri=""), Metrics(name="metrics", uri=sys.argv[1] + "/m"), Artifact(name="result", uri=sys.argv[1] + "/r.json")]
@@ -567,10 +567,10 @@ def _kfp_local_run(tmp_path, cfg, accuracy: float, **gate_args) -> tuple[Excepti
         model = dsl.importer(artifact_uri=str(tmp_path / "model"), artifact_class=Model)
         verification = dsl.importer(artifact_uri=str(tmp_path / "verification.json"), artifact_class=Artifact)
         train = trained()
-        gated = components.gate(model=model.output, verification=verification.output,
+        gated = components.definition("gate")(model=model.output, verification=verification.output,
                                 training_metrics=train.outputs["metrics"], config_json=config_json,
                                 record_dir=str(tmp_path), **gate_args)
-        components.upload_model(model=gated.outputs["gated_model"], location="europe-west4", dry_run=True,
+        components.definition("upload_model")(model=gated.outputs["gated_model"], location="europe-west4", dry_run=True,
                                 record_dir=str(tmp_path), gate_record=gated.outputs["result"])
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))

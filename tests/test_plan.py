@@ -76,8 +76,8 @@ def test_the_plans_request_is_what_the_compiled_pipelines_step_sends(tmp_path, c
     compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
     params = compiled["root"]["inputDefinitions"]["parameters"]
     config_json = params["config_json"]["defaultValue"]
-    image = components.build_image.python_func(config_json=config_json)
-    validated = components.validate_config.python_func(config_json=config_json, image_uri=image,
+    image = components.definition("build_image").python_func(config_json=config_json)
+    validated = components.definition("validate_config").python_func(config_json=config_json, image_uri=image,
                                                        location=params["location"]["defaultValue"])
     container = compiled["deploymentSpec"]["executors"]["exec-custom-training-job"]["container"]
     (request,) = planning.requests(cfg, image=planning.image_problem(cfg)[0])  # (aiplatform_v1 imported first)
@@ -310,8 +310,8 @@ def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_
     compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
     params = compiled["root"]["inputDefinitions"]["parameters"]
     config_json = params["config_json"]["defaultValue"]
-    validated = components.validate_config.python_func(
-        config_json=config_json, image_uri=components.build_image.python_func(config_json=config_json),
+    validated = components.definition("validate_config").python_func(
+        config_json=config_json, image_uri=components.definition("build_image").python_func(config_json=config_json),
         location=params["location"]["defaultValue"])
     executors = compiled["deploymentSpec"]["executors"]
     (tmp_path / "t").mkdir()

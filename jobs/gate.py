@@ -38,8 +38,6 @@ from typing import Any
 
 from jobs import records
 from jobs.gate_spec import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
-# the spec's names, for callers that take the whole gate from here
-from jobs.gate_spec import EXAMPLES, OPS, gate_problems, known_metrics, parse_bar  # noqa: F401
 from trainers import config as config_lib
 from trainers.errors import problem
 

@@ -22,7 +22,7 @@ from jobs.cli import invoked_as, seconds_problem, shown
 from jobs.cloud import submit
 from jobs.local import pipeline_run
 from jobs.local.console import Console
-from trainers import config as config_lib
+from trainers.config_files import presets
 from trainers.errors import ConfigError
 
 
@@ -88,7 +88,7 @@ def parse_args(argv: list[str], usage: str) -> argparse.Namespace:
     """The pipeline command's arguments; ``usage`` (the entry point's docstring) is its ``--help``."""
     p = argparse.ArgumentParser(prog=invoked_as(), description=usage.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=shown(usage))
-    p.add_argument("--config", default="local", help=f"preset ({', '.join(config_lib.presets())}) or YAML file")
+    p.add_argument("--config", default="local", help=f"preset ({', '.join(presets())}) or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
     p.add_argument("--strict", action="store_true",

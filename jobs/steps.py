@@ -87,7 +87,7 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     import json
     import os
 
-    from jobs.local import history
+    from jobs.local.runs import config_diff
     from trainers.cluster import output_dirs
 
     base = config_lib.resolved_base_dir(cfg)
@@ -103,7 +103,7 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     if (previous.get("status") != "succeeded" or not isinstance(previous.get("config"), dict)
             or max(os.path.getmtime(f) for f in files) > os.path.getmtime(record)):
         return found
-    diffs = history.config_diff(previous["config"], json.loads(cfg.to_json()))
+    diffs = config_diff(previous["config"], json.loads(cfg.to_json()))
     found["earlier_run"] = {"finished": previous.get("finished"),
                             "config_differences": {d["key"]: {"earlier": d["a"], "now": d["b"]} for d in diffs}}
     return found

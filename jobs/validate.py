@@ -20,13 +20,15 @@ import re
 from pathlib import Path
 
 from trainers import config as config_lib
+from trainers.config_files import load_document
 from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import ConfigError, Problem, problem
 from trainers.fileio import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems
 from jobs.evaluation import eval_data_problems, settings_problems as eval_settings_problems
 from jobs.gate_spec import gate_problems
-from jobs.hardware.rules import REGION_RE, Report, check_job
+from jobs.hardware.rules import Report, check_job
+from jobs.hardware.names import REGION_RE
 from jobs.hardware.today import retired_problems
 from jobs.hardware.vertex_rules import vertex_problems
 from jobs.placement import placement_problems
@@ -291,7 +293,7 @@ def load(config: str, overrides: list[str], region: str | None = None, check_dat
     a malformed region is left to the submit preflight to report). Each warning goes to ``warn`` first,
     errors or not; raises :class:`ConfigError` with every problem at once."""
     region_set = [f"topology.region={region}"] if region and REGION_RE.match(region) else []
-    cfg, report = validate_document(config_lib.load_document(config, list(overrides) + region_set), check_data)
+    cfg, report = validate_document(load_document(config, list(overrides) + region_set), check_data)
     for warning in report.warnings:
         warn(warning)
     if report.errors:

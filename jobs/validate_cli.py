@@ -32,7 +32,7 @@ from jobs.cli import plan_hint, shown
 from jobs.hardware.listing import main as hardware_main
 from jobs.hardware.rules import Report, num_replicas
 from jobs.validate import validate_document
-from trainers import config as config_lib
+from trainers.config_files import PRESET_DIR, is_preset, load_document
 from trainers.errors import ConfigError, Problem
 
 USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)
@@ -160,10 +160,10 @@ def _read(argv: list[str]) -> tuple[list[str], list[str], ParsedFlags, str | Non
         raise ConfigError(shown("give a job file or preset (python pipelines/run.py validate FILE.yaml); --help "
                                 "says more"), field="validate")
     if path and not Path(path).exists():  # a preset's name (`validate gpu-1x4`), as --config takes one
-        if config_lib.is_preset(path):
-            path = str(config_lib.PRESET_DIR / f"{path}.yaml")
+        if is_preset(path):
+            path = str(PRESET_DIR / f"{path}.yaml")
         elif not Path(path).suffix:  # a mistyped preset: the presets, and the one it is closest to
-            config_lib.load_document(path)
+            load_document(path)
     doc = load_yaml(path) if path else None
     if path and not isinstance(doc, Mapping):
         raise ConfigError(f"expected a mapping of config sections, got {type(doc).__name__}", field=path)
@@ -191,7 +191,7 @@ def _check_job(path: str | None, sets: list[str], parsed: ParsedFlags, unknown: 
     """The project's own format: the full validation every ``vtp`` command runs (schema, values, data folder, a
     user trainer's files, hardware rules), then the worker pools the pipeline would submit. Raises ConfigError
     when the file cannot be read as a job document."""
-    doc = config_lib.load_document(path, sets)  # relative paths against the file, --set applied
+    doc = load_document(path, sets)  # relative paths against the file, --set applied
     cfg, report = validate_document(doc)
     report.errors.extend(unknown)
     report.errors.extend(Problem(f, "gcloud-style flags apply only to AI Platform configs (trainingInput); set this "

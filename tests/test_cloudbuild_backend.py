@@ -21,7 +21,7 @@ import pytest
 from jobs import images, job_spec, steps
 from jobs.cloud import cloudbuild, gcs
 from jobs.images import cloudbuild as cloudbuild_builder
-from jobs.cloud.clients import CloudError
+from jobs.errors import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild

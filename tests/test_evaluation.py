@@ -245,6 +245,7 @@ def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
 # -- where the verdict goes: the gate, the preflight, the pipeline ---------------------------------------------
 def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
     from jobs import gate
+    from jobs.gate_spec import gate_problems
 
     record = {"eval": {"task": "regression", "rmse": 0.2, "mae": 0.1, "baseline_rmse": 1.0, "examples": 5,
                        "r2": 0.96}}
@@ -252,10 +253,10 @@ def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
     assert figures["eval_rmse"] == 0.2 and figures["eval_baseline_rmse"] == 1.0 and figures["eval_examples"] == 5
     cfg = config_lib.load(str(ROOT / "examples" / "tabular-regressor" / "job.yaml"),
                           ['serving.gate.thresholds=["eval_rmse <= 0.3"]'])
-    assert gate.gate_problems(cfg) == []
+    assert gate_problems(cfg) == []
     assert gate.evaluate(cfg.serving.gate, figures, None).passed
     without = cfg.with_overrides(["serving.eval_data="])
-    assert [str(p) for p in gate.gate_problems(without)] == [
+    assert [str(p) for p in gate_problems(without)] == [
         "serving.gate.thresholds[0]: eval_rmse is measured on serving.eval_data (held-out examples), which this job "
         "does not set; valid choices: serving.eval_data: eval.jsonl"]
 

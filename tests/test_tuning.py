@@ -19,6 +19,7 @@ import pytest
 from jobs.records import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
+from trainers.config_files import load_document
 from trainers.errors import ConfigError
 
 PROJECT = ROOT / "tests" / "fakes" / "tuning_project"
@@ -134,7 +135,7 @@ def test_a_parameter_the_trainer_args_already_set_is_refused(tmp_path):
 
 
 def test_the_builtin_trainer_takes_config_fields_with_valid_values():
-    doc = config_lib.load_document("tuning")
+    doc = load_document("tuning")
     doc["tuning"]["parameters"] = {"training.optimizer": {"type": "categorical", "values": ["adam", "rmsprop"]},
                                    "learning_rate": {"type": "double", "min": 0.001, "max": 0.01},
                                    "tuning.max_trials": {"type": "integer", "min": 1, "max": 3}}

@@ -45,8 +45,7 @@ import os
 from typing import Any, Literal
 
 from trainers import coerce
-from trainers.config_files import (PRESET_DIR, RELATIVE_TO_FILE, absolute_paths, apply_overrides,  # noqa: F401
-                                   is_preset, load_document, presets)
+from trainers.config_files import apply_overrides, load_document
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 

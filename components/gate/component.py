@@ -32,7 +32,7 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
 
     from jobs import gate as gate_lib
     from jobs import records
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from trainers import config as config_lib
     from trainers.errors import ConfigError
 

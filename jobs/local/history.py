@@ -41,7 +41,6 @@ from typing import Any
 
 from jobs import records
 from jobs.local import runs
-from jobs.local.runs import config_diff, flatten  # noqa: F401  (history's readers import them from here)
 from trainers.errors import problem
 from trainers.fileio import NotARegularFile, open_regular
 

@@ -11,7 +11,8 @@ import sys
 from typing import Any
 
 from jobs import records
-from jobs.local.history import Run, parse_time, config_diff, validated_config
+from jobs.local.history import Run, parse_time, validated_config
+from jobs.local.runs import config_diff
 
 
 # -- the list -----------------------------------------------------------------------------------------------

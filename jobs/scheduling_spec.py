@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from trainers import config as config_lib
+from trainers.config_vertex import Scheduling
 from trainers.errors import Problem, problem
 
 #: A duration as the job file and the Vertex API write it: seconds with an ``s``.
@@ -52,7 +53,7 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p + _reservation_problems(cfg)
 
 
-def _timeout_problems(s: config_lib.Scheduling) -> list[Problem]:
+def _timeout_problems(s: Scheduling) -> list[Problem]:
     p: list[Problem] = []
     if not TIMEOUT_RE.match(s.timeout):
         p.append(problem("scheduling.timeout", f"{s.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))

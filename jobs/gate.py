@@ -128,7 +128,7 @@ def tuning_figures(text: str, study_metric: str = "") -> dict[str, float]:
 def verification_figures(record: dict[str, Any]) -> dict[str, float]:
     """The verify step's record (``verification.json``) as figures: its evaluation (``accuracy``, ``loss``,
     ``examples`` for the built-in classifier) and latency (``latency_ms_median``, ...)."""
-    from jobs.evaluation import figures
+    from jobs.evaluation_verdict import figures
 
     out = _numbers((k, record.get(k)) for k in ("accuracy", "loss", "examples", "instances"))
     latency = record.get("latency_ms") if isinstance(record.get("latency_ms"), dict) else {}

@@ -34,7 +34,7 @@ PACKAGES = ("trainers", "jobs", "components", "pipelines")
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("trainers",)),
-    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
+    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.evaluation_verdict", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
               "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.scheduling_spec", "jobs.trainer_spec", "jobs.validate", "jobs.aiplatform",
               "jobs.records", "jobs.tensorboard")),
     ("clients", ("jobs.cloud",)),

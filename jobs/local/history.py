@@ -185,7 +185,7 @@ def _metrics(summary: dict[str, Any], metrics: dict[str, Any]) -> dict[str, floa
         "examples_per_second": _number(training.get("examples_per_second")),
     }
     trainer = summary.get("trainer") if isinstance(summary.get("trainer"), dict) else {}
-    from jobs.evaluation import figures
+    from jobs.evaluation_verdict import figures
 
     out.update(figures(verification.get("eval")))  # serving.eval_data's verdict on the model that went on
     out.update(_study_metric(summary))

@@ -20,7 +20,7 @@ the run left:
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
 * the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version; for a
-  user's trainer also its own (``jobs.images.user.trainer_version``: its repository's commit, and its files' content hash);
+  user's trainer also its own (``jobs.images.user_code.trainer_version``: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.

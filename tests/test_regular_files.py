@@ -102,7 +102,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
     from pathlib import Path
 
     from jobs import trainer_spec
-    from jobs.images.user import collect_code
+    from jobs.images.user_code import collect_code
 
     src = tmp_path / "src"
     (src / "trainer").mkdir(parents=True)

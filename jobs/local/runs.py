@@ -25,7 +25,7 @@ this job's):
 
 What made a run (:func:`making`) is written to ``<base>/provenance.json`` when the run starts: the resolved
 config (the image is its ``container.image_uri``), the user trainer's code hash
-(``jobs.images.user.trainer_version``) and the image; a folder written before that record existed is judged
+(``jobs.images.user_code.trainer_version``) and the image; a folder written before that record existed is judged
 by its ``run.json``. Sections that say how a job is checked, planned or scheduled (:data:`NOT_WHAT_IT_MAKES`)
 are not compared: changing a timeout does not change the model.
 
@@ -256,8 +256,8 @@ def comparable(config: dict[str, Any]) -> dict[str, Any]:
 def making(cfg) -> dict[str, Any]:
     """What makes a run of ``cfg`` (written to ``provenance.json`` when it starts): ``{"config", "image",
     "trainer_code": {"sha256", "files", "text"} | None, "written"}``. The trainer code's hash is a user
-    trainer's (``jobs.images.user.trainer_version``); the built-in trainer is this tool's code."""
-    from jobs.images.user import trainer_version
+    trainer's (``jobs.images.user_code.trainer_version``); the built-in trainer is this tool's code."""
+    from jobs.images.user_code import trainer_version
 
     config = json.loads(cfg.to_json())
     trainer = trainer_version(cfg)
@@ -516,7 +516,7 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
                 ) -> dict[str, Any]:
     """What the run did, from its records (``jobs.records``). A tuned run trained in its trials' folders: its
     ``dirs`` and ``training`` figures are those of the trial whose model was verified (the study's best)."""
-    from jobs.images.user import trainer_version
+    from jobs.images.user_code import trainer_version
     from trainers.cluster import output_dirs
     from trainers.config import resolved_base_dir
 

@@ -37,7 +37,7 @@ from jobs.cli import survives_closed_pipe  # noqa: E402
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": run_command.Subcommand("jobs.validate_cli", "validate_main"),
-    "plan": run_command.Subcommand("jobs.cloud.plan"),
+    "plan": run_command.Subcommand("jobs.cloud.plan_cli"),
     "hardware": run_command.Subcommand("jobs.hardware.listing"),
     "build": run_command.Subcommand("jobs.images.build"),
     "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),

@@ -1,4 +1,4 @@
-"""``vtp plan`` (jobs/cloud/plan.py): the request equals what the compiled pipeline's training step sends; the
+"""``vtp plan`` (jobs/cloud/plan.py, said by jobs/cloud/plan_cli.py): the request equals what the compiled pipeline's training step sends; the
 price table and its figures; the budget; the placement choice with a fake project; unchecked items."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from jobs.cloud import plan as planning
+from jobs.cloud.plan_cli import options_table
 from jobs.hardware import prices
 from jobs.hardware.catalog import load_catalog
 from jobs.placement import Finding, Option, Project
@@ -226,7 +227,7 @@ def test_placement_takes_the_cheaper_of_two_feasible_regions_and_says_why_each_w
         assert not by[f"{lacking} STANDARD"].fits and "hardware catalog" in by[f"{lacking} STANDARD"].why
     assert (plan.cfg.topology.region, plan.cfg.scheduling.strategy) == ("us-central1", "STANDARD")
     assert plan.errors == [] and plan.unchecked == []
-    table = "\n".join(planning.options_table(plan))
+    table = "\n".join(options_table(plan))
     assert "taken: the cheapest that fits" in table and "skipped: quota" in table
 
 

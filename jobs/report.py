@@ -38,6 +38,7 @@ from typing import Any
 from jobs import step_table
 from jobs import report_charts
 from jobs import report_sections as sections
+from jobs.report_eval import eval_html, eval_markdown
 from trainers.paths import readable
 
 MAX_PREDICTIONS = 10
@@ -93,7 +94,7 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
     held-out verdict on ``serving.eval_data`` for any model (``jobs.report_sections.eval_verdict``), the built-in
     classifier's on its validation split; a user's model without eval_data is said not to be judged, and how to
     have it judged."""
-    from jobs.report_sections import EVAL_MISSING, eval_verdict
+    from jobs.report_eval import EVAL_MISSING, eval_verdict
 
     acc, examples = verification.get("accuracy"), verification.get("examples")
     held_out = eval_verdict(verification.get("eval"))
@@ -162,7 +163,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         + sections.gate_verdict(gate)
     parts = [f"<h1>Run report: {e(title)}</h1>",
              "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"
-             + sections.eval_html(verification.get("eval"), e)]
+             + eval_html(verification.get("eval"), e)]
     if provenance:
         parts.append("<h2>Run</h2>" + _kv_table("provenance", list(provenance), e))
     parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
@@ -280,7 +281,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
              "#samples img{width:96px;height:96px;image-rendering:pixelated}" + sections.STYLE)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: {e(title)}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *eval_markdown(verification.get("eval")),
           "", "| | |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
     md += sections.study_markdown(study)

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("clients", ("jobs.cloud",)),
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),
-    ("steps", ("jobs.steps", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts", "jobs.report_sections",
+    ("steps", ("jobs.steps", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts", "jobs.report_sections", "jobs.report_eval",
                "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci", "jobs.ci_local", "jobs.run_command")),
     ("components", ("components",)),
     ("pipelines", ("pipelines",)),

@@ -10,7 +10,7 @@ above; every first-party module is in exactly one):
 2. the spec: what a job is and whether it is valid, with nothing run yet: the job side's one-line errors, how the
    user started the command (``vtp``), the held-out verdict's rules and figures, the
    hardware catalog and rules, the image reference and a job's image, THE job spec, the replica environment,
-   the tuning and gate sections' rules, validation, the AI Platform import, the records a run leaves and the
+   the tuning, gate, scheduling and trainer sections' rules, validation and `vtp validate`, the AI Platform import, the records a run leaves and the
    TensorBoard scalars it writes;
 3. the clients (``jobs/cloud``): the Google Cloud APIs under one policy, the Vertex jobs' one runner;
 4. images (``jobs/images``): building an image through one builder interface;

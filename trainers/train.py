@@ -242,7 +242,6 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     from trainers import input_cache
     from trainers import precision as precision_lib
     from trainers import strategy as strategy_lib
-    from trainers.models import build_model
 
     if cfg.training.deterministic:
         keras.utils.set_random_seed(cfg.training.seed)
@@ -274,18 +273,11 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     mismatch = evaluator_mismatch(cfg, plan) if info.is_chief else None
     if mismatch:
         print(f"warning: {mismatch}", flush=True)
-    data_dir, manifest, classes, image_size = plan.data_dir, plan.manifest, plan.classes, plan.image_size
+    data_dir, manifest, classes = plan.data_dir, plan.manifest, plan.classes
     per_replica, global_batch = plan.per_replica_batch, plan.global_batch
     total_steps = plan.total_steps
 
-    with strategy.scope():
-        model = build_model(cfg.model.name, image_size, len(classes))
-        optimizer = make_optimizer(cfg, choice.loss_scaling)
-        optimizer.build(model.trainable_variables)
-    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    checkpointer = Checkpointer(ckpt, dirs["checkpoints"], cluster_lib.replica_dir(info, dirs["checkpoints"]),
-                                cfg.checkpoint.keep, plan.fingerprint(cfg), info.is_chief)
-    restored = checkpointer.restore()
+    model, optimizer, checkpointer, restored = _restored_model(cfg, info, plan, strategy, choice, dirs["checkpoints"])
     start_step = int(optimizer.iterations.numpy())
     _agree_on_step(strategy, start_step)
     refuse_checkpoint_past_the_end(cfg, plan, start_step, dirs["checkpoints"])
@@ -299,20 +291,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
                                                info.cluster, info.task_type, info.task_index))
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
 
-    one_replica = replica_step(model, optimizer, global_batch)
-
-    def step_fn(images, labels, flags):
-        return one_replica(images, labels), tf.identity(flags)
-
-    @tf.function
-    def train_step(iterator, flags):
-        """One optimizer step on every replica; returns [loss_sum, correct, examples] and the flags,
-        each summed over all replicas (a flag is set when any replica set it)."""
-        images, labels = next(iterator)
-        sums, shared = strategy.run(step_fn, args=(images, labels, flags))
-        return (strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None),
-                strategy.reduce(tf.distribute.ReduceOp.SUM, shared, axis=None))
-
+    train_step = _distributed_step(strategy, model, optimizer, global_batch)
     schedule = SaveSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_seconds)
     writer = summary_writer(info, dirs["logs"])
     iterator = iter(dist_ds)
@@ -356,6 +335,44 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     if info.is_chief:
         report_to_hypertune(result, info, config_lib.resolved_base_dir(cfg))
     return result
+
+
+def _restored_model(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, plan, strategy, choice,
+                    checkpoints: str):
+    """The model and its optimizer built under ``strategy``, and restored from the job's last checkpoint when there
+    is one: (model, optimizer, checkpointer, what was restored or None)."""
+    import tensorflow as tf
+
+    from trainers.models import build_model
+
+    with strategy.scope():
+        model = build_model(cfg.model.name, plan.image_size, len(plan.classes))
+        optimizer = make_optimizer(cfg, choice.loss_scaling)
+        optimizer.build(model.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    checkpointer = Checkpointer(ckpt, checkpoints, cluster_lib.replica_dir(info, checkpoints),
+                                cfg.checkpoint.keep, plan.fingerprint(cfg), info.is_chief)
+    return model, optimizer, checkpointer, checkpointer.restore()
+
+
+def _distributed_step(strategy, model, optimizer, global_batch: int):
+    """``train_step(iterator, flags)``: one optimizer step on every replica, compiled; returns [loss_sum, correct,
+    examples] and the flags, each summed over all replicas (a flag is set when any replica set it)."""
+    import tensorflow as tf
+
+    one_replica = replica_step(model, optimizer, global_batch)
+
+    def step_fn(images, labels, flags):
+        return one_replica(images, labels), tf.identity(flags)
+
+    @tf.function
+    def train_step(iterator, flags):
+        images, labels = next(iterator)
+        sums, shared = strategy.run(step_fn, args=(images, labels, flags))
+        return (strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None),
+                strategy.reduce(tf.distribute.ReduceOp.SUM, shared, axis=None))
+
+    return train_step
 
 
 #: what the chief reports to Vertex hyperparameter tuning (``hyperparameter_metric_tag`` of a study's metric)

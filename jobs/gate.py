@@ -285,7 +285,7 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
         api_endpoint: str = "", record_dir: str = "", study: dict[str, Any] | None = None) -> GateResult:
     """The gate step: with ``better_than_parent`` (and not ``dry_run``: a local run calls no cloud API) read the
     parent's default version and its evaluation, then :func:`evaluate`; the record goes to
-    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.cloud.clients.CloudError`` (one line) when
+    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.errors.CloudError`` (one line) when
     the Model Registry cannot be read, :class:`GateError` for a bad spec."""
     parent_metrics, parent, notes, parent_record = None, "", [], None
     if gate.better_than_parent:

@@ -17,7 +17,7 @@ Steps (each one request through the real client library):
 4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
 
 A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
-:class:`~jobs.cloud.clients.CloudError` line with Cloud Build's own detail and the log URL.
+:class:`~jobs.errors.CloudError` line with Cloud Build's own detail and the log URL.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ google-cloud-storage client is used; where it points is decided by :func:`storag
   reused for storage, because it does not serve the storage API.
 
 Credentials come from :mod:`jobs.cloud.clients` (anonymous for a loopback stand-in, else ADC). Every failure
-is a :class:`~jobs.cloud.clients.CloudError` with one line: a missing bucket says so and how to create it.
+is a :class:`~jobs.errors.CloudError` with one line: a missing bucket says so and how to create it.
 """
 from __future__ import annotations
 

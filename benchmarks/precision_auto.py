@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from trainers import config as config_lib
+    from trainers.config_files import apply_overrides
     from trainers import precision as p
     from trainers import train
     from trainers.plan import make_plan
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         images, records = os.path.join(tmp, "images"), os.path.join(tmp, "records")
         synthesize_image_folder(images, 3, max(2 * args.batch // 3 + 2, 24), args.image_size, seed=0, shape="flowers")
         prepare_tfrecords(images, records, image_size=args.image_size, num_shards=2, validation_fraction=0.2, seed=0)
-        cfg = config_lib.from_dict(config_lib.apply_overrides({}, [
+        cfg = config_lib.from_dict(apply_overrides({}, [
             "data.source=tfrecord", f"data.path={records}", f"model.name={args.model}",
             f"training.per_replica_batch_size={args.batch}", "topology.strategy=one_device",
             "topology.worker.replica_count=0", f"output.base_dir={tmp}/out"]))

@@ -106,6 +106,7 @@ def run_ours(images: str, out: str, epochs: int, overrides: list[str]) -> dict:
     t0 = time.monotonic()
     from jobs import steps
     from trainers import config as config_lib
+    from trainers.config_files import apply_overrides
 
     doc = {
         "name": "bench-ours",
@@ -118,7 +119,7 @@ def run_ours(images: str, out: str, epochs: int, overrides: list[str]) -> dict:
         "topology": {"strategy": "one_device", "chief": {"replica_count": 1, "machine_type": "n1-standard-4"}},
         "output": {"base_dir": out},
     }
-    cfg = config_lib.from_dict(config_lib.apply_overrides(doc, overrides))
+    cfg = config_lib.from_dict(apply_overrides(doc, overrides))
     t_prep = time.monotonic()
     data_dir, manifest = steps.prepare(cfg)
     t_prep = time.monotonic() - t_prep

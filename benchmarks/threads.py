@@ -43,6 +43,7 @@ SETTINGS = {
 
 def child(data: str, out: str, epochs: int, overrides: list[str], result: str) -> None:
     from trainers import config as config_lib
+    from trainers.config_files import apply_overrides
     from trainers.train import train_and_evaluate
 
     doc = {"name": "bench-threads", "data": {"source": "tfrecord", "path": data, "image_size": 180, "shuffle_buffer": 1000},
@@ -50,7 +51,7 @@ def child(data: str, out: str, epochs: int, overrides: list[str], result: str) -
            "checkpoint": {"every_steps": 0},
            "topology": {"strategy": "one_device", "chief": {"replica_count": 1, "machine_type": "n1-standard-4"}},
            "output": {"base_dir": out}}
-    cfg = config_lib.from_dict(config_lib.apply_overrides(doc, overrides))
+    cfg = config_lib.from_dict(apply_overrides(doc, overrides))
     res = train_and_evaluate(cfg, env={})
     Path(result).write_text(json.dumps({"rates": res["epoch_examples_per_second"], "policy": res["precision"]}))
 

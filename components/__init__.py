@@ -2,7 +2,8 @@
 pipeline, one folder each (``<name>/component.py``, the definition; ``<name>/component.yaml``, generated
 from it).
 
-    from components import train, verify_model          # the definitions (in components.base.DEFAULT_IMAGE)
+    from components.train.component import train          # a definition (in components.base.DEFAULT_IMAGE)
+    verify_model = components.definition("verify_model")   # the same, by name
     c = components.published("REPO/tf-trainer@sha256:...")   # the published YAMLs, in your image
     verify_model = kfp.components.load_component_from_file("components/verify_model/component.yaml")
 
@@ -47,21 +48,15 @@ NAMES = ("validate_config", "build_image", "prepare_data", "train", "tune", "cus
 HERE = Path(__file__).resolve().parent
 YAML_NAME = "component.yaml"
 
-__all__ = list(NAMES) + ["NAMES", "definition", "published", "yaml_path", "write_yamls", "with_image"]
+__all__ = ["NAMES", "definition", "published", "yaml_path", "load_yaml", "write_yamls", "with_image"]
 
 
 def definition(name: str):
-    """The Python definition of component ``name`` (a KFP ``PythonComponent``)."""
+    """The Python definition of component ``name`` (a KFP ``PythonComponent``): ``components.<name>.component.<name>``.
+    ``components.<name>`` is the component's package (its folder), as for any package."""
     if name not in NAMES:
         raise KeyError(f"no component {name!r}; components: {', '.join(NAMES)}")
     return getattr(importlib.import_module(f"components.{name}.component"), name)
-
-
-# ``from components import train`` gives the component, not its folder's package: importing a definition
-# sets ``components.<name>`` to the sub-package, so each is bound here once all are imported.
-for _name in NAMES:
-    globals()[_name] = definition(_name)
-del _name
 
 
 def with_image(component, image: str):

@@ -16,9 +16,9 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from jobs.cloud import clients
+    from jobs.cloud.lines import run_command
 
-    return clients.run_command(_main, argv)
+    return run_command(_main, argv)
 
 
 def _main(argv: list[str]) -> int:

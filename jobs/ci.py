@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--config", required=True)
     i.add_argument("--images", type=Path, required=True)
     args = p.parse_args(argv)
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from trainers.errors import ConfigError
 
     try:

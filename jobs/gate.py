@@ -39,8 +39,6 @@ from typing import Any
 from jobs import records
 from jobs.errors import CloudError
 from jobs.gate_spec import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
-# the spec's names, for callers that take the whole gate from here
-from jobs.gate_spec import EXAMPLES, OPS, gate_problems, known_metrics, parse_bar  # noqa: F401
 from jobs.tensorboard import last_values, read_scalars
 from trainers import config as config_lib
 from trainers.errors import ConfigError, problem
@@ -132,7 +130,7 @@ def tuning_figures(text: str, study_metric: str = "") -> dict[str, float]:
 def verification_figures(record: dict[str, Any]) -> dict[str, float]:
     """The verify step's record (``verification.json``) as figures: its evaluation (``accuracy``, ``loss``,
     ``examples`` for the built-in classifier) and latency (``latency_ms_median``, ...)."""
-    from jobs.evaluation import figures
+    from jobs.evaluation_verdict import figures
 
     out = _numbers((k, record.get(k)) for k in ("accuracy", "loss", "examples", "instances"))
     latency = record.get("latency_ms") if isinstance(record.get("latency_ms"), dict) else {}
@@ -289,7 +287,7 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
         api_endpoint: str = "", record_dir: str = "", study: dict[str, Any] | None = None) -> GateResult:
     """The gate step: with ``better_than_parent`` (and not ``dry_run``: a local run calls no cloud API) read the
     parent's default version and its evaluation, then :func:`evaluate`; the record goes to
-    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.cloud.clients.CloudError`` (one line) when
+    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.errors.CloudError`` (one line) when
     the Model Registry cannot be read, :class:`GateError` for a bad spec."""
     parent_metrics, parent, notes, parent_record = None, "", [], None
     if gate.better_than_parent:

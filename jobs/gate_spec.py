@@ -25,7 +25,7 @@ import math
 import operator
 import re
 
-from jobs.evaluation import METRIC_NAMES
+from jobs.evaluation_verdict import METRIC_NAMES
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 

@@ -20,7 +20,7 @@ the run left:
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
 * the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version; for a
-  user's trainer also its own (``jobs.images.user.trainer_version``: its repository's commit, and its files' content hash);
+  user's trainer also its own (``jobs.images.user_code.trainer_version``: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.report_sections``.
@@ -38,6 +38,7 @@ from typing import Any
 from jobs import step_table
 from jobs import report_charts
 from jobs import report_sections as sections
+from jobs.report_eval import EVAL_MISSING, eval_html, eval_markdown, eval_verdict
 from jobs.tensorboard import CURVES_HOW, NO_SCALARS
 from trainers import fileio
 from trainers.paths import readable
@@ -92,11 +93,11 @@ def _kv_table(element_id: str, rows: list[tuple[str, str]], e) -> str:
 def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], scalars: dict[str, list],
             data: dict[str, Any] | None, train: dict[str, Any]) -> list[str]:
     """The answer to "is this model any good?", as sentences of plain text (facts and their yardsticks): the
-    held-out verdict on ``serving.eval_data`` for any model (``jobs.report_sections.eval_verdict``), the built-in
+    held-out verdict on ``serving.eval_data`` for any model (``jobs.report_eval.eval_verdict``), the built-in
     classifier's on its validation split; a user's model without eval_data is said not to be judged, and how to
     have it judged."""
     acc, examples = verification.get("accuracy"), verification.get("examples")
-    held_out = sections.eval_verdict(verification.get("eval"))
+    held_out = eval_verdict(verification.get("eval"))
     out = []
     if isinstance(acc, (int, float)) and isinstance(examples, int) and examples:
         out.append(f"Validation accuracy {acc:.3f} ({round(acc * examples)} of {examples} held-out images right), "
@@ -127,7 +128,7 @@ def verdict(verification: dict[str, Any], classes_stats: list[dict[str, Any]], s
             out.append("The trainer's own final values: "
                        + ", ".join(f"{k} {v:.4g}" for k, v in sorted(shown.items())[:6]) + ".")
         if not held_out:
-            out.append(sections.EVAL_MISSING)
+            out.append(EVAL_MISSING)
         out.append(f"The exported model loads and serves: {verification.get('signature', '?')} answered "
                    f"{verification.get('instances', '?')} instance(s).")
     else:
@@ -162,7 +163,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
         + sections.gate_verdict(gate)
     parts = [f"<h1>Run report: {e(title)}</h1>",
              "<h2>Is this model any good?</h2><ul id='verdict'>" + "".join(f"<li>{e(x)}</li>" for x in answer) + "</ul>"
-             + sections.eval_html(verification.get("eval"), e)]
+             + eval_html(verification.get("eval"), e)]
     if provenance:
         parts.append("<h2>Run</h2>" + _kv_table("provenance", list(provenance), e))
     parts.append("<h2>Job</h2>" + _kv_table("job", rows, e))
@@ -181,7 +182,7 @@ def build(*, title: str, rows: list[tuple[str, str]], scalars: dict[str, list[tu
     kept = ", ".join(f"ckpt-{s}" for s in checkpoints) or "none of the built-in trainer's"
     start = _start_text(resumed, fresh)
     parts.append(_checkpoints_html(kept, checkpoint_dir, attempts_seen, start, restarts, vertex_attempts, e))
-    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *sections.eval_markdown(verification.get("eval")),
+    md = [f"# Run report: {title}", "", *[f"- {x}" for x in answer], *eval_markdown(verification.get("eval")),
           "", "| | |", "|---|---|"]
     md += [f"| {k} | {v} |" for k, v in [*provenance, *rows, *hyperparameters]]
     md += sections.study_markdown(study)

@@ -119,8 +119,8 @@ def data_summary(cfg) -> dict[str, Any] | None:
 def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, Any], cfg=None) -> list[tuple[str, str]]:
     """When the run started and with which command (the run lock, held while this step runs; local runs),
     when this page was written, and from which code: a user's trainer's own version
-    (``jobs.images.user.trainer_version``) and this tool's apart."""
-    from jobs.images.user import trainer_version
+    (``jobs.images.user_code.trainer_version``) and this tool's apart."""
+    from jobs.images.user_code import trainer_version
 
     import datetime as dt
 

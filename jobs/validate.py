@@ -5,27 +5,38 @@ the data folder (exists, has class folders, none empty), and the hardware rules 
 (``jobs.hardware.rules.check_job``: machine x accelerator counts, vCPU/memory, regions, zones, TPU
 rules, strategy vs topology, batch divisibility). It runs at the start of every ``run.py`` command and
 as the pipeline's first component. No TensorFlow import: it takes well under a second.
+
+The sections with rules of their own have their own spec modules, called from here: ``jobs.scheduling_spec``,
+``jobs.trainer_spec``, ``jobs.tuning_spec``, ``jobs.gate_spec``, ``jobs.placement``, ``jobs.evaluation``
+(serving's held-out data) and the hardware rules (``jobs.hardware``).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
 from pathlib import Path
 
 from trainers import config as config_lib
+from trainers.config_files import load_document
 from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import ConfigError, Problem, problem
-from trainers.fileio import NotARegularFile, open_regular, read_regular
-from jobs.evaluation import settings_problems as eval_settings_problems
+from trainers.fileio import NotARegularFile, open_regular
+from trainers.prepare_beam import beam_missing_problems, dataflow_problems
+from jobs.evaluation import eval_data_problems, settings_problems as eval_settings_problems
 from jobs.gate_spec import gate_problems
 from jobs.hardware.rules import Report, check_job
+from jobs.hardware.names import REGION_RE
+from jobs.hardware.today import retired_problems
+from jobs.hardware.vertex_rules import vertex_problems
 from jobs.placement import placement_problems
-from jobs.tuning_spec import tuning_problems
+from jobs.scheduling_spec import scheduling_problems
+from jobs.trainer_spec import trainer_file_problems, trainer_shape_problems
+from jobs.tuning_spec import flag_value, tuning_problems
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
-TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")
 IMAGE_EXT = {".jpg", ".jpeg", ".png"}
 
 
@@ -83,17 +94,7 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
         _positive(p, "data.synthetic_images_per_class", d.synthetic_images_per_class, 2)
     elif d.source != "none" and not d.path:
         p.append(problem("data.path", f"data.source={d.source} needs a path (local folder, gs://bucket/dir or /gcs/bucket/dir)"))
-    if not TIMEOUT_RE.match(cfg.scheduling.timeout):
-        p.append(problem("scheduling.timeout", f"{cfg.scheduling.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
-    else:
-        p += duration_problems("scheduling.timeout", cfg.scheduling.timeout, ["86400s"])
-    if cfg.scheduling.max_restarts < 0:
-        p.append(problem("scheduling.max_restarts", f"must be 0 or more, got {cfg.scheduling.max_restarts}"))
-    startup = cfg.scheduling.startup_timeout_s
-    if not 0 <= startup <= STARTUP_TIMEOUT_MAX_S:
-        p.append(problem("scheduling.startup_timeout_s", f"must be between 0 (no bound) and {STARTUP_TIMEOUT_MAX_S:,} s "
-                                                         f"(7 days, Vertex's default job timeout), got {startup:g}",
-                         [300, 900]))
+    p += scheduling_problems(cfg)  # scheduling: jobs/scheduling_spec.py
     for i, pool in enumerate(cfg.topology.pools()):  # used pools' disks: jobs.hardware.vertex_rules
         size = pool.disk_spec.boot_disk_size_gb
         if pool.replica_count <= 0 and size < 0:
@@ -101,185 +102,12 @@ def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
             p.append(problem(f"topology.{name}.disk_spec.boot_disk_size_gb", f"cannot be negative, got {size} (0: "
                                                                               "Vertex's default)", [0, 100]))
     p += tensorboard_problems(cfg)
-    p += scheduling_problems(cfg)
     if not cfg.container.command:
         p.append(problem("container.command", "is empty; the worker command to run", ["python -m trainers.task"]))
-    p += trainer_shape_problems(cfg)
+    p += trainer_shape_problems(cfg)  # trainer: jobs/trainer_spec.py
     p += gate_problems(cfg)  # serving.gate: jobs/gate.py
     p += eval_settings_problems(cfg.serving)  # serving.eval_*: jobs/evaluation.py
     p += tuning_problems(cfg)  # tuning: jobs/tuning
-    return p
-
-
-MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-
-def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """The ``trainer`` section's rules that need no file system."""
-    t, p = cfg.trainer, []
-    if t.module and not MODULE_RE.match(t.module):
-        p.append(problem("trainer.module", f"{t.module!r} is not a Python module name (python -m MODULE)",
-                         ["trainer.task"]))
-    if t.module and list(cfg.container.command) != config_lib.BUILTIN_COMMAND:
-        p.append(problem("container.command", "is set together with trainer.module; trainer.module runs "
-                                              "python -m MODULE, container.command is for a trainer that is not a "
-                                              "Python module: keep one", ["remove container.command"]))
-    if t.module and cfg.container.args:
-        p.append(problem("container.args", "is set together with trainer.module; give the arguments as "
-                                           "trainer.args", [f"trainer.args: {list(cfg.container.args)}"]))
-    if (t.args or t.requirements) and not t.module:
-        field = "trainer.args" if t.args else "trainer.requirements"
-        p.append(problem(field, "needs trainer.module (the module every replica runs)", ["trainer.module: trainer.task"]))
-    p += trainer_env_problems(cfg)
-    p += env_size_problems(cfg.trainer.env)
-    if cfg.data.source == "none" and not cfg.user_trainer:
-        p.append(problem("data.source", "none means the trainer reads its own data, but the built-in trainer "
-                                        "needs images or TFRecords; set trainer.module to your own trainer",
-                         ["synthetic", "images", "tfrecord"]))
-    return p
-
-
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """``trainer.env``: names a shell and Vertex accept, and none that Vertex (or the local launcher) sets
-    for every replica: a declared ``TF_CONFIG`` or ``AIP_MODEL_DIR`` would fight the cluster's own."""
-    from jobs.replica_env import is_vertex_variable
-    from trainers.cluster import LOCAL_LAUNCHER_ENV
-
-    p = []
-    for name in cfg.trainer.env:
-        if not ENV_NAME_RE.match(name):
-            p.append(problem(f"trainer.env.{name}", "is not an environment variable name (letters, digits and '_', "
-                                                    "not starting with a digit)", ["TF_USE_LEGACY_KERAS"]))
-        elif is_vertex_variable(name) or name == LOCAL_LAUNCHER_ENV:
-            p.append(problem(f"trainer.env.{name}", "is set by Vertex AI (or the local launcher) for every replica: "
-                                                    "a declared value would fight the job's own; read it in your "
-                                                    "trainer instead, or declare another name", ["MY_SETTING"]))
-    return p
-
-
-#: GPUs that Dynamic Workload Scheduler (``scheduling.strategy: FLEX_START``) serves for Vertex training
-#: ("Schedule training jobs based on resource availability": L4, A100, H100, H200, B200).
-FLEX_START_GPUS = ("NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-                   "NVIDIA_H200_141GB", "NVIDIA_B200")
-FLEX_START_MAX_S = 7 * 24 * 3600
-#: A bound on a replica's start-up (``scheduling.startup_timeout_s``): Vertex's default job timeout (7 days). A longer
-#: one is no bound at all, and past ~9.2e9 s Python's own waits overflow (``threading.TIMEOUT_MAX``).
-STARTUP_TIMEOUT_MAX_S = 7 * 24 * 3600
-PERSISTENT_RESOURCE_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-RESERVATION_RE = re.compile(r"^projects/[^/]+/zones/([a-z]+-[a-z]+[0-9]+)-[a-z]/reservations/[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """The CustomJob's scheduling extras, as Vertex documents them: ``max_wait_duration`` only for
-    ``FLEX_START`` (Dynamic Workload Scheduler: its GPUs, a timeout of at most 7 days, the same machine in
-    every pool); the persistent resource id's form; the reservation affinity's type, key and values (a
-    specific reservation is named by ``compute.googleapis.com/reservation-name`` and its full resource name,
-    in a zone of the job's region)."""
-    s, p = cfg.scheduling, []
-    if s.max_wait_duration:
-        if not TIMEOUT_RE.match(s.max_wait_duration):
-            p.append(problem("scheduling.max_wait_duration", f"{s.max_wait_duration!r} is not a duration in seconds "
-                                                             "(\"0s\": wait indefinitely)", ["1800s", "0s"]))
-        else:
-            p += duration_problems("scheduling.max_wait_duration", s.max_wait_duration, ["86400s", "0s"])
-        if s.strategy != "FLEX_START":
-            p.append(problem("scheduling.max_wait_duration", f"applies to scheduling.strategy FLEX_START only, not "
-                                                             f"{s.strategy}: set the strategy or remove it", ["FLEX_START"]))
-    if s.strategy == "FLEX_START":
-        used = [(name, pool) for name, pool in zip(("chief", "worker", "parameter_server", "evaluator"),
-                                                   cfg.topology.pools()) if pool.replica_count > 0]
-        for name, pool in used:
-            if pool.accelerator_type not in FLEX_START_GPUS or pool.accelerator_count <= 0:
-                p.append(problem(f"topology.{name}.accelerator_type", f"FLEX_START (Dynamic Workload Scheduler) runs "
-                                                                      "training on L4, A100, H100, H200 or B200 GPUs, "
-                                                                      f"not {pool.accelerator_type or 'no GPU'}",
-                                 FLEX_START_GPUS))
-        shapes = {(pool.machine_type, pool.accelerator_type, pool.accelerator_count) for _, pool in used}
-        if len(shapes) > 1:
-            p.append(problem("scheduling.strategy", "FLEX_START needs the same machine (type, GPU type and count) in "
-                                                    "every worker pool; the pools differ", ["STANDARD", "SPOT"]))
-        if TIMEOUT_RE.match(s.timeout) and float(s.timeout[:-1]) > FLEX_START_MAX_S:
-            p.append(problem("scheduling.timeout", f"{s.timeout} is over FLEX_START's 7 days", [f"{FLEX_START_MAX_S}s"]))
-    if s.persistent_resource_id and not PERSISTENT_RESOURCE_RE.match(s.persistent_resource_id):
-        p.append(problem("scheduling.persistent_resource_id", f"{s.persistent_resource_id!r} is not a persistent "
-                                                              "resource id (1-63 lower-case letters, digits and '-', "
-                                                              "starting with a letter)", ["my-training-cluster"]))
-    r = s.reservation_affinity
-    field = "scheduling.reservation_affinity"
-    if not r.reservation_affinity_type and (r.key or r.values):
-        p.append(problem(f"{field}.reservation_affinity_type", "is empty but key/values are set",
-                         ["SPECIFIC_RESERVATION"]))
-    elif r.reservation_affinity_type in ("ANY_RESERVATION", "NO_RESERVATION") and (r.key or r.values):
-        p.append(problem(f"{field}.key", f"key and values name a reservation, which only SPECIFIC_RESERVATION takes, "
-                                         f"not {r.reservation_affinity_type}", ["SPECIFIC_RESERVATION"]))
-    elif r.reservation_affinity_type == "SPECIFIC_RESERVATION":
-        if r.key != RESERVATION_KEY:
-            p.append(problem(f"{field}.key", f"{r.key or 'empty'}: a specific reservation is named by its name label",
-                             [RESERVATION_KEY]))
-        if not r.values:
-            p.append(problem(f"{field}.values", "names no reservation",
-                             [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
-        for value in r.values:
-            m = RESERVATION_RE.match(value)
-            if not m:
-                p.append(problem(f"{field}.values", f"{value!r} is not a reservation's full resource name",
-                                 [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
-            elif m.group(1) != cfg.topology.region:
-                p.append(problem(f"{field}.values", f"{value} is in {m.group(1)}, the job runs in "
-                                                    f"{cfg.topology.region}: a reservation serves its own zone only",
-                                 [f"projects/PROJECT/zones/{cfg.topology.region}-a/reservations/NAME"]))
-    return p
-
-
-def duration_problems(field: str, text: str, valid: list[str]) -> list[Problem]:
-    """A duration the API can carry: ``google.protobuf.Duration`` (the type of ``Scheduling.timeout`` and
-    ``max_wait_duration``) holds at most 315,576,000,000 s (10,000 years); the installed protobuf library says
-    so itself, and a longer one is refused when the job is created, after the pipeline ran up to it. Vertex
-    documents no lower cap of its own (its defaults: 7 days for ``timeout``, 24 hours for ``max_wait_duration``;
-    FLEX_START's 7-day timeout is checked with FLEX_START)."""
-    from google.protobuf import duration_pb2
-
-    try:
-        duration_pb2.Duration().FromJsonString(text)
-    except ValueError as exc:
-        limit = re.search(r"range \[(-?\d+), (\d+)\]", str(exc))
-        most = f"{int(limit.group(2)):,} s" if limit else "the protobuf Duration range"
-        return [problem(field, f"{text} is longer than a duration the Vertex API can carry (google.protobuf.Duration: "
-                               f"at most {most})", valid)]
-    return []
-
-
-#: Linux refuses to start a process with an environment (or argument) string longer than this, NAME= and the
-#: terminating NUL included (MAX_ARG_STRLEN = 32 pages of 4 KiB: "Argument list too long", E2BIG); seen here:
-#: ``X=`` + 131,069 characters starts, + 131,070 does not.
-MAX_ARG_STRLEN = 131072
-#: ... and whose arguments and environment together (strings and their pointers) exceed ARG_MAX, a quarter of the
-#: stack limit: 2 MiB with the usual 8 MiB stack. What is left beside trainer.env (the command, Vertex's and the
-#: launcher's variables) is kept free: ENV_BUDGET is what trainer.env may take.
-ARG_MAX = 2 * 1024 * 1024
-ENV_BUDGET = ARG_MAX - 256 * 1024
-
-
-def env_size_problems(env: dict[str, str]) -> list[Problem]:
-    """``trainer.env`` values no replica could start with (see :data:`MAX_ARG_STRLEN`, :data:`ENV_BUDGET`)."""
-    p = []
-    total = 0
-    for name, value in env.items():
-        size = len(f"{name}={value}".encode("utf-8", "surrogatepass")) + 1
-        total += size + 8
-        if size > MAX_ARG_STRLEN:
-            p.append(problem(f"trainer.env.{name}", f"{size - len(name) - 2:,} bytes: Linux starts no process with an "
-                                                    f"environment string of {MAX_ARG_STRLEN // 1024} KiB or more "
-                                                    "(NAME=value); put the content in a file of your trainer's source "
-                                                    "and pass its path", [f"{name}: path/in/source_dir.json"]))
-    if not p and total > ENV_BUDGET:
-        p.append(problem("trainer.env", f"{total:,} bytes in all: with the command and Vertex's own variables a "
-                                        f"process's environment must stay under {ARG_MAX // 1024 // 1024} MiB "
-                                        "(ARG_MAX); move the large values into files", ["fewer or shorter values"]))
     return p
 
 
@@ -289,8 +117,6 @@ def tuned_range_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     hardware rules: a positive learning rate, a batch that divides by the replicas...)."""
     if cfg.user_trainer or not cfg.tuning.enabled:
         return []
-    from jobs.tuning_spec import flag_value
-
     out: list[Problem] = []
     for name, param in cfg.tuning.parameters.items():
         listed = param.type in ("categorical", "discrete")
@@ -329,94 +155,8 @@ def _value_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
     return warnings
 
 
-def _modules_in(root: Path, limit: int = 200) -> list[str]:
-    """Modules under ``root`` (up to 4 levels, names ``python -m`` takes) that look runnable (``if __name__ ==
-    "__main__"``), for a did-you-mean. Hidden folders, runs, builds and virtual environments are never walked:
-    ``trainer.source_dir`` may be a big folder."""
-    import os
-
-    found, skip = [], {"runs", "build", "dist", "__pycache__", "node_modules", "site-packages", "venv", "env"}
-    for folder, dirs, names in os.walk(root):
-        rel_dir = Path(folder).relative_to(root)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in skip and d.isidentifier()
-                         and len(rel_dir.parts) < 3)
-        for name in sorted(names):
-            if not name.endswith(".py") or not name[:-3].isidentifier():
-                continue
-            try:  # a named pipe called x.py is never read (trainers.fileio)
-                if b"__main__" in read_regular(str(Path(folder) / name), "trainer.source_dir"):
-                    found.append(".".join((*rel_dir.parts, name[:-3])))
-            except (OSError, NotARegularFile):
-                continue
-            if len(found) >= limit:
-                return found
-    return found
-
-
-def _nearest(name: str, names: list[str], n: int = 5) -> list[str]:
-    """The ``names`` like ``name``, the likeliest first (a did-you-mean): none that is merely there (a folder holding
-    other projects' scripts, e.g. ``benchmarks.pipeline_steps`` for ``trainer.task``, is no suggestion)."""
-    import difflib
-
-    return difflib.get_close_matches(name, names, n=n, cutoff=0.6)
-
-
-def _folders_holding(root: Path, parts: list[str], depth: int = 3) -> list[str]:
-    """Subfolders of ``root`` (a few levels down) from which ``python -m <parts>`` would run: the folder a user
-    meant as ``trainer.source_dir`` when they gave its parent (``--set trainer.source_dir=.`` one level up)."""
-    found = []
-    for d in sorted(root.iterdir()) if root.is_dir() else []:
-        if not d.is_dir() or d.name.startswith(".") or d.name in ("runs", "build", "__pycache__"):
-            continue
-        here = d.joinpath(*parts)
-        if here.with_suffix(".py").is_file() or (here / "__main__.py").is_file():
-            found.append(str(d))
-        elif depth > 1:
-            found += _folders_holding(d, parts, depth - 1)
-        if len(found) >= 3:
-            break
-    return found
-
-
-def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
-    """A user trainer's files, checked on this machine before any replica starts: the source folder, the
-    module in it, the requirements file, the sample request."""
-    t, p = cfg.trainer, []
-    if t.module:
-        root = Path(t.source_dir)
-        if not root.is_dir():
-            return [problem("trainer.source_dir", f"{t.source_dir} is not a folder ({RELATIVE_RULE})",
-                            found_elsewhere(t.source_dir, [os.getcwd()]) or ["."])]
-        parts = t.module.split(".")
-        here = root.joinpath(*parts)
-        if not (here.with_suffix(".py").is_file() or (here / "__main__.py").is_file()):
-            rel = "/".join(parts)
-            inside = _folders_holding(root, parts)
-            moved = (f"; {rel}.py is in {inside[0]}: set trainer.source_dir to that folder" if inside else "")
-            p.append(problem("trainer.module", f"{t.module} is not importable from trainer.source_dir {root} (no "
-                                               f"{rel}.py or {rel}/__main__.py there): every replica runs python -m "
-                                               f"{t.module} in that folder{moved}",
-                             _nearest(t.module, _modules_in(root))
-                             or ([f"trainer.source_dir: {inside[0]}"] if inside else ["trainer.task"])))
-            if inside:  # the requirements are looked for in the same wrong folder: one cause, one line
-                return p
-        if t.requirements and not (root / t.requirements).is_file():
-            p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
-                                                     "trainer.source_dir)", ["requirements.txt"]))
-    if cfg.serving.sample_request:
-        p += sample_request_problems(cfg.serving.sample_request)
-    if cfg.serving.eval_data:  # jobs/evaluation.py: exists, JSON Lines, instance and label, the sample's shape
-        from jobs.evaluation import eval_data_problems
-
-        p += eval_data_problems(cfg.serving.eval_data, cfg.serving.sample_request, cfg.serving.eval_task,
-                                (t.source_dir,) if t.module and t.source_dir else ())
-    return p
-
-
 def sample_request_problems(path: str) -> list[Problem]:
     """``serving.sample_request``: a JSON file ``{"instances": [...]}`` (Vertex online prediction's body)."""
-    import json
-
     example = ['{"instances": [[0.1, 0.2], [0.3, 0.4]]}']
     try:
         with open_regular(path, "serving.sample_request") as f:
@@ -467,12 +207,8 @@ def data_value_problems(d: config_lib.Data) -> list[Problem]:
         p.append(problem("data.cache_budget_mb", f"must be -1 (derived from memory), 0 (never cache) or a size in "
                                                  f"MB, got {d.cache_budget_mb}"))
     if d.source in ("images", "synthetic"):  # the pipeline prepares: the runner must be installed
-        from trainers.prepare_beam import beam_missing_problems
-
         p += beam_missing_problems(d.prepare_runner)
     if d.prepare_runner == "dataflow":
-        from trainers.prepare_beam import dataflow_problems
-
         p += dataflow_problems(d.dataflow)
     return p
 
@@ -507,16 +243,25 @@ def data_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return out
 
 
-def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
-    from jobs.hardware.today import retired_problems
-    from jobs.hardware.vertex_rules import vertex_problems
+def serving_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """The serving section's files, checked on this machine: the sample request, the held-out data
+    (``jobs.evaluation``: exists, JSON Lines, instance and label, the sample's shape)."""
+    s, t, p = cfg.serving, cfg.trainer, []
+    if s.sample_request:
+        p += sample_request_problems(s.sample_request)
+    if s.eval_data:
+        p += eval_data_problems(s.eval_data, s.sample_request, s.eval_task,
+                                (t.source_dir,) if t.module and t.source_dir else ())
+    return p
 
+
+def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     report = check_job(cfg.to_dict())
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
               + tuned_range_problems(cfg) + placement_problems(cfg))
     if check_data:
-        errors += data_problems(cfg) + trainer_file_problems(cfg)
+        errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings)
 
 
@@ -547,10 +292,8 @@ def load(config: str, overrides: list[str], region: str | None = None, check_dat
     and, for a job submitted to ``--region``, that region (its machines and accelerators are checked there;
     a malformed region is left to the submit preflight to report). Each warning goes to ``warn`` first,
     errors or not; raises :class:`ConfigError` with every problem at once."""
-    from jobs.hardware.rules import REGION_RE
-
     region_set = [f"topology.region={region}"] if region and REGION_RE.match(region) else []
-    cfg, report = validate_document(config_lib.load_document(config, list(overrides) + region_set), check_data)
+    cfg, report = validate_document(load_document(config, list(overrides) + region_set), check_data)
     for warning in report.warnings:
         warn(warning)
     if report.errors:

@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from jobs import evaluation
+from jobs.evaluation_verdict import judge
 from jobs.local.launch.hints import no_model_hint
 from trainers.export import evaluate_export
 
@@ -348,7 +349,7 @@ def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]],
     arrays = {k: np.concatenate(v, axis=0) for k, v in collected.items()}
     classes = [str(c) for c in (_builtin_metadata(model_dir) or {}).get("classes") or []] if model_dir else []
     try:
-        result = evaluation.judge(arrays, [e["label"] for e in examples], task=task, output=output, classes=classes)
+        result = judge(arrays, [e["label"] for e in examples], task=task, output=output, classes=classes)
     except evaluation.EvalError as exc:
         raise VerifyError(str(exc)) from None
     return {"data": source, **result}

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from jobs import evaluation
+from jobs.evaluation_verdict import judge
 from jobs.hardware.catalog import load_catalog
 from jobs.hardware.names import region_verdict
 from jobs.hardware.shared import region_problems
@@ -221,12 +222,12 @@ def test_labels_of_the_wrong_kind_for_eval_task_are_refused_before_anything_runs
 def test_labels_that_are_no_class_of_the_model_stop_the_verdict(outputs, labels, fragment):
     classes = ["cat", "dog"] if isinstance(labels[0], str) else None
     with pytest.raises(evaluation.EvalError) as exc:
-        evaluation.judge(outputs, labels, task="classification", classes=classes)
+        judge(outputs, labels, task="classification", classes=classes)
     assert fragment in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_labels_the_model_has_are_judged():
-    result = evaluation.judge({"scores": np.eye(3)[[0, 1, 2, 0]]}, [0, 1, 2, 1], task="classification")
+    result = judge({"scores": np.eye(3)[[0, 1, 2, 0]]}, [0, 1, 2, 1], task="classification")
     assert result["accuracy"] == 0.75
 
 

@@ -12,6 +12,8 @@ from google.api_core import exceptions as core
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from jobs.cloud import clients
+from jobs.cloud.policy import CREATE_OWN_ID, MIN_ATTEMPT_S, POLICY_ENV, READ, policy
+from jobs.cloud.lines import failure_line
 
 
 class FakeClock:
@@ -38,7 +40,7 @@ def install(monkeypatch, clock: FakeClock, **policy: str) -> None:
         monkeypatch.setattr(clients, name, getattr(clock, name))
     monkeypatch.setattr(clients, "wall_time", lambda: 1.7e9 + clock.t)
     monkeypatch.setattr(clients, "say", clock.lines.append)
-    for key in clients.POLICY_ENV:
+    for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)
     for key, value in policy.items():
         monkeypatch.setenv(key, value)
@@ -48,7 +50,7 @@ def check_attempts(clock: FakeClock, deadline: float) -> None:
     for started, timeout in clock.attempts:
         assert started + max(timeout) <= deadline + 1e-9, (started, timeout, deadline)
         if (started, timeout) != clock.attempts[0]:
-            assert max(timeout) >= min(clients.MIN_ATTEMPT_S, max(clients.policy().timeout)) - 1e-9
+            assert max(timeout) >= min(MIN_ATTEMPT_S, max(policy().timeout)) - 1e-9
 
 
 def test_a_create_inside_a_command_ends_by_the_commands_deadline_not_its_own(monkeypatch):
@@ -57,17 +59,17 @@ def test_a_create_inside_a_command_ends_by_the_commands_deadline_not_its_own(mon
     install(monkeypatch, clock)
     started = clock.t - 6.0  # the command started 6 s before its create
     with clients.within(since=started), pytest.raises(core.RetryError) as gave_up:
-        clients.retried(clock.silent, kind=clients.CREATE_OWN_ID, doing="creating pipeline job J", service="Vertex AI")
+        clients.retried(clock.silent, kind=CREATE_OWN_ID, doing="creating pipeline job J", service="Vertex AI")
     assert clock.t - started <= 120.0 - clients.EXIT_RESERVE_S, clock.t - started  # its last second: the exit's
     check_attempts(clock, started + 120.0 - clients.EXIT_RESERVE_S)
     assert len(clock.attempts) > 1 and len(clock.lines) == len(clock.attempts) - 1
-    assert clients.failure_line(gave_up.value, "creating pipeline job J", "").startswith(
+    assert failure_line(gave_up.value, "creating pipeline job J", "").startswith(
         "creating pipeline job J: gave up after retrying for 113 s: no answer from the server within 10 s")
     # without the command's bound the same create would have had its own whole 120 s
     alone = FakeClock()
     install(monkeypatch, alone)
     with pytest.raises(core.RetryError):
-        clients.retried(alone.silent, kind=clients.CREATE_OWN_ID, doing="creating pipeline job J")
+        clients.retried(alone.silent, kind=CREATE_OWN_ID, doing="creating pipeline job J")
     assert "(110 s left)" in alone.lines[0] and "(103 s left)" in clock.lines[0], (alone.lines[0], clock.lines[0])
 
 
@@ -103,7 +105,7 @@ def test_nested_bounds_the_earlier_wins(monkeypatch):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before_s=st.floats(0, 100), overrun_s=st.floats(0, 2), total_s=st.floats(1, 300), read_s=st.floats(0.1, 30),
-       first_s=st.floats(0.01, 5), max_s=st.floats(0.05, 60), kind=st.sampled_from([clients.READ, clients.CREATE_OWN_ID]))
+       first_s=st.floats(0.01, 5), max_s=st.floats(0.05, 60), kind=st.sampled_from([READ, CREATE_OWN_ID]))
 def test_every_call_in_a_command_ends_by_its_deadline(monkeypatch, before_s, overrun_s, total_s, read_s, first_s, max_s,
                                                      kind):
     """Any policy, any start-up before the call, any sleep overrun: the call ends by the command's deadline (plus

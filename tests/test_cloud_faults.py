@@ -379,15 +379,16 @@ def test_a_bad_policy_variable_is_one_line(vertex, capsys, monkeypatch):
 
 
 def test_policy_defaults_and_bounds(monkeypatch):
-    from jobs.cloud import clients
+    from jobs.cloud.policy import POLICY_ENV, Policy, policy
+    from jobs.errors import CloudError
 
-    for key in clients.POLICY_ENV:
+    for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)
-    assert clients.policy() == clients.Policy(connect_s=10, read_s=10, total_s=120, first_s=1, max_s=30, poll_s=20)
+    assert policy() == Policy(connect_s=10, read_s=10, total_s=120, first_s=1, max_s=30, poll_s=20)
     for bad in ("0", "-1", "nan", "inf", "x"):
         monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", bad)
-        with pytest.raises(clients.CloudError, match="VTP_CLOUD_RETRY_TOTAL_S"):
-            clients.policy()
+        with pytest.raises(CloudError, match="VTP_CLOUD_RETRY_TOTAL_S"):
+            policy()
 
 
 # ---- run.py: a cloud run never silently becomes a local one ------------------------------------------

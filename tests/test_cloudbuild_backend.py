@@ -21,7 +21,7 @@ import pytest
 from jobs import images, job_spec, steps
 from jobs.cloud import cloudbuild, gcs
 from jobs.images import cloudbuild as cloudbuild_builder
-from jobs.cloud.clients import CloudError
+from jobs.errors import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild
@@ -412,7 +412,7 @@ def _source(compiled: dict, component: str, task: str, param: str) -> tuple[str,
 def test_the_compiled_pipeline_feeds_the_built_image_into_the_worker_pools(tmp_path):
     import yaml
 
-    from components import validate_config
+    from components.validate_config.component import validate_config
     from pipelines.training_pipeline import compile_pipeline
 
     cfg = _job(**{"data.source": "synthetic"})  # validate_config checks a local data path; /gcs/ is not here
@@ -436,7 +436,7 @@ def test_a_vertex_tensorboard_reaches_the_custom_job(tmp_path):
     """output.tensorboard -> validate-config's ``tensorboard`` output -> CustomTrainingJobOp(tensorboard=...)."""
     import yaml
 
-    from components import validate_config
+    from components.validate_config.component import validate_config
     from pipelines.training_pipeline import compile_pipeline
 
     tb = "projects/team-proj/locations/us-central1/tensorboards/42"

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import components
+import components.base
 from tests.conftest import ROOT
 
 IMAGE = "us-central1-docker.pkg.dev/team/training/tf-trainer:ctx-1@sha256:" + "b" * 64
@@ -45,11 +46,19 @@ def test_every_component_yaml_is_generated_from_its_definition(tmp_path):
                        "UPDATE_EXPECTED=1 python -m pytest tests/test_components.py")
 
 
-def test_each_folder_holds_one_component_and_the_package_exports_it():
+def test_each_folder_holds_one_component_and_components_name_is_its_package():
+    import importlib
+    import types
+
     folders = sorted(p.name for p in (ROOT / "components").iterdir() if (p / "component.py").is_file())
     assert folders == sorted(components.NAMES)
     for name in components.NAMES:
-        assert getattr(components, name).name == name.replace("_", "-")
+        package = importlib.import_module(f"components.{name}")
+        assert isinstance(getattr(components, name), types.ModuleType) and getattr(components, name) is package
+        assert components.definition(name) is package.component.__dict__[name]
+        assert components.definition(name).name == name.replace("_", "-")
+    with pytest.raises(KeyError, match="no component 'trian'"):
+        components.definition("trian")
 
 
 EXPECTED_TYPES = {  # component: ({input: type}, {output: type}) of the artifacts a KFP user wires (kfp's spelling)
@@ -145,7 +154,7 @@ def test_a_v1_or_broken_yaml_goes_through_kfps_own_loader(tmp_path):
 
 
 def test_run_py_imports_kfp_without_its_api_client_and_leaves_no_switch_behind():
-    code = ("import os, sys; from pipelines.run import import_kfp_without_its_client as f; f(); "
+    code = ("import os, sys; from jobs.run_command import import_kfp_without_its_client as f; f(); "
             "import kfp.local, kfp.dsl, kfp.compiler; "
             "print('kfp.client' in sys.modules, 'kubernetes' in sys.modules, '_KFP_RUNTIME' in os.environ)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
@@ -180,7 +189,8 @@ LIGHT = """
 import json, sys, time
 started = time.perf_counter()
 from trainers import config as config_lib
-from components import validate_config, upload_model
+from components.validate_config.component import validate_config
+from components.upload_model.component import upload_model
 cfg = config_lib.load("local")
 out = validate_config.python_func(cfg.to_json(), location="europe-west4")
 from kfp.dsl import Model

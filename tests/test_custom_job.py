@@ -181,7 +181,7 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
 def test_pools_by_position_unit():
     from jobs import job_spec
     from jobs.cloud import custom_job
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
 
     a, b = {"replica_count": 1}, {"replica_count": 2}
     assert job_spec.pools_by_position([a, {}, {}, {}]) == [a]
@@ -199,7 +199,7 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
     """Each poll is a read under the policy: a 503 or a dropped connection is retried; a poll that keeps
     failing ends in one line saying the job may still run and how to see and cancel it."""
     from jobs.cloud import custom_job
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
 
     monkeypatch.setenv("VTP_CLOUD_READ_TIMEOUT_S", "1")
     monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "2")

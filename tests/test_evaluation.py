@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from jobs import evaluation
+from jobs.evaluation_verdict import decide_task, judge
 from tests.conftest import ROOT
 from trainers import config as config_lib
 
@@ -138,22 +139,22 @@ def test_evaluate_model_is_the_one_call_for_any_exported_folder(trained, tmp_pat
     ([0.5, 1.0], 1, "regression"), ([[1.0, 2.0]], 2, "regression"),
     ([0, 2, 1], 3, "classification"), ([0, 1, 1], 1, "classification"), ([3, 7, 12], 1, "regression")])
 def test_the_task_follows_the_labels_and_the_outputs_width(labels, width, task):
-    assert evaluation.decide_task(labels, width)[0] == task
+    assert decide_task(labels, width)[0] == task
 
 
 def test_a_binary_classifier_with_one_score_and_string_labels_through_a_class_name_output():
     arrays = {"score": np.array([[0.9], [0.2], [0.6], [0.4]])}
-    got = evaluation.judge(arrays, [1, 0, 0, 0])
+    got = judge(arrays, [1, 0, 0, 0])
     assert got["accuracy"] == 0.75 and got["prediction_rule"] == "score >= 0.5 is class 1"
-    logits = evaluation.judge({"logit": np.array([[2.0], [-1.0]])}, [1, 0])
+    logits = judge({"logit": np.array([[2.0], [-1.0]])}, [1, 0])
     assert logits["accuracy"] == 1.0 and logits["prediction_rule"] == "score >= 0 is class 1"
-    named = evaluation.judge({"class_name": np.array([b"cat", b"dog", b"dog"], dtype=object),
+    named = judge({"class_name": np.array([b"cat", b"dog", b"dog"], dtype=object),
                               "probabilities": np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])},
                              ["cat", "cat", "dog"])
     assert named["output"] == "class_name" and named["accuracy"] == pytest.approx(2 / 3)
     assert named["baseline_class"] == "cat" and named["baseline_accuracy"] == pytest.approx(2 / 3)
     with pytest.raises(evaluation.EvalError, match=r"^serving\.eval_output: serving_default has several outputs"):
-        evaluation.judge({"a": np.zeros((2, 1)), "b": np.zeros((2, 1))}, [0.5, 0.1])
+        judge({"a": np.zeros((2, 1)), "b": np.zeros((2, 1))}, [0.5, 0.1])
 
 
 # -- the file's rules (no TensorFlow) -------------------------------------------------------------------------
@@ -245,6 +246,7 @@ def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
 # -- where the verdict goes: the gate, the preflight, the pipeline ---------------------------------------------
 def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
     from jobs import gate
+    from jobs.gate_spec import gate_problems
 
     record = {"eval": {"task": "regression", "rmse": 0.2, "mae": 0.1, "baseline_rmse": 1.0, "examples": 5,
                        "r2": 0.96}}
@@ -252,10 +254,10 @@ def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
     assert figures["eval_rmse"] == 0.2 and figures["eval_baseline_rmse"] == 1.0 and figures["eval_examples"] == 5
     cfg = config_lib.load(str(ROOT / "examples" / "tabular-regressor" / "job.yaml"),
                           ['serving.gate.thresholds=["eval_rmse <= 0.3"]'])
-    assert gate.gate_problems(cfg) == []
+    assert gate_problems(cfg) == []
     assert gate.evaluate(cfg.serving.gate, figures, None).passed
     without = cfg.with_overrides(["serving.eval_data="])
-    assert [str(p) for p in gate.gate_problems(without)] == [
+    assert [str(p) for p in gate_problems(without)] == [
         "serving.gate.thresholds[0]: eval_rmse is measured on serving.eval_data (held-out examples), which this job "
         "does not set; valid choices: serving.eval_data: eval.jsonl"]
 

@@ -13,7 +13,8 @@ import types
 import pytest
 
 from jobs import gate as gate_lib
-from jobs.cloud.clients import CloudError
+from jobs.gate_spec import Bar, OPS, gate_problems, known_metrics, parse_bar
+from jobs.errors import CloudError
 from tests.conftest import ROOT
 from trainers import config as config_lib
 
@@ -40,8 +41,8 @@ def _lines(problems) -> list[str]:
     ("  validation/epoch_loss < -1.5 ", ("validation/epoch_loss", "<", -1.5)),
 ])
 def test_a_threshold_parses_into_metric_comparison_and_number(text, expected):
-    bar = gate_lib.parse_bar(text, "f")
-    assert isinstance(bar, gate_lib.Bar) and (bar.metric, bar.op, bar.value) == expected
+    bar = parse_bar(text, "f")
+    assert isinstance(bar, Bar) and (bar.metric, bar.op, bar.value) == expected
 
 
 @pytest.mark.parametrize("text,line", [
@@ -59,13 +60,13 @@ def test_a_threshold_parses_into_metric_comparison_and_number(text, expected):
                    "loss < 0.8"),
 ])
 def test_a_bad_threshold_is_one_problem_naming_it_and_the_valid_form(text, line):
-    assert str(gate_lib.parse_bar(text, "f")) == line
+    assert str(parse_bar(text, "f")) == line
 
 
 def test_built_in_job_refuses_a_metric_no_step_measures_and_keeps_order():
     cfg = _cfg('serving.gate.thresholds=["acc >= 0.8", "accuracy == 1", "accurcy >= 0.5", "train/loss < 2"]')
-    lines = _lines(gate_lib.gate_problems(cfg))
-    known = ", ".join(gate_lib.known_metrics(cfg))
+    lines = _lines(gate_problems(cfg))
+    known = ", ".join(known_metrics(cfg))
     assert lines == [
         f"serving.gate.thresholds[0]: no step of this job measures 'acc'; valid choices: {known}",
         "serving.gate.thresholds[1]: '==' in 'accuracy == 1' is not a comparison the gate makes; valid choices: "
@@ -75,26 +76,26 @@ def test_built_in_job_refuses_a_metric_no_step_measures_and_keeps_order():
 
 
 def test_the_built_in_jobs_metrics_come_from_verify_training_evaluator_and_tuning():
-    known = gate_lib.known_metrics(_cfg())
+    known = known_metrics(_cfg())
     assert {"accuracy", "loss", "latency_ms_median", "train_loss", "train/accuracy"} <= set(known)
     assert "validation/accuracy" not in known  # no evaluator pool in the local preset
     with_evaluator = _cfg("topology.evaluator.replica_count=1", "topology.evaluator.machine_type=n1-standard-4")
-    assert {"validation/accuracy", "validation_loss"} <= set(gate_lib.known_metrics(with_evaluator))
+    assert {"validation/accuracy", "validation_loss"} <= set(known_metrics(with_evaluator))
     tuned = _cfg()
     tuned.tuning = types.SimpleNamespace(metric="val_accuracy")  # the tuning study's section, where one exists
-    assert "val_accuracy" in gate_lib.known_metrics(tuned)
-    assert gate_lib.gate_problems(_cfg('serving.gate.thresholds=["val_accuracy >= 0.5"]'))
+    assert "val_accuracy" in known_metrics(tuned)
+    assert gate_problems(_cfg('serving.gate.thresholds=["val_accuracy >= 0.5"]'))
     tuned.serving.gate.thresholds = ["val_accuracy >= 0.5"]
-    assert gate_lib.gate_problems(tuned) == []
+    assert gate_problems(tuned) == []
 
 
 def test_a_user_trainer_may_name_any_metric_before_it_ran():
     cfg = _cfg("trainer.module=trainer.task", 'serving.gate.thresholds=["val_rmse <= 0.3", "anything_at_all > 1"]')
-    assert gate_lib.known_metrics(cfg) is None and gate_lib.gate_problems(cfg) == []
+    assert known_metrics(cfg) is None and gate_problems(cfg) == []
 
 
 def test_better_than_parent_needs_a_parent_model_and_thresholds():
-    assert _lines(gate_lib.gate_problems(_cfg("serving.gate.better_than_parent=true"))) == [
+    assert _lines(gate_problems(_cfg("serving.gate.better_than_parent=true"))) == [
         "serving.gate.better_than_parent: needs serving.parent_model, the model whose default version this model "
         "must beat; valid choices: serving.parent_model: projects/PROJECT/locations/us-central1/models/ID, "
         "better_than_parent: false",
@@ -102,17 +103,17 @@ def test_better_than_parent_needs_a_parent_model_and_thresholds():
         "direction); there are none; valid choices: thresholds: [\"accuracy >= 0.8\"]"]
     bad_parent = _cfg("serving.gate.better_than_parent=true", 'serving.gate.thresholds=["accuracy >= 0.8"]',
                       f"serving.parent_model={PARENT}@3")
-    assert _lines(gate_lib.gate_problems(bad_parent)) == [
+    assert _lines(gate_problems(bad_parent)) == [
         f"serving.parent_model: '{PARENT}@3' is not a Model Registry model name (no version: its default version is "
         "compared); valid choices: projects/PROJECT/locations/us-central1/models/ID"]
     good = _cfg("serving.gate.better_than_parent=true", 'serving.gate.thresholds=["accuracy >= 0.8"]',
                 f"serving.parent_model={PARENT}")
-    assert gate_lib.gate_problems(good) == []
+    assert gate_problems(good) == []
 
 
 def test_a_set_value_split_into_words_is_one_problem_saying_how_to_give_a_list():
     cfg = _cfg("serving.gate.thresholds=accuracy >= 0.8")
-    assert _lines(gate_lib.gate_problems(cfg)) == [
+    assert _lines(gate_problems(cfg)) == [
         "serving.gate.thresholds: ['accuracy', '>=', '0.8'] looks like one threshold split into words (a --set value "
         "without brackets is split on spaces); give a list; valid choices: --set 'serving.gate.thresholds="
         "[\"accuracy >= 0.8\"]'"]
@@ -165,7 +166,7 @@ def test_each_comparison_at_and_around_its_bar(op, measured, passed):
     assert (result.missed == "") is passed
 
 
-@pytest.mark.parametrize("op", list(gate_lib.OPS))
+@pytest.mark.parametrize("op", list(OPS))
 def test_a_nan_never_passes(op):
     result = gate_lib.evaluate(_gate(f"loss {op} 0.5"), {"loss": math.nan}, None)
     assert not result.passed
@@ -343,11 +344,11 @@ def test_better_than_baseline_never_passes_without_the_baselines_figure(study, w
 
 def test_better_than_baseline_needs_a_study_with_its_baseline():
     tuning = str(ROOT / "examples" / "tabular-regressor" / "tune.yaml")
-    assert gate_lib.gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true"])) == []
-    (line,) = _lines(gate_lib.gate_problems(_cfg("serving.gate.better_than_baseline=true")))
+    assert gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true"])) == []
+    (line,) = _lines(gate_problems(_cfg("serving.gate.better_than_baseline=true")))
     assert line.startswith("serving.gate.better_than_baseline: needs a tuning section: the baseline is the job as it "
                            "stands, run beside a study's trials") and line.endswith("better_than_baseline: false")
-    (line,) = _lines(gate_lib.gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true",
+    (line,) = _lines(gate_problems(config_lib.load(tuning, ["serving.gate.better_than_baseline=true",
                                                                      "tuning.baseline=false"])))
     assert line.startswith("serving.gate.better_than_baseline: needs tuning.baseline: true") and \
         "valid choices: tuning.baseline: true, better_than_baseline: false" in line
@@ -369,7 +370,7 @@ def test_the_gate_step_reads_the_study_and_refuses_the_baselines_own_model(tmp_p
                           ["serving.gate.better_than_baseline=true", f"output.base_dir={tmp_path}"])
     gated = Model(uri="")
     with pytest.raises(SystemExit) as exit_:
-        components.gate.python_func(model=Model(uri="/r/baseline/model"), gated_model=gated,
+        components.definition("gate").python_func(model=Model(uri="/r/baseline/model"), gated_model=gated,
                                     metrics=Metrics(uri=str(tmp_path / "m")), result=Artifact(uri=str(tmp_path / "r")),
                                     config_json=cfg.to_json(), tuning_metric=json.dumps({"val_rmse": 0.166}),
                                     study=Artifact(uri=str(tmp_path / "study.json")), dry_run=True,
@@ -472,7 +473,7 @@ def test_the_figures_recorded_on_a_version_are_what_the_next_run_beats(vertex, t
     from google_cloud_pipeline_components.types.artifact_types import VertexModel
     from kfp.dsl import Artifact, Model
 
-    from components import upload_model
+    from components.upload_model.component import upload_model
 
     _seed(vertex)
     first = gate_lib.evaluate(_gate("accuracy >= 0.5", "loss < 1"), {"accuracy": 0.8, "loss": 0.3, "x": math.nan}, None)
@@ -518,7 +519,7 @@ def test_a_regressors_figures_use_the_regression_schema():
 LIGHT = """
 import json, sys
 from kfp.dsl import Artifact, Metrics, Model
-from components import gate
+from components.gate.component import gate
 from trainers import config as config_lib
 cfg = config_lib.load("local", ['serving.gate.thresholds=["accuracy >= 0.8"]'])
 out = [Model(name="gated_model", uri=""), Metrics(name="metrics", uri=sys.argv[1] + "/m"), Artifact(name="result", uri=sys.argv[1] + "/r.json")]
@@ -567,10 +568,10 @@ def _kfp_local_run(tmp_path, cfg, accuracy: float, **gate_args) -> tuple[Excepti
         model = dsl.importer(artifact_uri=str(tmp_path / "model"), artifact_class=Model)
         verification = dsl.importer(artifact_uri=str(tmp_path / "verification.json"), artifact_class=Artifact)
         train = trained()
-        gated = components.gate(model=model.output, verification=verification.output,
+        gated = components.definition("gate")(model=model.output, verification=verification.output,
                                 training_metrics=train.outputs["metrics"], config_json=config_json,
                                 record_dir=str(tmp_path), **gate_args)
-        components.upload_model(model=gated.outputs["gated_model"], location="europe-west4", dry_run=True,
+        components.definition("upload_model")(model=gated.outputs["gated_model"], location="europe-west4", dry_run=True,
                                 record_dir=str(tmp_path), gate_record=gated.outputs["result"])
 
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))

@@ -249,7 +249,7 @@ def test_loaded_once_and_fast():
 
 def test_validation_imports_neither_tensorflow_nor_kfp():
     code = ("import sys, time; t = time.perf_counter(); "
-            "import jobs.aiplatform.cli, jobs.aiplatform.legacy, jobs.hardware.rules; "
+            "import jobs.validate_cli, jobs.aiplatform.legacy, jobs.hardware.rules; "
             "from jobs.hardware.rules import check_job; check_job({}); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'kfp', 'keras')]; "
             "assert not bad, bad; print(time.perf_counter() - t)")

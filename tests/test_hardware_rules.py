@@ -12,9 +12,10 @@ from jobs.hardware.advice import check_warnings
 from jobs.hardware.catalog import load_catalog
 from jobs.job_spec import worker_pool_specs
 from jobs.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
-                                     check_gpu_resources, check_job, check_machine_types, check_regions,
-                                     check_same_gpus, check_strategy, check_tpu_accelerators, check_tpu_pools,
-                                     check_tpu_version, check_zones, infer_strategy, num_replicas)
+                                 check_gpu_resources, check_job, check_machine_types, check_regions, check_same_gpus,
+                                 check_strategy, check_tpu_accelerators, check_tpu_pools, check_tpu_version,
+                                 check_zones, num_replicas)
+from jobs.hardware.shared import infer_strategy
 
 DEFAULT_JOB = {
     "name": "flowers-local",

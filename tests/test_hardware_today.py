@@ -295,7 +295,7 @@ def test_vtp_hardware_lists_what_the_catalog_knows_with_date_and_sources(capsys)
 
 
 def test_validate_strict_flag_refuses_unknowns(capsys):
-    from jobs.aiplatform.cli import validate_main
+    from jobs.validate_cli import validate_main
 
     sets = ["--set", "topology.chief.machine_type=x7-standard-8", "--set", "topology.worker.replica_count=0",
             "--set", "topology.strategy=one_device"]

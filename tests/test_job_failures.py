@@ -103,12 +103,13 @@ def test_entries_come_newest_first_bounded_and_are_shown_oldest_first(fast_polic
     ("html", "the answer was not the API's JSON"),
 ])
 def test_cloud_logging_faults_are_one_line_never_a_traceback_or_a_hang(fast_policy, capsys, fault, expected):
-    from jobs.cloud import clients, job_logs
+    from jobs.cloud import job_logs
+    from jobs.errors import CloudError
 
     started = time.monotonic()
     with LoggingStandIn() as logging:
         logging.fault(fault, r"/v2/entries:list", times=None)
-        with pytest.raises(clients.CloudError) as err:
+        with pytest.raises(CloudError) as err:
             job_logs.read(NAME, project="my-proj", task="workerpool0-0", endpoint=logging.url)
     assert time.monotonic() - started < 30
     text = str(err.value)
@@ -159,7 +160,7 @@ def test_a_failed_custom_job_shows_the_failed_replicas_last_lines_and_the_hint(t
 
 def test_cloud_logging_out_of_reach_is_one_line_and_the_error_still_comes(tmp_path, fast_policy):
     from jobs.cloud import custom_job
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from tests.test_custom_job import _pools
 
     lines: list[str] = []
@@ -232,7 +233,7 @@ def test_a_stockout_falls_over_to_the_next_region_and_the_trainer_resumes(tmp_pa
 ])
 def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, lines):
     from jobs.cloud import custom_job
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from tests.test_custom_job import _pools
 
     said: list[str] = []
@@ -250,7 +251,7 @@ def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, li
 
 def test_fall_over_is_bounded_by_the_list_and_by_the_timeout(tmp_path):
     from jobs.cloud import custom_job
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from tests.test_custom_job import _pools
 
     spec = dict(display_name="x", worker_pool_specs=_pools(), project="my-proj", location="europe-west4",

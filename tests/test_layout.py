@@ -10,7 +10,7 @@ above; every first-party module is in exactly one):
 2. the spec: what a job is and whether it is valid, with nothing run yet: the job side's one-line errors, how the
    user started the command (``vtp``), the held-out verdict's rules and figures, the
    hardware catalog and rules, the image reference and a job's image, THE job spec, the replica environment,
-   the tuning and gate sections' rules, validation, the AI Platform import, the records a run leaves and the
+   the tuning, gate, scheduling and trainer sections' rules, validation and `vtp validate`, the AI Platform import, the records a run leaves and the
    TensorBoard scalars it writes;
 3. the clients (``jobs/cloud``): the Google Cloud APIs under one policy, the Vertex jobs' one runner;
 4. images (``jobs/images``): building an image through one builder interface;
@@ -34,14 +34,15 @@ PACKAGES = ("trainers", "jobs", "components", "pipelines")
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("trainers",)),
-    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
-              "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.validate", "jobs.aiplatform",
+    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.evaluation_verdict", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
+              "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.scheduling_spec", "jobs.trainer_spec", "jobs.validate", "jobs.aiplatform",
               "jobs.records", "jobs.tensorboard")),
     ("clients", ("jobs.cloud",)),
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),
-    ("steps", ("jobs.steps", "jobs.pipeline_plan", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts", "jobs.report_sections",
-               "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci", "jobs.ci_local")),
+    ("steps", ("jobs.steps", "jobs.pipeline_plan", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts",
+               "jobs.report_sections", "jobs.report_eval", "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci",
+               "jobs.ci_local", "jobs.run_command")),
     ("components", ("components",)),
     ("pipelines", ("pipelines",)),
 ]

@@ -71,7 +71,7 @@ def test_local_branch_writes_the_request_beside_the_model_and_sends_nothing(tmp_
     """The upload_model component's dry run (the local branch) in a process without aiplatform imported."""
     code = (
         "import json, sys\n"
-        "from components import upload_model\n"
+        "from components.upload_model.component import upload_model\n"
         "from kfp.dsl import Model\n"
         "from google_cloud_pipeline_components.types.artifact_types import VertexModel\n"
         f"m = Model(uri={str(tmp_path / 'run' / 'model')!r}, metadata={{'job': 'flowers-local'}})\n"
@@ -98,7 +98,7 @@ def test_the_upload_component_registers_a_model_against_the_stand_in(vertex, tmp
     from google_cloud_pipeline_components.types.artifact_types import VertexModel
     from kfp.dsl import Model
 
-    from components import upload_model
+    from components.upload_model.component import upload_model
 
     parent = "projects/my-proj/locations/europe-west4/models/42"
     out = VertexModel(name="vertex_model", uri="", metadata={})
@@ -188,7 +188,7 @@ def test_both_pipelines_register_the_verified_model_in_the_pipelines_location(tm
     assert vertex_tasks[importer]["inputs"]["parameters"]["uri"] == {
         "taskOutputParameter": {"outputParameterKey": "model_dir", "producerTask": "validate-config"}}
     # and validate-config computes those fields from the job's config
-    from components import validate_config
+    from components.validate_config.component import validate_config
 
     out = validate_config.python_func(config_lib.load("local", [f"serving.parent_model={parent}"]).to_json(),
                                       location="europe-west4")

@@ -1,4 +1,4 @@
-"""``vtp plan`` (jobs/cloud/plan.py): the request equals what the compiled pipeline's training step sends; the
+"""``vtp plan`` (jobs/cloud/plan.py, said by jobs/cloud/plan_cli.py): the request equals what the compiled pipeline's training step sends; the
 price table and its figures; the budget; the placement choice with a fake project; unchecked items."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from jobs.cloud import plan as planning
+from jobs.cloud.plan_cli import options_table
 from jobs.hardware import prices
 from jobs.hardware.catalog import load_catalog
 from jobs.placement import Finding, Option, Project
@@ -76,8 +77,8 @@ def test_the_plans_request_is_what_the_compiled_pipelines_step_sends(tmp_path, c
     compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
     params = compiled["root"]["inputDefinitions"]["parameters"]
     config_json = params["config_json"]["defaultValue"]
-    image = components.build_image.python_func(config_json=config_json)
-    validated = components.validate_config.python_func(config_json=config_json, image_uri=image,
+    image = components.definition("build_image").python_func(config_json=config_json)
+    validated = components.definition("validate_config").python_func(config_json=config_json, image_uri=image,
                                                        location=params["location"]["defaultValue"])
     container = compiled["deploymentSpec"]["executors"]["exec-custom-training-job"]["container"]
     (request,) = planning.requests(cfg, image=planning.image_problem(cfg)[0])  # (aiplatform_v1 imported first)
@@ -226,7 +227,7 @@ def test_placement_takes_the_cheaper_of_two_feasible_regions_and_says_why_each_w
         assert not by[f"{lacking} STANDARD"].fits and "hardware catalog" in by[f"{lacking} STANDARD"].why
     assert (plan.cfg.topology.region, plan.cfg.scheduling.strategy) == ("us-central1", "STANDARD")
     assert plan.errors == [] and plan.unchecked == []
-    table = "\n".join(planning.options_table(plan))
+    table = "\n".join(options_table(plan))
     assert "taken: the cheapest that fits" in table and "skipped: quota" in table
 
 
@@ -310,8 +311,8 @@ def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_
     compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
     params = compiled["root"]["inputDefinitions"]["parameters"]
     config_json = params["config_json"]["defaultValue"]
-    validated = components.validate_config.python_func(
-        config_json=config_json, image_uri=components.build_image.python_func(config_json=config_json),
+    validated = components.definition("validate_config").python_func(
+        config_json=config_json, image_uri=components.definition("build_image").python_func(config_json=config_json),
         location=params["location"]["defaultValue"])
     executors = compiled["deploymentSpec"]["executors"]
     (tmp_path / "t").mkdir()
@@ -386,7 +387,7 @@ def test_the_continent_of_a_bucket_location_or_a_region(location, where):
 
 
 def test_validate_ends_with_where_to_see_the_plan(capsys):
-    from jobs.aiplatform.cli import validate_main
+    from jobs.validate_cli import validate_main
 
     assert validate_main([H200_JOB]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainers import config as config_lib
+from trainers.config_files import load_document, presets
 from trainers import precision as p
 
 BF16_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC 9B45", cores=2)
@@ -126,8 +127,8 @@ def test_contradictory_mixed_precision_and_float32_is_a_validation_error():
 
 
 def test_presets_use_precision_not_mixed_precision():
-    for name in config_lib.presets():
-        doc = config_lib.load_document(name)
+    for name in presets():
+        doc = load_document(name)
         assert "mixed_precision" not in doc.get("training", {}), name
 
 

@@ -101,8 +101,8 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
     regular file", never sniffed for credentials nor hashed, nor read for a did-you-mean."""
     from pathlib import Path
 
-    from jobs import validate
-    from jobs.images.user import collect_code
+    from jobs import trainer_spec
+    from jobs.images.user_code import collect_code
 
     src = tmp_path / "src"
     (src / "trainer").mkdir(parents=True)
@@ -114,7 +114,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
     assert included == (["trainer/credentials.json", "trainer/task.py"] if kind == "char-device"
                         else ["trainer/task.py"]), included
     assert ("trainer/other.py", "not a regular file") in excluded
-    assert validate._modules_in(Path(src)) == ["trainer.task"]
+    assert trainer_spec._modules_in(Path(src)) == ["trainer.task"]
 
 
 @pytest.mark.timeout(BOUND_S)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs import records, report_data
-from jobs.images import user as user_image
+from jobs.images.user_code import trainer_version
 from trainers import config as config_lib
 
 CLASSES = ["daisy", "dandelion", "roses"]
@@ -693,14 +693,14 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
     from jobs import report
 
     base, cfg = _user_folder(tmp_path, None)
-    version = user_image.trainer_version(cfg)
+    version = trainer_version(cfg)
     assert version["git_commit"] is None and version["files"] == 2  # trainer/task.py, verification.json
     rows = dict(report_data.provenance_rows(str(base), {}, {}, cfg))
     assert rows["trainer code version"] == f"sha256 {version['content_sha256'][:12]} of its 2 file(s) in {tmp_path} " \
                                            "(not in a git repository)"
     assert rows["tool version (this pipeline)"] == records.code_version()["text"] and "code version" not in rows
     (tmp_path / "trainer" / "task.py").write_text("print('changed')\n")
-    assert user_image.trainer_version(cfg)["content_sha256"] != version["content_sha256"]
+    assert trainer_version(cfg)["content_sha256"] != version["content_sha256"]
     page = html_lib.unescape(report_data.gather(cfg, str(base))["html"])
     assert "trainer code version" in page and "tool version (this pipeline)" in page
     # a trainer inside a git repository: its commit
@@ -711,8 +711,8 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
     subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"],
                    check=True)
     head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    assert user_image.trainer_version(cfg)["text"].startswith(f"git {head[:12]} (sha256 ")
-    assert user_image.trainer_version(config_lib.load("local")) is None  # the built-in trainer: the tool's version
+    assert trainer_version(cfg)["text"].startswith(f"git {head[:12]} (sha256 ")
+    assert trainer_version(config_lib.load("local")) is None  # the built-in trainer: the tool's version
 
 
 @CHROMIUM

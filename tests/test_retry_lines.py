@@ -28,6 +28,9 @@ import requests
 from google.api_core import exceptions as core
 
 from jobs.cloud import clients
+from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, POLICY_ENV, Policy, READ, policy
+from jobs.cloud.lines import describe, failure_line, run_command, seconds
+from jobs.cloud.credentials import client_kwargs
 from tests.standins.base import StandIn
 from tests.standins.vertex import VertexStandIn
 
@@ -113,15 +116,15 @@ def fake_clock(monkeypatch):
 
 @pytest.fixture
 def default_policy(monkeypatch):
-    for key in clients.POLICY_ENV:
+    for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)
-    return clients.policy()
+    return policy()
 
 
-def short_policy(monkeypatch) -> clients.Policy:
+def short_policy(monkeypatch) -> Policy:
     for key, value in SHORT.items():
         monkeypatch.setenv(key, value)
-    return clients.policy()
+    return policy()
 
 
 def closed_port() -> int:
@@ -130,7 +133,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def check_lines(clock: Clock, p: clients.Policy, service: str, doing: str, what: str) -> list[tuple[float, str]]:
+def check_lines(clock: Clock, p: Policy, service: str, doing: str, what: str) -> list[tuple[float, str]]:
     """One line per retry, each before its sleep and carrying that sleep's delay; ``service: doing: what``
     (``doing`` and ``what`` are patterns); the give-up time is the start plus the budget, the seconds left
     what the clock says (within the line's rounding). Returns the lines."""
@@ -143,7 +146,7 @@ def check_lines(clock: Clock, p: clients.Policy, service: str, doing: str, what:
         assert m, text
         assert (m["service"], m["n"], m["by"]) == (service, str(n), by), text
         assert re.fullmatch(doing, m["doing"]) and re.fullmatch(what, m["what"]), text
-        assert m["delay"] == clients.seconds(delay), (text, delay)  # the delay that was then slept
+        assert m["delay"] == seconds(delay), (text, delay)  # the delay that was then slept
         assert abs(float(m["left"]) - (p.total_s - t)) <= 0.55, (text, t)  # the line rounds to whole seconds
     return lines
 
@@ -182,7 +185,7 @@ def failing(clock: Clock, fault: str, attempts: list):
     return attempt
 
 
-@pytest.mark.parametrize("kind", [clients.READ, clients.CREATE_OWN_ID])
+@pytest.mark.parametrize("kind", [READ, CREATE_OWN_ID])
 @pytest.mark.parametrize("fault, first_at, what", [
     ("503", 0, r"503 the service is unavailable"),
     ("429", 0, r"429 quota exceeded"),
@@ -203,7 +206,7 @@ def test_default_policy_first_line_by_15_s_and_give_up_within_120_s(fake_clock, 
     assert ended <= p.total_s
     for started, timeout in attempts:
         assert started + max(timeout) <= p.total_s + 1e-6, (started, timeout)  # no attempt past the budget
-    line = clients.failure_line(gave_up.value, "creating thing T", "it may exist: see T")
+    line = failure_line(gave_up.value, "creating thing T", "it may exist: see T")
     assert line.startswith("creating thing T: gave up after retrying for 120 s: ")
     assert line.endswith("; it may exist: see T")
 
@@ -215,7 +218,7 @@ def test_default_policy_create_with_a_server_id(fake_clock, default_policy, faul
     at once (503) or after the read timeout (no answer)."""
     attempts = []
     with pytest.raises(Exception) as failed:
-        clients.retried(failing(fake_clock, fault, attempts), kind=clients.CREATE_SERVER_ID, doing="creating job",
+        clients.retried(failing(fake_clock, fault, attempts), kind=CREATE_SERVER_ID, doing="creating job",
                         service="Vertex AI")
     assert (len(attempts) > 1) == retried and len(fake_clock.lines()) == len(attempts) - 1
     assert isinstance(failed.value, core.RetryError) == retried
@@ -237,7 +240,7 @@ def test_an_attempt_never_runs_past_the_budget(fake_clock, monkeypatch):
     last_start, (_, last) = attempts[-1]
     assert last < 10 and last_start + last == pytest.approx(25, abs=1e-6) and fake_clock.now() <= 25 + 1e-6
     # the give-up sums the tries up with the longest wait; the last try's remainder would read as the timeout
-    assert clients.describe(gave_up.value) == ("gave up after retrying for 25 s: no answer from the server within "
+    assert describe(gave_up.value) == ("gave up after retrying for 25 s: no answer from the server within "
                                                "10 s")
 
 
@@ -250,7 +253,7 @@ def test_the_retry_decorator_keeps_working_with_lines(fake_clock, default_policy
             raise core.ServiceUnavailable("busy")
         return x * 2
 
-    assert clients.retry(clients.READ, doing="checking X", service="Docker engine")(flaky)(21) == 42
+    assert clients.retry(READ, doing="checking X", service="Docker engine")(flaky)(21) == 42
     assert [LINE.fullmatch(t)["n"] for _, t in fake_clock.lines()] == ["2", "3"]
     assert all(t.startswith("warning: Docker engine: checking X: 503 busy; next try") for _, t in fake_clock.lines())
 
@@ -262,7 +265,7 @@ def test_the_policys_defaults_keep_the_promises(default_policy):
 def test_a_line_names_no_user_info_of_a_url(default_policy):
     exc = requests.exceptions.ReadTimeout("x", request=requests.Request("GET", f"http://user:{PASSWORD}@h.example:81/p"
                                                                         ).prepare())
-    assert clients.describe(exc) == "no answer from h.example:81 within 10 s"
+    assert describe(exc) == "no answer from h.example:81 within 10 s"
 
 
 # ---- every retrying call kind, through the product code, against the stand-ins ----------------------------
@@ -292,7 +295,7 @@ def follow(url):
 
     from jobs.cloud import vertex
 
-    client = aiplatform_v1.PipelineServiceClient(**clients.client_kwargs(url, "Vertex AI"))
+    client = aiplatform_v1.PipelineServiceClient(**client_kwargs(url, "Vertex AI"))
     vertex.follow(client, NAME, poll_s=0.05, log=lambda line: None, sleep=lambda s: None)
 
 
@@ -316,7 +319,7 @@ def upload_template(url):
     """``clients.http`` as templates.upload calls it, with user info in the URL and a Google token offered (the
     loopback URL gets no token; the user info goes as Basic credentials): neither may reach a line."""
     host = url.replace("http://", f"http://user:{PASSWORD}@") + "/my-proj/pipelines"
-    clients.http("POST", host, kind=clients.CREATE_OWN_ID, doing=f"uploading the template to {url}/my-proj/pipelines",
+    clients.http("POST", host, kind=CREATE_OWN_ID, doing=f"uploading the template to {url}/my-proj/pipelines",
                  service="Artifact Registry", google_token=TOKEN, files={"content": ("p.yaml", b"pipelineInfo: {}")},
                  unsure="the same bytes can be uploaded again safely")
 
@@ -345,12 +348,12 @@ WHAT = {"503": r"503 stand-in fault 503", "refused": rf"cannot connect to {HOST}
 def test_every_call_kind_says_each_retry_and_ends_in_one_line_within_the_budget(clock, capsys, monkeypatch,
                                                                                token_credentials, kind, fault):
     product, service, doing, tail, repeats_lost_answers = KINDS[kind]
-    for key in clients.POLICY_ENV:
+    for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)
-    p = short_policy(monkeypatch) if fault == "hang" else clients.policy()
+    p = short_policy(monkeypatch) if fault == "hang" else policy()
     url, standin = server(fault)
     try:
-        rc = clients.run_command(lambda argv: product(url) or 0, [])
+        rc = run_command(lambda argv: product(url) or 0, [])
         ended = clock.now()
     finally:
         if standin:
@@ -364,7 +367,7 @@ def test_every_call_kind_says_each_retry_and_ends_in_one_line_within_the_budget(
         assert first <= (p.read_s if fault == "hang" else 0.0) + SLACK, first  # at once, or at the read timeout
         if fault == "hang":
             assert first >= p.read_s  # the line came when the failure was seen, not before
-        assert re.fullmatch(rf"error: {doing}: gave up after retrying for {clients.seconds(p.total_s)} s: "
+        assert re.fullmatch(rf"error: {doing}: gave up after retrying for {seconds(p.total_s)} s: "
                             rf"{WHAT[fault]}; {tail}", line), line
     else:  # a model upload whose answer may be lost: never repeated, one line at once
         assert lines == []
@@ -384,7 +387,7 @@ def test_a_409_then_a_404_on_the_read_back_says_both(clock, capsys, default_poli
     with VertexStandIn() as vertex:
         vertex.fault(409, r"/pipelineJobs$", method="POST", message="PipelineJob flowers-20261124-abcd already exists")
         vertex.fault(404, r"/pipelineJobs/", method="GET", message="PipelineJob flowers-20261124-abcd not found")
-        rc = clients.run_command(lambda argv: create_pipeline_job(vertex.url) or 0, [])
+        rc = run_command(lambda argv: create_pipeline_job(vertex.url) or 0, [])
         posts, gets = vertex.calls("POST", r"/pipelineJobs$"), vertex.calls("GET", r"/pipelineJobs/")
     line = error_line(capsys, rc)
     assert re.fullmatch(rf"error: creating pipeline job {NAME}: the create answered 409 ALREADY_EXISTS "
@@ -399,7 +402,7 @@ def test_a_409_then_a_read_back_that_gives_up_says_both(clock, capsys, monkeypat
     with VertexStandIn() as vertex:
         vertex.fault(409, r"/pipelineJobs$", method="POST")
         vertex.fault(503, r"/pipelineJobs/", method="GET", times=None)
-        rc = clients.run_command(lambda argv: create_pipeline_job(vertex.url) or 0, [])
+        rc = run_command(lambda argv: create_pipeline_job(vertex.url) or 0, [])
     line = error_line(capsys, rc)
     assert re.fullmatch(rf"error: creating pipeline job {NAME}: the create answered 409 ALREADY_EXISTS "
                         rf"\(stand-in fault 409\), then reading pipeline job {NAME}: gave up after retrying for "
@@ -414,7 +417,7 @@ def test_a_cloud_build_create_refused_is_retried_with_lines(clock, capsys, defau
     from jobs.cloud import cloudbuild
 
     url = f"http://127.0.0.1:{closed_port()}"
-    rc = clients.run_command(lambda argv: cloudbuild.run_build(cloudbuild_v1.Build(), project=PROJECT, endpoint=url,
+    rc = run_command(lambda argv: cloudbuild.run_build(cloudbuild_v1.Build(), project=PROJECT, endpoint=url,
                                                                log=lambda line: None) or 0, [])
     line = error_line(capsys, rc)
     check_lines(clock, default_policy, "Cloud Build", f"creating a Cloud Build build in project {PROJECT}",

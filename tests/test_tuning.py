@@ -19,6 +19,7 @@ import pytest
 from jobs.records import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
+from trainers.config_files import load_document
 from trainers.errors import ConfigError
 
 PROJECT = ROOT / "tests" / "fakes" / "tuning_project"
@@ -134,7 +135,7 @@ def test_a_parameter_the_trainer_args_already_set_is_refused(tmp_path):
 
 
 def test_the_builtin_trainer_takes_config_fields_with_valid_values():
-    doc = config_lib.load_document("tuning")
+    doc = load_document("tuning")
     doc["tuning"]["parameters"] = {"training.optimizer": {"type": "categorical", "values": ["adam", "rmsprop"]},
                                    "learning_rate": {"type": "double", "min": 0.001, "max": 0.01},
                                    "tuning.max_trials": {"type": "integer", "min": 1, "max": 3}}
@@ -557,7 +558,7 @@ def test_the_tune_component_gives_the_best_trials_model_and_the_study(tmp_path):
     cfg = job(tmp_path)
     model, metrics, record = Model(uri=""), Metrics(uri=str(tmp_path / "m")), Artifact(uri="")
     logs, checkpoints = Artifact(uri=""), Artifact(uri="")
-    components.tune.python_func(config_json=cfg.to_json(), model=model, metrics=metrics, study=record,
+    components.definition("tune").python_func(config_json=cfg.to_json(), model=model, metrics=metrics, study=record,
                                 tensorboard=logs, checkpoints=checkpoints)
     study_record = json.loads((tmp_path / "study" / "tuning.json").read_text())
     best, handed = study_record["best_trial"], study_record["handed_on"]  # the model that goes on: the better one
@@ -572,7 +573,7 @@ def test_the_tune_component_gives_the_best_trials_model_and_the_study(tmp_path):
     assert (logs.uri, checkpoints.uri) == (str(folder / "logs"), str(folder / "checkpoints"))
     wrong = job(tmp_path / "w", "tuning.metric=val_loss")
     with pytest.raises(SystemExit) as exit_:
-        components.tune.python_func(config_json=wrong.to_json(), model=Model(uri=""), metrics=metrics, study=record,
+        components.definition("tune").python_func(config_json=wrong.to_json(), model=Model(uri=""), metrics=metrics, study=record,
                                     tensorboard=logs, checkpoints=checkpoints)
     assert exit_.value.code == 2
 
@@ -596,7 +597,7 @@ def test_the_tune_step_hands_on_the_better_of_the_best_trial_and_the_job_as_it_s
 
     cfg = with_tuning(job(tmp_path), parameters=space, max_trials=2, parallel_trials=2)
     model = Model(uri="")
-    components.tune.python_func(config_json=cfg.to_json(), model=model, metrics=Metrics(uri=str(tmp_path / "m")),
+    components.definition("tune").python_func(config_json=cfg.to_json(), model=model, metrics=Metrics(uri=str(tmp_path / "m")),
                                 study=Artifact(uri=""), tensorboard=Artifact(uri=""), checkpoints=Artifact(uri=""))
     base = tmp_path / "study"
     record = json.loads((base / "tuning.json").read_text())

@@ -293,9 +293,9 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     # the upstream steps' outputs for this pipeline's defaults, as Vertex would pass them on
     params = compiled["root"]["inputDefinitions"]["parameters"]
     config_json, location = params["config_json"]["defaultValue"], params["location"]["defaultValue"]
-    image = components.build_image.python_func(config_json=config_json)
+    image = components.definition("build_image").python_func(config_json=config_json)
     assert image == IMAGE
-    validated = components.validate_config.python_func(config_json=config_json, image_uri=image, location=location)
+    validated = components.definition("validate_config").python_func(config_json=config_json, image_uri=image, location=location)
     container = compiled["deploymentSpec"]["executors"]["exec-hyperparameter-tuning-job"]["container"]
     assert container["image"] == IMAGE
 
@@ -406,7 +406,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
     for step in ("verify-model", "report"):  # the model and the study that go on are pick-model's
         assert "pick-model" in tasks[step]["dependentTasks"]
     params = compiled["root"]["inputDefinitions"]["parameters"]
-    validated = components.validate_config.python_func(config_json=params["config_json"]["defaultValue"],
+    validated = components.definition("validate_config").python_func(config_json=params["config_json"]["defaultValue"],
                                                        image_uri=IMAGE, location=params["location"]["defaultValue"])
     executors = compiled["deploymentSpec"]["executors"]
     tuning_out, baseline_out = tmp_path / "tuning", tmp_path / "baseline"
@@ -459,7 +459,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
     (folder / "model").mkdir()
     (folder / "model" / "saved_model.pb").write_bytes(b"\x08\x01")
     model, study = Model(uri=""), Artifact(uri=str(tmp_path / "picked-study"))
-    picked = components.pick_model.python_func(
+    picked = components.definition("pick_model").python_func(
         model=model, study=study, config_json=validated.config_json,
         tuning_study=Artifact(uri=str(tuning_out / "study")), baseline_job=(baseline_out / "gcp_resources").read_text(),
         record_dir=validated.base_output_directory)
@@ -513,14 +513,14 @@ def test_pick_model_records_a_failed_baseline_and_hands_on_the_best_trial(tmp_pa
     for gcp_resources, state in (("", "FAILED"), ('{"resources": [{"resourceType": "CustomJob", "resourceUri": '
                                                    '"https://x/v1/projects/p/locations/l/customJobs/9"}]}', "INFEASIBLE")):
         model = Model(uri="")
-        picked = components.pick_model.python_func(
+        picked = components.definition("pick_model").python_func(
             model=model, study=Artifact(uri=str(tmp_path / "out")), config_json=cfg.to_json(),
             tuning_study=Artifact(uri=str(tmp_path / "study")), baseline_job=gcp_resources, record_dir=GCS_BASE)
         record = json.loads((tmp_path / "out").read_text())
         assert record["baseline"]["state"] == state and model.uri == f"{GCS_BASE}/2/model"
         assert json.loads(picked.handed_on)["reason"].startswith(f"the baseline {state} (")
     with pytest.raises(SystemExit):  # no study: one error line, exit 1
-        components.pick_model.python_func(model=Model(uri=""), study=Artifact(uri=str(tmp_path / "o2")),
+        components.definition("pick_model").python_func(model=Model(uri=""), study=Artifact(uri=str(tmp_path / "o2")),
                                           config_json=cfg.to_json(), tuning_study=None, record_dir=GCS_BASE)
 
 

@@ -78,7 +78,7 @@ def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_pr
     assert "prepare-data" not in tasks and "train" not in tasks and "custom-training-job" in tasks
     assert str(project) not in out.read_text(), "no path of this machine travels to Vertex (the code is the image's)"
     default = compiled["root"]["inputDefinitions"]["parameters"]["config_json"]["defaultValue"]
-    from components import validate_config
+    from components.validate_config.component import validate_config
 
     job = validate_config.python_func(default)
     pools = [p for p in job.worker_pool_specs if p]

@@ -2,6 +2,7 @@
 import pytest
 
 from trainers import config as config_lib
+from trainers.config_files import PRESET_DIR, load_document, presets
 from jobs.validate import data_problems, validate, validate_document
 
 
@@ -10,13 +11,13 @@ def fields(report):
 
 
 def test_every_preset_is_valid_without_data_checks():
-    for preset in config_lib.presets():
+    for preset in presets():
         report = validate(config_lib.load(preset), check_data=False)
         assert report.errors == [], (preset, [str(e) for e in report.errors])
 
 
 def test_shape_and_hardware_problems_come_back_together():
-    doc = config_lib.load_document("local", [
+    doc = load_document("local", [
         "training.stepz=3",                                   # shape
         "topology.chief.machine_type=n1-standard-32",         # hardware: V100 count
         "topology.chief.accelerator_type=NVIDIA_TESLA_V100", "topology.chief.accelerator_count=2",
@@ -96,7 +97,7 @@ def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expecte
 
 
 def test_the_validate_command_honours_set_and_refuses_unknown_flags(capsys, tmp_path):
-    from jobs.aiplatform.cli import validate_main
+    from jobs.validate_cli import validate_main
     from tests.conftest import ROOT
 
     job = str(ROOT / "examples" / "tabular-regressor" / "job.yaml")
@@ -138,7 +139,7 @@ def test_a_beam_runner_without_apache_beam_is_one_line(monkeypatch, capsys):
     # python pipelines/run.py validate says it in one line too
     from pipelines.run import main
 
-    status = main(["validate", str(config_lib.PRESET_DIR / "local.yaml"), "--set", "data.prepare_runner=beam"])
+    status = main(["validate", str(PRESET_DIR / "local.yaml"), "--set", "data.prepare_runner=beam"])
     out, err = capsys.readouterr()
     assert status == 2, out + err
     assert [line for line in (out + err).splitlines() if "prepare_runner" in line] == [

@@ -12,9 +12,10 @@ import pytest
 from jobs.validate import validate_document
 from tests.conftest import ROOT
 from trainers import config as config_lib
+from trainers.config_files import load_document, presets
 from trainers.errors import ConfigError
 
-TUNING = config_lib.load_document("tuning")
+TUNING = load_document("tuning")
 
 
 def _errors(change) -> list[str]:
@@ -126,7 +127,7 @@ def test_a_mistyped_preset_gets_did_you_mean():
     with pytest.raises(ConfigError) as e:
         config_lib.load("multiwroker")
     assert str(e.value) == ("--config: no preset or file named 'multiwroker' (did you mean 'multiworker'?); valid "
-                            "choices: " + ", ".join(config_lib.presets()))
+                            "choices: " + ", ".join(presets()))
     proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "validate", "multiwroker"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "(did you mean 'multiworker'?)" in proc.stderr and proc.stderr.count("\n") == 1

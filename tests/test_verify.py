@@ -96,7 +96,8 @@ def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
     SavedModel, or a user's own training step, hands it over): a Model artifact with a URI and no metadata."""
     from kfp.dsl import HTML, Artifact, ClassificationMetrics, Markdown, Metrics, Model
 
-    from components import report, verify_model
+    from components.report.component import report
+    from components.verify_model.component import verify_model
 
     model = Model(name="model", uri=str(models / "two"), metadata={})
     verified, metrics = Model(name="verified_model", uri="", metadata={}), Metrics(name="metrics", uri="", metadata={})

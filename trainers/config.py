@@ -34,8 +34,9 @@ Loading checks the *shape* (unknown fields, wrong types) and reports every probl
 (hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
 This module is the schema (one dataclass per section, :class:`JobConfig` the whole) and the ways in
 (:func:`load`, :func:`load_json`, :func:`from_dict`); reading files and presets and applying overrides is
-``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce`` (their
-names are handed on here: ``config.load_document``, ``config.presets``...). It never imports TensorFlow.
+``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce``; the
+sections only Vertex acts on (a pool's disk and NFS mounts, ``scheduling``, ``vertex``, ``placement``, ``budget``)
+are ``trainers.config_vertex``. It never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ import os
 from typing import Any, Literal
 
 from trainers import coerce
-from trainers.config_files import (PRESET_DIR, RELATIVE_TO_FILE, absolute_paths, apply_overrides,  # noqa: F401
-                                   is_preset, load_document, presets)
+from trainers.config_files import apply_overrides, load_document
+from trainers.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 
@@ -167,26 +168,6 @@ class Checkpoint:
 
 
 @dataclasses.dataclass
-class DiskSpec:
-    """A pool's boot disk (``WorkerPoolSpec.disk_spec``); empty type and 0 size: not sent (Vertex's default:
-    pd-ssd, hyperdisk-balanced on A3 Ultra; 100 GB)."""
-    #: ``pd-ssd``, ``pd-standard`` or ``hyperdisk-balanced``
-    boot_disk_type: str = ""
-    #: 100 to 64000 (GB); 0 = Vertex's default (100)
-    boot_disk_size_gb: int = 0
-
-
-@dataclasses.dataclass
-class NfsMount:
-    """An NFS share every replica of the pool mounts at ``/mnt/nfs/<mount_point>`` (``WorkerPoolSpec.nfs_mounts``);
-    the job must be peered with the share's VPC (``vertex.network``)."""
-    server: str = ""
-    #: the exported path, starting with ``/``
-    path: str = ""
-    mount_point: str = ""
-
-
-@dataclasses.dataclass
 class Pool:
     replica_count: int = 0
     machine_type: str = ""
@@ -254,82 +235,6 @@ class Output:
     #: a Vertex TensorBoard instance (``projects/P/locations/REGION/tensorboards/ID``, same region as the job)
     #: that the custom job streams its TensorBoard logs to; needs the job to run as a service account.
     tensorboard: str = ""
-
-
-@dataclasses.dataclass
-class Scheduling:
-    strategy: Literal["STANDARD", "SPOT", "FLEX_START"] = "STANDARD"
-    restart_job_on_worker_restart: bool = False
-    timeout: str = "86400s"
-    #: local launcher: how many times the whole job is restarted after a replica dies.
-    max_restarts: int = 0
-    #: a replica gives up (exit 75) when the cluster (MWMS peers, TPU) is not up within this time.
-    startup_timeout_s: float = 300.0
-    #: ``FLEX_START`` only: how long Vertex may wait for the machines (``"0s"``: indefinitely; empty: Vertex's
-    #: default). The CustomJob's ``scheduling.max_wait_duration``.
-    max_wait_duration: str = ""
-    #: run on this Vertex persistent resource (``CustomJobSpec.persistent_resource_id``), not on new machines.
-    persistent_resource_id: str = ""
-    #: which Compute Engine reservation every pool's machines come from (``MachineSpec.reservation_affinity``).
-    reservation_affinity: "ReservationAffinity" = dataclasses.field(default_factory=lambda: ReservationAffinity())
-    #: Vertex does not retry the job after an internal error once it runs (``Scheduling.disable_retries``; it
-    #: overrides ``restart_job_on_worker_restart``); the local launcher then restarts no failed replica.
-    disable_retries: bool = False
-
-
-@dataclasses.dataclass
-class ReservationAffinity:
-    """``MachineSpec.reservation_affinity`` as the API names it; empty type: not sent (Vertex's default)."""
-    reservation_affinity_type: Literal["", "ANY_RESERVATION", "SPECIFIC_RESERVATION", "NO_RESERVATION"] = ""
-    #: ``compute.googleapis.com/reservation-name`` to name a SPECIFIC_RESERVATION
-    key: str = ""
-    #: the reservations' full resource names, ``projects/P/zones/Z/reservations/NAME``
-    values: list[str] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class PscInterfaceConfig:
-    """``CustomJobSpec.psc_interface_config``: Private Service Connect interface into the user's VPC."""
-    #: a network attachment of the job's region: its name, or ``projects/P/regions/R/networkAttachments/NAME``
-    network_attachment: str = ""
-
-
-@dataclasses.dataclass
-class Vertex:
-    """What only Vertex does with the job (``CustomJobSpec`` fields; nothing here changes a local run). The
-    submission's ``--service-account``/``--network`` override ``service_account``/``network``."""
-    #: the replicas' run-as account, ``NAME@PROJECT.iam.gserviceaccount.com``; empty: Vertex's service agent
-    service_account: str = ""
-    #: the VPC to peer with, ``projects/PROJECT_NUMBER/global/networks/NAME``; empty: not peered
-    network: str = ""
-    #: an interactive shell into each running replica (``CustomJob.web_access_uris``)
-    enable_web_access: bool = False
-    #: the chief container's dashboard through ``web_access_uris``
-    enable_dashboard_access: bool = False
-    #: names of reserved IP ranges of ``network`` the job's VMs take addresses from
-    reserved_ip_ranges: list[str] = dataclasses.field(default_factory=list)
-    psc_interface_config: PscInterfaceConfig = dataclasses.field(default_factory=PscInterfaceConfig)
-
-
-@dataclasses.dataclass
-class Placement:
-    """Where and how Vertex may run the job, in the user's order of preference. ``vtp plan`` checks every option
-    (the hardware catalog offers the machines there, the project's quota covers them, the bucket's distance) and
-    takes the cheapest that fits; after a capacity failure (a stockout, an expired FLEX_START wait, Spot capacity
-    gone) the training step creates the job again with the next option, same ``output.base_dir``, so the trainer
-    resumes from its last checkpoint (``jobs.placement``). Empty lists: the submission's region
-    (``topology.region`` / ``--region``) and ``scheduling.strategy`` only."""
-    regions: list[str] = dataclasses.field(default_factory=list)
-    strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class Budget:
-    """The most the job may cost on Vertex, in US dollars at the price table's list prices (``vtp plan``); 0: no
-    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``)."""
-    max_per_hour: float = 0.0
-    #: the job at its ``scheduling.timeout`` (a study: every trial and the baseline)
-    max_total: float = 0.0
 
 
 @dataclasses.dataclass

@@ -51,7 +51,8 @@ from trainers import strategy as strategy_lib
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.models import build_model
 from trainers.plan import evaluator_mismatch, make_plan
-from trainers.train import Progress, export_and_record, exit_preempted, make_optimizer, replica_step, run_guarded
+from trainers.train import export_and_record, exit_preempted, make_optimizer, replica_step, run_guarded
+from trainers.train_progress import Progress
 from trainers.train import refuse_checkpoint_past_the_end, summary_writer
 
 #: Exit status of the chief when a parameter server was lost: restart the job (it resumes from a checkpoint).

@@ -10,7 +10,7 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     stages it) into the job's variant repository; with no context, the config's image, without any cloud
     call."""
     from jobs import steps
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from trainers import config as config_lib
 
     try:

@@ -27,7 +27,7 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     import json
 
     from jobs import steps
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
 
     try:
         name, request = steps.upload_model(model.uri, location=location, project=project,

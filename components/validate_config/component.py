@@ -43,7 +43,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     the job as it stands in ``<base>/baseline``, its chief reporting its metric to a file there), else ``[]``,
     ``""`` and ``""``; ``placement``: the job's placement options in order (``jobs.placement.options``: ``[{"region",
     "strategy"}]``), which the training step falls over along when Vertex has no capacity."""
-    from collections import namedtuple
+    import dataclasses
+    import inspect
 
     from jobs import job_spec, placement, steps, validate
     from trainers import config as config_lib
@@ -61,24 +62,19 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         raise SystemExit(2) from None
     for w in report.warnings:
         print(f"warning: {w}")
-    import dataclasses
-
-    parts = job_spec.parts(spec)
     baseline = (job_spec.parts(job_spec.baseline_job_spec(cfg, service_account=service_account, network=network))
                 if cfg.tuning.enabled and cfg.tuning.baseline else {"worker_pool_specs": [], "base_output_directory": ""})
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
-    fields = ["config_json", "display_name", "worker_pool_specs", "base_output_directory", "scheduling_strategy",
-              "restart_job_on_worker_restart", "timeout", "tensorboard", "base_dir", "model_dir", "tensorboard_dir",
-              "model_display_name", "model_labels", "serving_image", "parent_model", "warnings", "custom_job_spec",
-              "max_wait_duration", "persistent_resource_id", "tuning", "service_account", "network", "disable_retries",
-              "enable_web_access", "enable_dashboard_access", "reserved_ip_ranges", "psc_network_attachment",
-              "baseline_worker_pool_specs", "baseline_output_directory", "baseline_display_name", "placement"]
-    return namedtuple("ValidatedJob", fields)(
-        cfg.to_json(), cfg.name, parts["worker_pool_specs"], parts["base_output_directory"],
-        parts["scheduling_strategy"], parts["restart_job_on_worker_restart"], parts["timeout"], parts["tensorboard"],
-        config_lib.resolved_base_dir(cfg), dirs["model"], dirs["logs"], serving["display_name"], serving["labels"],
-        serving["serving_image"], serving["parent_model"], "\n".join(str(w) for w in report.warnings), spec,
-        parts["max_wait_duration"], parts["persistent_resource_id"], dataclasses.asdict(cfg.tuning),
-        *(parts[k] for k in fields[20:27]), baseline["worker_pool_specs"], baseline["base_output_directory"],
-        f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "",
-        [{"region": o.region, "strategy": o.strategy} for o in placement.options(cfg, location)])
+    # The outputs are declared once, in the signature above, and filled here by name (a name missing or unknown
+    # is a TypeError). Under kfp's executor ``validate_config`` is this function; imported, its component.
+    outputs = inspect.signature(getattr(validate_config, "python_func", validate_config)).return_annotation
+    return outputs(
+        config_json=cfg.to_json(), display_name=cfg.name, **job_spec.parts(spec),  # the spec's parts, by name
+        base_dir=config_lib.resolved_base_dir(cfg), model_dir=dirs["model"], tensorboard_dir=dirs["logs"],
+        model_display_name=serving["display_name"], model_labels=serving["labels"],
+        serving_image=serving["serving_image"], parent_model=serving["parent_model"],
+        warnings="\n".join(str(w) for w in report.warnings), custom_job_spec=spec, tuning=dataclasses.asdict(cfg.tuning),
+        baseline_worker_pool_specs=baseline["worker_pool_specs"],
+        baseline_output_directory=baseline["base_output_directory"],
+        baseline_display_name=f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "",
+        placement=[{"region": o.region, "strategy": o.strategy} for o in placement.options(cfg, location)])

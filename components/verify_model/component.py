@@ -50,7 +50,7 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
             summary[key] = record[key]
     if record.get("classes"):
         summary["classes"] = record["classes"]
-    from jobs.evaluation import figures
+    from jobs.evaluation_verdict import figures
 
     held_out = figures(record.get("eval"))
     for key, value in held_out.items():  # eval_rmse, eval_accuracy, ...: the held-out verdict of eval_data

@@ -30,10 +30,11 @@ from typing import Any, Mapping, Sequence
 
 from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.catalog import load_catalog
-from jobs.aiplatform.gcloud_flags import merge, parse_flags, parse_gcloud_flags  # noqa: F401 (re-export)
+from jobs.aiplatform.gcloud_flags import merge, parse_flags
 from jobs.hardware.jobview import as_int, as_str, one_line
 from jobs.job_spec import worker_pool_specs
-from jobs.hardware.rules import Report, check_job, check_tpu_version, infer_strategy
+from jobs.hardware.rules import Report, check_job, check_tpu_version
+from jobs.hardware.shared import infer_strategy
 
 TI = "trainingInput"
 KNOWN_KEYS = ("scaleTier", "masterType", "masterConfig", "workerType", "workerCount", "workerConfig",
@@ -383,5 +384,4 @@ def import_legacy(doc: Any = None, argv: Sequence[str] = ()) -> LegacyImport:
     return LegacyImport(job, report, pools, list(parsed.user_args))
 
 
-__all__ = ["LegacyImport", "import_legacy", "is_legacy", "merge", "parse_flags", "parse_gcloud_flags",
-           "to_worker_pool_specs", "training_input_of", "translate", "translate_report"]
+__all__ = ["LegacyImport", "import_legacy", "is_legacy", "to_worker_pool_specs", "training_input_of", "translate", "translate_report"]

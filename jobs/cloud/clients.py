@@ -27,15 +27,11 @@ import time
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
-from jobs.cloud.credentials import (AUTH_HINT, GOOGLE_HOSTS, GOOGLE_SUFFIXES, SCOPES, access_token,  # noqa: F401
-                                    client_kwargs, credentials, is_google_host, is_local_endpoint,
-                                    may_receive_google_token)
-from jobs.cloud.lines import (_Status, _RETRY_STATUS, describe, ended, failure_kind, failure_line,  # noqa: F401
-                              http_message, interrupted_line, is_unsure, keeps_running, one_line, run_command,
-                              seconds, service_of, service_of_url)
-from jobs.cloud.policy import (CREATE_OWN_ID, CREATE_SERVER_ID, MIN_ATTEMPT_S, POLICY_ENV, READ, Policy,  # noqa: F401
-                               policy)
-from jobs.errors import CloudError  # noqa: F401
+from jobs.cloud.credentials import may_receive_google_token
+from jobs.cloud.lines import (_Status, _RETRY_STATUS, describe, failure_kind, failure_line, seconds, service_of,
+                              service_of_url)
+from jobs.cloud.policy import CREATE_SERVER_ID, MIN_ATTEMPT_S, READ, Policy, policy
+from jobs.errors import CloudError
 
 
 # The clock, the sleep and where the retry lines go: module attributes so that tests can put a fake clock

@@ -17,7 +17,7 @@ Steps (each one request through the real client library):
 4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
 
 A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
-:class:`~jobs.cloud.clients.CloudError` line with Cloud Build's own detail and the log URL.
+:class:`~jobs.errors.CloudError` line with Cloud Build's own detail and the log URL.
 """
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ import time
 from typing import Callable, Mapping
 
 from jobs.cloud import clients, gcs
-from jobs.cloud.clients import CloudError
+from jobs.cloud.policy import CREATE_SERVER_ID, policy
+from jobs.cloud.lines import ended, keeps_running
+from jobs.cloud.credentials import client_kwargs
+from jobs.errors import CloudError
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: Cloud Build's own default is 10 min; a TensorFlow image with its wheels can take longer.
@@ -71,7 +74,7 @@ def build_request(source_uri: str, image: str, dockerfile: str, build_args: Mapp
 def build_client(endpoint: str | None = None):
     from google.cloud.devtools import cloudbuild_v1
 
-    return cloudbuild_v1.CloudBuildClient(**clients.client_kwargs(endpoint, "Cloud Build"))
+    return cloudbuild_v1.CloudBuildClient(**client_kwargs(endpoint, "Cloud Build"))
 
 
 def run_build(build, *, project: str, endpoint: str | None = None, log: Callable[[str], None] = print,
@@ -83,8 +86,8 @@ def run_build(build, *, project: str, endpoint: str | None = None, log: Callable
     command that lists them. Following is a read (``GET projects/P/builds/ID``) under the policy.
     ``poll`` = (first interval, longest interval) in seconds (default: 1, ``VTP_CLOUD_POLL_S``)."""
     client = client or build_client(endpoint)
-    poll = poll or (min(1.0, clients.policy().poll_s), clients.policy().poll_s)
-    operation = clients.call(client.create_build, project_id=project, build=build, kind=clients.CREATE_SERVER_ID,
+    poll = poll or (min(1.0, policy().poll_s), policy().poll_s)
+    operation = clients.call(client.create_build, project_id=project, build=build, kind=CREATE_SERVER_ID,
                              doing=f"creating a Cloud Build build in project {project}",
                              unsure=f"a build may have been created even so: gcloud builds list --ongoing --project {project}",
                              hints={403: "the caller needs roles/cloudbuild.builds.editor, and the Cloud Build API must "
@@ -95,7 +98,7 @@ def run_build(build, *, project: str, endpoint: str | None = None, log: Callable
                          f"see: gcloud builds list --ongoing --project {project}")
     build_id = current.id
     see = f"gcloud builds describe {build_id} --project {project}; cancel: gcloud builds cancel {build_id} --project {project}"
-    clients.keeps_running(f"Cloud Build build {build_id}", see)
+    keeps_running(f"Cloud Build build {build_id}", see)
     log(f"cloud build {build_id}: created in project {project}; logs: {current.log_url}")
     limit_s = (build.timeout.total_seconds() or BUILD_TIMEOUT_S) + QUEUE_MARGIN_S
     deadline = time.monotonic() + limit_s
@@ -116,7 +119,7 @@ def run_build(build, *, project: str, endpoint: str | None = None, log: Callable
         current = clients.call(client.get_build, project_id=project, id=build_id,
                                doing=f"following Cloud Build build {build_id}",
                                unsure=f"the build may still be running: {see}")
-    clients.ended(f"Cloud Build build {build_id}")
+    ended(f"Cloud Build build {build_id}")
     if status != "SUCCESS":
         detail = current.failure_info.detail or current.status_detail
         raise CloudError(f"cloud build {build_id} {status}: {' '.join(detail.split()) or 'no detail given'}; "

@@ -42,7 +42,8 @@ import time
 from typing import Any, Callable
 
 from jobs import records
-from jobs.cloud import clients, job_runner
+from jobs.cloud import job_runner
+from jobs.errors import CloudError
 from jobs.placement import STRATEGIES, Option
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
@@ -64,7 +65,7 @@ def custom_job(*, display_name: str, labels: dict[str, str] | None = None, **par
     try:
         spec = job_spec(**parts)
     except ValueError as exc:
-        raise clients.CloudError(str(exc)) from None
+        raise CloudError(str(exc)) from None
     return job_runner.request(CUSTOM_JOB, {"display_name": display_name, "job_spec": spec, "labels": labels or {}})
 
 
@@ -143,7 +144,7 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
     tried = options(location, spec.get("scheduling_strategy") or "STANDARD", placement)
     for o in tried:
         if o.strategy not in STRATEGIES:
-            raise clients.CloudError(f"placement: strategy {o.strategy!r} of {o.region} is not one of "
+            raise CloudError(f"placement: strategy {o.strategy!r} of {o.region} is not one of "
                                      f"{', '.join(STRATEGIES)}")
     start = 0
     earlier = job_runner.existing_job(gcp_resources)
@@ -178,7 +179,7 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
                        "; no placement option is left to fall over to" if nxt is None else
                        f"; scheduling.timeout leaves {max(int(left or 0), 0)} s, too little to start again")
                 _record(base, attempts)
-                raise clients.CloudError(f"{failed}{why}") from None
+                raise CloudError(f"{failed}{why}") from None
             point = resume_point(base)
             attempts[-1]["fell_over_to"] = f"{nxt.region} {nxt.strategy}"
             attempts[-1]["resumes_from"] = point
@@ -191,7 +192,7 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
         attempts.append({**attempt, "job": job.name, "state": "SUCCEEDED"})
         _record(base, attempts)
         return job.name
-    raise clients.CloudError("no placement option to run the CustomJob in")  # unreachable: tried is never empty
+    raise CloudError("no placement option to run the CustomJob in")  # unreachable: tried is never empty
 
 
 def _forget(gcp_resources: str) -> None:

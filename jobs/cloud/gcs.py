@@ -10,7 +10,7 @@ google-cloud-storage client is used; where it points is decided by :func:`storag
   reused for storage, because it does not serve the storage API.
 
 Credentials come from :mod:`jobs.cloud.clients` (anonymous for a loopback stand-in, else ADC). Every failure
-is a :class:`~jobs.cloud.clients.CloudError` with one line: a missing bucket says so and how to create it.
+is a :class:`~jobs.errors.CloudError` with one line: a missing bucket says so and how to create it.
 """
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ import os
 from pathlib import Path
 
 from jobs.cloud import clients
-from jobs.cloud.clients import CloudError
+from jobs.cloud.policy import CREATE_OWN_ID, READ, policy
+from jobs.cloud.lines import describe, failure_kind, failure_line, seconds
+from jobs.cloud.credentials import credentials, is_local_endpoint
+from jobs.errors import CloudError
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -37,7 +40,7 @@ def storage_endpoint(endpoint: str | None = None) -> str | None:
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")
     if emulator:
         return emulator if "://" in emulator else f"http://{emulator}"
-    return endpoint if clients.is_local_endpoint(endpoint) else None
+    return endpoint if is_local_endpoint(endpoint) else None
 
 
 def storage_client(project: str | None = None, endpoint: str | None = None):
@@ -45,7 +48,7 @@ def storage_client(project: str | None = None, endpoint: str | None = None):
     from google.cloud import storage
 
     url = storage_endpoint(endpoint)
-    kwargs = {"credentials": clients.credentials(url, "Cloud Storage")}
+    kwargs = {"credentials": credentials(url, "Cloud Storage")}
     if url:
         kwargs["client_options"] = {"api_endpoint": url}
     return storage.Client(project=project, **kwargs)
@@ -78,11 +81,11 @@ def upload(local: str | Path, uri: str, *, project: str | None = None, endpoint:
                           f"credentials (create it: gcloud storage buckets create gs://{bucket_name}); {message}")
 
     try:
-        _storage_call(attempt, kind=clients.CREATE_OWN_ID, doing=doing, missing=missing,
+        _storage_call(attempt, kind=CREATE_OWN_ID, doing=doing, missing=missing,
                       gave_up="; the same upload can be run again safely",
                       forbidden=f"the caller needs roles/storage.objectCreator on gs://{bucket_name}")
     except (ValueError, OSError) as exc:  # an answer that is not JSON, an unreadable file
-        raise CloudError(clients.failure_line(exc, doing)) from None
+        raise CloudError(failure_line(exc, doing)) from None
     return uri
 
 
@@ -93,13 +96,13 @@ def _storage_call(attempt, *, kind: str, doing: str, missing, forbidden: str, ga
     from google.api_core import exceptions as core
     from google.cloud.storage.exceptions import InvalidResponse
 
-    p = clients.policy()
+    p = policy()
     try:
         return clients.retried(attempt, kind=kind, doing=doing, service="Cloud Storage", what=_detail, p=p)
     except KeyboardInterrupt:
         raise
     except core.RetryError as exc:  # gave up on transient failures: say the last one
-        raise CloudError(f"{doing}: gave up after retrying for {clients.seconds(p.total_s)} s: "
+        raise CloudError(f"{doing}: gave up after retrying for {seconds(p.total_s)} s: "
                          f"{_detail(exc.cause or exc)}{gave_up}") from None
     except (core.GoogleAPICallError, InvalidResponse) as exc:
         status, message = _status_and_message(exc)
@@ -112,9 +115,9 @@ def _storage_call(attempt, *, kind: str, doing: str, missing, forbidden: str, ga
 def _detail(exc: BaseException) -> str:
     """A transient failure in a few words: the policy's wording for connection faults, else the status and
     Google's message (not the storage client's whole exception text)."""
-    kind = clients.failure_kind(exc)
+    kind = failure_kind(exc)
     if kind not in ("throttled", "server"):
-        return clients.describe(exc)
+        return describe(exc)
     status, message = _status_and_message(exc)
     return f"{status} {message}" if status else message
 
@@ -148,11 +151,11 @@ def bucket_location(uri: str, *, project: str | None = None, endpoint: str | Non
         return client.get_bucket(bucket_name, timeout=timeout, retry=None)
 
     try:
-        bucket = _storage_call(attempt, kind=clients.READ, doing=doing,
+        bucket = _storage_call(attempt, kind=READ, doing=doing,
                                missing=lambda message: BucketMissing(f"{doing}: bucket gs://{bucket_name} does not exist"),
                                forbidden=f"the caller needs storage.buckets.get on gs://{bucket_name}")
     except ValueError as exc:  # an answer that is not JSON
-        raise CloudError(clients.failure_line(exc, doing)) from None
+        raise CloudError(failure_line(exc, doing)) from None
     location = str(getattr(bucket, "location", "") or "")
     if not location:
         raise CloudError(f"{doing}: the answer names no location (not the Cloud Storage API's bucket resource?)")

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from jobs.cloud import clients
+from jobs.cloud.lines import http_message
+from jobs.cloud.credentials import access_token, credentials, is_local_endpoint
+from jobs.errors import CloudError
 
 IAM_ENDPOINT = "https://iam.googleapis.com"
 ACT_AS = "iam.serviceAccounts.actAs"
@@ -39,11 +42,11 @@ def _base(endpoint: str | None) -> str:
 def _token(endpoint: str | None) -> str | None:
     """The caller's token for Google's IAM endpoint; none for a loopback stand-in (``clients.http`` sends a token
     only to a Google host over https in any case)."""
-    if clients.is_local_endpoint(endpoint):
+    if is_local_endpoint(endpoint):
         return None
     if endpoint:
-        clients.credentials(endpoint, "IAM")  # refuses an endpoint that may not receive the token, in one line
-    return clients.access_token("IAM")
+        credentials(endpoint, "IAM")  # refuses an endpoint that may not receive the token, in one line
+    return access_token("IAM")
 
 
 def check(email: str, endpoint: str | None = None) -> Account:
@@ -65,12 +68,12 @@ def check(email: str, endpoint: str | None = None) -> Account:
         except ValueError:
             body = None
         if not isinstance(body, dict) or "email" not in body and "name" not in body:
-            raise clients.CloudError(f"reading service account {email} (IAM): the answer was not the API's JSON "
+            raise CloudError(f"reading service account {email} (IAM): the answer was not the API's JSON "
                                      "(an HTML page or garbage: a proxy in the way, or a wrong endpoint?)")
         exists, why = True, ""
     else:
-        raise clients.CloudError(f"reading service account {email} (IAM): HTTP {got.status_code} "
-                                 f"{clients.http_message(got)}")
+        raise CloudError(f"reading service account {email} (IAM): HTTP {got.status_code} "
+                                 f"{http_message(got)}")
     request = iam_policy_pb2.TestIamPermissionsRequest(permissions=[ACT_AS])
     body = json_format.MessageToDict(request)  # {"permissions": [...]}; the resource is the URL's
     answer = clients.http("POST", f"{resource}:testIamPermissions", json=body, google_token=token, service="IAM",
@@ -80,12 +83,12 @@ def check(email: str, endpoint: str | None = None) -> Account:
     if answer.status_code == 403:
         return Account(exists, None, why or f"the caller may not test permissions on {email}")
     if answer.status_code != 200:
-        raise clients.CloudError(f"asking IAM whether the caller may act as {email}: HTTP {answer.status_code} "
-                                 f"{clients.http_message(answer)}")
+        raise CloudError(f"asking IAM whether the caller may act as {email}: HTTP {answer.status_code} "
+                                 f"{http_message(answer)}")
     response = iam_policy_pb2.TestIamPermissionsResponse()
     try:
         json_format.ParseDict(answer.json(), response, ignore_unknown_fields=True)
     except (ValueError, json_format.ParseError):
-        raise clients.CloudError(f"asking IAM whether the caller may act as {email}: the answer was not the API's "
+        raise CloudError(f"asking IAM whether the caller may act as {email}: the answer was not the API's "
                                  "JSON (an HTML page or garbage: a proxy in the way, or a wrong endpoint?)") from None
     return Account(exists, ACT_AS in response.permissions, why)

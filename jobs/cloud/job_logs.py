@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 from jobs import vertex_failures
 from jobs.cloud import clients
+from jobs.cloud.lines import failure_line
+from jobs.cloud.credentials import credentials
+from jobs.errors import CloudError
 
 SERVICE = "Cloud Logging"
 #: how many of a failed replica's last lines the runner shows, and at most how many bytes of them
@@ -78,7 +81,7 @@ def _client(project: str, endpoint: str):
     """google-cloud-logging's HTTP JSON client (not its gRPC GAPIC one: the policy's timeouts apply to HTTP)."""
     from google.cloud import logging as cloud_logging
 
-    return cloud_logging.Client(project=project, credentials=clients.credentials(endpoint or None, SERVICE),
+    return cloud_logging.Client(project=project, credentials=credentials(endpoint or None, SERVICE),
                                 _use_grpc=False, client_options={"api_endpoint": endpoint} if endpoint else None)
 
 
@@ -122,10 +125,10 @@ def read(name: str, *, project: str, task: str | None = None, trial: str | None 
 
     try:
         found = clients.retried(attempt, doing=doing, service=SERVICE)
-    except (KeyboardInterrupt, clients.CloudError):
+    except (KeyboardInterrupt, CloudError):
         raise
     except Exception as exc:  # google.api_core / google.auth / requests / JSON errors
-        raise clients.CloudError(clients.failure_line(exc, doing)) from None
+        raise CloudError(failure_line(exc, doing)) from None
     kept, size = [], 0
     for e in found:  # newest first: keep the newest that fit
         size += len(e.message.encode("utf-8", "replace"))
@@ -180,7 +183,7 @@ def explain_failure(job: Any, name: str, *, project: str, location: str, endpoin
         who = vertex_failures.replica_of(task) + (f" of trial {trial}" if trial else "")
         try:
             entries = read(name, project=project, task=task, trial=trial, endpoint=endpoint, since=created(job))
-        except clients.CloudError as exc:
+        except CloudError as exc:
             log(f"{who}'s logs could not be read from Cloud Logging: {exc}; see them with "
                 f"{stream_logs_command(name, task)}")
             continue

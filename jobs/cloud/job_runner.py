@@ -23,7 +23,7 @@ used ones: ``jobs/cloud/custom_job.py`` says why that matters). What :func:`run`
 * on SIGTERM (Vertex cancels a pipeline's running tasks so) cancels the job and raises :class:`Terminated`
   (GCPC's ``ExecutionContext`` does the same); on Ctrl-C (the step run in a terminal) cancels it too and
   re-raises: a job nobody follows must not run on; only when the cancel call itself is cut short does the
-  interrupted line say how to see and cancel it (``clients.keeps_running``);
+  interrupted line say how to see and cancel it (``keeps_running``);
 * a failed, cancelled or expired job is one CloudError line carrying the job's own error.
 
 :func:`step_status` is the exit status of a job step's container (``python3 -m jobs.cloud.custom_job``): a
@@ -42,6 +42,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs.cloud import clients
+from jobs.cloud.policy import CREATE_SERVER_ID, policy
+from jobs.cloud.lines import ended, interrupted_line, keeps_running
+from jobs.cloud.credentials import client_kwargs
+from jobs.errors import CloudError
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"  # set by Vertex AI Pipelines in every task (GCPC reads it)
 RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
@@ -68,7 +72,7 @@ class JobType:
                 f"gcloud ai {self.gcloud} cancel {job_id} --region {location} --project {project}")
 
 
-class JobFailed(clients.CloudError):
+class JobFailed(CloudError):
     """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
     out (``cause``: ``jobs.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
 
@@ -105,7 +109,7 @@ def request(job_type: JobType, body: dict[str, Any]):
     try:
         json_format.ParseDict(body, message)
     except json_format.ParseError as exc:
-        raise clients.CloudError(f"the {job_type.resource} for {body.get('display_name')!r} is not valid: "
+        raise CloudError(f"the {job_type.resource} for {body.get('display_name')!r} is not valid: "
                                  f"{' '.join(str(exc).split())}") from None
     return cls.wrap(message)
 
@@ -147,11 +151,11 @@ def named_job(text: str, resource_type: str = "CustomJob", collection: str = "cu
     try:
         resources = json_format.Parse(text, GcpResources())
     except json_format.ParseError as exc:
-        raise clients.CloudError(f"{where} is not GCPC's format: {exc}") from None
+        raise CloudError(f"{where} is not GCPC's format: {exc}") from None
     uris = [r.resource_uri for r in resources.resources if r.resource_type == resource_type]
     match = re.search(rf"/v1/(projects/[^/]+/locations/[^/]+/{collection}/[^/]+)$", uris[0]) if len(uris) == 1 else None
     if not match:
-        raise clients.CloudError(f"{where} names no single {resource_type}: {uris}")
+        raise CloudError(f"{where} names no single {resource_type}: {uris}")
     return match.group(1)
 
 
@@ -173,7 +177,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
     from google.cloud import aiplatform_v1
 
     kind, method = job_type.resource, job_type.method
-    client = aiplatform_v1.JobServiceClient(**clients.client_kwargs(
+    client = aiplatform_v1.JobServiceClient(**client_kwargs(
         api_endpoint or f"{location}-aiplatform.googleapis.com", "Vertex AI"))
     parent = f"projects/{project}/locations/{location}"
     name = existing_job(gcp_resources, kind, job_type.collection)
@@ -183,12 +187,12 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
         listing = (f"gcloud ai {job_type.gcloud} list --region {location} --project {project} "
                    f"--filter=displayName={job.display_name}")
         created = clients.call(getattr(client, f"create_{method}"), parent=parent, **{method: job},
-                               kind=clients.CREATE_SERVER_ID, doing=f"creating {kind} {job.display_name!r} in {parent}",
+                               kind=CREATE_SERVER_ID, doing=f"creating {kind} {job.display_name!r} in {parent}",
                                unsure=f"a {kind} may have been created even so: {listing}")
         name = created.name
         write_gcp_resources(gcp_resources, name, location, api_endpoint, kind)
         log(f"created {kind} {name}{job_type.created(job)}")
-    clients.keeps_running(f"{kind} {name}", job_type.hint(name))
+    keeps_running(f"{kind} {name}", job_type.hint(name))
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return _follow(job_type, client, name, log, sleep, on_poll, logging_endpoint)
@@ -198,7 +202,7 @@ def run(job_type: JobType, job, *, project: str, location: str, gcp_resources: s
         # cancel call leaves it registered as running, and the interrupted line says how to cancel it.
         clients.call(getattr(client, f"cancel_{method}"), name=name, doing=f"cancelling {kind} {name}",
                      unsure=f"it may still be running: {job_type.hint(name)}")
-        clients.ended(f"{kind} {name}")
+        ended(f"{kind} {name}")
         why = "the pipeline was cancelled" if isinstance(stopped, Terminated) else "interrupted (Ctrl-C)"
         log(f"{why}: cancelled {kind} {name}")
         raise
@@ -222,7 +226,7 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
                 f"{seen[1]}")
             last = seen
         if state not in RUNNING:
-            clients.ended(f"{kind} {name}")  # whatever its end, it no longer runs
+            ended(f"{kind} {name}")  # whatever its end, it no longer runs
         if state == "JOB_STATE_SUCCEEDED":
             return job
         if state not in RUNNING:
@@ -234,7 +238,7 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
                                              endpoint=logging_endpoint, log=log)
             raise JobFailed(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}", name=name,
                             state=state, message=message, cause=cause)
-        sleep(min(interval, clients.policy().poll_s))
+        sleep(min(interval, policy().poll_s))
         interval *= 2
 
 
@@ -247,12 +251,12 @@ def step_status(step: Callable[[], object]) -> int:
 
     try:
         step()
-    except clients.CloudError as exc:
+    except CloudError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     except Terminated:
         return 143
     except KeyboardInterrupt:
-        print(clients.interrupted_line(), file=sys.stderr, flush=True)
+        print(interrupted_line(), file=sys.stderr, flush=True)
         return 130
     return 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from jobs.hardware.rules import REGION_RE
+from jobs.hardware.names import REGION_RE
 from jobs.job_image import PLACEHOLDER_PROJECT
 from jobs.validate import NAME_RE as PIPELINE_NAME_RE
 from trainers import config as config_lib

@@ -28,6 +28,8 @@ import sys
 from typing import Any, Callable
 
 from jobs.cloud import clients
+from jobs.cloud.lines import run_command
+from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
 from jobs.errors import CloudError
 from jobs.placement import Finding, Option, Project, options, with_option
 
@@ -159,8 +161,8 @@ class CloudProject(Project):
             ref = parse_reference(image)
             if not ref.tag and not ref.digest:
                 ref = parse_reference(f"{image}:latest")
-            google = clients.may_receive_google_token(registry.registry_url(ref))
-            token = clients.access_token("Artifact Registry") if google else None
+            google = may_receive_google_token(registry.registry_url(ref))
+            token = access_token("Artifact Registry") if google else None
             answer = registry.registry_digest(ref, google_token=token)
         except CloudError as exc:
             return Finding(what, None, f"image not checked: {exc}")
@@ -201,7 +203,7 @@ class CloudProject(Project):
         return Finding(what, True, f"service account {email} exists and the caller may act as it")
 
     def _iam_endpoint(self) -> str | None:
-        return self.api_endpoint if clients.is_local_endpoint(self.api_endpoint) else None
+        return self.api_endpoint if is_local_endpoint(self.api_endpoint) else None
 
     def _get(self, what: str, get: Callable[[], Any], *, present: str, missing: str, fix: str,
              permission: str) -> Finding:
@@ -228,7 +230,7 @@ class CloudProject(Project):
     def _compute(self, client_name: str):
         from google.cloud import compute_v1
 
-        return getattr(compute_v1, client_name)(**clients.client_kwargs(self.api_endpoint, "Compute Engine"))
+        return getattr(compute_v1, client_name)(**client_kwargs(self.api_endpoint, "Compute Engine"))
 
     def _network(self, cfg) -> list[Finding]:
         network = cfg.vertex.network
@@ -288,7 +290,7 @@ class CloudProject(Project):
         try:
             from google.cloud import aiplatform_v1
 
-            client = aiplatform_v1.PersistentResourceServiceClient(**clients.client_kwargs(
+            client = aiplatform_v1.PersistentResourceServiceClient(**client_kwargs(
                 vertex.endpoint_for(region, self.api_endpoint), "Vertex AI"))
         except CloudError as exc:
             return [Finding(what, None, f"{what} not checked: {exc}")]
@@ -342,4 +344,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(clients.run_command(main, sys.argv[1:]))
+    sys.exit(run_command(main, sys.argv[1:]))

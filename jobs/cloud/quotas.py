@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from jobs.cloud import clients
+from jobs.cloud.credentials import client_kwargs
 from jobs.hardware import quotas as quota_names
 from jobs.placement import Finding, Option, with_option
 
@@ -36,7 +37,7 @@ def quotas_client(endpoint: str | None = None):
     """A ``CloudQuotasClient`` (REST) with credentials from ``jobs.cloud.credentials``."""
     from google.cloud import cloudquotas_v1
 
-    return cloudquotas_v1.CloudQuotasClient(**clients.client_kwargs(endpoint, "Cloud Quotas"))
+    return cloudquotas_v1.CloudQuotasClient(**client_kwargs(endpoint, "Cloud Quotas"))
 
 
 def training_quotas(project: str, endpoint: str | None = None, client: Any = None) -> list[Any]:

@@ -5,7 +5,7 @@ Who gets the Google token (the rule of ``jobs.cloud.clients``, applied to regist
 401 with a ``Bearer realm="URL"`` challenge naming where to get a registry token, and that realm may be
 on any host (Docker Hub's is auth.docker.io; a hostile registry can name its own). The Google access
 token goes to the realm only when the registry itself is a Google host over https and the realm is too
-(``clients.may_receive_google_token`` on both): Artifact Registry's realms are on the registry's own host.
+(``may_receive_google_token`` on both): Artifact Registry's realms are on the registry's own host.
 Anything else is asked anonymously, and its answer is reported but never taken as proof that the image
 exists (:attr:`Answer.trusted` is False): the caller builds anyway.
 """
@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from jobs.cloud import clients
+from jobs.cloud.credentials import is_local_endpoint, may_receive_google_token
+from jobs.errors import CloudError
 from jobs.image_reference import ImageRef
 
 MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json",
@@ -38,7 +40,7 @@ class Answer:
 def registry_url(ref: ImageRef) -> str:
     """``https://HOST/v2/PATH/manifests/REFERENCE`` (plain http only for a loopback registry): the digest when
     ``ref`` is pinned (``sha256:...``: "does this image exist"), else the tag."""
-    scheme = "http" if clients.is_local_endpoint(ref.api_host) else "https"
+    scheme = "http" if is_local_endpoint(ref.api_host) else "https"
     return f"{scheme}://{ref.api_host}/v2/{ref.path}/manifests/{ref.digest or ref.tag}"
 
 
@@ -46,7 +48,7 @@ def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer
     """``HEAD /v2/<path>/manifests/<tag>``: the ``Docker-Content-Digest`` of ``ref``'s tag, and whether to
     trust it. ``google_token``: the caller's access token, sent only as the module doc says."""
     url = registry_url(ref)
-    google_registry = clients.may_receive_google_token(url)
+    google_registry = may_receive_google_token(url)
     doing = f"asking registry {ref.registry} whether {ref.path}{'@' + ref.digest if ref.digest else ':' + str(ref.tag)} exists"
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     answer = clients.http("HEAD", url, headers=headers, doing=doing,
@@ -56,7 +58,7 @@ def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer
     if answer.status_code == 401 and challenge.lower().startswith("bearer "):
         params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
         realm = params.get("realm", "")
-        with_token = google_registry and clients.may_receive_google_token(realm)
+        with_token = google_registry and may_receive_google_token(realm)
         if not with_token:
             trusted = False
             why = why or f"its token realm {realm or '(none)'} is not a Google host over https"
@@ -77,7 +79,7 @@ def registry_digest(ref: ImageRef, *, google_token: str | None = None) -> Answer
         return Answer(digest, trusted, why, 200)
     if answer.status_code in (401, 403, 404):
         return Answer(None, trusted, why or f"HTTP {answer.status_code}", answer.status_code)
-    raise clients.CloudError(f"{doing}: registry answered HTTP {answer.status_code}")
+    raise CloudError(f"{doing}: registry answered HTTP {answer.status_code}")
 
 
 def _grant_token(grant) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.cloud import clients
+from jobs.cloud.credentials import client_kwargs
 
 PERMISSION = "serviceusage.services.get"
 ROLE = "roles/serviceusage.serviceUsageViewer"
@@ -21,7 +22,7 @@ BATCH = 30
 def service_usage_client(endpoint: str | None = None):
     from google.cloud import service_usage_v1
 
-    return service_usage_v1.ServiceUsageClient(**clients.client_kwargs(endpoint, "Service Usage"))
+    return service_usage_v1.ServiceUsageClient(**client_kwargs(endpoint, "Service Usage"))
 
 
 def enable_command(project: str, apis: list[str]) -> str:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from jobs.cloud import clients, preflight as checks, vertex
+from jobs.cloud.lines import ended, keeps_running, run_command
 from jobs.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
@@ -176,7 +177,7 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline
     """Preflight, compile (``compile_pipeline(cfg, path, "vertex", base_image=...)``, the caller's: this
     package never imports ``pipelines/``) or download ``--template``, create the job, print its name and
     link, follow it."""
-    return clients.run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err), [])
+    return run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err), [])
 
 
 def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
@@ -227,13 +228,13 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
                 enable_caching=False if args.no_cache else None, template_uri=args.template or "")
         client, job = vertex.submit_pipeline(request, project=args.project, location=region, job_id=job_id,
                                              api_endpoint=args.api_endpoint, log=out)
-    clients.keeps_running(f"pipeline job {job.name}", vertex.job_hint(job.name))
+    keeps_running(f"pipeline job {job.name}", vertex.job_hint(job.name))
     out(f"submitted pipeline job {job.name}")
     out(f"  {vertex.console_url(args.project, region, job_id)}")
     if args.no_wait:
         return 0
     state, message = vertex.follow(client, job.name, poll_s=args.poll_seconds or 20.0, log=out)
-    clients.ended(f"pipeline job {job.name}")
+    ended(f"pipeline job {job.name}")
     if state != "PIPELINE_STATE_SUCCEEDED":
         err(f"error: pipeline job {job.name} ended {state.replace('PIPELINE_STATE_', '')}: {message}")
         return 1
@@ -244,7 +245,7 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
 def register_main(argv: list[str]) -> int:
     """``run.py register-model``: register an exported SavedModel folder (gs://) in the Model Registry
     with the same request the pipeline's Vertex branch sends (``jobs.cloud.vertex.model_upload_request``)."""
-    return clients.run_command(_register, argv)
+    return run_command(_register, argv)
 
 
 def _register(argv: list[str]) -> int:

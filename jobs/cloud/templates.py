@@ -28,7 +28,11 @@ import tempfile
 from pathlib import Path
 
 from jobs.cloud import clients
-from trainers import config as config_lib
+from jobs.cloud.policy import CREATE_OWN_ID
+from jobs.cloud.lines import http_message, run_command
+from jobs.cloud.credentials import access_token, is_local_endpoint
+from jobs.errors import CloudError
+from trainers.config_files import load_document
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
 LOCAL_HOST_RE = re.compile(r"^http://(?:127\.[0-9.]+|localhost):[0-9]+/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
@@ -47,9 +51,9 @@ def host_problem(host: str) -> str | None:
 
 def _auth(url: str) -> tuple[dict[str, str], str | None]:
     """(extra headers, Google token): a dummy bearer for a loopback stand-in, else the ADC token."""
-    if clients.is_local_endpoint(url):
+    if is_local_endpoint(url):
         return {"Authorization": f"Bearer {STAND_IN_TOKEN}"}, None
-    return {}, clients.access_token("Artifact Registry")
+    return {}, access_token("Artifact Registry")
 
 
 def upload(package_path: str, host: str, tags: list[str] | None = None) -> tuple[str, str]:
@@ -61,18 +65,18 @@ def upload(package_path: str, host: str, tags: list[str] | None = None) -> tuple
     version = "sha256:" + hashlib.sha256(content).hexdigest()
     headers, token = _auth(host)
     doing = f"uploading the template to {host}"
-    response = clients.http("POST", host, kind=clients.CREATE_OWN_ID, doing=doing, service="Artifact Registry",
+    response = clients.http("POST", host, kind=CREATE_OWN_ID, doing=doing, service="Artifact Registry",
                             headers=headers, google_token=token,
                             files={"content": (Path(package_path).name, content)},
                             data={"tags": ",".join(tags)} if tags else None,
                             unsure="the same bytes can be uploaded again safely")
     if response.status_code != 200:
         hint = " (the account needs roles/artifactregistry.writer on the repository)" if response.status_code == 403 else ""
-        raise clients.CloudError(f"{doing}: {response.status_code} {clients.http_message(response)}{hint}")
+        raise CloudError(f"{doing}: {response.status_code} {http_message(response)}{hint}")
     answer = " ".join(response.text.split())
     if answer != f"{package}/{version}":
         shown = answer if len(answer) <= 120 and not answer.startswith("<") else "(an HTML page or long text)"
-        raise clients.CloudError(f"{doing}: the registry answered 200 {shown!r}, not {package}/{version}: the upload "
+        raise CloudError(f"{doing}: the registry answered 200 {shown!r}, not {package}/{version}: the upload "
                                  "is not confirmed; check --host (an Artifact Registry KFP repository) and try again")
     return package, version
 
@@ -80,18 +84,18 @@ def upload(package_path: str, host: str, tags: list[str] | None = None) -> tuple
 def download(uri: str, path: str, api_endpoint: str | None = None) -> str:
     """Download template ``uri`` to ``path`` (for ``run.py --template``): the ADC token goes only to the
     Google host (none when ``api_endpoint`` is a loopback stand-in: a test run has no credentials)."""
-    token = None if clients.is_local_endpoint(api_endpoint) else clients.access_token("Artifact Registry")
+    token = None if is_local_endpoint(api_endpoint) else access_token("Artifact Registry")
     doing = f"downloading the template {uri}"
     response = clients.http("GET", uri, doing=doing, service="Artifact Registry", google_token=token)
     if response.status_code != 200:
-        raise clients.CloudError(f"{doing}: {response.status_code} {clients.http_message(response)}")
+        raise CloudError(f"{doing}: {response.status_code} {http_message(response)}")
     import yaml
 
     try:
         spec = yaml.safe_load(response.content)
         spec["pipelineInfo"]["name"]
     except Exception:
-        raise clients.CloudError(f"{doing}: the answer is not a compiled pipeline (an HTML page or other text)") \
+        raise CloudError(f"{doing}: the answer is not a compiled pipeline (an HTML page or other text)") \
             from None
     Path(path).write_bytes(response.content)
     return path
@@ -100,7 +104,7 @@ def download(uri: str, path: str, api_endpoint: str | None = None) -> str:
 def main(argv: list[str], compile_pipeline) -> int:
     """``run.py upload-template``; ``compile_pipeline(cfg, path, "vertex", base_image=...)`` is the caller's
     (this package never imports ``pipelines/``)."""
-    return clients.run_command(lambda a: _main(a, compile_pipeline), argv)
+    return run_command(lambda a: _main(a, compile_pipeline), argv)
 
 
 def _main(argv: list[str], compile_pipeline) -> int:
@@ -126,7 +130,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         for t in args.tags if not TAG_RE.match(t)]
     warnings: list[str] = []
     try:
-        cfg, report = validate.validate_document(config_lib.load_document(args.config, args.overrides), check_data=False)
+        cfg, report = validate.validate_document(load_document(args.config, args.overrides), check_data=False)
         problems += [str(e) for e in report.errors]
     except ConfigError as exc:
         cfg = None

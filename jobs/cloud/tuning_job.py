@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs import records
-from jobs.cloud import clients, job_runner
+from jobs.cloud import job_runner
+from jobs.errors import CloudError
 from jobs.job_spec import pools_by_position
 
 ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "bayesian": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH",
@@ -73,12 +74,12 @@ def tuning_section(tuning: Any):
         try:
             section = config_lib.from_dict({"tuning": tuning if tuning is not None else {}}).tuning
         except ConfigError as exc:
-            raise clients.CloudError("; ".join(str(p) for p in exc.problems)) from None
+            raise CloudError("; ".join(str(p) for p in exc.problems)) from None
     problems = section_problems(section)
     if not problems and not section.enabled:
         problems = [problem("tuning.parameters", "no parameters to search", ["learning_rate: {type: double, ...}"])]
     if problems:
-        raise clients.CloudError("; ".join(str(p) for p in problems))
+        raise CloudError("; ".join(str(p) for p in problems))
     return section
 
 
@@ -111,12 +112,12 @@ def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any]
     """The ``aiplatform_v1.HyperparameterTuningJob`` to create (see the module doc)."""
     t = tuning_section(tuning)
     if not isinstance(trial_job_spec, dict):
-        raise clients.CloudError(f"trial_job_spec: expected a CustomJobSpec as a mapping, got "
+        raise CloudError(f"trial_job_spec: expected a CustomJobSpec as a mapping, got "
                                  f"{type(trial_job_spec).__name__}")
     try:
         trial = {**trial_job_spec, "worker_pool_specs": pools_by_position(trial_job_spec.get("worker_pool_specs") or [])}
     except ValueError as exc:
-        raise clients.CloudError(f"trial_job_spec.{exc}") from None
+        raise CloudError(f"trial_job_spec.{exc}") from None
     return job_runner.request(TUNING_JOB, {
         "display_name": display_name, "study_spec": study_spec(t), "max_trial_count": t.max_trials,
         "parallel_trial_count": t.parallel_trials, "max_failed_trial_count": t.max_failed_trials,
@@ -214,10 +215,10 @@ def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_tria
     base = ((trial_job_spec.get("base_output_directory") or {}).get("output_uri_prefix") or "").rstrip("/")
     best = best_trial(job, tuning, base)
     if best is None:
-        raise clients.CloudError(f"HyperparameterTuningJob {job.name} succeeded but no trial has a final "
+        raise CloudError(f"HyperparameterTuningJob {job.name} succeeded but no trial has a final "
                                  f"{tuning_section(tuning).metric}: nothing to continue with")
     if not base:
-        raise clients.CloudError("trial_job_spec.base_output_directory is empty: the trials' models have no folder "
+        raise CloudError("trial_job_spec.base_output_directory is empty: the trials' models have no folder "
                                  "(Vertex sets AIP_MODEL_DIR only with a base output directory)")
     t = tuning_section(tuning)
     record = {"metric": t.metric, "goal": t.goal, "trials": trials(job, t), "best_trial": best,

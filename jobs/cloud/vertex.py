@@ -19,6 +19,10 @@ import time
 from typing import Any, Callable
 
 from jobs.cloud import clients
+from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, policy
+from jobs.cloud.lines import describe, ended, failure_line, keeps_running
+from jobs.cloud.credentials import client_kwargs
+from jobs.errors import CloudError
 from trainers import config as config_lib
 
 CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"
@@ -51,7 +55,7 @@ def job_hint(name: str) -> str:
 def pipeline_client(location: str, api_endpoint: str | None = None):
     from google.cloud import aiplatform_v1
 
-    return aiplatform_v1.PipelineServiceClient(**clients.client_kwargs(endpoint_for(location, api_endpoint),
+    return aiplatform_v1.PipelineServiceClient(**client_kwargs(endpoint_for(location, api_endpoint),
                                                                        "Vertex AI"))
 
 
@@ -74,7 +78,7 @@ def pipeline_job_request(template_path: str, *, project: str, location: str, job
         message = aiplatform_v1.PipelineJob.pb()()
         json_format.ParseDict(job.to_dict(), message)
     except Exception as exc:  # a template aiplatform cannot read, a parameter it cannot type
-        raise clients.CloudError(clients.failure_line(exc, "preparing the pipeline job")) from None
+        raise CloudError(failure_line(exc, "preparing the pipeline job")) from None
     request = aiplatform_v1.PipelineJob.wrap(message)
     if service_account:
         request.service_account = service_account
@@ -103,16 +107,16 @@ def submit_pipeline(request, *, project: str, location: str, job_id: str, api_en
     try:
         try:
             created = clients.call(client.create_pipeline_job, parent=f"projects/{project}/locations/{location}",
-                                   pipeline_job=request, pipeline_job_id=job_id, kind=clients.CREATE_OWN_ID,
+                                   pipeline_job=request, pipeline_job_id=job_id, kind=CREATE_OWN_ID,
                                    doing=doing, unsure=look, reraise=(core.Conflict,))
         except core.Conflict as conflict:  # 409 ALREADY_EXISTS (REST: Conflict): an attempt whose answer was lost
             log(f"pipeline job {name} was created by an attempt whose answer was lost; following it")
             created = _read_back(client, name, doing, conflict)
     except KeyboardInterrupt:
-        clients.keeps_running(f"pipeline job {name} (if the create reached Vertex AI)", job_hint(name))
+        keeps_running(f"pipeline job {name} (if the create reached Vertex AI)", job_hint(name))
         raise
     if created.name != name:  # never print (or follow) a job the answer did not name
-        raise clients.CloudError(f"{doing}: the answer named {created.name or 'no job'!r}, not that job; it may exist "
+        raise CloudError(f"{doing}: the answer named {created.name or 'no job'!r}, not that job; it may exist "
                                  f"even so: {job_hint(name)}")
     return client, created
 
@@ -127,15 +131,15 @@ def _read_back(client, name: str, doing: str, conflict: Exception):
         return clients.call(client.get_pipeline_job, name=name, doing=f"reading pipeline job {name}",
                             unsure=f"it may exist: {job_hint(name)}", reraise=(core.NotFound,))
     except core.NotFound as exc:
-        raise clients.CloudError(f"{doing}: {already}, but reading it back answered 404 NOT_FOUND ({_message(exc)}); "
+        raise CloudError(f"{doing}: {already}, but reading it back answered 404 NOT_FOUND ({_message(exc)}); "
                                  f"it may exist even so, look for it: {job_hint(name)}") from None
-    except clients.CloudError as exc:
-        raise clients.CloudError(f"{doing}: {already}, then {exc}") from None
+    except CloudError as exc:
+        raise CloudError(f"{doing}: {already}, then {exc}") from None
 
 
 def _message(exc: Exception) -> str:
     """The API's own message of a 4xx, without the status the caller names."""
-    text = clients.describe(exc)
+    text = describe(exc)
     return re.sub(r"^\d{3} ", "", text) or type(exc).__name__
 
 
@@ -229,18 +233,18 @@ def upload_model(request: dict[str, Any], location: str, api_endpoint: str | Non
     display_name = request.get("model", {}).get("displayName", "")
     listing = (f"gcloud ai models list --region {location} --project {project} "
                f"--filter=display_name={display_name}")
-    client = aiplatform_v1.ModelServiceClient(**clients.client_kwargs(endpoint_for(location, api_endpoint),
+    client = aiplatform_v1.ModelServiceClient(**client_kwargs(endpoint_for(location, api_endpoint),
                                                                       "Vertex AI Model Registry"))
     message = aiplatform_v1.UploadModelRequest.pb()()
     json_format.ParseDict(request, message)
     operation = clients.call(client.upload_model, request=aiplatform_v1.UploadModelRequest.wrap(message),
-                             kind=clients.CREATE_SERVER_ID, doing="uploading the model to the Model Registry",
+                             kind=CREATE_SERVER_ID, doing="uploading the model to the Model Registry",
                              unsure=f"a model may have been registered even so: {listing}")
     name = operation.operation.name
     see = f"gcloud ai operations describe {name.rsplit('/', 1)[-1]} --region {location} --project {project}"
-    clients.keeps_running(f"model upload operation {name}", see)
+    keeps_running(f"model upload operation {name}", see)
     log(f"model upload operation {name} started")
-    interval, poll_s = 1.0, clients.policy().poll_s
+    interval, poll_s = 1.0, policy().poll_s
     state = operation.operation
     while not state.done:
         sleep(min(interval, poll_s))
@@ -248,13 +252,13 @@ def upload_model(request: dict[str, Any], location: str, api_endpoint: str | Non
         state = clients.call(client.get_operation, operations_pb2.GetOperationRequest(name=name),
                              doing=f"reading model upload operation {name}",
                              unsure=f"the upload may still finish: {see}")
-    clients.ended(f"model upload operation {name}")
+    ended(f"model upload operation {name}")
     if state.HasField("error") and state.error.code:
-        raise clients.CloudError(f"model upload operation {name} failed: {state.error.code} "
+        raise CloudError(f"model upload operation {name} failed: {state.error.code} "
                                  f"{' '.join(state.error.message.split())}")
     response = aiplatform_v1.UploadModelResponse.pb()()
     if not state.response.Unpack(response):
-        raise clients.CloudError(f"model upload operation {name} ended without an UploadModelResponse; {see}")
+        raise CloudError(f"model upload operation {name} ended without an UploadModelResponse; {see}")
     return f"{response.model}@{response.model_version_id}" if response.model_version_id else response.model
 
 
@@ -271,7 +275,7 @@ def _model_location(model_name: str) -> str:
 def model_client(model_name: str, api_endpoint: str | None = None):
     from google.cloud import aiplatform_v1
 
-    return aiplatform_v1.ModelServiceClient(**clients.client_kwargs(
+    return aiplatform_v1.ModelServiceClient(**client_kwargs(
         endpoint_for(_model_location(model_name), api_endpoint), "Vertex AI Model Registry"))
 
 
@@ -290,7 +294,7 @@ def default_version(parent_model: str, api_endpoint: str | None = None) -> str:
                                      "gcloud ai models list --region " + _model_location(parent_model),
                                 403: "the pipeline's service account needs roles/aiplatform.user"})
     if not model.version_id:
-        raise clients.CloudError(f"reading the parent model {parent_model}: the answer names no version "
+        raise CloudError(f"reading the parent model {parent_model}: the answer names no version "
                                  f"(version_id); see {_registry_see(parent_model)}")
     return f"{model.name.split('@')[0] or parent_model}@{model.version_id}"
 
@@ -330,7 +334,7 @@ def import_model_evaluation(version: str, metrics: dict[str, float], *, schema_u
     evaluation = aiplatform_v1.ModelEvaluation(display_name=display_name, metrics_schema_uri=schema_uri,
                                                metrics=dict(metrics), metadata=dict(metadata or {}))
     created = clients.call(client.import_model_evaluation, parent=version, model_evaluation=evaluation,
-                           kind=clients.CREATE_SERVER_ID, doing=f"recording the gate's metrics on {version} as a Model "
+                           kind=CREATE_SERVER_ID, doing=f"recording the gate's metrics on {version} as a Model "
                                                                 "Registry evaluation",
                            unsure=f"an evaluation may have been recorded even so: {_registry_see(version)}/evaluations")
     return created.name

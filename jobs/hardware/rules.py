@@ -17,7 +17,7 @@ from typing import Any, Callable
 from trainers.errors import ConfigError, Problem, problem
 from jobs.hardware.catalog import Catalog, load_catalog
 from jobs.hardware.jobview import JobView, Pool, one_line, view
-from jobs.hardware.shared import (REGION_RE, checked_pools as _checked, has_tpu, infer_strategy,  # noqa: F401
+from jobs.hardware.shared import (checked_pools as _checked, has_tpu, infer_strategy,
                                   machine_of as _machine, or_join as _or, region_problems, tpu_cores, tpu_pool)
 from jobs.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from jobs.hardware.catalog import load_catalog
 from jobs.hardware.jobview import JobView, Pool, view
-from jobs.hardware.names import REGION_RE, region_verdict
+from jobs.hardware.names import region_verdict
 from trainers.errors import Problem, problem
 
 

@@ -153,7 +153,7 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
 def build_or_say(req: Request) -> str:
     """:func:`build`, its lines printed as they come (``run.py --runner docker`` builds the image first): the
     pushed reference, or "" when it failed, its ``error:`` lines printed."""
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
 
     print("runner docker: building the job's image (as python pipelines/run.py build)", flush=True)
     try:
@@ -166,13 +166,13 @@ def build_or_say(req: Request) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from jobs.cloud import clients
+    from jobs.cloud.lines import run_command
 
-    return clients.run_command(_main, list(argv))
+    return run_command(_main, list(argv))
 
 
 def _main(argv: list[str]) -> int:
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
 
     req = parse_args(argv)
     try:

@@ -93,16 +93,16 @@ class CloudBuildBuilder(ImageBuilder):
         goes to Google hosts only) is taken at its word; any other registry is asked anonymously and its
         answer only reported: the build goes ahead. Against a loopback Cloud Build stand-in only a loopback
         registry is asked (a test never reaches a real registry)."""
-        from jobs.cloud import clients
+        from jobs.cloud.credentials import access_token, is_local_endpoint, may_receive_google_token
         from jobs.cloud import registry
         from jobs.image_reference import parse_reference
 
         ref = parse_reference(f"{repository}:{tag}")
-        stand_in = clients.is_local_endpoint(self.endpoint)
-        if stand_in and not clients.is_local_endpoint(ref.api_host):
+        stand_in = is_local_endpoint(self.endpoint)
+        if stand_in and not is_local_endpoint(ref.api_host):
             return None
-        google = clients.may_receive_google_token(registry.registry_url(ref)) and not stand_in
-        answer = registry.registry_digest(ref, google_token=clients.access_token("Artifact Registry") if google else None)
+        google = may_receive_google_token(registry.registry_url(ref)) and not stand_in
+        answer = registry.registry_digest(ref, google_token=access_token("Artifact Registry") if google else None)
         if answer.digest and answer.trusted:
             self.log(f"already built: {repository}:{tag} is in the registry ({answer.digest}); nothing to build")
             return f"{repository}:{tag}@{answer.digest}"
@@ -124,13 +124,13 @@ class CloudBuildBuilder(ImageBuilder):
                                              endpoint=self.endpoint, log=self.log)
 
     def _staged(self, context: StagedContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
-        from jobs.cloud import clients
+        from jobs.errors import CloudError
         from jobs.cloud import cloudbuild as api
         from jobs.images import cloudbuild
 
         project = self.project or cloudbuild.registry_project(repository) or ""
         if not project:
-            raise clients.CloudError(f"cannot tell which project runs the build for {repository}: pass a project "
+            raise CloudError(f"cannot tell which project runs the build for {repository}: pass a project "
                                      f"(the repository is not in Artifact Registry or Container Registry)")
         return api.build_from_storage(context.uri, f"{repository}:{tag}", context.dockerfile, project=project,
                                       build_args=build_args, endpoint=self.endpoint, log=self.log)

@@ -19,6 +19,8 @@ import tempfile
 from typing import Any, Callable, Mapping
 
 from jobs.cloud import clients
+from jobs.cloud.policy import READ, policy
+from jobs.cloud.lines import describe
 from jobs.images.context import BuildContext, write_tar
 from jobs.image_reference import BuildError, parse_reference
 
@@ -57,7 +59,7 @@ def client(timeout_s: float | None = None) -> Any:
     import docker
     import requests
 
-    timeout_s = timeout_s or clients.policy().read_s
+    timeout_s = timeout_s or policy().read_s
     where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
     try:
         client = docker.DockerClient(version="auto", timeout=timeout_s, **docker.utils.kwargs_from_env())
@@ -78,9 +80,9 @@ def remote_digest(client: Any, repository: str, tag: str) -> str | None:
         return client.api.inspect_distribution(f"{repository}:{tag}")
 
     try:
-        answer = clients.retried(attempt, kind=clients.READ, doing=f"checking whether {repository}:{tag} is in the "
+        answer = clients.retried(attempt, kind=READ, doing=f"checking whether {repository}:{tag} is in the "
                                  "registry", service="Docker engine", what=lambda exc: _first_line(
-                                     getattr(exc, "explanation", None) or clients.describe(exc)))
+                                     getattr(exc, "explanation", None) or describe(exc)))
     except KeyboardInterrupt:
         raise
     except docker.errors.APIError as exc:
@@ -91,7 +93,7 @@ def remote_digest(client: Any, repository: str, tag: str) -> str | None:
             from None
     except Exception as exc:  # gave up retrying (RetryError), the engine's connection dropped
         cause = getattr(exc, "cause", None) or exc
-        detail = getattr(cause, "explanation", None) or clients.describe(exc)
+        detail = getattr(cause, "explanation", None) or describe(exc)
         raise BuildError(f"cannot reach registry {registry_host(repository)}: {_first_line(detail)}") from None
     return (answer.get("Descriptor") or {}).get("digest")
 

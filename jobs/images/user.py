@@ -18,7 +18,7 @@
    two. WORKDIR is the code (``/workspace/code``): every replica's ``python -m <module>`` runs there.
    No ENTRYPOINT (Vertex and KFP give the command); CMD is the job's worker command.
 
-What never reaches the context (:data:`ALWAYS_EXCLUDED_DIRS`, :data:`CREDENTIAL_NAMES`,
+What never reaches the context (``jobs.images.user_code``: :data:`ALWAYS_EXCLUDED_DIRS`, :data:`CREDENTIAL_NAMES`,
 :func:`credential_reason`), whatever the user's own ``.dockerignore`` (applied first, Docker's rules) says:
 version control and caches, ``runs/`` and the job's ``output.base_dir`` when inside ``source_dir``, and
 anything that looks like a credential. Every excluded path is printed with its reason.
@@ -33,31 +33,18 @@ import json
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
 
 from jobs.images.context import BuildContext, content_tag, make_context
+from jobs.images.user_code import collect_code
 from jobs.image_reference import BuildError
 from trainers.fileio import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
 REQUIREMENTS_DIR = "/workspace/requirements"
-#: directories left out at any depth of trainer.source_dir: version control, virtualenvs, caches
-ALWAYS_EXCLUDED_DIRS = (".git", ".hg", ".svn", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache",
-                        ".ipynb_checkpoints")
-#: left out at the top of trainer.source_dir: local runs' default output folder
-TOP_EXCLUDED_DIRS = ("runs",)
-#: files that are credentials by name (anywhere)
-CREDENTIAL_NAMES = (".env", ".netrc", ".git-credentials", ".pypirc", ".dockercfg", "credentials.db",
-                    "application_default_credentials.json")
-COMPILED_SUFFIXES = (".pyc", ".pyo")
-#: files up to this size are read to look for private keys and key files
-SNIFF_BYTES = 1 << 20
-_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
 _INDEX_CREDENTIAL = re.compile(r"://[^/\s@:]+:[^/\s@]+@")
 FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
 
@@ -76,153 +63,6 @@ class Plan:
     @property
     def code_files(self) -> list[str]:
         return [name for name in self.files if name.startswith("code/")]
-
-
-def credential_reason(path: Path) -> str | None:
-    """Why ``path`` looks like a credential, or None: a name in :data:`CREDENTIAL_NAMES` or ``.env.*``; a
-    JSON file with a ``private_key`` (service-account key) or ``refresh_token`` (gcloud user credentials);
-    any file up to 1 MiB holding a PEM private key."""
-    name = path.name
-    if name in CREDENTIAL_NAMES or name.startswith(".env."):
-        return f"credential: {name} file"
-    try:
-        if path.is_symlink() or path.stat().st_size > SNIFF_BYTES:
-            return None
-        data = read_regular(str(path), "trainer.source_dir", limit=SNIFF_BYTES)
-    except (OSError, NotARegularFile):  # a named pipe or device is left out as "not a regular file", never read
-        return None
-    if name.endswith(".json") and (b'"private_key"' in data or b'"refresh_token"' in data):
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and ("private_key" in doc or "refresh_token" in doc):
-            return f"credential: JSON key file ({'private_key' if 'private_key' in doc else 'refresh_token'})"
-    if _PRIVATE_KEY.search(data):
-        return "credential: holds a private key"
-    return None
-
-
-_DIR_KIND = {".git": "version control", ".hg": "version control", ".svn": "version control", ".venv": "virtualenv",
-             "venv": "virtualenv"}
-
-
-def _files(count: int) -> str:
-    return f"{count} file{'' if count == 1 else 's'}"
-
-
-def _user_patterns(root: Path) -> list[str]:
-    path = root / ".dockerignore"
-    if not path.is_file():
-        return []
-    lines = [line.strip() for line in read_regular(str(path), "trainer.source_dir").decode("utf-8", "replace")
-             .splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
-def _inside(child: Path, parent: Path) -> str | None:
-    try:
-        rel = child.resolve().relative_to(parent.resolve())
-    except (ValueError, OSError):
-        return None
-    return rel.as_posix() if rel.parts else None
-
-
-def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], list[tuple[str, str]]]:
-    """(included files, excluded (path, reason)) of ``source_dir``, relative posix paths, sorted.
-
-    The user's ``.dockerignore`` first (Docker's rules, its ``!`` exceptions included), then what is always
-    left out (those cannot be re-included). An excluded folder is reported once, with its file count."""
-    from docker.utils.build import PatternMatcher
-
-    root = source_dir.resolve()
-    patterns = _user_patterns(root)
-    allowed = set(PatternMatcher(patterns).walk(str(root))) if patterns else None
-    output_rel = _inside(Path(output_dir), root) if output_dir and "://" not in output_dir else None
-    included: list[str] = []
-    excluded: list[tuple[str, str]] = []
-    by_user: dict[str, int] = {}
-    for current, dirs, files in os.walk(root):
-        rel_dir = Path(current).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir
-        keep_dirs = []
-        for d in sorted(dirs):
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            why = None
-            if d in ALWAYS_EXCLUDED_DIRS:
-                why = f"always: {_DIR_KIND.get(d, 'cache')}"
-            elif not rel_dir and d in TOP_EXCLUDED_DIRS:
-                why = "always: local runs' output"
-            elif output_rel and rel == output_rel:
-                why = "always: the job's output.base_dir"
-            if why:
-                count = sum(len(f) for _, _, f in os.walk(Path(current) / d))
-                excluded.append((f"{rel}/", f"{why}; {_files(count)}"))
-            elif os.path.islink(Path(current) / d):
-                files.append(d)  # a link to a folder is archived as the link itself, as docker does
-            else:
-                keep_dirs.append(d)
-        dirs[:] = keep_dirs
-        for f in sorted(files):
-            rel = f"{rel_dir}/{f}" if rel_dir else f
-            full = Path(current) / f
-            if allowed is not None and rel not in allowed:
-                top = rel.split("/", 1)[0] + ("/" if "/" in rel else "")
-                by_user[top] = by_user.get(top, 0) + 1
-                continue
-            if f.endswith(COMPILED_SUFFIXES):
-                excluded.append((rel, "always: compiled Python"))
-                continue
-            why = credential_reason(full)
-            if why:
-                excluded.append((rel, f"always: {why}"))
-                continue
-            mode = os.lstat(full).st_mode
-            if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
-                included.append(rel)
-            else:
-                excluded.append((rel, "not a regular file"))
-    for top, count in by_user.items():
-        excluded.append((top, f"your .dockerignore; {_files(count)}" if top.endswith("/") else "your .dockerignore"))
-    return sorted(included), sorted(excluded)
-
-
-def trainer_version(cfg) -> dict[str, Any] | None:
-    """Which code of a user's trainer ran, apart from this tool's (``jobs.records.code_version``):
-    ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of
-    ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
-    SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same
-    exclusions), so a copy outside any repository is named by its content. None for the built-in trainer; on
-    Vertex (no ``source_dir``: the code is the image's) the image names it."""
-    import hashlib
-
-    from jobs.records import commit_text, git_state
-
-    if cfg is None or not cfg.user_trainer:
-        return None
-    root = cfg.trainer.source_dir
-    if not root or not os.path.isdir(root):
-        image = cfg.container.image_uri or "the job's image"
-        return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
-                "files": None, "text": f"the code in {image} (its WORKDIR)"}
-    commit, dirty = git_state(root, paths=["."])  # its repository's commit; changes under the trainer's folder
-    out: dict[str, Any] = {"source_dir": root, "git_commit": commit, "git_dirty": dirty}
-    digest = hashlib.sha256()
-    files, _ = collect_code(Path(root), cfg.output.base_dir)
-    for rel in files:
-        digest.update(rel.encode() + b"\0")
-        try:
-            digest.update(read_regular(str(Path(root, rel)), "trainer.source_dir"))
-        except (OSError, NotARegularFile):  # a link to a pipe or a device: named, never read
-            digest.update(b"(unreadable)")
-        digest.update(b"\0")
-    out.update(content_sha256=digest.hexdigest(), files=len(files))
-    content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
-    if out["git_commit"]:
-        out["text"] = f"{commit_text(out['git_commit'], out['git_dirty'])} ({content})"
-    else:
-        out["text"] = f"{content} in {root} (not in a git repository)"
-    return out
 
 
 def requirements_problems(path: Path, field: str = "trainer.requirements") -> list:
@@ -262,8 +102,8 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
 def plan(cfg, wheels_dir: str | None = None) -> Plan:
     """The generated context's files for the job's ``trainer:`` section. ``ConfigError`` (one problem per
     line) when the source folder, the module or the requirements file are wrong (the same checks as
-    ``run.py validate``: :func:`jobs.validate.trainer_file_problems`)."""
-    from jobs.validate import trainer_file_problems
+    ``run.py validate``: :func:`jobs.trainer_spec.trainer_file_problems`)."""
+    from jobs.trainer_spec import trainer_file_problems
     from trainers import config as config_lib
     from trainers.errors import ConfigError, problem
 

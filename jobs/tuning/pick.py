@@ -29,7 +29,7 @@ from trainers.paths import join, readable
 def _job_name(gcp_resources: str) -> str:
     """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.job_runner.named_job``, the runner's
     own reader); "" when it names none: the name is only shown beside the baseline's figure."""
-    from jobs.cloud.clients import CloudError
+    from jobs.errors import CloudError
     from jobs.cloud.job_runner import named_job
 
     try:

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] | None = None
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    except clients.CloudError as exc:
+    except CloudError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
@@ -135,7 +135,7 @@ def _ended(name: str, api_endpoint: str) -> str | None:
     from google.cloud import aiplatform_v1
 
     location = name.split("/")[3]
-    client = aiplatform_v1.JobServiceClient(**clients.client_kwargs(
+    client = aiplatform_v1.JobServiceClient(**client_kwargs(
         api_endpoint or f"{location}-aiplatform.googleapis.com", "Vertex AI"))
     method = "get_custom_job" if "/customJobs/" in name else "get_hyperparameter_tuning_job"
     job = clients.call(getattr(client, method), name=name, doing=f"reading {name}")

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from jobs import records
-from jobs.evaluation import figures
+from jobs.evaluation_verdict import figures
 from jobs.tensorboard import last_values, read_scalars
 
 

@@ -39,7 +39,7 @@ import re
 from typing import Any
 
 from jobs import records
-from jobs.images.user import trainer_version
+from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio
 from trainers.config import BUILTIN_COMMAND

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from jobs import records
-from jobs.images.user import trainer_version
+from jobs.images.user_code import trainer_version
 from jobs.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
 from trainers.config import resolved_base_dir

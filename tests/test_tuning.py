@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from jobs.records import format_value
+from jobs.tuning_rules import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
 from trainers.errors import ConfigError
@@ -178,7 +178,7 @@ def test_flags_are_written_as_vertex_writes_them(tmp_path):
 
 # -- the hypertune file ------------------------------------------------------------------------------------
 def test_the_last_report_counts_and_the_tags_are_listed(tmp_path):
-    from jobs.records import last_value, read_reports, reported_tags
+    from jobs.trial_files import last_value, read_reports, reported_tags
 
     path = tmp_path / "chief-0.metrics"
     path.write_text('{"timestamp": 1, "trial": "1", "val_rmse": "0.5", "global_step": "1", "checkpoint_path": ""}\n'

@@ -22,7 +22,7 @@ and the reading of its outputs; ``jobs.cloud.job_runner`` (THE runner of every V
   the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error), and says each
   trial as the polls show it start and end (:class:`TrialLines`, the runner's ``on_poll``: the local study's lines);
 * :func:`best_trial` picks the best trial of the finished job by the rule every study shares
-  (``jobs.records.best_of``; Vertex names none: python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
+  (``jobs.tuning_rules.best_of``; Vertex names none: python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
   ``AIP_MODEL_DIR`` to ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
   https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec).
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs import records
+from jobs import tuning_rules
 from jobs.cloud import clients, job_runner
 from jobs.job_spec import pools_by_position
 
@@ -150,7 +150,7 @@ TRIAL_ENDED = ("SUCCEEDED", "INFEASIBLE")
 class TrialLines:
     """What a study says as it goes, from the job's ``trials`` as each poll returns them (the runner's
     ``on_poll``): one line when a trial is first seen running (``trial 3 started: --batch_size=16 ...``), one
-    when it ends, the local study's own line (``jobs.records.trial_line``: n/N done, its values, its metric, its
+    when it ends, the local study's own line (``jobs.tuning_rules.trial_line``: n/N done, its values, its metric, its
     wall time, the best so far). Each trial is said once, whatever the polls repeat."""
 
     def __init__(self, tuning: Any, log: Callable[[str], None] = print):
@@ -166,7 +166,7 @@ class TrialLines:
 
     def __call__(self, job) -> None:
         t = self.section
-        rows = sorted(trials(job, t), key=lambda row: records.trial_order(row["id"]))
+        rows = sorted(trials(job, t), key=lambda row: tuning_rules.trial_order(row["id"]))
         for row in rows:
             if row["id"] not in self.started and row["state"] not in TRIAL_ENDED:
                 self.started.add(row["id"])
@@ -177,15 +177,15 @@ class TrialLines:
             self.ended.add(row["id"])
             self.started.add(row["id"])
             ended = [r for r in rows if r["id"] in self.ended]
-            best = records.best_of(ended, t.goal)
-            self.log(records.trial_line(row, t.metric, len(ended), t.max_trials, best))
+            best = tuning_rules.best_of(ended, t.goal)
+            self.log(tuning_rules.trial_line(row, t.metric, len(ended), t.max_trials, best))
 
 
 def best_trial(job, tuning: Any, base_output_directory: str = "") -> dict[str, Any] | None:
-    """The best trial of the finished job by THE rule (``jobs.records.best_of``: the SUCCEEDED trial with the
+    """The best trial of the finished job by THE rule (``jobs.tuning_rules.best_of``: the SUCCEEDED trial with the
     best finite final metric, the lowest id among equals), with its model folder."""
     t = tuning_section(tuning)
-    best = records.best_of(trials(job, t), t.goal)
+    best = tuning_rules.best_of(trials(job, t), t.goal)
     if best is None:
         return None
     best = {k: best[k] for k in ("id", "parameters", "metric")}

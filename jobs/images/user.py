@@ -188,7 +188,7 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
 
 
 def trainer_version(cfg) -> dict[str, Any] | None:
-    """Which code of a user's trainer ran, apart from this tool's (``jobs.records.code_version``):
+    """Which code of a user's trainer ran, apart from this tool's (``jobs.provenance.code_version``):
     ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of
     ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
     SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same
@@ -196,7 +196,7 @@ def trainer_version(cfg) -> dict[str, Any] | None:
     Vertex (no ``source_dir``: the code is the image's) the image names it."""
     import hashlib
 
-    from jobs.records import commit_text, git_state
+    from jobs.provenance import commit_text, git_state
 
     if cfg is None or not cfg.user_trainer:
         return None

@@ -39,7 +39,7 @@ import re
 import stat
 from typing import Any
 
-from jobs import records
+from jobs import gate_spec, records, tuning_rules
 from jobs.local import runs
 from jobs.local.runs import config_diff, flatten  # noqa: F401  (history's readers import them from here)
 from trainers.errors import problem
@@ -205,9 +205,9 @@ def _study_metric(summary: dict[str, Any]) -> dict[str, float]:
         return {}
     verification = summary.get("verification") if isinstance(summary.get("verification"), dict) else {}
     verified = summary.get("verified_trial")
-    trial = next((t for t in records.study_runs(study) if verified is not None
+    trial = next((t for t in tuning_rules.study_runs(study) if verified is not None
                   and str(t.get("id")) == str(verified)), None) \
-        or records.verified_trial(study, str(verification.get("model_dir") or ""))
+        or tuning_rules.verified_trial(study, str(verification.get("model_dir") or ""))
     value = _number((trial or {}).get("metric"))
     return {str(study["metric"]): value} if value is not None else {}
 
@@ -330,7 +330,7 @@ SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trai
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
                  "model_scalars": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
-                "latency_ms": dict, "per_class": list, records.BASELINE: dict, records.HANDED_ON: dict}
+                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict}
 
 
 def _type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:
@@ -521,11 +521,11 @@ def _study(path: str, record: dict[str, Any], folder_study: dict[str, Any] | Non
         study = folder_study if folder_study is not None else records.read_at(path, records.TUNING_RECORD)
     if not study.get("trials"):
         return None
-    best = records.best_trial(study)
-    handed = study.get(records.HANDED_ON) if isinstance(study.get(records.HANDED_ON), dict) else None
-    return {"metric": study.get("metric"), "goal": study.get("goal"), **records.study_counts(study),
+    best = tuning_rules.best_trial(study)
+    handed = study.get(tuning_rules.HANDED_ON) if isinstance(study.get(tuning_rules.HANDED_ON), dict) else None
+    return {"metric": study.get("metric"), "goal": study.get("goal"), **tuning_rules.study_counts(study),
             "best_trial": {k: best.get(k) for k in ("id", "parameters", "metric")} if best else None,
-            "baseline": records.baseline_metric(records.baseline_of(study)),
+            "baseline": tuning_rules.baseline_metric(tuning_rules.baseline_of(study)),
             "handed_on": str(handed.get("id")) if handed else None}
 
 
@@ -545,7 +545,7 @@ def _gate(path: str, record: dict[str, Any], steps_record: dict[str, Any], log_s
         gate = folder_gate if ran or (not steps_record and newer) else None
     if not gate or "passed" not in gate:
         return None
-    return {"passed": bool(gate["passed"]), "missed": records.gate_missed_bar(gate),
+    return {"passed": bool(gate["passed"]), "missed": gate_spec.gate_missed_bar(gate),
             "lines": [str(x) for x in gate.get("lines") or []]}
 
 

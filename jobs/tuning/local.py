@@ -44,7 +44,7 @@ stops with ONE ``error:`` line naming the tag the study expects and the tags the
 The baseline (``tuning.baseline``, on by default): the job as it stands (its own arguments, no tuning flag, no
 trial id) runs beside the trials in ``<base>/baseline/``, measured as a trial is (its chief's cloudml-hypertune
 file), so the study can say whether it found anything better than what the job file already does. The model the
-study hands on is the better of the best trial and the baseline (``jobs.records.handed_on_run``: THE rule, a tie
+study hands on is the better of the best trial and the baseline (``jobs.tuning_rules.handed_on_run``: THE rule, a tie
 to the baseline).
 
 The study's record is ``<base>/tuning.json`` (``jobs.records``: its name, its reading and writing, and THE
@@ -65,9 +65,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from jobs import records
+from jobs import records, trial_files, tuning_rules
 from jobs import tuning_spec as spec_lib
-from jobs.records import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
+from jobs.tuning_rules import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from trainers import config as config_lib
 from trainers.errors import ConfigError, problem
 from trainers.paths import join
@@ -85,8 +85,8 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
     through the one local launch (``jobs.local.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
-    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.records.metric_file(base, run_id, role, index)``; the
-    chief's is the run's, read with ``records.read_reports``). Returns the launcher's ``JobResult``
+    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.trial_files.metric_file(base, run_id, role, index)``; the
+    chief's is the run's, read with ``trial_files.read_reports``). Returns the launcher's ``JobResult``
     (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
     from jobs.local import containers, custom_job
@@ -94,13 +94,13 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
 
     if containers.Settings.from_env() is not None:
         raise ConfigError([STUDY_UNDER_DOCKER])
-    folder = records.trial_base(base, run_id)
+    folder = trial_files.trial_base(base, run_id)
     # made before any replica starts: cloudml-hypertune creates its file's folder check-then-create
     # (``if not exists: makedirs``), and two replicas starting together race there (FileExistsError, seen here)
-    os.makedirs(os.path.join(folder, records.HYPERTUNE_DIR), exist_ok=True)
+    os.makedirs(os.path.join(folder, trial_files.HYPERTUNE_DIR), exist_ok=True)
 
     def replica_env(role: str, index: int) -> dict[str, str]:
-        return {"CLOUD_ML_HP_METRIC_FILE": records.metric_file(base, run_id, role, index)}
+        return {"CLOUD_ML_HP_METRIC_FILE": trial_files.metric_file(base, run_id, role, index)}
 
     return custom_job.launch(cfg, folder, args=args, env=env, replica_env=replica_env, job_id=job_id, check=False,
                              stop=stop, log=log)
@@ -120,7 +120,7 @@ def baseline_launch(cfg: config_lib.JobConfig, base: str, *, log: Callable[[str]
     """Run the baseline (:func:`measured_run`): the job as it stands, beside the trials (``tuning.baseline``): the
     job's own arguments and no tuning flag, no ``CLOUD_ML_TRIAL_ID`` (Vertex gives a plain CustomJob none), its
     folders under ``<base>/baseline/`` and its figure read from its own cloudml-hypertune file, as a trial's."""
-    return measured_run(cfg, base, records.BASELINE, job_id=f"{cfg.name}-{records.BASELINE}", log=log, stop=stop)
+    return measured_run(cfg, base, tuning_rules.BASELINE, job_id=f"{cfg.name}-{tuning_rules.BASELINE}", log=log, stop=stop)
 
 
 def as_it_stands(cfg: config_lib.JobConfig) -> str:
@@ -136,10 +136,10 @@ def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
     trial, or the baseline (id ``baseline``)."""
     from jobs.local.launcher import Stopped
 
-    shutil.rmtree(os.path.join(records.trial_base(base, trial["id"]), records.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
+    shutil.rmtree(os.path.join(trial_files.trial_base(base, trial["id"]), trial_files.HYPERTUNE_DIR), ignore_errors=True)  # a rerun's own
     started = time.monotonic()
     try:
-        if trial["id"] == records.BASELINE:
+        if trial["id"] == tuning_rules.BASELINE:
             result = baseline_launch(cfg, base, log=log, stop=stop)
         else:
             result = trial_launch(cfg, trial, base, log=log, stop=stop)
@@ -149,9 +149,9 @@ def _run_trial(cfg, trial, base, log, stop) -> dict[str, Any]:
         raise
     except (OSError, ValueError) as exc:  # the command cannot start: the job's, so every trial's, problem
         return {"state": FAILED, "seconds": round(time.monotonic() - started, 1), "error": f"cannot start: {exc}"}
-    reports = records.read_reports(records.metric_file(base, trial["id"]))
-    out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": records.reported_tags(reports),
-           "metric": records.last_value(reports, cfg.tuning.metric)}
+    reports = trial_files.read_reports(trial_files.metric_file(base, trial["id"]))
+    out = {"seconds": round(time.monotonic() - started, 1), "reported_tags": trial_files.reported_tags(reports),
+           "metric": trial_files.last_value(reports, cfg.tuning.metric)}
     if result.returncode != 0:
         return {**out, "state": FAILED, "exit_status": result.returncode, **_failure_fields(result.failure)}
     finite = out["metric"] is not None and math.isfinite(out["metric"])
@@ -222,27 +222,27 @@ def _new_record(cfg: config_lib.JobConfig) -> dict[str, Any]:
 
 
 def best_trial(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The best trial by THE rule (``jobs.records.best_of``), as the record names it: id, parameters, metric,
+    """The best trial by THE rule (``jobs.tuning_rules.best_of``), as the record names it: id, parameters, metric,
     model folder."""
-    best = records.best_of(record["trials"], record["goal"])
+    best = tuning_rules.best_of(record["trials"], record["goal"])
     return {k: best[k] for k in ("id", "parameters", "metric", "model_dir")} if best else None
 
 
 def _public(record: dict[str, Any]) -> dict[str, Any]:
     """The record as written and returned: trials in id order without the search's handles, the best marked,
-    and once no run is active, the model the study hands on (``jobs.records.handed_on_run``)."""
+    and once no run is active, the model the study hands on (``jobs.tuning_rules.handed_on_run``)."""
     trials = sorted(({k: v for k, v in tr.items() if k not in ("handle", _OWN)} for tr in record["trials"]),
                     key=lambda tr: int(tr["id"]))
     public = {**record, "trials": trials}
-    if isinstance(public.get(records.BASELINE), dict):
-        public[records.BASELINE] = {k: v for k, v in public[records.BASELINE].items() if k != _OWN}
-    public.pop(records.HANDED_ON, None)
+    if isinstance(public.get(tuning_rules.BASELINE), dict):
+        public[tuning_rules.BASELINE] = {k: v for k, v in public[tuning_rules.BASELINE].items() if k != _OWN}
+    public.pop(tuning_rules.HANDED_ON, None)
     public["best_trial"] = best_trial(public)
-    baseline = records.baseline_of(public)
-    if all(r.get("state") != ACTIVE for r in records.study_runs(public)):
-        handed = records.handed_on_run(public["best_trial"], baseline, public["goal"], public["metric"])
+    baseline = tuning_rules.baseline_of(public)
+    if all(r.get("state") != ACTIVE for r in tuning_rules.study_runs(public)):
+        handed = tuning_rules.handed_on_run(public["best_trial"], baseline, public["goal"], public["metric"])
         if handed is not None:
-            public[records.HANDED_ON] = handed
+            public[tuning_rules.HANDED_ON] = handed
     return public
 
 
@@ -263,8 +263,8 @@ def _resumed(cfg: config_lib.JobConfig, base: str) -> dict[str, Any]:
                                    ["--fresh", "another output.base_dir"])])
     prior = old.get("seconds") if isinstance(old.get("seconds"), (int, float)) else 0.0
     resumed = {**_new_record(cfg), "trials": old.get("trials", []), "seconds": prior}
-    if cfg.tuning.baseline and records.baseline_of(old):  # kept when it succeeded, else run again
-        resumed[records.BASELINE] = records.baseline_of(old)
+    if cfg.tuning.baseline and tuning_rules.baseline_of(old):  # kept when it succeeded, else run again
+        resumed[tuning_rules.BASELINE] = tuning_rules.baseline_of(old)
     return resumed
 
 
@@ -295,7 +295,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     in a slot of its own (as on Vertex, where it is a CustomJob beside the HyperparameterTuningJob's
     ``parallel_trials``), started first; a finished baseline is kept on a rerun, any other runs again. It never
     counts as a trial (``max_trials``, ``max_failed_trials``); a study that fails stops it. The record's
-    ``handed_on`` is the better of the best trial and the baseline (``jobs.records.handed_on_run``).
+    ``handed_on`` is the better of the best trial and the baseline (``jobs.tuning_rules.handed_on_run``).
 
     What the study says, one line each: a trial or the baseline starting; each one ending (``trial 3 SUCCEEDED
     in 8.1 s (2/4 done): val_rmse 0.41 with ...; best so far: trial 3 (0.41); baseline 0.166``); at the end the
@@ -316,9 +316,9 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     next_id = max([int(tr["id"]) for tr in record["trials"]] + [0]) + 1
     baseline = None  # the baseline to run (None: off, or kept from an earlier run of the study)
     if t.baseline:
-        earlier = records.baseline_of(record)
+        earlier = tuning_rules.baseline_of(record)
         if earlier is None or earlier.get("state") != SUCCEEDED:
-            baseline = record[records.BASELINE] = {"id": records.BASELINE}
+            baseline = record[tuning_rules.BASELINE] = {"id": tuning_rules.BASELINE}
     if kept or queue:
         log(f"resuming the study in {join(base, records.TUNING_RECORD)}: {len(kept)} finished trial(s) kept"
             + (f", trial(s) {', '.join(tr['id'] for tr in queue)} run again" if queue else "")
@@ -343,13 +343,13 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     started, prior = time.monotonic(), record.get("seconds") or 0.0  # a resumed study's time adds up
 
     def trials_running() -> int:
-        return sum(1 for run in running.values() if run["id"] != records.BASELINE)
+        return sum(1 for run in running.values() if run["id"] != tuning_rules.BASELINE)
 
     def start(pool, trial: dict[str, Any]) -> None:
-        trial.update(state=ACTIVE, model_dir=join(records.trial_base(base, trial["id"]), "model"))
+        trial.update(state=ACTIVE, model_dir=join(trial_files.trial_base(base, trial["id"]), "model"))
         for key in ("metric", "seconds", "reported_tags", "error", "exit_status", _OWN):
             trial.pop(key, None)
-        if trial["id"] == records.BASELINE:
+        if trial["id"] == tuning_rules.BASELINE:
             say(f"baseline started: the job as it stands ({as_it_stands(cfg)})")
             running[pool.submit(_run_trial, cfg, trial, base, lambda line: say("[baseline] " + line),
                                 baseline_stop)] = trial
@@ -361,21 +361,21 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         _write(base, record)
 
     def ended_line(trial: dict[str, Any]) -> str:
-        """The trial's line (``jobs.records.trial_line``: the same as a Vertex study's)."""
+        """The trial's line (``jobs.tuning_rules.trial_line``: the same as a Vertex study's)."""
         ended = sum(1 for tr in record["trials"] if tr.get("state") in (SUCCEEDED, FAILED, INFEASIBLE))
-        return records.trial_line(trial, t.metric, ended, limit, best_trial(record),
-                                  records.baseline_metric(records.baseline_of(record)))
+        return tuning_rules.trial_line(trial, t.metric, ended, limit, best_trial(record),
+                                  tuning_rules.baseline_metric(tuning_rules.baseline_of(record)))
 
     def finish(trial: dict[str, Any], outcome: dict[str, Any]) -> None:
         nonlocal seen_metric, hold
         trial.update(outcome)
         state, metric = trial["state"], trial.get("metric")
-        if trial["id"] == records.BASELINE:
+        if trial["id"] == tuning_rules.BASELINE:
             if state == SUCCEEDED:
                 best = best_trial(record)
-                say(f"baseline SUCCEEDED in {trial['seconds']:.1f} s: {t.metric} {records.format_value(metric)} (the "
+                say(f"baseline SUCCEEDED in {trial['seconds']:.1f} s: {t.metric} {tuning_rules.format_value(metric)} (the "
                     "job as it stands); " + (f"best trial so far: trial {best['id']} "
-                                             f"({records.format_value(best['metric'])})" if best else
+                                             f"({tuning_rules.format_value(best['metric'])})" if best else
                                              "no trial has succeeded yet"))
             elif state == STOPPED:
                 say("baseline stopped")
@@ -467,7 +467,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
         public = _write(base, record)
     if interrupted:
         stopped = [tr["id"] for tr in record["trials"] if tr["state"] == STOPPED]
-        also = " and the baseline" if (records.baseline_of(record) or {}).get("state") == STOPPED else ""
+        also = " and the baseline" if (tuning_rules.baseline_of(record) or {}).get("state") == STOPPED else ""
         say(f"interrupted: trial(s) {', '.join(stopped) or 'none'}{also} stopped; run the same command again to resume "
             "the study (finished trials are kept)")
         raise KeyboardInterrupt
@@ -496,7 +496,7 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     best = public["best_trial"]
     say(f"study done in {record['seconds']:.1f} s: {len(record['trials'])} trial(s); best trial {best['id']}: "
         f"{t.metric} = {best['metric']:g} with " + " ".join(spec_lib.trial_flags(cfg, best["parameters"])))
-    say(public[records.HANDED_ON]["reason"])
+    say(public[tuning_rules.HANDED_ON]["reason"])
     return public
 
 

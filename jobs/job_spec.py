@@ -226,7 +226,7 @@ def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", n
     trials (it sets the variable for them); in a plain CustomJob the library writes to its default
     ``/tmp/hypertune/output.metrics`` on the replica, lost with it. Pointed at the output folder, the chief's
     reports land beside its model, where the pipeline's ``pick_model`` step reads them after the job: the same
-    file, in the same layout, a local baseline writes (``jobs.tuning.local.baseline_launch``)."""
+    file, in the same layout, a local baseline writes (``jobs.tuning.trial.baseline_launch``)."""
     spec = custom_job_spec(cfg, service_account=service_account, network=network)
     base = config_lib.resolved_base_dir(cfg)
     spec["base_output_directory"] = {"output_uri_prefix": trial_files.baseline_base(base)}

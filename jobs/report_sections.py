@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs import gate_spec, tuning_rules
+from jobs import gate_spec, tuning_rules, tuning_spec
 from jobs import report_charts
 
 #: the sections' CSS, added to the page's
@@ -78,11 +78,9 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
                                    "flags), which no trial of the study beat")]
     if not trial or not isinstance(trial.get("parameters"), dict):
         return cfg, [], []
-    from jobs.tuning_spec import trial_flags
-
     try:
-        flags = trial_flags(cfg, trial["parameters"])
-    except (KeyError, TypeError, ValueError):  # a record of another search space: shown, not applied
+        flags = tuning_spec.parse(cfg.tuning).flags(trial["parameters"])
+    except (KeyError, TypeError, ValueError):  # a record of another search space (or none): shown, not applied
         flags = [f"--{k}={v}" for k, v in trial["parameters"].items()]
     row = [("tuned", f"trial {trial.get('id')}'s values (the rows here are that trial's): {' '.join(flags)}")]
     if not cfg.user_trainer:

@@ -168,11 +168,11 @@ def test_the_trial_record_folder_comes_from_aip_model_dir():
 
 
 def test_flags_are_written_as_vertex_writes_them(tmp_path):
-    from jobs.tuning_spec import trial_flags
+    from jobs.tuning_spec import parse
 
     cfg = job(tmp_path)
     # by name: a job file and the config JSON the pipeline passes on (sorted keys) give one command
-    assert trial_flags(cfg, {"learning_rate": 0.001, "units": 8.0, "optimizer": "adam", "batch_size": 32.0}) == [
+    assert parse(cfg.tuning).flags({"learning_rate": 0.001, "units": 8.0, "optimizer": "adam", "batch_size": 32.0}) == [
         "--batch_size=32", "--learning_rate=0.001", "--optimizer=adam", "--units=8"]
 
 
@@ -206,12 +206,13 @@ def _inside(cfg, params: dict) -> bool:
 @pytest.mark.parametrize("algorithm", [None, "random"])
 def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_top(tmp_path, algorithm):
     from jobs.tuning.search import Search
+    from jobs.tuning_spec import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"]["algorithm"] = algorithm
     doc["tuning"]["parameters"]["learning_rate"]["scale"] = "reverse_log"
     cfg = config_lib.from_dict(doc)
-    search = Search(cfg)
+    search = Search(parse(cfg.tuning), cfg.training.seed)
     rates = []
     for i in range(40):
         handle, params = search.ask()
@@ -224,6 +225,7 @@ def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_to
 
 def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
     from jobs.tuning.search import Search
+    from jobs.tuning_spec import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"].update(algorithm="grid", max_trials=12)
@@ -231,14 +233,14 @@ def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
                                    "optimizer": {"type": "categorical", "values": ["adam", "sgd"]},
                                    "batch_size": {"type": "discrete", "values": [32, 16, 64]}}
     cfg = config_lib.from_dict(doc)
-    first = Search(cfg)
+    first = Search(parse(cfg.tuning), cfg.training.seed)
     trials = []
     for i in range(5):
         handle, params = first.ask()
         trials.append({"id": str(i + 1), "parameters": params, "metric": float(i), "handle": handle})
         if i < 4:
             first.tell(handle, float(i))
-    again = Search(cfg)  # trial 5 never finished; 3 did not succeed either (no metric)
+    again = Search(parse(cfg.tuning), cfg.training.seed)  # trial 5 never finished; 3 did not succeed either (no metric)
     trials[2]["metric"] = None
     handles = again.replay(trials, kept={"1", "2", "4"})
     assert set(handles) == {"3", "5"} and again.parameters(handles["5"]) == trials[4]["parameters"]
@@ -254,20 +256,20 @@ class Ran(list):
 
 
 def fake_trials(monkeypatch, outcomes):
-    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
+    """``jobs.tuning.trial.run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
     baseline's id is ``baseline``). Returns the trial ids run (the baseline counted apart)."""
-    from jobs.tuning import local
+    from jobs.tuning import trial as trial_lib
 
     ran = Ran()
 
-    def run(cfg, trial, base, log, stop):
+    def run(cfg, study, trial, base, log, stop):
         if trial["id"] == "baseline":
             ran.baseline += 1
         else:
             ran.append(trial["id"])
         out = outcomes.get(trial["id"], outcomes.get("*"))
         return {"seconds": 0.1, "reported_tags": ["val_rmse"], **out}
-    monkeypatch.setattr(local, "_run_trial", run)
+    monkeypatch.setattr(trial_lib, "run_trial", run)
     return ran
 
 
@@ -626,13 +628,14 @@ CHECK_TRIAL = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE'];
 def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_metric_folder(tmp_path):
     """cloudml-hypertune creates its file's folder check-then-create: replicas starting together would race
     there, so the folder exists before any replica starts."""
-    from jobs.tuning.local import trial_launch
+    from jobs.tuning.trial import trial_launch
+    from jobs.tuning_spec import parse
 
     cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
                                 f'container.command=["python", "-c", "{CHECK_TRIAL}"]', 'container.args=["--epochs=1"]'])
     lines = []
-    result = trial_launch(cfg, {"id": "7", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
-                                                          "batch_size": 64}}, str(tmp_path), log=lines.append)
+    trial = {"id": "7", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd", "batch_size": 64}}
+    result = trial_launch(cfg, parse(cfg.tuning), trial, str(tmp_path), log=lines.append)
     assert result.returncode == 0, lines
     seen = {line.split("] ", 1)[0] + "]": json.loads(line.split(" seen ", 1)[1]) for line in lines if " seen " in line}
     assert set(seen) == {"[chief-0]", "[worker-0]"}
@@ -652,7 +655,7 @@ CHECK_RUN = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "
 def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp_path):
     """measured_run (what a trial is made of) runs the job without a trial's flags or id: its own folder under
     the study's, the job's own arguments and declared variables, a ready hypertune file per replica."""
-    from jobs.tuning.local import measured_run
+    from jobs.tuning.trial import measured_run
 
     cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
                                 f'container.command=["python", "-c", "{CHECK_RUN}"]', 'container.args=["--epochs=1"]',
@@ -672,7 +675,8 @@ def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp
     """The docker runner's replicas read the job spec from a file, which carries no caller's arguments or
     variables: the one local launch refuses them there, before anything starts; a study says so in one line."""
     from jobs.local import custom_job
-    from jobs.tuning.local import trial_launch
+    from jobs.tuning.trial import trial_launch
+    from jobs.tuning_spec import parse
 
     monkeypatch.setenv("VTP_RUNNER", "docker")
     cfg = job(tmp_path)
@@ -680,6 +684,7 @@ def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp
         with pytest.raises(ValueError, match="need the process runner"):
             custom_job.launch(cfg, str(tmp_path / "b"), **extras)
     with pytest.raises(ConfigError, match="a study runs its trials under the process runner"):
-        trial_launch(cfg, {"id": "1", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
-                                                    "batch_size": 64}}, str(tmp_path))
+        trial_launch(cfg, parse(cfg.tuning), {"id": "1", "parameters": {"learning_rate": 0.5, "units": 9,
+                                                                        "optimizer": "sgd", "batch_size": 64}},
+                     str(tmp_path))
     assert not (tmp_path / "b").exists() and not (tmp_path / "1").exists()

@@ -57,7 +57,8 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
     run.update(metric=value, reported_tags=trial_files.reported_tags(reports))
     if not reports:
         return {**run, "state": tuning_rules.INFEASIBLE,
-                "error": f"its chief wrote no cloudml-hypertune report to {trial_files.metric_file(base, tuning_rules.BASELINE)}"}
+                "error": f"its chief wrote no cloudml-hypertune report to "
+                         f"{trial_files.metric_file(base, tuning_rules.BASELINE)}"}
     if value is None or not math.isfinite(value):
         return {**run, "state": tuning_rules.INFEASIBLE, "metric": None if value is None else str(value),
                 "error": f"no finite {metric} among its reports ({', '.join(run['reported_tags']) or 'none'})"}
@@ -73,7 +74,8 @@ def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, An
     out = {k: v for k, v in study.items() if k not in (tuning_rules.BASELINE, tuning_rules.HANDED_ON)}
     if baseline is not None:
         out[tuning_rules.BASELINE] = baseline
-    handed = tuning_rules.handed_on_run(best, baseline, str(study.get("goal") or ""), str(study.get("metric") or "metric"))
+    handed = tuning_rules.handed_on_run(best, baseline, str(study.get("goal") or ""),
+                                        str(study.get("metric") or "metric"))
     if handed is None:
         raise ValueError("the study's record names no succeeded trial: nothing to hand on")
     out[tuning_rules.HANDED_ON] = handed
@@ -84,5 +86,6 @@ def baseline_line(baseline: dict[str, Any], metric: str) -> str:
     """The baseline's console line (a Vertex run's; the local study says it as the baseline ends)."""
     job = f" (CustomJob {baseline['custom_job'].rsplit('/', 1)[-1]})" if baseline.get("custom_job") else ""
     if baseline.get("state") == tuning_rules.SUCCEEDED:
-        return f"baseline SUCCEEDED{job}: {metric} {tuning_rules.format_value(baseline.get('metric'))} (the job as it stands)"
+        figure = tuning_rules.format_value(baseline.get("metric"))
+        return f"baseline SUCCEEDED{job}: {metric} {figure} (the job as it stands)"
     return f"baseline {baseline.get('state')}{job}: {baseline.get('error') or 'no figure'}"

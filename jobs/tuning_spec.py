@@ -12,6 +12,7 @@ categorical values are strings.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import types
@@ -21,6 +22,7 @@ from typing import Any, Literal, Mapping
 from jobs import tuning_rules
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from trainers.train import HYPERTUNE_METRICS
 
 #: A parameter's name is a command-line flag (``--NAME=VALUE``) and Vertex's ``parameter_id``.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -295,10 +297,6 @@ def builtin_metric_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     t = cfg.tuning
     if cfg.user_trainer or not t.enabled or not t.metric or not re.fullmatch(r"\S+", t.metric):
         return []
-    import difflib
-
-    from trainers.train import HYPERTUNE_METRICS
-
     if t.metric in HYPERTUNE_METRICS:
         return []
     near = difflib.get_close_matches(t.metric, HYPERTUNE_METRICS, n=1)

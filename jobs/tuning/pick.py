@@ -23,15 +23,14 @@ import os
 from typing import Any
 
 from jobs import trial_files, tuning_rules
+from jobs.cloud.clients import CloudError
+from jobs.cloud.job_runner import named_job
 from trainers.paths import join, readable
 
 
 def _job_name(gcp_resources: str) -> str:
     """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.job_runner.named_job``, the runner's
     own reader); "" when it names none: the name is only shown beside the baseline's figure."""
-    from jobs.cloud.clients import CloudError
-    from jobs.cloud.job_runner import named_job
-
     try:
         return named_job(gcp_resources)
     except CloudError:

@@ -4,7 +4,7 @@ Each trial is the job's whole topology (every worker pool, every replica) throug
 (``jobs.local.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
-  (``jobs.tuning_spec.trial_flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
+  (``jobs.tuning_spec.Study.flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
 * its own output folders, laid out as Vertex lays out a trial's: the trial's CustomJob gets the study's base
   output directory's subfolder named by the trial id, so ``AIP_MODEL_DIR=<base>/<trial_id>/model/``,
   ``AIP_CHECKPOINT_DIR=<base>/<trial_id>/checkpoints/``, ``AIP_TENSORBOARD_LOG_DIR=<base>/<trial_id>/logs/``
@@ -47,8 +47,9 @@ file), so the study can say whether it found anything better than what the job f
 study hands on is the better of the best trial and the baseline (``jobs.tuning_rules.handed_on_run``: THE rule, a tie
 to the baseline).
 
-The study's record is ``<base>/tuning.json`` (``jobs.records``: its name, its reading and writing, and THE
-best-trial rule the study, Vertex's study and every reader share), written atomically when a trial starts and ends:
+The study's record is ``<base>/tuning.json`` (``jobs.records``: its name, its reading and writing;
+``jobs.tuning_rules``: THE best-trial rule the study, Vertex's study and every reader share;
+:mod:`jobs.tuning.record`), written atomically when a trial starts and ends:
 ``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
 [{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial",
 "baseline"?: {"id": "baseline", "state", "metric", "seconds", "reported_tags", "model_dir", "error"?},

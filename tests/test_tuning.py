@@ -176,6 +176,46 @@ def test_flags_are_written_as_vertex_writes_them(tmp_path):
         "--batch_size=32", "--learning_rate=0.001", "--optimizer=adam", "--units=8"]
 
 
+# -- the section parsed once, and THE best-trial rule ---------------------------------------------------------
+def test_the_section_is_parsed_once_into_one_frozen_study_from_the_typed_section_or_its_dict(tmp_path):
+    import dataclasses
+
+    from jobs.tuning_spec import parse
+
+    cfg = job(tmp_path)
+    study = parse(cfg.tuning)
+    assert parse(cfg.to_dict()["tuning"]) == study  # the dict a pipeline passes gives the same study
+    assert study.algorithm == (cfg.tuning.algorithm or "bayesian")
+    assert list(study.parameters) == list(cfg.tuning.parameters)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        study.metric = "other"
+    with pytest.raises(TypeError):
+        study.parameters["units"] = None
+    with pytest.raises(ConfigError) as empty:
+        parse({})
+    assert [p.field for p in empty.value.problems] == ["tuning.parameters"]
+    bad = cfg.to_dict()["tuning"]
+    bad["parameters"]["learning_rate"]["min"] = 0.0
+    with pytest.raises(ConfigError) as refused:
+        parse(bad)
+    assert str(refused.value.problems[0]) == ("tuning.parameters.learning_rate.min: a log scale needs a range above 0, "
+                                              "got min 0; valid choices: a positive min, scale: linear")
+
+
+@pytest.mark.parametrize("goal,best", [("minimize", "3"), ("maximize", "2")])
+def test_the_best_trial_rule_goal_ties_to_the_lowest_id_and_only_succeeded_finite_trials(goal, best):
+    from jobs.tuning_rules import best_of
+
+    trials = [{"id": "10", "state": "SUCCEEDED", "metric": 0.1, "seconds": 1.0},  # 10 after 3: number order
+              {"id": "2", "state": "SUCCEEDED", "metric": 0.9, "model_dir": "/b/2/model"},
+              {"id": "3", "state": "SUCCEEDED", "metric": 0.1},
+              {"id": "1", "state": "FAILED", "metric": 0.0}, {"id": "4", "state": "INFEASIBLE", "metric": None},
+              {"id": "5", "state": "SUCCEEDED", "metric": float("nan")}, {"id": "6", "state": "STOPPED", "metric": -1}]
+    found = best_of(trials, goal)
+    assert found["id"] == best and set(found) <= {"id", "parameters", "metric", "model_dir"}
+    assert best_of(trials[3:5], goal) is None
+
+
 # -- the hypertune file ------------------------------------------------------------------------------------
 def test_the_last_report_counts_and_the_tags_are_listed(tmp_path):
     from jobs.trial_files import last_value, read_reports, reported_tags

@@ -16,15 +16,16 @@ Each trial is the job's whole topology (every worker pool, every replica) throug
   ``<base>/<trial_id>/hypertune/<role>-<index>.metrics`` (the trials' layout is ``jobs.trial_files``'), so
   parallel trials (and the replicas of one trial) never write one file; the chief's (workerpool0) is the
   trial's. Of several reports the LAST counts: ``StudySpec.measurementSelectionType`` unset "will be treated as
-  LAST_MEASUREMENT" (aiplatform_v1 ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.tuning_job`` sends LAST_MEASUREMENT so both agree.
+  LAST_MEASUREMENT" (aiplatform_v1 ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.tuning_job``
+  sends LAST_MEASUREMENT so both agree.
 
 Up to ``tuning.parallel_trials`` trials run at once, each ``launch`` in its own thread (:mod:`jobs.tuning.trial`);
 the main thread asks the search (:mod:`jobs.tuning.search`) and records (:mod:`jobs.tuning.loop`). Ctrl-C
 reaches the main thread only: it sets the launcher's ``stop`` event, so every replica of every trial is stopped
 the preemption way (SIGTERM: checkpoint at the next step; SIGKILL after the grace period), nothing is left
-running, and the trials are recorded STOPPED. A rerun resumes the study: SUCCEEDED trials are kept (replayed into Optuna), every other trial
-(stopped, failed, killed with the machine) runs again with its own values in its own folder, where the
-trainer resumes from its checkpoints, and new trials follow up to ``max_trials``.
+running, and the trials are recorded STOPPED. A rerun resumes the study: SUCCEEDED trials are kept (replayed
+into Optuna), every other trial (stopped, failed, killed with the machine) runs again with its own values in
+its own folder, where the trainer resumes from its checkpoints, and new trials follow up to ``max_trials``.
 
 Trial states in the record: ACTIVE (running), SUCCEEDED (exit 0 and the metric), FAILED (the job failed:
 non-zero exit after ``scheduling.max_restarts``, or timed out), INFEASIBLE (exit 0 without a finite metric

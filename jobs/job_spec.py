@@ -13,7 +13,7 @@ job reads it from here:
 * ``custom_training_job`` (``jobs.cloud.custom_job``) creates and follows it on Vertex, re-assembled from
   its component inputs by the same :func:`job_spec`;
 * a HyperparameterTuningJob's ``trial_job_spec`` is this very spec (``jobs.cloud.tuning_job``);
-* the local launch (``jobs.local.custom_job``) runs its worker command with its declared variables
+* the local launch (``jobs.local.launch.custom_job``) runs its worker command with its declared variables
   (:func:`worker_command`, :func:`declared_env`), and the docker runner starts each replica from its pool's
   ``container_spec``.
 

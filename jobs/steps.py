@@ -59,7 +59,7 @@ def console_log(line: str) -> None:
 
 
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
-    """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.custom_job``,
+    """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.launch.custom_job``,
     the one local launch): every replica runs THE job spec's worker command with the job's declared variables
     (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its
     ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
@@ -68,7 +68,7 @@ def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | Non
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
     after the grace period) before the interrupt propagates."""
-    from jobs.local import custom_job
+    from jobs.local.launch import custom_job
 
     return custom_job.launch(cfg, config_lib.resolved_base_dir(cfg), timeout_s=timeout_s, log=log)
 
@@ -87,7 +87,7 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     import json
     import os
 
-    from jobs.local import history
+    from jobs.local.run.folder import config_diff
     from trainers.cluster import output_dirs
 
     base = config_lib.resolved_base_dir(cfg)
@@ -103,7 +103,7 @@ def earlier_checkpoints(cfg: config_lib.JobConfig) -> dict[str, Any] | None:
     if (previous.get("status") != "succeeded" or not isinstance(previous.get("config"), dict)
             or max(os.path.getmtime(f) for f in files) > os.path.getmtime(record)):
         return found
-    diffs = history.config_diff(previous["config"], json.loads(cfg.to_json()))
+    diffs = config_diff(previous["config"], json.loads(cfg.to_json()))
     found["earlier_run"] = {"finished": previous.get("finished"),
                             "config_differences": {d["key"]: {"earlier": d["a"], "now": d["b"]} for d in diffs}}
     return found
@@ -132,7 +132,7 @@ def _require_model(cfg: config_lib.JobConfig, model_dir: str) -> None:
     import os
 
     from jobs import job_spec
-    from jobs.local.hints import no_model_hint
+    from jobs.local.launch.hints import no_model_hint
 
     if "://" in model_dir or any(os.path.exists(os.path.join(model_dir, name))
                                  for name in ("saved_model.pb", "saved_model.pbtxt")):

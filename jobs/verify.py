@@ -182,7 +182,7 @@ def load(model_dir: str):
 
     model_dir = model_dir.rstrip("/")
     if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
-        from jobs.local.hints import no_model_hint
+        from jobs.local.launch.hints import no_model_hint
 
         raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
     try:

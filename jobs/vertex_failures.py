@@ -7,7 +7,7 @@ option only when :attr:`Cause.falls_over` (capacity: a stockout, an expired FLEX
 Also the names both sides use for a replica: Vertex's log ``task_name`` (``workerpool0-0``) and this product's
 (``chief-0``, the local launcher's ``<role>-<i>.log``), mapped through ``trainers.cluster.POOL_ROLES``.
 
-The local hints (a replica's traceback on this machine) are ``jobs.local.hints``; these are Vertex's.
+The local hints (a replica's traceback on this machine) are ``jobs.local.launch.hints``; these are Vertex's.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@
     python pipelines/run.py logs RUN_FOLDER|JOB [--replica chief-0] [--follow]   # replica logs, local or Vertex
     python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci_local/)
 
-Argument parsing and dispatch only: the local run is ``jobs.local.pipeline_run``, the Vertex submission
+Argument parsing and dispatch only: the local run is ``jobs.local.run.pipeline_run``, the Vertex submission
 ``jobs.cloud.submit``, image building ``jobs.images.build``; the pipeline is ``pipelines.training_pipeline``.
 Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in
 use by another run, 130 interrupted (Ctrl-C), 141 the reader of its output went away (``| head``).
@@ -60,8 +60,8 @@ SUBCOMMANDS = {
     "upload-template": _subcommand("jobs.cloud.templates", compile_pipeline=True),
     "register-model": _subcommand("jobs.cloud.submit", "register_main"),
     "components": _subcommand("components.cli"),
-    "runs": _subcommand("jobs.local.runs_cli"),
-    "logs": _subcommand("jobs.local.logs_cli"),
+    "runs": _subcommand("jobs.local.history.runs_cli"),
+    "logs": _subcommand("jobs.local.history.logs_cli"),
     "ci-local": _subcommand("jobs.ci_local"),
 }
 
@@ -91,7 +91,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     from jobs.cloud import submit
 
     submit.add_arguments(p)
-    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/local/runs.py)")
+    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/local/run/)")
     local_run.add_argument("--verbose", action="store_true",
                            help="stream every task's and replica's full output (default: a short console; "
                                 "the full log goes to <base>/logs/run-*.log)")
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(problems)
     if args.project is not None or args.compile_only or args.verbose:
         return _main(args, argv, None)
-    from jobs.local.console import Console
+    from jobs.local.run.console import Console
 
     with Console() as console:  # a short console; everything to the run's log file
         return _main(args, argv, console)
@@ -200,7 +200,7 @@ def _main(args: argparse.Namespace, argv: list[str], console) -> int:
 
         return compiled.compile_only(cfg, args.compile_only, _compile, config_source=args.config, target=args.target,
                                      overwrite=args.overwrite, image=args.image or "")
-    from jobs.local import pipeline_run
+    from jobs.local.run import pipeline_run
     from pipelines.training_pipeline import build_pipeline
 
     return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), build_pipeline, console)

@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobs.local.faults import KillOnLine, attempt_lines, checkpoint_variables, kill_leftovers  # noqa: E402
+from jobs.local.process.faults import KillOnLine, attempt_lines, checkpoint_variables, kill_leftovers  # noqa: E402
 
 # Replicas must import this repository even without `pip install -e`.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -139,7 +139,7 @@ def within_band(base: Path, reference: Path, args, result) -> tuple[bool, str]:
 
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
     from jobs import steps
-    from jobs.local.launcher import JobFailed
+    from jobs.local.launch.outcome import JobFailed
 
     target = rng.choice(TARGETS[args.strategy]) if args.target == "random" else args.target
     trigger_step = rng.randint(1, args.steps - 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.faults import KillOnLine, pids_with_env, stderr_echo
+from jobs.local.process.faults import KillOnLine, pids_with_env, stderr_echo
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real dockerd / registry fixtures for image build tests (tests/docker_servers.py).

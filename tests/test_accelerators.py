@@ -1,5 +1,5 @@
 """A cloud replica whose pool asked for GPUs/TPUs that TensorFlow cannot see stops (exit 4, one line);
-locally (plain process or jobs.local.launcher) the same config runs over CPUs and says so."""
+locally (plain process or jobs.local.launch) the same config runs over CPUs and says so."""
 from __future__ import annotations
 
 import json

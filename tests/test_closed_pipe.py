@@ -95,7 +95,8 @@ def test_a_console_whose_reader_went_away_lets_the_run_finish(tmp_path):
     pipe: the run writes far more than a pipe holds and still ends, with its own status, every line in its log."""
     script = textwrap.dedent(f"""
         import sys
-        from jobs.local.console import Console
+        from jobs.local.run.console import Console
+
         with Console() as console:
             console.set_log_file({str(tmp_path / 'run.log')!r})
             for i in range(20000):

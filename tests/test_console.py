@@ -1,4 +1,4 @@
-"""What a person sees: the short console (jobs.local.console) and the default run as a new user runs it."""
+"""What a person sees: the short console (jobs.local.run.console) and the default run as a new user runs it."""
 from __future__ import annotations
 
 import io
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.console import Console
+from jobs.local.run.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
 NOISE = ["executor_input", "I0000", "W0000", "oneDNN", "Warning", "warnings.warn", "_warn_", "absl::InitializeLog",
@@ -138,7 +138,8 @@ def test_the_cause_is_the_last_thing_on_the_console_even_right_after_the_failure
     code = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-from jobs.local.console import Console
+from jobs.local.run.console import Console
+
 lines = {FAILED_TRAIN!r}.splitlines()
 with Console(tty=False) as c:
     c.set_log_file({str(tmp_path / 'run.log')!r})
@@ -164,19 +165,20 @@ def test_a_steps_duration_is_the_one_run_json_keeps(tmp_path):
     StepTimer recorded (from kfp's log records), not a time of its own; steps.json is written as steps go."""
     import json
 
-    from jobs.local import runs
+    from jobs.local.run.step_timer import StepTimer, step_seconds
+    from jobs.local.run.summary import summary_lines
 
-    with runs.StepTimer(str(tmp_path)) as timer:
+    with StepTimer(str(tmp_path)) as timer:
         timer.seen("Executing task 'validate-config'", 100.0)
         assert json.loads((tmp_path / "steps.json").read_text())["running"] == ["validate-config"]
         timer.seen("Task 'validate-config' finished with status SUCCESS", 100.149)  # 0.15 s recorded
         shown = _feed("08:00:00.000 - INFO - Executing task 'validate-config'\n"
                       "08:00:00.300 - INFO - Task 'validate-config' finished with status SUCCESS")
     assert shown[-1] == "✓ validate-config (0.1 s)"  # the timer's 0.15 (as the summary prints it), not the lines' 0.3
-    assert runs.summary_lines({"steps": timer.steps})[-2] == "  steps               validate-config 0.1 s"
+    assert summary_lines({"steps": timer.steps})[-2] == "  steps               validate-config 0.1 s"
     assert json.loads((tmp_path / "steps.json").read_text()) == {
         "started": timer.started, "running": [], "steps": [{"name": "validate-config", "seconds": 0.15, "status": "SUCCESS"}]}
-    assert runs.step_seconds("validate-config") is None  # no run in progress: the console times it itself
+    assert step_seconds("validate-config") is None  # no run in progress: the console times it itself
 
 
 def test_verbose_shows_everything():
@@ -187,7 +189,8 @@ def test_capture_keeps_every_line_in_the_log_file_and_stderr_on_stderr(tmp_path)
     code = f"""
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
-from jobs.local.console import Console
+from jobs.local.run.console import Console
+
 with Console(tty=False) as c:
     c.set_log_file({str(tmp_path / 'run.log')!r})
     print("08:00:00.000 - INFO - Executing task 'x'")

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from jobs.local import console as console_lib
+from jobs.local.run import console as console_lib
 
 
 class Clock:

@@ -200,7 +200,7 @@ def test_kill_9_with_jpeg_streaming_and_augmentation_resumes_bitwise_exactly(tmp
         latest, files = rec.checkpoints_at_restart[0]
         assert resumed == latest and f"ckpt-{latest}.index" in files, (resumed, latest, files)
         assert resumed % EVERY == 0 and 10 <= resumed < STEPS, resumed
-        from jobs.local.faults import attempt_lines
+        from jobs.local.process.faults import attempt_lines
 
         assert_resumed(attempt_lines(rec.lines, 2), resumed, STEPS)
         assert_same_final_model(base, reference)

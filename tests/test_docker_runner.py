@@ -1,5 +1,5 @@
 """`python pipelines/run.py --runner docker`: every step and every replica in the job's image
-(jobs/local/docker_session.py, replica_container.py, containers.py).
+(jobs/local/launch/docker_session.py, replica_container.py, containers.py).
 
 The rules first (no engine); then, against the real test engine (tests/docker_servers.py, overlay2 where the
 kernel takes it) and the one trainer image the suite builds (fixture ``trainer_image``): the default job
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import containers, docker_session, replica_container
+from jobs.local.launch import containers, docker_session, replica_container
 from trainers import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,7 +277,7 @@ def test_a_users_trainer_runs_in_its_own_image_built_by_the_runner(trainer_image
 
 # ---- the launcher's hook and the probe's verdicts, without an engine --------------------------------------
 def test_the_launcher_calls_after_attempt_once_per_attempt_on_every_path(tmp_path):
-    from jobs.local.launcher import launch
+    from jobs.local.launch.supervisor import launch
 
     calls = []
     result = launch([sys.executable, "-c", "import sys; sys.exit(3)"], [1, 0, 0, 0], str(tmp_path), max_restarts=1,

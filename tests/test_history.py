@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import history, prune, runs_cli
+from jobs.local.history import prune, runs_cli
+from jobs.local.history.reader import _ending
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
@@ -92,7 +93,8 @@ def live(root):
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from jobs.local.runs import RunLock
+        from jobs.local.run.lock import RunLock
+
         RunLock({str(folder)!r}).acquire()
         print("held", flush=True)
         time.sleep(60)
@@ -174,7 +176,7 @@ def test_a_refused_model_fails_the_run_and_its_gate_record_is_read_back(root, ga
                      r"&gt; 1 missed", page), page
     assert "The gate refused this model" in page and "checked here on the figures above" in page
     # run.py's own last line names the step and the bar missed
-    status, note = history._ending(str(sorted((folder / "logs").glob("run-*.log"))[-1]))
+    status, note = _ending(str(sorted((folder / "logs").glob("run-*.log"))[-1]))
     assert status == "failed" and note.startswith("the pipeline failed at step gate: serving.gate.thresholds[0]: "
                                                   "accuracy "), note
 
@@ -197,8 +199,8 @@ def test_a_refused_model_fails_the_run_and_its_gate_record_is_read_back(root, ga
 
 
 def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, capsys):
-    """run.json's ``tuning`` and ``gate`` (jobs.local.runs.write_record) as list --json and compare show them."""
-    from jobs.local import runs
+    """run.json's ``tuning`` and ``gate`` (jobs.local.run.folder.write_record) as list --json and compare show them."""
+    from jobs.local.run.folder import write_record
 
     work = tmp_path / "runs"
     shutil.copytree(root / "local", work / "tuned")
@@ -208,7 +210,7 @@ def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, cap
         {"id": "2", "parameters": {"training.optimizer": "adam"}, "metric": None, "state": "FAILED"}],
         "best_trial": {"id": "1", "parameters": {"training.optimizer": "sgd"}, "metric": 0.5}}
     gate = {"passed": True, "lines": ["accuracy 0.5 >= 0.1: passed"], "missed": "", "notes": []}
-    runs.write_record(str(work / "tuned"), json.dumps(record["config"]), {**record["summary"], "tuning": study,
+    write_record(str(work / "tuned"), json.dumps(record["config"]), {**record["summary"], "tuning": study,
                                                                           "gate": gate})
     shutil.copytree(root / "gated", work / "gated")
     code, out, _ = _run(capsys, "list", "--root", str(work), "--json")
@@ -325,7 +327,8 @@ def test_prune_keeps_the_newest_copies_and_never_a_live_or_current_folder(tmp_pa
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from jobs.local.runs import RunLock
+        from jobs.local.run.lock import RunLock
+
         RunLock({str(old[0])!r}).acquire()
         print("held", flush=True)
         time.sleep(60)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import history, runs, runs_cli
+
+from jobs.local.history import runs_cli
+from jobs.local.run.summary import summary_lines
 from tests.conftest import ROOT
 
 FINISHED = "2026-11-24T10:15:40+00:00"
@@ -197,7 +199,7 @@ def test_help_names_the_command_as_it_was_typed():
 
 
 def test_the_summary_names_the_model_registry_request(tmp_path):
-    lines = runs.summary_lines({"upload_request": str(tmp_path / "model_upload_request.json"),
+    lines = summary_lines({"upload_request": str(tmp_path / "model_upload_request.json"),
                                 "trainer_version": {"text": "git abc123"}, "code_version": {"text": "git def456"}})
     assert f"  registry request    {tmp_path / 'model_upload_request.json'}    (the Model Registry models:upload " \
            "request)" in lines

@@ -1,4 +1,4 @@
-"""Tests for jobs.local.launcher: real processes (plain-Python fakes, no TensorFlow), on loopback."""
+"""Tests for jobs.local.launch: real processes (plain-Python fakes, no TensorFlow), on loopback."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from jobs.local import launcher
-from jobs.local.launcher import __main__ as launcher_cli
-from jobs.local.launcher import JobFailed, launch, vertex_environment
+from jobs.local.launch import __main__ as launcher_cli
+from jobs.local.launch.outcome import JobFailed, ReplicaFailure
+from jobs.local.launch.supervisor import launch
+from jobs.replica_env import vertex_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FAKES = pathlib.Path(__file__).resolve().parent / "fakes"
@@ -377,12 +378,12 @@ def test_the_replicas_own_error_and_the_hint_end_the_failure(tmp_path):
 
 
 def test_an_error_line_is_the_cause_without_its_prefix_and_no_hint_when_unknown():
-    f = launcher.ReplicaFailure(replica="workerpool0-0", role="chief", exit_status=2,
+    f = ReplicaFailure(replica="workerpool0-0", role="chief", exit_status=2,
                                 last_lines=["error: training.steps: past the end"],
                                 error_line="error: training.steps: past the end")
     assert f.cause() == ["chief-0's error: training.steps: past the end"]
     assert f.describe().splitlines()[-1] == "  chief-0's error: training.steps: past the end"
-    assert launcher.ReplicaFailure("workerpool0-0", "chief", 1, []).cause() == []
+    assert ReplicaFailure("workerpool0-0", "chief", 1, []).cause() == []
 
 
 @pytest.mark.timeout(60)
@@ -513,7 +514,7 @@ def test_bad_arguments(tmp_path):
 # -- command line -----------------------------------------------------------------------------------
 def _cli(*args, **kw):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "jobs.local.launcher", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "jobs.local.launch", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -558,7 +559,7 @@ def test_cli_main_in_process(tmp_path, pid_dir, capsys):
 @pytest.mark.timeout(60)
 def test_cli_sigterm_stops_everything(tmp_path, pid_dir):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "jobs.local.launcher", "--replicas", "1,1", "--base-output-dir",
+    cmd = [sys.executable, "-m", "jobs.local.launch", "--replicas", "1,1", "--base-output-dir",
            str(tmp_path), "--grace", "0.5", "--", *fake(pid_dir, "*=ignore-term")]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

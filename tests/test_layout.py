@@ -238,3 +238,36 @@ def test_the_checker_finds_an_upward_import_inside_a_function(tmp_path, monkeypa
     assert not _fails(test_no_import_cycle_at_import_time)
     (tmp_path / "jobs" / "validate.py").write_text("def problems():\n    return None\n")
     assert not _fails(test_no_module_imports_a_higher_layer_counting_imports_inside_functions)
+
+
+#: the local runtime's folders, bottom first: each imports only its own folder and those before it (imports inside
+#: functions counted), so the tree reads as the runtime is built: process tools, launching replicas, one run, history
+LOCAL_FOLDERS = ("jobs.local.process", "jobs.local.launch", "jobs.local.run", "jobs.local.history")
+
+
+def _local_folder(module: str) -> int | None:
+    return next((i for i, name in enumerate(LOCAL_FOLDERS) if module == name or module.startswith(name + ".")), None)
+
+
+def test_the_local_runtime_folders_import_only_downward():
+    modules = _sources()
+    graph = _graph(modules)
+    unplaced = sorted(m for m in modules if m.startswith("jobs.local.") and _local_folder(m) is None)
+    up = sorted(f"{name} -> {dep}" for name, deps in graph.items() for dep in deps
+                if _local_folder(name) is not None and _local_folder(dep) is not None
+                and _local_folder(dep) > _local_folder(name))
+    assert (unplaced, up) == ([], [])
+
+
+def test_the_local_folder_check_finds_an_upward_import(tmp_path, monkeypatch):
+    """Launching replicas reaching up into run history (inside a function) is caught."""
+    _plant(tmp_path, monkeypatch, {
+        "jobs/local/__init__.py": "",
+        "jobs/local/launch/__init__.py": "",
+        "jobs/local/launch/supervisor.py": "def f():\n    from jobs.local.history import reader\n",
+        "jobs/local/history/__init__.py": "",
+        "jobs/local/history/reader.py": "",
+    })
+    assert _fails(test_the_local_runtime_folders_import_only_downward)
+    (tmp_path / "jobs" / "local" / "launch" / "supervisor.py").write_text("")
+    assert not _fails(test_the_local_runtime_folders_import_only_downward)

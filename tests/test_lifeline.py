@@ -1,5 +1,5 @@
-"""No process of ours outlives the process that started it, whatever kills that one (``jobs.local.lifeline``), and a
-rerun stops what a killed run recorded in its lock (``jobs.local.runs.RunLock``, ``stop_leftovers``).
+"""No process of ours outlives the process that started it, whatever kills that one (``jobs.local.process.lifeline``), and a
+rerun stops what a killed run recorded in its lock (``jobs.local.run.lock.RunLock``, ``stop_leftovers``).
 
 Each test kills with SIGKILL (nothing can be handled) and then asserts the processes alive afterwards: none of
 ours, within a bound far above what the kernel needs (a slow machine is slower, never wrong)."""
@@ -16,9 +16,10 @@ import uuid
 
 import pytest
 
-from jobs.local import lifeline, runs
+from jobs.local.process import lifeline
+from jobs.local.run.lock import LOCK_NAME, RunLock
 from tests.conftest import ROOT, assert_no_processes_left
-from jobs.local.faults import pids_with_env
+from jobs.local.process.faults import pids_with_env
 
 BOUND_S = 60
 
@@ -57,10 +58,11 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from jobs.local import lifeline, runs
+        from jobs.local.process import lifeline
+        from jobs.local.run.lock import RunLock, record_child
         from kfp.local import subprocess_task_handler as handler
-        lock = runs.RunLock({str(tmp_path / 'run')!r}).acquire()
-        lifeline.kfp_steps_die_with_this_process(on_start=runs.record_child)
+        lock = RunLock({str(tmp_path / 'run')!r}).acquire()
+        lifeline.kfp_steps_die_with_this_process(on_start=record_child)
         step = [sys.executable, "-c", "import time; time.sleep(300)"]
         if {parent_dies_before_prctl!r}:  # the step's preexec runs after its parent is gone: it must end at once
             import os, signal
@@ -78,12 +80,12 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
     try:
         if parent_dies_before_prctl:
             time.sleep(0.3)  # not a race of the test: the step, whenever it gets there, finds its parent gone
-            wait_for(lambda: (tmp_path / "run" / runs.LOCK_NAME).is_file(), "the lock")
+            wait_for(lambda: (tmp_path / "run" / LOCK_NAME).is_file(), "the lock")
             kill9(parent)
         else:
             wait_for(lambda: pids_with_env(marker), "the step process")
             (step,) = pids_with_env(marker)
-            lock = tmp_path / "run" / runs.LOCK_NAME
+            lock = tmp_path / "run" / LOCK_NAME
             # the step is recorded once it has started (on_start, after Popen returns): wait for the record
             def recorded():
                 try:
@@ -113,17 +115,17 @@ def test_a_rerun_stops_what_a_killed_run_left_and_nothing_else(tmp_path):
         wait_for(lambda: lifeline.start_time(left.pid) is not None, "the leftover")
         base = tmp_path / "run"
         base.mkdir()
-        (base / runs.LOCK_NAME).write_text(json.dumps({"pid": 999999, "children": [
+        (base / LOCK_NAME).write_text(json.dumps({"pid": 999999, "children": [
             {"pid": left.pid, "start": lifeline.start_time(left.pid)},
             {"pid": bystander.pid, "start": (lifeline.start_time(bystander.pid) or 0) - 1},  # a reused pid
             {"pid": 1, "start": lifeline.start_time(1)}, {"pid": "x"}, "garbage"]}))
         said = []
-        lock = runs.RunLock(str(base)).acquire(log=said.append)
+        lock = RunLock(str(base)).acquire(log=said.append)
         try:
             left.wait(timeout=BOUND_S)
             assert bystander.poll() is None  # untouched
             assert said == [f"stopping 1 process(es) a killed run left in this folder: pid {left.pid}"]
-            assert json.loads((base / runs.LOCK_NAME).read_text())["children"] == []
+            assert json.loads((base / LOCK_NAME).read_text())["children"] == []
         finally:
             lock.release()
     finally:

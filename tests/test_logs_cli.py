@@ -1,4 +1,4 @@
-"""``vtp logs`` (jobs/local/logs_cli.py): one command for a local run's replica logs and a Vertex job's (Cloud
+"""``vtp logs`` (jobs/local/history/logs_cli.py): one command for a local run's replica logs and a Vertex job's (Cloud
 Logging through the real client, against the stand-in), ``--replica`` and ``--follow``."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local import logs_cli
+from jobs.local.history import logs_cli
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 

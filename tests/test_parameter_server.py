@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import assert_no_processes_left
 from tests.test_resilience import latest_in_state_file
 from jobs import job_spec, records, steps
-from jobs.local.faults import attempt_lines, replica_pid, stderr_echo
+from jobs.local.process.faults import attempt_lines, replica_pid, stderr_echo
 from trainers import config as config_lib
 
 STEPS, EVERY, LOG_EVERY = 80, 10, 5
@@ -107,7 +107,7 @@ def reference(tmp_path_factory, prepared_data) -> Path:
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, prepared_data):
-    from jobs.local.runs import run_summary
+    from jobs.local.run.summary import run_summary
     from jobs.tensorboard import read_scalars
 
     cfg = ps_config(reference, prepared_data)

@@ -120,15 +120,15 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
 @pytest.mark.timeout(BOUND_S)
 @pytest.mark.parametrize("kind", ["fifo", "char-device"])
 def test_a_run_record_a_log_and_a_lock_that_are_not_files(make_path, tmp_path, kind):
-    from jobs.local import history
-    from jobs.local.runs import LOCK_NAME, RunLock
+    from jobs.local.history.reader import _tail
+    from jobs.local.run.lock import LOCK_NAME, RunLock
 
     run = tmp_path / "runs" / "flowers"
     (run / "logs").mkdir(parents=True)
     make_path(kind, "runs/flowers/run.json")
     make_path(kind, "runs/flowers/logs/run-1.log")
     make_path(kind, f"runs/flowers/{LOCK_NAME}")
-    assert history._tail(str(run / "logs" / "run-1.log")) == []
+    assert _tail(str(run / "logs" / "run-1.log")) == []
     assert RunLock(str(run)).holder() == {}
     done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "runs", "list", "--root",
                            str(tmp_path / "runs")], capture_output=True, text=True, timeout=BOUND_S)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import job_spec
-from jobs import replica_env
-from jobs.local import containers, replica_container
+from jobs import job_spec, replica_env
+from jobs.local.launch import containers, replica_container
 from tests.conftest import ROOT
 from trainers import config as config_lib
 

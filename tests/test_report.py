@@ -475,18 +475,20 @@ def test_the_report_sets_the_baseline_beside_the_study_and_says_when_the_study_f
 def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_history(tmp_path):
     """run.json of a tuned run whose study found nothing better: the summary says so, and `runs list` shows the
     metric of the model that went on (the baseline's), not the best trial's."""
-    from jobs.local import history, history_views, runs
+    from jobs.local.history import views as history_views
+    from jobs.local.history.results import study_metric, study_outcome
+    from jobs.local.run.summary import _trained_line, study_line
 
     study = _beside(0.98, 0.166, str(tmp_path))
     summary = {"name": "t", "tuning": study, "verified_trial": "baseline", "training": {}, "trainer": {}}
-    line = runs.study_line(study, "baseline")
+    line = study_line(study, "baseline")
     assert line.endswith("; the study found nothing better than the job as it stands: trial 3's val_rmse 0.98 against "
                          "the baseline's 0.166; the baseline's model goes on")
-    assert runs._trained_line(summary, {}).startswith("the baseline (the job as it stands, run beside the study) (the "
+    assert _trained_line(summary, {}).startswith("the baseline (the job as it stands, run beside the study) (the "
                                                       "verified model's")
-    assert history._study_metric(summary) == {"val_rmse": 0.166}
+    assert study_metric(summary) == {"val_rmse": 0.166}
     assert tuning_rules.verified_trial(study, str(tmp_path / "baseline" / "model"))["id"] == "baseline"
-    outcome = history._study(str(tmp_path), {"tuning": study})
+    outcome = study_outcome(str(tmp_path), {"tuning": study})
     assert (outcome["baseline"], outcome["handed_on"]) == (0.166, "baseline")
     assert history_views._best_text(outcome).endswith("(baseline 0.166; the baseline's model went on)")
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs.local.faults import attempt_lines, checkpoint_variables
 from jobs import steps
+from jobs.local.process.faults import attempt_lines, checkpoint_variables
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 
 STEPS, EVERY = 30, 5

@@ -20,7 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs import records
-from jobs.local import history, prune, runs, runs_cli
+from jobs.local.history import prune, runs_cli
+from jobs.local.history.reader import read_run
+from jobs.local.run.folder import COPY_RECORD, archive, check_folder, making, write_making, write_record
+from jobs.local.run.lock import LOCK_NAME, NotThisJob, RunLock
 from tests.snapshots import tree_bytes
 from trainers import config as config_lib
 
@@ -78,8 +81,8 @@ def _finished_by_hand(project: Path, *overrides: str) -> Path:
                       ("data/train-00000.tfrecord", b"shard"), (".run.lock", b"")):
         (base / rel).parent.mkdir(parents=True, exist_ok=True)
         (base / rel).write_bytes(data)
-    runs.write_making(str(base), runs.making(cfg))
-    runs.write_record(str(base), cfg.to_json(), {"name": cfg.name})
+    write_making(str(base), making(cfg))
+    write_record(str(base), cfg.to_json(), {"name": cfg.name})
     return base
 
 
@@ -110,7 +113,7 @@ def test_a_rerun_after_the_trainer_code_changed_is_refused(project):
     (project / "trainer" / "task.py").write_text(TRAINER + "# tuned\n")
     proc = run_py("--config", "job.yaml", cwd=project)
     assert proc.returncode == 2
-    now = runs.making(config_lib.load(str(project / "job.yaml")))["trainer_code"]["sha256"]
+    now = making(config_lib.load(str(project / "job.yaml")))["trainer_code"]["sha256"]
     line = _one_error(proc)
     assert f"holds a finished run of another job (trainer code sha256 {made['trainer_code']['sha256'][:12]} -> " \
            f"{now[:12]} in {project})" in line and "--fresh" in line and "--set output.base_dir=runs/a-2" in line
@@ -144,54 +147,54 @@ def _made(config: dict, sha: str | None = "a" * 64) -> dict:
 def test_check_folder_cases(tmp_path):
     base = tmp_path / "a"
     config = {"name": "j", "training": {"steps": 10}, "output": {"base_dir": str(base)}, "scheduling": {"timeout": "1s"}}
-    assert runs.check_folder(str(base), _made(config)) is None  # nothing there
+    assert check_folder(str(base), _made(config)) is None  # nothing there
     base.mkdir()
-    assert runs.check_folder(str(base), _made(config)) is None  # an empty folder
-    runs.write_making(str(base), _made(config))
-    assert runs.check_folder(str(base), _made(config)) is None  # unfinished, same making: resume
+    assert check_folder(str(base), _made(config)) is None  # an empty folder
+    write_making(str(base), _made(config))
+    assert check_folder(str(base), _made(config)) is None  # unfinished, same making: resume
     other = {**config, "training": {"steps": 20}}
-    assert runs.check_folder(str(base), _made(other)) is None  # unfinished, nothing trained yet: nothing to mix
+    assert check_folder(str(base), _made(other)) is None  # unfinished, nothing trained yet: nothing to mix
     (base / "checkpoints").mkdir()
     (base / "checkpoints" / "checkpoint").write_text("x")
-    with pytest.raises(runs.NotThisJob, match=r"holds an unfinished run of another job \(training.steps 10 -> 20\)"):
-        runs.check_folder(str(base), _made(other))
+    with pytest.raises(NotThisJob, match=r"holds an unfinished run of another job \(training.steps 10 -> 20\)"):
+        check_folder(str(base), _made(other))
     builtin = {**config, "trainer": {"module": ""}, "container": {"command": ["python", "-m", "trainers.task"]}}
-    runs.write_making(str(base), _made(builtin, None))
+    write_making(str(base), _made(builtin, None))
     longer = {**builtin, "training": {"steps": 20}}
-    assert runs.check_folder(str(base), _made(longer, None)) is None  # the built-in trainer trains on to step 20
-    with pytest.raises(runs.NotThisJob, match=r"unfinished run of another job \(training.seed null -> 1\)"):
-        runs.check_folder(str(base), _made({**builtin, "training": {"steps": 10, "seed": 1}}, None))
+    assert check_folder(str(base), _made(longer, None)) is None  # the built-in trainer trains on to step 20
+    with pytest.raises(NotThisJob, match=r"unfinished run of another job \(training.seed null -> 1\)"):
+        check_folder(str(base), _made({**builtin, "training": {"steps": 10, "seed": 1}}, None))
     gated = {**builtin, "serving": {"gate": {"thresholds": ["eval_rmse < 0.5"]}}}
-    assert runs.check_folder(str(base), _made(gated, None)) is None  # the same model, judged by another bar
-    runs.write_making(str(base), _made(config))
-    with pytest.raises(runs.NotThisJob, match=r"unfinished run of another job \(serving.x null -> 1; training.steps 10 "):
-        runs.check_folder(str(base), _made({**config, "training": {"steps": 20}, "serving": {"x": 1}}))
-    runs.write_record(str(base), json.dumps(config), {"name": "j"})
-    assert runs.check_folder(str(base), _made(config))["status"] == "succeeded"
-    assert runs.check_folder(str(base), _made({**config, "scheduling": {"timeout": "9s"}}))  # not what it makes
+    assert check_folder(str(base), _made(gated, None)) is None  # the same model, judged by another bar
+    write_making(str(base), _made(config))
+    with pytest.raises(NotThisJob, match=r"unfinished run of another job \(serving.x null -> 1; training.steps 10 "):
+        check_folder(str(base), _made({**config, "training": {"steps": 20}, "serving": {"x": 1}}))
+    write_record(str(base), json.dumps(config), {"name": "j"})
+    assert check_folder(str(base), _made(config))["status"] == "succeeded"
+    assert check_folder(str(base), _made({**config, "scheduling": {"timeout": "9s"}}))  # not what it makes
     relative = {**config, "output": {"base_dir": os.path.relpath(base)}}
-    assert runs.check_folder(str(base), _made(relative))  # the same folder, written relative
-    with pytest.raises(runs.NotThisJob, match="trainer code sha256 aaaaaaaaaaaa -> bbbbbbbbbbbb"):
-        runs.check_folder(str(base), _made(config, "b" * 64))
+    assert check_folder(str(base), _made(relative))  # the same folder, written relative
+    with pytest.raises(NotThisJob, match="trainer code sha256 aaaaaaaaaaaa -> bbbbbbbbbbbb"):
+        check_folder(str(base), _made(config, "b" * 64))
     many = {**config, "name": "k", "training": {"steps": 1, "seed": 2, "epochs": 3}}
-    with pytest.raises(runs.NotThisJob, match=r"; and 1 more\)"):
-        runs.check_folder(str(base), _made(many))
+    with pytest.raises(NotThisJob, match=r"; and 1 more\)"):
+        check_folder(str(base), _made(many))
     # a folder from before provenance.json: its run.json (config, and the trainer code's hash in its summary)
     (base / records.PROVENANCE_RECORD).unlink()
-    runs.write_record(str(base), json.dumps(config), {"trainer_version": {"content_sha256": "c" * 64}})
-    with pytest.raises(runs.NotThisJob, match="trainer code sha256 cccccccccccc -> aaaaaaaaaaaa"):
-        runs.check_folder(str(base), _made(config))
+    write_record(str(base), json.dumps(config), {"trainer_version": {"content_sha256": "c" * 64}})
+    with pytest.raises(NotThisJob, match="trainer code sha256 cccccccccccc -> aaaaaaaaaaaa"):
+        check_folder(str(base), _made(config))
     (base / records.RUN_RECORD).write_text('{"status": "succ')  # cut short: never taken for "nothing finished"
-    with pytest.raises(runs.NotThisJob, match=r"holds a run record \(run.json\) that cannot be read"):
-        runs.check_folder(str(base), _made(config))
+    with pytest.raises(NotThisJob, match=r"holds a run record \(run.json\) that cannot be read"):
+        check_folder(str(base), _made(config))
 
 
 def test_a_lock_that_is_a_folder_is_one_line(tmp_path):
-    (tmp_path / "a" / runs.LOCK_NAME).mkdir(parents=True)
-    with pytest.raises(runs.NotThisJob) as exc:
-        runs.RunLock(str(tmp_path / "a")).acquire()
-    assert str(exc.value) == (f"output.base_dir: {tmp_path / 'a' / runs.LOCK_NAME} is a folder; the run lock is a plain "
-                              f"file there: remove it (rmdir {tmp_path / 'a' / runs.LOCK_NAME}), or run elsewhere with "
+    (tmp_path / "a" / LOCK_NAME).mkdir(parents=True)
+    with pytest.raises(NotThisJob) as exc:
+        RunLock(str(tmp_path / "a")).acquire()
+    assert str(exc.value) == (f"output.base_dir: {tmp_path / 'a' / LOCK_NAME} is a folder; the run lock is a plain "
+                              f"file there: remove it (rmdir {tmp_path / 'a' / LOCK_NAME}), or run elsewhere with "
                               "--set output.base_dir=OTHER_DIR")
 
 
@@ -200,15 +203,15 @@ def test_fresh_copies_say_they_are_copies(tmp_path):
     (base / "model").mkdir(parents=True)
     (base / "model" / "saved_model.pb").write_bytes(b"m")
     before = tree_bytes(base)
-    kept = Path(runs.archive(str(base)))
-    record = json.loads((kept / runs.COPY_RECORD).read_text())
+    kept = Path(archive(str(base)))
+    record = json.loads((kept / COPY_RECORD).read_text())
     assert record["copy_of"] == "a" and record["copy"] == kept.name
-    assert {k: v for k, v in tree_bytes(kept).items() if k != runs.COPY_RECORD} == before
+    assert {k: v for k, v in tree_bytes(kept).items() if k != COPY_RECORD} == before
 
 
 def test_each_attempt_of_a_replica_log_opens_with_its_separator(tmp_path):
     for _ in range(2):  # a run and its rerun in one folder: both attempt 1
-        proc = subprocess.run([sys.executable, "-m", "jobs.local.launcher", "--replicas", "1,0,0,0", "--base-output-dir",
+        proc = subprocess.run([sys.executable, "-m", "jobs.local.launch", "--replicas", "1,0,0,0", "--base-output-dir",
                                str(tmp_path), "--", sys.executable, "-c", "print('trained')"], capture_output=True,
                               text=True, timeout=120, cwd=ROOT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -223,7 +226,7 @@ def _run_folder(path: Path, ran_in: Path | None = None) -> Path:
     """A finished run's folder, recording the ``output.base_dir`` it ran in (default: where it is)."""
     (path / "model").mkdir(parents=True)
     (path / "model" / "saved_model.pb").write_bytes(os.urandom(64))
-    runs.write_record(str(path), json.dumps({"name": path.name, "output": {"base_dir": str(ran_in or path)}}),
+    write_record(str(path), json.dumps({"name": path.name, "output": {"base_dir": str(ran_in or path)}}),
                       {"name": path.name})
     return path
 
@@ -241,9 +244,9 @@ def test_prune_never_removes_a_real_run_named_like_a_copy(tmp_path, capsys):
     lonely = _run_folder(root / "solo.20200101-000000")       # no original beside it
     not_a_date = _run_folder(root / "exp.20201399-999999", ran_in=root / "exp")
     renamed = _run_folder(root / "exp.20200103-000000")
-    (renamed / runs.COPY_RECORD).write_text(json.dumps({"copy_of": "exp", "copy": "exp.20190101-000000"}))
+    (renamed / COPY_RECORD).write_text(json.dumps({"copy_of": "exp", "copy": "exp.20190101-000000"}))
     legacy = _run_folder(root / "exp.20200102-000000", ran_in=root / "exp")  # a --fresh copy from before the record
-    recorded = Path(runs.archive(str(_run_folder(root / "exp2"))))  # made by --fresh: it says so (exp2 is gone)
+    recorded = Path(archive(str(_run_folder(root / "exp2"))))  # made by --fresh: it says so (exp2 is gone)
     survivors = {p: tree_bytes(p) for p in (exp, real, lonely, not_a_date, renamed)}
 
     code, out, err = _prune(capsys, "--keep", "0", "--root", str(root))
@@ -262,11 +265,11 @@ def test_prune_skips_a_copy_whose_lock_is_a_folder(tmp_path, capsys):
     root = tmp_path / "runs"
     _run_folder(root / "exp")
     copy = _run_folder(root / "exp.20200102-000000", ran_in=root / "exp")
-    (copy / runs.LOCK_NAME).mkdir()
+    (copy / LOCK_NAME).mkdir()
     before = tree_bytes(copy)
     code, out, err = _prune(capsys, "--keep", "0", "--root", str(root))
     assert code == 0 and err == "" and tree_bytes(copy) == before
-    assert f"skipped {copy}: output.base_dir: {copy / runs.LOCK_NAME} is a folder" in out
+    assert f"skipped {copy}: output.base_dir: {copy / LOCK_NAME} is a folder" in out
 
 
 @pytest.mark.parametrize("days", ["inf", "-inf", "nan", "Infinity", "1e400"])
@@ -325,7 +328,7 @@ def _write(folder: Path, name: str, text: str) -> None:
                          + ["", "[]", "null", "\"succeeded\"", "{" * 5000 + "}" * 5000, "[" * 100 + "]" * 100])
 def test_a_run_json_that_is_not_a_record_is_unreadable(tmp_path, text):
     _write(tmp_path / "r", records.RUN_RECORD, text)
-    run = history.read_run(str(tmp_path / "r"))
+    run = read_run(str(tmp_path / "r"))
     assert run.status == "unreadable" and run.note.startswith(f"{tmp_path / 'r'}: run.json: "), run.note
     assert "\n" not in run.note
 
@@ -337,7 +340,7 @@ WRONG = {"status": [None, 1, True, [], {}, "finished"], "finished": [None, 1, []
 @pytest.mark.parametrize("field,value", [(f, v) for f, vs in WRONG.items() for v in vs])
 def test_a_field_of_the_wrong_type_is_unreadable_not_unfinished(tmp_path, field, value):
     _write(tmp_path / "r", records.RUN_RECORD, json.dumps({**GOOD, field: value}))
-    run = history.read_run(str(tmp_path / "r"))
+    run = read_run(str(tmp_path / "r"))
     assert run.status == "unreadable" and f"run.json: {field}" in run.note, run.note
 
 
@@ -396,7 +399,7 @@ def test_a_users_finished_model_is_never_overwritten_and_fresh_keeps_it(project)
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     [copy] = [p for p in (project / "runs").iterdir() if p.name.startswith("a.")]
     assert f"--fresh: kept the previous run in {copy}" in fresh.stdout
-    assert {k: v for k, v in tree_bytes(copy).items() if k != runs.COPY_RECORD} == finished
+    assert {k: v for k, v in tree_bytes(copy).items() if k != COPY_RECORD} == finished
     assert (base / "model" / "saved_model.pb").exists() and tree_bytes(base) != finished
     # prune: the copy --fresh made goes; the run itself stays
     now = tree_bytes(base)

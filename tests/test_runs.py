@@ -1,4 +1,4 @@
-"""One run per output folder (jobs.local.runs and pipelines/run.py): lock, rerun, --fresh, Ctrl-C, kill -9."""
+"""One run per output folder (jobs.local.run.folder and pipelines/run.py): lock, rerun, --fresh, Ctrl-C, kill -9."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from jobs import records
-from jobs.local import runs
+from jobs.local.run.folder import archive, last_checkpoint, read_record, write_record
+from jobs.local.run.lock import EXIT_BUSY, FolderBusy, LOCK_NAME, RunLock
+from jobs.local.run.summary import run_summary, summary_lines
 from tests.conftest import assert_no_processes_left
 from tests.snapshots import tree_bytes
 
@@ -27,7 +29,8 @@ def _hold_lock(base: Path) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from jobs.local.runs import RunLock
+        from jobs.local.run.lock import RunLock
+
         RunLock({str(base)!r}).acquire()
         print("held", flush=True)
         time.sleep(120)
@@ -41,8 +44,8 @@ def test_a_live_holder_is_named_and_refused_at_once(tmp_path):
     holder = _hold_lock(tmp_path)
     try:
         started = time.monotonic()
-        with pytest.raises(runs.FolderBusy) as err:
-            runs.RunLock(str(tmp_path)).acquire()
+        with pytest.raises(FolderBusy) as err:
+            RunLock(str(tmp_path)).acquire()
         assert time.monotonic() - started < 2
         message = str(err.value)
         assert f"run pid {holder.pid} started " in message
@@ -56,8 +59,8 @@ def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
     holder = _hold_lock(tmp_path)
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    assert (tmp_path / runs.LOCK_NAME).exists()  # the file stays; the kernel dropped the lock
-    lock = runs.RunLock(str(tmp_path)).acquire()
+    assert (tmp_path / LOCK_NAME).exists()  # the file stays; the kernel dropped the lock
+    lock = RunLock(str(tmp_path)).acquire()
     assert lock.holder()["pid"] == os.getpid()
     lock.release()
 
@@ -66,11 +69,11 @@ def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
     holder = _hold_lock(tmp_path)
     lines = []
     try:
-        with pytest.raises(runs.FolderBusy):
-            runs.RunLock(str(tmp_path)).acquire(wait_s=0.3, poll_s=0.1, log=lines.append)
+        with pytest.raises(FolderBusy):
+            RunLock(str(tmp_path)).acquire(wait_s=0.3, poll_s=0.1, log=lines.append)
         assert lines and f"pid {holder.pid}" in lines[0]
         subprocess.Popen(["sh", "-c", f"sleep 1; kill {holder.pid}"])
-        lock = runs.RunLock(str(tmp_path)).acquire(wait_s=30, poll_s=0.1, log=lines.append)
+        lock = RunLock(str(tmp_path)).acquire(wait_s=30, poll_s=0.1, log=lines.append)
         lock.release()
     finally:
         holder.kill()
@@ -80,18 +83,18 @@ def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
 # -- completion record, --fresh, last checkpoint -----------------------------------------------------
 def test_fresh_keeps_the_old_folder_whole(tmp_path):
     base = tmp_path / "run"
-    assert runs.archive(str(base)) is None  # nothing there yet
+    assert archive(str(base)) is None  # nothing there yet
     (base / "checkpoints").mkdir(parents=True)
     (base / "metrics.json").write_text("{}")
-    kept = runs.archive(str(base))
+    kept = archive(str(base))
     assert kept and kept.startswith(str(base) + ".")
     assert (Path(kept) / "metrics.json").exists() and not base.exists()
 
 
 def test_last_checkpoint_reads_the_state_file(tmp_path):
-    assert runs.last_checkpoint(str(tmp_path)) is None
+    assert last_checkpoint(str(tmp_path)) is None
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-101"\nall_model_checkpoint_paths: "ckpt-90"\n')
-    assert runs.last_checkpoint(str(tmp_path)) == (str(tmp_path / "ckpt-101"), 101)
+    assert last_checkpoint(str(tmp_path)) == (str(tmp_path / "ckpt-101"), 101)
 
 
 # -- the summary never crashes -------------------------------------------------------------------------
@@ -105,17 +108,17 @@ def test_last_checkpoint_reads_the_state_file(tmp_path):
      "60 steps (resumed from step 30)"),
 ])
 def test_summary_handles_missing_and_null_fields(training, expected):
-    text = "\n".join(runs.summary_lines({"training": training, "verification": {"accuracy": None}}))
+    text = "\n".join(summary_lines({"training": training, "verification": {"accuracy": None}}))
     assert expected in text
     assert "accuracy n/a" in text
-    assert "\n".join(runs.summary_lines({}))  # an empty record prints too
+    assert "\n".join(summary_lines({}))  # an empty record prints too
 
 
 def test_summary_names_the_chiefs_validation_and_the_code_version():
     record = {"training": {"steps": 30, "train_loss": 0.5, "train_accuracy": 0.75, "val_accuracy": 0.9, "val_loss": 0.25,
                            "val_step": 30},
               "code_version": {"git_commit": "a" * 40, "git_dirty": False, "text": "git aaaaaaaaaaaa"}}
-    lines = runs.summary_lines(record)
+    lines = summary_lines(record)
     assert any(line.endswith("train accuracy 0.750; validation accuracy 0.900, loss 0.2500 at step 30") for line in lines)
     assert "  code                git aaaaaaaaaaaa" in lines
 
@@ -124,8 +127,8 @@ def test_summary_names_the_side_car_evaluation():
     record = {"evaluation": {"step": 80, "loss": 0.0123, "accuracy": 1.0, "examples": 27,
                              "history": [{"step": 40}, {"step": 80}]}}
     assert ("  evaluator           accuracy 1.000, loss 0.0123 at step 80 on 27 validation examples "
-            "(2 checkpoint(s) evaluated; scalars in <logs>/validation)") in runs.summary_lines(record)
-    assert not any("evaluator" in line for line in runs.summary_lines({"evaluation": ["garbage"]}))
+            "(2 checkpoint(s) evaluated; scalars in <logs>/validation)") in summary_lines(record)
+    assert not any("evaluator" in line for line in summary_lines({"evaluation": ["garbage"]}))
 
 
 # -- the study and the gate in the summary and run.json ------------------------------------------------
@@ -142,17 +145,17 @@ MISSED = {"passed": False, "lines": ["accuracy 0.75 >= 0.8: missed"], "notes": [
 
 
 def test_summary_has_one_line_for_the_study_and_one_for_the_gate():
-    lines = runs.summary_lines({"tuning": STUDY, "verified_trial": "2", "gate": PASSED})
+    lines = summary_lines({"tuning": STUDY, "verified_trial": "2", "gate": PASSED})
     assert ("  study               4 trial(s) in 41 s (3 succeeded, 1 failed); best trial 2: val_rmse 0.2 (minimize) "
             "with learning_rate=0.01 optimizer=adam") in lines
     assert "  gate                passed (2 bar(s)): accuracy 0.85 >= 0.8: passed; loss 0.3 < 0.5: passed" in lines
-    missed = runs.summary_lines({"tuning": STUDY, "verified_trial": "4", "gate": MISSED})
+    missed = summary_lines({"tuning": STUDY, "verified_trial": "4", "gate": MISSED})
     assert any(line.endswith("; the verified model is trial 4's") for line in missed), missed
     assert ("  gate                missed: serving.gate.thresholds[0]: accuracy 0.75 >= 0.8 missed; the model is not "
             "registered") in missed
     for plain in ({}, {"tuning": {}, "gate": {}}, {"tuning": ["garbage"], "gate": "garbage"}):
-        assert not any(line.startswith(("  study", "  gate")) for line in runs.summary_lines(plain)), plain
-    none_yet = runs.summary_lines({"tuning": {**STUDY, "best_trial": None, "trials": STUDY["trials"][2:3]}})
+        assert not any(line.startswith(("  study", "  gate")) for line in summary_lines(plain)), plain
+    none_yet = summary_lines({"tuning": {**STUDY, "best_trial": None, "trials": STUDY["trials"][2:3]}})
     assert "  study               1 trial(s) in 41 s (0 succeeded, 1 failed); no trial succeeded" in none_yet
 
 
@@ -176,31 +179,31 @@ def test_run_json_keeps_the_study_and_the_gate_and_a_tuned_runs_dirs_are_the_ver
 
     _tuned_folder(tmp_path)
     cfg = config_lib.load("tuning", [f"output.base_dir={tmp_path}", 'serving.gate.thresholds=["accuracy >= 0.8"]'])
-    summary = runs.run_summary(cfg, 12.0)
+    summary = run_summary(cfg, 12.0)
     assert summary["tuning"]["best_trial"]["id"] == "2" and summary["verified_trial"] == "2"
     assert summary["gate"] == PASSED and "gallery" not in summary["verification"]
     assert summary["dirs"] == {"model": str(tmp_path / "2" / "model"), "checkpoints": str(tmp_path / "2" / "checkpoints"),
                                "logs": str(tmp_path / "2" / "logs")}
     assert summary["training"]["steps"] == 6  # trial 2's, not the stale top-level metrics.json
-    text = "\n".join(runs.summary_lines(summary))
+    text = "\n".join(summary_lines(summary))
     assert f"model (SavedModel)  {tmp_path / '2' / 'model'}" in text
     assert "  training            trial 2: 6 steps, 1 replicas (S), global batch 8, final train loss 0.5000" in text
-    runs.write_record(str(tmp_path), cfg.to_json(), summary)
+    write_record(str(tmp_path), cfg.to_json(), summary)
     record = json.loads((tmp_path / records.RUN_RECORD).read_text())
     assert record["tuning"]["trials"][2]["state"] == "FAILED" and record["tuning"]["metric"] == "val_rmse"
     assert record["gate"] == PASSED and record["summary"]["gate"] == PASSED
 
     # the same folder run by a job without tuning: or gate: the records there are not this run's
-    plain = runs.run_summary(config_lib.load("local", [f"output.base_dir={tmp_path}"]), 12.0)
+    plain = run_summary(config_lib.load("local", [f"output.base_dir={tmp_path}"]), 12.0)
     assert plain["tuning"] == {} and plain["gate"] == {} and plain["verified_trial"] is None
     assert plain["training"] == {"steps": 99} and plain["dirs"]["model"] == str(tmp_path / "model")
-    runs.write_record(str(tmp_path), "{}", plain)
+    write_record(str(tmp_path), "{}", plain)
     record = json.loads((tmp_path / records.RUN_RECORD).read_text())
     assert record["tuning"] == {} and record["gate"] == {}
 
 
 def test_a_tuned_user_trainers_training_line_says_where_its_figures_are():
-    line = runs.summary_lines({"tuning": STUDY, "verified_trial": "2", "training": {}, "trainer": {}})
+    line = summary_lines({"tuning": STUDY, "verified_trial": "2", "training": {}, "trainer": {}})
     assert ("  training            trial 2 (the verified model's; every trial under study below): no metrics.json (a user "
             "trainer's figures are its TensorBoard scalars and the metric it reported)") in line
 
@@ -269,13 +272,13 @@ def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_sa
     first, lines = load("200"), []
     record = steps.train_local(first, log=lines.append)
     assert "resumed_from_existing_checkpoints" not in record and not [x for x in lines if x.startswith("warning:")]
-    runs.write_record(str(base), first.to_json(), {})  # what run.py writes when the pipeline succeeded
+    write_record(str(base), first.to_json(), {})  # what run.py writes when the pipeline succeeded
 
     lines = []
     record = steps.train_local(load("30"), log=lines.append)
     earlier = record["resumed_from_existing_checkpoints"]
     assert earlier == {"checkpoints": str(base / "checkpoints"), "files": 1, "earlier_run": {
-        "finished": runs.read_record(str(base))["finished"],
+        "finished": read_record(str(base))["finished"],
         "config_differences": {"trainer.args": {"earlier": ["--steps", "200"], "now": ["--steps", "30"]}}}}
     assert json.loads((base / "training.json").read_text())["resumed_from_existing_checkpoints"] == earlier
     warnings = [x for x in lines if x.startswith("warning:")]
@@ -332,7 +335,7 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
         _read_until(first, "/5000  loss")  # the console's progress line
         second = _start(base, prepared_data, marker, *long_run)
         out = _finish(second, 60)
-        assert second.returncode == runs.EXIT_BUSY, out
+        assert second.returncode == EXIT_BUSY, out
         assert f"is in use by run pid {first.pid} started " in out and "Traceback" not in out
 
         os.killpg(first.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
@@ -345,7 +348,7 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
     last_line = out.strip().splitlines()[-1]
     assert last_line.startswith("interrupted at step ") and "resume with: python pipelines/run.py" in last_line
     assert_no_processes_left(marker)
-    saved = runs.last_checkpoint(str(base / "checkpoints"))
+    saved = last_checkpoint(str(base / "checkpoints"))
     assert saved and f"last checkpoint {saved[0]};" in last_line and f"at step {saved[1]};" in last_line
 
     third = _start(base, prepared_data, marker, *long_run)
@@ -356,7 +359,7 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
         os.killpg(third.pid, signal.SIGKILL)  # kill -9 of the whole run: replicas die with the launcher
         third.communicate(timeout=30)
     assert_no_processes_left(marker, wait_s=20)
-    saved = runs.last_checkpoint(str(base / "checkpoints"))
+    saved = last_checkpoint(str(base / "checkpoints"))
 
     target = saved[1] + 3
     fourth = _start(base, prepared_data, marker, "--set", f"training.steps={target}")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from jobs import steps
-from jobs.local import hints
-from jobs.local.launcher import JobFailed
+from jobs.local.launch import hints
+from jobs.local.launch.outcome import JobFailed
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
 
@@ -352,8 +352,8 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("columns", [80, 120])
 def test_runs_compare_keeps_its_row_labels_in_a_narrow_terminal_and_names_the_trainers_code(tmp_path, columns,
                                                                                            monkeypatch):
-    from jobs.local.history import read_run
-    from jobs.local.history_views import show_compare
+    from jobs.local.history.reader import read_run
+    from jobs.local.history.views import show_compare
 
     a = read_run(str(_finished_run(tmp_path, "my-regression-a", "my-regression-experiment", "3")))
     b = read_run(str(_finished_run(tmp_path, "my-regression-b", "my-regression-experiment", "2")))
@@ -371,8 +371,8 @@ def test_runs_compare_keeps_its_row_labels_in_a_narrow_terminal_and_names_the_tr
 
 
 def test_runs_list_keeps_the_job_name_whole_and_a_closed_pipe_ends_quietly(tmp_path):
-    from jobs.local.history import read_run
-    from jobs.local.history_views import show_list
+    from jobs.local.history.reader import read_run
+    from jobs.local.history.views import show_list
 
     run = read_run(str(_finished_run(tmp_path / "runs", "my-regression-a", "my-regression-experiment", "3")))
     run.metrics.update({"validation/epoch_loss": 0.123456, "validation/epoch_mean_absolute_error": 0.5})
@@ -405,7 +405,7 @@ def test_the_report_step_table_is_completed_when_the_pipeline_ends(tmp_path):
 
 
 def test_the_summary_says_what_a_run_without_scalars_shows_and_how_to_get_curves():
-    from jobs.local.runs import summary_lines
+    from jobs.local.run.summary import summary_lines
 
     lines = summary_lines({"name": "x", "trainer": {"trainer": "trainer.task", "replica_counts": [1, 1], "attempts": 1,
                                                     "seconds": 40, "scalars": {}}})

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
 from jobs import records, steps
-from jobs.local.launcher import JobFailed
+from jobs.local.launch.outcome import JobFailed
 
 pytestmark = pytest.mark.integration
 

@@ -477,7 +477,8 @@ PRINT_ENV = "import os, sys, time; print('metric file', os.environ.get('CLOUD_ML
 
 @pytest.mark.timeout(60)
 def test_launch_gives_each_replica_its_env_and_stops_on_the_event(tmp_path):
-    from jobs.local.launcher import Stopped, launch
+    from jobs.local.launch.outcome import Stopped
+    from jobs.local.launch.supervisor import launch
 
     lines = []
     launch([sys.executable, "-c", PRINT_ENV, "0"], [1, 1], str(tmp_path / "a"), log=lines.append,
@@ -714,7 +715,7 @@ def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp
 def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp_path, monkeypatch):
     """The docker runner's replicas read the job spec from a file, which carries no caller's arguments or
     variables: the one local launch refuses them there, before anything starts; a study says so in one line."""
-    from jobs.local import custom_job
+    from jobs.local.launch import custom_job
     from jobs.tuning.trial import trial_launch
     from jobs.tuning_spec import parse
 

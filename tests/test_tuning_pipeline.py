@@ -542,7 +542,7 @@ GATE_FAILS = """\
 def _fed(lines: str):
     import io
 
-    from jobs.local.console import Console
+    from jobs.local.run.console import Console
 
     console = Console(tty=False)
     console.out = console._stream = io.StringIO()

@@ -169,7 +169,7 @@ def test_the_whole_pipeline_runs_a_users_keras_trainer_with_two_replicas(project
 def test_kill_9_of_a_replica_mid_run_restarts_the_job_and_keras_resumes_from_its_backup(project):
     """The worker dies at epoch 3 of 5; the launcher restarts both replicas; BackupAndRestore (in
     AIP_CHECKPOINT_DIR) makes the second attempt start after the last finished epoch, not at epoch 1."""
-    from jobs.local.faults import attempt_lines
+    from jobs.local.process.faults import attempt_lines
 
     base = project / "runs" / "killed"
     cfg = config_lib.load(str(project / "job.yaml"), [f"output.base_dir={base}", "trainer.args=[--epochs, '5']",

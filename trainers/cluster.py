@@ -1,6 +1,6 @@
 """Where am I running? The only code that reads CLUSTER_SPEC, TF_CONFIG, TPU_CONFIG and AIP_*.
 
-Vertex AI custom training (and ``jobs.local.launcher`` locally, which reproduces it) gives each replica:
+Vertex AI custom training (and ``jobs.local.launch`` locally, which reproduces it) gives each replica:
 
 * ``CLUSTER_SPEC``  ``{"cluster": {"workerpool0": [...], "workerpool1": [...]}, "environment": "cloud",
   "task": {"type": "workerpool1", "index": 0}}``; a single-replica job has only ``workerpool0``.
@@ -28,7 +28,7 @@ OUTPUT_LAYOUT = {"model": ("AIP_MODEL_DIR", "model"), "checkpoints": ("AIP_CHECK
 #: Vertex worker pool index -> TensorFlow task type.
 POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
-#: Set to "1" by ``jobs.local.launcher`` in every replica it starts (``jobs.replica_env.replica_environment``).
+#: Set to "1" by ``jobs.local.launch`` in every replica it starts (``jobs.replica_env.replica_environment``).
 #: Its CLUSTER_SPEC looks exactly like Vertex's, so this is how a replica tells that its "machines" are
 #: processes on one computer, where pools that ask for GPUs/TPUs run over CPUs on purpose.
 LOCAL_LAUNCHER_ENV = "VTP_LOCAL_LAUNCHER"
@@ -50,7 +50,7 @@ class ClusterInfo:
     tensorboard_dir: str | None
     tpu_config: Mapping[str, str] | None = None
     source: str = "none"  # CLUSTER_SPEC | TF_CONFIG | none
-    local_launcher: bool = False  # started by jobs.local.launcher (LOCAL_LAUNCHER_ENV)
+    local_launcher: bool = False  # started by jobs.local.launch (LOCAL_LAUNCHER_ENV)
     #: the hosts of a multi-host TPU VM slice, as the Cloud TPU VM runtime names them (TPU_WORKER_HOSTNAMES,
     #: comma-separated) and this host's index among them (TPU_WORKER_ID); () on anything else
     tpu_hosts: tuple[str, ...] = ()

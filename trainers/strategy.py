@@ -107,7 +107,7 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
                 "topology.strategy",
                 f"multi_worker needs a cluster of at least 2 machines, but this replica sees "
                 f"{info.num_workers} (source: {info.source}); run it through the launcher "
-                "(python -m jobs.local.launcher / pipelines/run.py) or on Vertex",
+                "(python -m jobs.local.launch / pipelines/run.py) or on Vertex",
                 ["one_device", "mirrored"],
             )])
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(  # a ps pool sits idle: not a peer
@@ -145,7 +145,7 @@ def _check_ps_cluster(info: ClusterInfo) -> None:
             "topology.strategy",
             f"parameter_server needs a cluster with a chief (the coordinator), workers and parameter servers, "
             f"but this replica is {info.replica_id} in {sorted(info.cluster) or 'no cluster'} (source: {info.source}); "
-            "run it through the launcher (python -m jobs.local.launcher / pipelines/run.py) or on Vertex",
+            "run it through the launcher (python -m jobs.local.launch / pipelines/run.py) or on Vertex",
             ["one_device", "mirrored"])])
 
 
@@ -216,7 +216,7 @@ def check_accelerators(cfg: Any, info: ClusterInfo, *, gpus: int | None = None,
     Why: a GPU pool running an image without CUDA (the cpu variant), or a TPU VM running one without
     libtpu, would otherwise train on the CPU, slowly and silently, while the accelerators are billed.
     Raises :class:`AcceleratorMissing` on a cloud machine (``info.on_cloud``). Off the cloud (plain local
-    process, ``jobs.local.launcher``) it returns a note saying the pool's accelerators are replaced by CPUs;
+    process, ``jobs.local.launch``) it returns a note saying the pool's accelerators are replaced by CPUs;
     None when nothing was asked for. ``gpus``/``has_tpu_runtime`` are for tests (default: ask TF).
     """
     pools = cfg.topology.pools()

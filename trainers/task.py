@@ -1,6 +1,6 @@
 """Worker entry point: ``python -m trainers.task --config local [--set key=value ...]``.
 
-The same command runs on every replica, locally under ``jobs.local.launcher`` and on Vertex AI (it is the
+The same command runs on every replica, locally under ``jobs.local.launch`` and on Vertex AI (it is the
 container's command). The replica's role comes from the environment (``trainers.cluster.replica_role``): the
 evaluator runs the side-car loop (``trainers.evaluator``); under ``parameter_server`` the chief coordinates
 (``trainers.train_ps``) while workers and parameter servers serve it; otherwise every replica trains

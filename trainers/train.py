@@ -14,7 +14,7 @@ time-based schedule runs on each replica's own clock, so the decision must be sh
 received" (Vertex sends it before maintenance events and Spot preemption). All replicas therefore save at
 the same step, and on SIGTERM all save and exit with ``EXIT_PREEMPTED``.
 
-Log contract (read by ``jobs.local.launcher``): ``resumed from step N`` when a checkpoint was restored.
+Log contract (read by ``jobs.local.launch``): ``resumed from step N`` when a checkpoint was restored.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from components.base import component
 def train(config_json: str, model: Output[Model], metrics: Output[Metrics], checkpoints: Output[Artifact],
           tensorboard: Output[Artifact], dataset: Input[Dataset] = None):
     """Run every replica of the job's pools (chief, workers, parameter servers, evaluators) as a real process
-    on loopback with Vertex's ``CLUSTER_SPEC``/``TF_CONFIG``/``AIP_*`` (``jobs.local.launcher``): the built-in
+    on loopback with Vertex's ``CLUSTER_SPEC``/``TF_CONFIG``/``AIP_*`` (``jobs.local.launch``): the built-in
     trainer, or a user's ``python -m <trainer.module>`` in ``trainer.source_dir``. A replica that dies
     restarts the job (``scheduling.max_restarts``); the trainer resumes from its checkpoints.
 
@@ -18,7 +18,7 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
     ``metrics``: the final training figures; ``checkpoints`` and ``tensorboard``: their folders. On Vertex
     the same pools run as a CustomJob instead (``custom_training_job``)."""
     from jobs import steps
-    from jobs.local.launcher import JobFailed
+    from jobs.local.launch.outcome import JobFailed
     from trainers import config as config_lib
 
     cfg = config_lib.load_json(config_json)

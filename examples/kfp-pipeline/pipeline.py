@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kfp import local
 
-    from jobs.local.console import Console
+    from jobs.local.run.console import Console
 
     warnings.filterwarnings("ignore", module=r"kfp\.local")  # the steps run in this environment, as designed
     base = str(Path(args.local).resolve())

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from jobs.ci_local.build_file import Step
-from jobs.local import lifeline
+from jobs.local.process import lifeline
 
 
 def dependencies(steps: list[Step]) -> dict[int, set[int]]:
@@ -71,7 +71,7 @@ def _sweep(marker: str, grace_s: float = 10.0) -> list[int]:
     Each look is two scans 0.1 s apart: a process in the middle of an ``execve`` (``setsid sleep &`` just
     started) can show an empty environment for a moment, and a single scan then missed it (seen here under
     load: the daemon was killed by the next scan but never counted)."""
-    from jobs.local.faults import pids_with_env
+    from jobs.local.process.faults import pids_with_env
 
     found: set[int] = set()
 
@@ -128,7 +128,7 @@ class Runner:
                     if step.index in self.stopping:
                         outcome.status = "CANCELLED"
                         return
-                    # under the supervisor (jobs.local.lifeline): kill -9 of this command stops the step's whole
+                    # under the supervisor (jobs.local.process.lifeline): kill -9 of this command stops the step's whole
                     # group, not only its bash script
                     proc = subprocess.Popen(lifeline.supervised([str(script)]), cwd=cwd, env=env,
                                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -3,7 +3,7 @@
 * :mod:`jobs.tuning.search` the search itself (Optuna: TPE for Vertex's default Bayesian optimization, random,
   grid), and why Optuna rather than OSS Vizier;
 * :mod:`jobs.tuning.local`  the study on this machine (``run_local_study``): every trial is the job's whole
-  topology under the one local launch (``jobs.local.custom_job``) with the contract Vertex gives a trial, and the
+  topology under the one local launch (``jobs.local.launch.custom_job``) with the contract Vertex gives a trial, and the
   job as it stands beside them, the baseline; its parts: :mod:`jobs.tuning.loop` (the trial loop),
   :mod:`jobs.tuning.trial` (one run, a trial or the baseline, and its outcome), :mod:`jobs.tuning.record` (the
   study's own record: its key, resuming it, writing it), :mod:`jobs.tuning.failures` (why a study stops, said);

@@ -1,7 +1,7 @@
 """A study on this machine, trial by trial under the contract Vertex gives each trial of a HyperparameterTuningJob.
 
 Each trial is the job's whole topology (every worker pool, every replica) through the one local launch
-(``jobs.local.custom_job``, as the train step runs the job), with:
+(``jobs.local.launch.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
   (``jobs.tuning_spec.Study.flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);

@@ -1,5 +1,5 @@
 """One run of a local study, a trial or the baseline beside the trials: the job's whole topology through the one
-local launch (``jobs.local.custom_job``) under the contract Vertex gives a trial (its flags, ``CLOUD_ML_TRIAL_ID``,
+local launch (``jobs.local.launch.custom_job``) under the contract Vertex gives a trial (its flags, ``CLOUD_ML_TRIAL_ID``,
 its folders ``<base>/<id>/``, a cloudml-hypertune file per replica), and its outcome as the study records it:
 state, the LAST report of the study's metric, the tags reported, seconds, and a failed run's own cause
 (``jobs.tuning.failures.failure_fields``). :mod:`jobs.tuning.local` says why each rule is Vertex's.
@@ -15,9 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from jobs import trial_files, tuning_rules
 from jobs import tuning_spec as spec_lib
-from jobs.local import containers, custom_job
-from jobs.local.launcher import Stopped
-from jobs.local.pipeline_run import STUDY_UNDER_DOCKER
+from jobs.local.launch import containers, custom_job
+from jobs.local.launch.outcome import Stopped
+from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 from jobs.tuning.failures import failure_fields
 from jobs.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from jobs.tuning_spec import Study
@@ -29,11 +29,11 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
                  env: Mapping[str, str] | None = None, job_id: str | None = None,
                  log: Callable[[str], None] = print, stop: threading.Event | None = None):
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
-    through the one local launch (``jobs.local.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
+    through the one local launch (``jobs.local.launch.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
     per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.trial_files.metric_file(base, run_id, role, index)``; the
     chief's is the run's, read with ``trial_files.read_reports``). Returns the launcher's ``JobResult``
-    (``check=False``); raises ``jobs.local.launcher.Stopped`` when ``stop`` was set, ConfigError under the
+    (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
     if containers.Settings.from_env() is not None:
         raise ConfigError([STUDY_UNDER_DOCKER])

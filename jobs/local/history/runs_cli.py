@@ -1,8 +1,8 @@
 """``python pipelines/run.py runs list|compare|prune``: the run history's command line.
 
 ``list`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder) and show
-them (``jobs.local.history_views``);
-``prune`` removes old ``--fresh`` copies (``jobs.local.prune``, the one command that deletes). Bad input is one
+them (``jobs.local.history.views``);
+``prune`` removes old ``--fresh`` copies (``jobs.local.history.prune``, the one command that deletes). Bad input is one
 ``error:`` line and exit status 2.
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ import math
 import os
 import sys
 
-from jobs.local.history import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
-from jobs.local.history_views import show_compare, show_list
-from jobs.local.prune import Interrupted, prune
+from jobs.cli import shown
+from jobs.local.history.prune import Interrupted, prune
+from jobs.local.history.reader import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
+from jobs.local.history.views import show_compare, show_list
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,8 +48,6 @@ def _days(text: str) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from jobs.cli import shown
-
     p = _Parser(prog=shown(PROG), description="List, compare and prune the local runs under an output root.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"

@@ -6,7 +6,7 @@ included): the one rule for child processes, and its three tools.
   (it died between the fork and the prctl), the child ends at once. The signal is tied to the *thread* that
   started the child, so a child must be started by a thread that outlives it (the launcher's, a study's trial
   thread and ci-local's step threads each wait for their child). Elsewhere than Linux it is a no-op and the
-  lock's record of children (``jobs.local.runs.RunLock``) is what a rerun goes by.
+  lock's record of children (``jobs.local.run.lock.RunLock``) is what a rerun goes by.
 * :func:`supervised`: a command wrapped in a small supervisor (``python -I .../lifeline.py PARENT -- CMD``)
   for a child that starts processes of its own which cannot be given a parent-death signal (a build step's bash
   script and what it runs): the supervisor leads the process group, gets SIGTERM when its parent dies, and then
@@ -68,7 +68,7 @@ def supervised(argv: list[str]) -> list[str]:
 
 def kfp_steps_die_with_this_process(on_start: Callable[[int], None] | None = None) -> None:
     """kfp.local's step processes get :func:`preexec` (SIGKILL when this process dies), and ``on_start(pid)`` is
-    called for each (the run's lock records it: ``jobs.local.runs.record_child``). Idempotent (the latest
+    called for each (the run's lock records it: ``jobs.local.run.lock.record_child``). Idempotent (the latest
     ``on_start`` is used); a kfp without ``subprocess_task_handler.subprocess`` (another version) is left as it
     is."""
     _ON_START[:] = [on_start] if on_start else []
@@ -100,6 +100,7 @@ def kfp_steps_die_with_this_process(on_start: Callable[[int], None] | None = Non
 def start_time(pid: int) -> int | None:
     """``pid``'s start time (``jobs.cli.start_ticks``; imported here, not above: the supervisor runs this file
     alone, with the standard library only)."""
+    # lazy: this file also runs alone as a script (the supervisor), with the standard library only
     from jobs.cli import start_ticks
 
     return start_ticks(pid)
@@ -136,7 +137,7 @@ def _supervise(parent: int, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        print("usage: python -m jobs.local.lifeline PARENT_PID -- COMMAND [ARG...]", file=sys.stderr)
+        print("usage: python -m jobs.local.process.lifeline PARENT_PID -- COMMAND [ARG...]", file=sys.stderr)
         return 2
     return _supervise(int(argv[0]), argv[2:])
 

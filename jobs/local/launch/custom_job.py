@@ -14,12 +14,12 @@ Two runners, as ``python pipelines/run.py --runner`` chose:
 
 * the process runner (default): every replica a process here, ``python`` in the command being this
   interpreter (as the image's python is the container's), in ``trainer.source_dir`` (the image's WORKDIR);
-* the docker runner (``jobs.local.containers.Settings`` in the environment: the train step runs in the job's
+* the docker runner (``jobs.local.launch.containers.Settings`` in the environment: the train step runs in the job's
   image): every replica a container of its pool's ``container_spec``, started by a stand-in process that
   reads the job spec from a file beside the replicas' logs. That file is the spec as Vertex gets it, so
   arguments and variables of the caller's own, which it would not carry, are refused there (ValueError).
 
-The launcher (``jobs.local.launcher``) does the rest: Vertex's environment for every replica, restarts
+The launcher (``jobs.local.launch``) does the rest: Vertex's environment for every replica, restarts
 (``scheduling.max_restarts``; none with ``scheduling.disable_retries``), the strategy's done and worker-failure rules (``job_spec.launch_rules``), the
 timeout (``scheduling.timeout``), Ctrl-C and ``stop``.
 """
@@ -30,23 +30,24 @@ import threading
 from typing import Callable, Mapping, Sequence
 
 from jobs import job_spec
-from jobs.local import containers, launcher
+from jobs.local.launch import containers, supervisor
+from jobs.local.launch.outcome import JobResult
 from trainers import config as config_lib
 
 
 def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
            replica_env: Callable[[str, int], Mapping[str, str]] | None = None, job_id: str | None = None,
            timeout_s: float | None = None, check: bool = True, stop: threading.Event | None = None,
-           log: Callable[[str], None] = print) -> launcher.JobResult:
+           log: Callable[[str], None] = print) -> JobResult:
     """Run the job's worker pools with ``base`` as their base output directory (``AIP_MODEL_DIR`` is
     ``<base>/model/``...); returns the launcher's ``JobResult``.
 
     ``args``: appended to the worker command; ``env``: variables for every replica, over the job's declared
     ones; ``replica_env(role, index)``: variables for one replica, over both (Vertex's own still win);
     ``job_id``: ``CLOUD_ML_JOB_ID`` (default the job's name); ``timeout_s``: the whole job's bound, restarts
-    included (default ``scheduling.timeout``); ``check``: a failed job raises ``launcher.JobFailed`` (else it is
+    included (default ``scheduling.timeout``); ``check``: a failed job raises ``JobFailed`` (else it is
     in the result); ``stop``: an event another thread sets to stop every replica the preemption way
-    (``launcher.Stopped`` is raised). Raises ValueError when the command cannot be started as given."""
+    (``Stopped`` is raised). Raises ValueError when the command cannot be started as given."""
     timeout = timeout_s if timeout_s is not None else float(cfg.scheduling.timeout.rstrip("s"))
     docker = containers.Settings.from_env()
     if docker is not None:
@@ -68,7 +69,7 @@ def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), en
             command[0] = sys.executable
         declared = {**job_spec.declared_env(cfg), **{str(k): str(v) for k, v in (env or {}).items()}}
         cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
-    return launcher.launch(
+    return supervisor.launch(
         command, cfg.topology.replica_counts(), base, job_id=job_id or cfg.name,
         max_restarts=job_spec.local_max_restarts(cfg), timeout_s=timeout, log=log, env=declared, cwd=cwd, check=check,
         after_attempt=after_attempt, base_env=base_env, replica_env=replica_env, stop=stop,

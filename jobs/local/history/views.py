@@ -1,6 +1,6 @@
 """Run history shown: the rows of ``runs list`` (a table that fits 120 columns, or JSON) and two runs side by
 side for ``runs compare`` (status, the metrics they share, step times, the config keys that differ). What it
-shows is what ``jobs.local.history`` read back from the run folders (:class:`jobs.local.history.Run`); this
+shows is what ``jobs.local.history`` read back from the run folders (:class:`jobs.local.history.reader.Run`); this
 module reads no file itself, as ``jobs.report`` renders what ``jobs.report_data`` gathered."""
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import sys
 from typing import Any
 
 from jobs import tuning_rules
-from jobs.local.history import Run, parse_time, config_diff, validated_config
+from jobs.cli import rich_console
+from jobs.local.history.reader import Run, validated_config
+from jobs.local.history.record_check import parse_time
+from jobs.local.run.folder import config_diff
 
 
 # -- the list -----------------------------------------------------------------------------------------------
@@ -65,7 +68,6 @@ def _table(head: list[str], rows: list[list[str]], out, widths: dict[str, int] |
     wraps; in a terminal the labels keep their whole width and the values wrap in what is left (rich would
     otherwise shrink every column alike, and a label column shrunk to nothing reads as no labels at all)."""
     from rich import box
-    from jobs.cli import rich_console
     from rich.table import Table
 
     tty = not widths and out.isatty()

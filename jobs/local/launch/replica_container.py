@@ -1,5 +1,5 @@
 """The replica stand-in under ``run.py --runner docker``: one process per replica, started by the launcher,
-running that replica's container (``python -m jobs.local.replica_container WORKER_POOL_SPECS.json``).
+running that replica's container (``python -m jobs.local.launch.replica_container WORKER_POOL_SPECS.json``).
 
 Its output is the container's, its exit status the container's (``docker kill`` → 137, the launcher's
 ``128+SIGKILL``), SIGTERM goes to the container (the trainer saves and exits 42, as on a Vertex
@@ -17,7 +17,8 @@ import sys
 import uuid
 from typing import Any, Sequence
 
-from jobs.local.containers import LABEL_NAME, ContainerError, Settings, _identity, _mounts, engine_client, local_reference
+from jobs.local.launch.containers import ContainerError, LABEL_NAME, Settings, _identity, _mounts, engine_client, local_reference
+from jobs.replica_env import ROLES, is_vertex_variable, replica_environment
 
 
 def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int, int, dict[str, Any]]:
@@ -31,19 +32,15 @@ def container_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str
     """The replica container's environment, by the one builder (``jobs.replica_env``): nothing of the
     host's (the image has its own ``ENV``), the pool's ``container_spec.env``, the Vertex variables the
     launcher gave this stand-in."""
-    from jobs.replica_env import is_vertex_variable, replica_environment as build
-
     declared = {e["name"]: e.get("value", "") for e in spec.get("env") or []}
-    return build({}, declared, {k: v for k, v in env.items() if is_vertex_variable(k)})
+    return replica_environment({}, declared, {k: v for k, v in env.items() if is_vertex_variable(k)})
 
 
 def run_replica(specs_file: str) -> int:
     """Run this replica's container to its end; its exit status is the container's."""
-    from jobs.replica_env import ROLES
-
     settings = Settings.from_env()
     if settings is None:
-        print("error: jobs.local.containers replica runs under run.py --runner docker only", file=sys.stderr)
+        print("error: jobs.local.launch.containers replica runs under run.py --runner docker only", file=sys.stderr)
         return 2
     with open(specs_file, encoding="utf-8") as f:
         specs = json.load(f)
@@ -88,7 +85,7 @@ def run_replica(specs_file: str) -> int:
 def main(argv: Sequence[str]) -> int:
     if len(argv) == 1:
         return run_replica(argv[0])
-    print("usage: python -m jobs.local.replica_container WORKER_POOL_SPECS.json (the launcher runs it)",
+    print("usage: python -m jobs.local.launch.replica_container WORKER_POOL_SPECS.json (the launcher runs it)",
           file=sys.stderr)
     return 2
 

@@ -2,12 +2,12 @@
 
 Through ``kfp.local``: by default (``--runner process``) ``SubprocessRunner``, every step a process in this
 environment; with ``--runner docker`` ``DockerRunner``, every step a container of the job's image and every
-replica a container too (``jobs.local.containers``; without a pinned ``--image`` the image is built first
+replica a container too (``jobs.local.launch.containers``; without a pinned ``--image`` the image is built first
 by ``jobs.images.build``). Either way the training step's worker pools are started on loopback by
-``jobs.local.launcher``.
+``jobs.local.launch``.
 
 What this module owns, in order: a ``gs://`` path refused before anything runs (:func:`cloud_path_problems`:
-no folder made), the folder's lock and its record (``jobs.local.runs``: a rerun of a finished job says so
+no folder made), the folder's lock and its record (``jobs.local.run.folder``: a rerun of a finished job says so
 and exits 0; a run of another config or trainer code is refused before its first step, nothing in the folder
 written; ``--fresh`` starts again, keeping the old folder; an unfinished job resumes from its last
 checkpoint; a folder in use by another live run is refused, or waited for), the
@@ -21,19 +21,29 @@ by another run, 130 interrupted (Ctrl-C).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
 import signal
 import sys
 import time
+import warnings
 from typing import Callable
 
+from jobs import step_table, validate
+from jobs.images import build
+from jobs.local.launch import docker_session
+from jobs.local.launch.containers import ContainerError
+from jobs.local.process import lifeline
+from jobs.local.run.folder import archive, check_folder, last_checkpoint, making, write_making, write_record
+from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock, record_child
+from jobs.local.run.step_timer import StepTimer
+from jobs.local.run.summary import run_summary, summary_lines
+from jobs.replica_env import PROJECT_ROOT
 from trainers import config as config_lib
+from trainers.cluster import output_dirs
 from trainers.errors import problem
-
-#: kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do.
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclasses.dataclass
@@ -51,8 +61,6 @@ class Options:
     @classmethod
     def from_args(cls, args, argv: list[str], command: str) -> "Options":
         """From ``run.py``'s parsed flags; ``build`` builds the job's image as ``run.py build`` would."""
-        from jobs.images import build
-
         request = build.Request(config=args.config, overrides=list(args.overrides), image=args.image,
                                 build_args=list(args.build_args), **({"context": args.context} if args.context else {}))
         return cls(argv=argv, command=command, fresh=args.fresh, wait_s=args.wait, runner=args.runner,
@@ -96,9 +104,6 @@ STUDY_UNDER_DOCKER = problem("tuning", "a study runs its trials under the proces
 def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) -> int:
     """Run ``build_pipeline(cfg, "local", base_image)`` (a pipeline function) on this machine (see the
     module doc); returns the exit status."""
-    from jobs import validate
-    from jobs.local import runs
-
     if opts.runner == "docker" and cfg.tuning.enabled:  # before the engine is reached or an image built
         print(f"error: {STUDY_UNDER_DOCKER}", file=sys.stderr)
         return 2
@@ -111,14 +116,12 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         print(f"note: {note}")
     image = ""
     if opts.runner == "docker":
-        from jobs.local import docker_session
-
         cfg = docker_session.for_containers(cfg)  # absolute paths: the containers see them at the same place
         if not opts.fresh and not docker_session.is_pinned(opts.image):
             # the folder's run is checked before the image is built (the image is checked once it is known)
             try:
-                runs.check_folder(config_lib.resolved_base_dir(cfg), runs.making(cfg), ignore=("container.image_uri",))
-            except runs.NotThisJob as exc:
+                check_folder(config_lib.resolved_base_dir(cfg), making(cfg), ignore=("container.image_uri",))
+            except NotThisJob as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
         image = opts.image if docker_session.is_pinned(opts.image) else (opts.build() if opts.build else "")
@@ -127,38 +130,38 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         cfg = cfg.with_image(image)
     base = config_lib.resolved_base_dir(cfg)
     try:
-        lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
-    except runs.FolderBusy as exc:
+        lock = RunLock(base).acquire(wait_s=opts.wait_s)
+    except FolderBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return runs.EXIT_BUSY
-    except runs.NotThisJob as exc:
+        return EXIT_BUSY
+    except NotThisJob as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        made = runs.making(cfg)
+        made = making(cfg)
         if opts.fresh:
-            kept = runs.archive(base)
+            kept = archive(base)
             if kept:
                 print(f"--fresh: kept the previous run in {kept}; starting from step 0 in {base}")
                 lock.release()
-                lock = runs.RunLock(base).acquire(wait_s=opts.wait_s)
+                lock = RunLock(base).acquire(wait_s=opts.wait_s)
         else:
-            record = runs.check_folder(base, made)  # another job's run here: NotThisJob, below
+            record = check_folder(base, made)  # another job's run here: NotThisJob, below
             if record:
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")
-                print("\n".join(runs.summary_lines(record.get("summary") or {})))
+                print("\n".join(summary_lines(record.get("summary") or {})))
                 print(f"to train again from step 0 (this run is kept): {resume_command(opts)} --fresh")
                 return 0
-        runs.write_making(base, made)
+        write_making(base, made)
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
         if image:
             return _in_containers(cfg, base, opts, console, image, build_pipeline)
         return _pipeline(cfg, base, opts, console, build_pipeline)
-    except (runs.FolderBusy, runs.NotThisJob) as exc:
+    except (FolderBusy, NotThisJob) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return runs.EXIT_BUSY if isinstance(exc, runs.FolderBusy) else 2
+        return EXIT_BUSY if isinstance(exc, FolderBusy) else 2
     finally:
         lock.release()
 
@@ -166,9 +169,6 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
 def _in_containers(cfg, base: str, opts: Options, console, image: str, build_pipeline) -> int:
     """``--runner docker``: the probe first (one line per thing the image lacks), then the pipeline with
     every step and replica in ``image``; every container of the run removed on every exit path."""
-    from jobs.local import docker_session
-    from jobs.local.containers import ContainerError
-
     try:
         session = docker_session.Session(image, base, docker_session.host_folders(cfg))
     except ContainerError as exc:
@@ -204,15 +204,12 @@ def _wait_for_children(timeout_s: float = 60.0) -> None:
 
 
 def _interrupted_line(cfg, opts: Options) -> str:
-    from trainers.cluster import output_dirs
-    from jobs.local import runs
-
     base = config_lib.resolved_base_dir(cfg)
     if cfg.tuning.enabled:  # a study: its trials' folders are <base>/<trial id>/, its record <base>/tuning.json
         return (f"\ninterrupted the study; every trial stopped, the finished ones are kept in {base}/tuning.json "
                 f"(each trial's checkpoints in {base}/<trial id>/checkpoints); resume with: {resume_command(opts)}")
     checkpoints = output_dirs(None, base)["checkpoints"]
-    last = runs.last_checkpoint(checkpoints)
+    last = last_checkpoint(checkpoints)
     if last:
         where = f"at step {last[1]}; last checkpoint {last[0]}"
     elif cfg.user_trainer:
@@ -223,27 +220,21 @@ def _interrupted_line(cfg, opts: Options) -> str:
 
 
 def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=None) -> int:
-    import contextlib
-    import warnings
-
+    # lazy: heavy: kfp (run.py's light commands import this module's callers)
     from kfp import local
-
-    from jobs import step_table
-    from jobs.local import runs
 
     # kfp.local's "non-Python base image" and "display_name has no effect locally" are by design here: the
     # tasks run in this environment, which has the image's packages (pip install -e .).
     warnings.filterwarnings("ignore", module=r"kfp\.local")
+    # kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
-    from jobs.local import lifeline
-
-    lifeline.kfp_steps_die_with_this_process(on_start=runs.record_child)  # kill -9 of this run leaves no step
+    lifeline.kfp_steps_die_with_this_process(on_start=record_child)  # kill -9 of this run leaves no step
     local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg, "local", base_image=session.image if session else None)
     started = time.monotonic()
     try:
-        with runs.StepTimer() as timer, (session.engine_timeout() if session else contextlib.nullcontext()):
+        with StepTimer() as timer, (session.engine_timeout() if session else contextlib.nullcontext()):
             pipeline(config_json=cfg.to_json())
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -257,11 +248,11 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
         ending = console.failure_lines() if console is not None and console.drain() else []
         print("\n" + "\n".join(ending or [f"error: the pipeline failed: {exc}"]), file=sys.stderr)
         return 1
-    summary = runs.run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
+    summary = run_summary(cfg, time.monotonic() - started, log_file=console.log_path if console else None,
                                steps=timer.steps)
     summary["runner"] = {"name": "docker", "image": session.image} if session else {"name": "process"}
-    runs.write_record(base, cfg.to_json(), summary)
+    write_record(base, cfg.to_json(), summary)
     if isinstance(summary.get("report"), str):  # the report step wrote its page before the last steps ended
         step_table.complete(summary["report"], timer.steps)
-    print("\n".join(runs.summary_lines(summary)))
+    print("\n".join(summary_lines(summary)))
     return 0

@@ -1,9 +1,9 @@
-"""``runs prune``: removing old ``--fresh`` copies (``<base>.<YYYYmmdd-HHMMSS>[-n]``, which ``jobs.local.runs``
+"""``runs prune``: removing old ``--fresh`` copies (``<base>.<YYYYmmdd-HHMMSS>[-n]``, which ``jobs.local.run.folder``
 makes), never a live run and never the current folder. Kept apart from ``jobs.local.history`` (which reads run
 folders back): this is the one command that deletes.
 
 A name is no proof: a folder is removed only when it is a copy that ``--fresh`` made (:func:`copy_of`): it
-holds the copy record ``runs.archive`` writes into every copy (``.fresh-copy.json``, naming the folder it was
+holds the copy record ``jobs.local.run.folder.archive`` writes into every copy (``.fresh-copy.json``, naming the folder it was
 and the copy's own name), or, for a copy made before that record existed, its own run records say it ran in
 ``<root>/<base>`` and that folder is there beside it. Anything else named like a copy (a run of the user's called
 ``exp.20261127-101010``, a name whose time is not a date) is kept, and the prune says so in one line each.
@@ -15,9 +15,11 @@ import os
 import shutil
 import sys
 
-from jobs.local import runs
 from jobs import records
-from jobs.local.history import ARCHIVE_RE, DEFAULT_ROOT, STAMP, UsageError, is_run_folder, validated_config
+from jobs.local.history.reader import ARCHIVE_RE, DEFAULT_ROOT, UsageError, is_run_folder, validated_config
+from jobs.local.history.record_check import STAMP
+from jobs.local.run.folder import COPY_RECORD, copy_record
+from jobs.local.run.lock import FolderBusy, NotThisJob, RunLock
 from trainers.errors import problem
 
 
@@ -71,18 +73,18 @@ def copy_of(root: str, name: str) -> tuple[dt.datetime | None, str]:
         made = dt.datetime.strptime(m.group("stamp"), STAMP)
     except ValueError:
         return None, f"named like a --fresh copy, but {m.group('stamp')} is not a date and time (--fresh writes one)"
-    record = runs.copy_record(path)
+    record = copy_record(path)
     if record:
         if record.get("copy") == name and record.get("copy_of") == m.group("base"):
             return made, ""
-        return None, (f"its {runs.COPY_RECORD} says it is {record.get('copy')!r}, a copy of {record.get('copy_of')!r}: "
+        return None, (f"its {COPY_RECORD} says it is {record.get('copy')!r}, a copy of {record.get('copy_of')!r}: "
                       "renamed since --fresh made it")
     original = os.path.join(root, m.group("base"))
     ran_in = _made_at(path)
     if ran_in and os.path.basename(ran_in.rstrip("/")) == m.group("base") and os.path.isdir(original):
         return made, ""  # a copy made before copies held their record: it ran in <base>, which is there
     return None, (f"named like a --fresh copy of {m.group('base')}, but nothing says --fresh made it (no "
-                  f"{runs.COPY_RECORD}" + (f"; it ran in {ran_in}" if ran_in else "") + "): a run of yours?")
+                  f"{COPY_RECORD}" + (f"; it ran in {ran_in}" if ran_in else "") + "): a run of yours?")
 
 
 def plan_prune(root: str, keep: int, older_than_days: float | None, now: dt.datetime | None = None
@@ -164,8 +166,8 @@ def _remove(root: str, remove: list[str], dry_run: bool, out) -> tuple[int, int]
             freed, removed = freed + size, removed + 1
             continue
         try:
-            lock = runs.RunLock(path).acquire()
-        except (runs.FolderBusy, runs.NotThisJob) as exc:
+            lock = RunLock(path).acquire()
+        except (FolderBusy, NotThisJob) as exc:
             out.write(f"skipped {path}: {exc}\n")
             continue
         try:

@@ -17,7 +17,7 @@ pipe into :class:`Console`, which writes every line to the run's log file and sh
   succeeded; when it failed, its last meaningful lines and the log file's path are shown, and then (printed
   by the caller, :meth:`Console.failure_lines`, on stderr, where scripts and ``runs list`` read it) its cause
   as the LAST lines, said once: the step's error and the failing replica's own error line and hint
-  (``jobs.local.launcher.ReplicaFailure.cause``), which would otherwise be buried above a tensor dump;
+  (``jobs.local.launch.outcome.ReplicaFailure.cause``), which would otherwise be buried above a tensor dump;
 * this process's own lines (summary, notes) unchanged.
 
 Noise never reaches the console: kfp's executor input/output dumps, repeated configs, TensorFlow's C++
@@ -34,6 +34,9 @@ import re
 import sys
 import threading
 import time
+
+from jobs.cli import rich_console
+from jobs.local.run.step_timer import step_seconds
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 KFP_LOG = re.compile(r"^(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d\.\d+) - (INFO|WARNING|ERROR) - (.*)$")
@@ -296,8 +299,6 @@ class Console:
         elif end:
             name, status = end.group(1), end.group(2)
             self._stop_bar()
-            from jobs.local.runs import step_seconds  # the figure run.json keeps, when a run records one
-
             took = step_seconds(name)
             if took is None:
                 took = (logged_at - self._task_started) % 86400  # a step that ran past midnight
@@ -398,7 +399,6 @@ class Console:
 
     def _bar_update(self, step: int, total: int, fields: str) -> None:
         if self._bar is None:
-            from jobs.cli import rich_console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             progress = Progress(TextColumn("  training"), BarColumn(), MofNCompleteColumn(),

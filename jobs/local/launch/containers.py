@@ -3,16 +3,16 @@ training replica runs in the job's image, on the Docker engine at ``DOCKER_HOST`
 
 What the process runner proves is the code in this Python environment; what Vertex runs is an image. Here
 the same pipeline runs with every step in the image (``kfp.local.DockerRunner``, the same component
-definitions as the Vertex YAML) and the train step's launcher (``jobs.local.launcher``, unchanged) starts
+definitions as the Vertex YAML) and the train step's launcher (``jobs.local.launch``, unchanged) starts
 each replica as a container: the command is the worker pool's ``container_spec`` exactly as the Vertex
 CustomJob gets it (``jobs.job_spec``, what ``validate_config`` outputs), ``command`` replacing the
 image's ENTRYPOINT and ``args`` its CMD, in the image's WORKDIR, with the Vertex environment the launcher
 gives every replica (``CLUSTER_SPEC``, ``TF_CONFIG``, ``AIP_*``) and nothing else of the host's.
 
     host: run.py ── kfp.local DockerRunner ── step containers (validate, prepare, train, verify, ...)
-                                                   └ train: jobs.local.launcher ── one replica process
+                                                   └ train: jobs.local.launch ── one replica process
                                                        per replica: ``python -m
-                                                       jobs.local.replica_container`` ── its container
+                                                       jobs.local.launch.replica_container`` ── its container
 
 The replica process is the container's stand-in for the launcher: its output is the container's, its
 exit status the container's (``docker kill`` → 137, the launcher's ``128+SIGKILL``), SIGTERM goes to the
@@ -29,8 +29,8 @@ cannot); ``run.py`` removes everything of the run when it ends, and, holding the
 a killed earlier run on the same folder left behind.
 
 One module per process: this one holds what they share (the settings, the engine client, labels,
-mounts, the clean-up); ``jobs.local.docker_session`` is the host side (``run.py``: the probe, the kfp
-runner, Ctrl-C, removing everything at the end); ``jobs.local.replica_container`` is the replica stand-in.
+mounts, the clean-up); ``jobs.local.launch.docker_session`` is the host side (``run.py``: the probe, the kfp
+runner, Ctrl-C, removing everything at the end); ``jobs.local.launch.replica_container`` is the replica stand-in.
 
 Before anything runs, a probe container checks that the image can run the job (``probe_problems``):
 ``tensorflow``, kfp and this project's packages importable, the user's ``trainer.module`` importable
@@ -55,6 +55,8 @@ import os
 import sys
 from typing import Any, Callable, Iterable
 
+from jobs.image_reference import BuildError, parse_reference
+from jobs.images.docker import client as engine
 from trainers import fileio
 
 LABEL_RUN, LABEL_BASE, LABEL_KIND, LABEL_NAME = "vtp.run", "vtp.base", "vtp.kind", "vtp.replica"
@@ -107,9 +109,6 @@ class Settings:
 def engine_client(timeout_s: float = CREATE_TIMEOUT_S):
     """The engine's client (``jobs.images.docker.client``, the one factory) with this runner's timeout; an
     unreachable engine is one ContainerError line."""
-    from jobs.image_reference import BuildError
-    from jobs.images.docker import client as engine
-
     try:
         return engine(timeout_s)
     except BuildError as exc:
@@ -129,6 +128,7 @@ def socket_path(docker_host: str) -> str | None:
 
 
 def _mounts(paths: Iterable[str], socket: str | None = None) -> list:
+    # lazy: heavy: docker
     from docker.types import Mount
 
     out = [Mount(target=p, source=p, type="bind") for p in dict.fromkeys(paths)]
@@ -152,9 +152,8 @@ def local_reference(c, reference: str, pull: bool = True) -> str:
     """``reference`` in the form the engine lists it (``REPO@sha256:...`` from its RepoDigests, else
     ``REPO:TAG``), pulling it first when absent. kfp's DockerRunner pulls any image whose exact string is
     not in an image's tags or RepoDigests, and ``REPO:TAG@sha256:...`` never is."""
+    # lazy: heavy: docker
     import docker
-
-    from jobs.image_reference import parse_reference
 
     try:
         ref = parse_reference(reference)
@@ -210,7 +209,7 @@ def worker_pool_specs_file(base: str, specs: list[dict[str, Any]]) -> str:
 def launcher_command(specs_file: str) -> list[str]:
     """What the launcher runs for every replica under the docker runner: the replica process, which reads
     its pool from ``CLUSTER_SPEC`` and runs that pool's container."""
-    return [sys.executable, "-m", "jobs.local.replica_container", specs_file]
+    return [sys.executable, "-m", "jobs.local.launch.replica_container", specs_file]
 
 
 def stand_in_environment() -> dict[str, str]:

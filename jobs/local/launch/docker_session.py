@@ -1,6 +1,6 @@
 """``run.py --runner docker`` on the host: the session of one run (the engine, the image, the labels, the
 kfp DockerRunner, Ctrl-C, removing every container of the run), the probe of the image before anything
-runs, and the job's config as the containers see it. What the processes share is ``jobs.local.containers``.
+runs, and the job's config as the containers see it. What the processes share is ``jobs.local.launch.containers``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from jobs.local.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
+from jobs.image_reference import parse_reference
+from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
+from trainers.config import resolved_base_dir
 
 #: the longest the probe container may take (it imports nothing heavy: find_spec and metadata only)
 PROBE_TIMEOUT_S = 180.0
@@ -122,8 +124,6 @@ def is_pinned(image: str | None) -> bool:
     """A reference with a tag or digest is used as is; a bare repository (or none) means: build first."""
     if not image:
         return False
-    from jobs.image_reference import parse_reference
-
     try:
         ref = parse_reference(image)
     except ValueError:
@@ -145,8 +145,6 @@ def for_containers(cfg):
 def host_folders(cfg) -> list[str]:
     """The host folders the containers must see: the base output folder and any local data folder; and the
     held-out examples' file (``serving.eval_data``, which the verify step reads), bound alone."""
-    from trainers.config import resolved_base_dir
-
     base = resolved_base_dir(cfg)
     os.makedirs(base, exist_ok=True)
     extra = [p for p in (cfg.data.path, cfg.data.prepared_dir) if p and "://" not in p and os.path.isdir(p)
@@ -176,6 +174,7 @@ class Session:
         return probe_problems(self.c, self.image, cfg, self.settings)
 
     def kfp_runner(self):
+        # lazy: heavy: kfp
         from kfp import local
 
         env = {**self.settings.to_env(), "PYTHONUNBUFFERED": "1",
@@ -189,6 +188,7 @@ class Session:
         """kfp's DockerRunner calls ``docker.from_env()`` (60 s): give it this run's timeout instead."""
         import functools
 
+        # lazy: heavy: docker
         import docker
 
         original = docker.from_env

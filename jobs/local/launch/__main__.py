@@ -1,7 +1,7 @@
-"""The local launcher's command line: ``python -m jobs.local.launcher [options] -- COMMAND ...``.
+"""The local launcher's command line: ``python -m jobs.local.launch [options] -- COMMAND ...``.
 
 Runs a command as every replica of Vertex AI worker pools on 127.0.0.1 through
-``jobs.local.launcher.launch`` (the supervisor; its docstring holds the environment, log, done, failure
+``jobs.local.launch.supervisor.launch`` (the supervisor; its docstring holds the environment, log, done, failure
 and restart contracts). ``--env KEY=VALUE`` declares a replica variable (as ``trainer.env`` does): a replica
 sees nothing else of this shell.
 
@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Sequence
 
-from jobs.local.launcher import DONE_RULES, WORKER_FAILURE_RULES, launch
+from jobs.local.launch.supervisor import DONE_RULES, WORKER_FAILURE_RULES, launch
 from jobs.replica_env import ROLES
 
 
@@ -31,9 +31,9 @@ def _parse(argv: Sequence[str]):
     command = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(
-        prog="python -m jobs.local.launcher",
+        prog="python -m jobs.local.launch",
         description="Run a command as every replica of Vertex AI worker pools on 127.0.0.1.",
-        epilog="Example: python -m jobs.local.launcher --replicas 1,1,0,0 --base-output-dir runs/x "
+        epilog="Example: python -m jobs.local.launch --replicas 1,1,0,0 --base-output-dir runs/x "
                "-- python -m trainer.task --user_arg value")
     p.add_argument("--replicas", help="replica counts of worker pools 0..3, e.g. 1,1,0,0")
     for pool in range(4):
@@ -114,7 +114,7 @@ def _raise_terminated(signum, _frame):
 
 
 def run_as_script() -> None:
-    """``python -m jobs.local.launcher``: SIGTERM and SIGHUP stop every replica as Ctrl-C does."""
+    """``python -m jobs.local.launch``: SIGTERM and SIGHUP stop every replica as Ctrl-C does."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_terminated)
     sys.exit(main())

@@ -23,7 +23,9 @@ import time
 from typing import Callable
 
 from jobs import records, vertex_failures
-from jobs.local.history import UsageError, lock_held
+from jobs.cli import shown
+from jobs.cloud import clients, job_logs, job_runner
+from jobs.local.history.reader import UsageError, lock_held
 
 PROG = "logs"
 JOB_RE = re.compile(r"^projects/[^/]+/locations/[^/]+/(customJobs|hyperparameterTuningJobs)/[^/]+$")
@@ -37,8 +39,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from jobs.cli import shown
-
     p = _Parser(prog=shown(PROG), description="A job's replica logs: a local run folder's, or a Vertex AI job's "
                                               "from Cloud Logging (as gcloud ai custom-jobs stream-logs prints them).")
     p.add_argument("target", metavar="RUN_FOLDER|JOB_RESOURCE_NAME",
@@ -59,8 +59,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] | None = None,
          sleep: Callable[[float], None] = time.sleep) -> int:
-    from jobs.cloud import clients
-
     out = out or (lambda line: print(line, flush=True))
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -94,8 +92,6 @@ def _vertex_jobs(target: str) -> list[str]:
         attempts = records.read_at(target, records.VERTEX_JOBS_RECORD).get("attempts") or []
         return [str(a["job"]) for a in attempts if isinstance(a, dict) and JOB_RE.match(str(a.get("job") or ""))]
     if os.path.isfile(target) and os.path.getsize(target) < 65536:
-        from jobs.cloud import job_runner
-
         with open(target, encoding="utf-8", errors="replace") as f:
             text = f.read()
         for kind, collection in (("CustomJob", "customJobs"), ("HyperparameterTuningJob", "hyperparameterTuningJobs")):
@@ -105,8 +101,6 @@ def _vertex_jobs(target: str) -> list[str]:
 
 
 def _vertex(jobs: list[str], args, out: Callable[[str], None], sleep: Callable[[float], None]) -> int:
-    from jobs.cloud import job_logs
-
     task = vertex_failures.task_of(args.replica) if args.replica else None
     name = jobs[-1]
     project = name.split("/")[1]
@@ -137,9 +131,8 @@ def _vertex(jobs: list[str], args, out: Callable[[str], None], sleep: Callable[[
 
 def _ended(name: str, api_endpoint: str) -> str | None:
     """The job's terminal state (``SUCCEEDED``...), or None while it runs."""
+    # lazy: heavy: google-cloud-aiplatform
     from google.cloud import aiplatform_v1
-
-    from jobs.cloud import clients, job_runner
 
     location = name.split("/")[3]
     client = aiplatform_v1.JobServiceClient(**clients.client_kwargs(

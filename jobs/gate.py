@@ -36,7 +36,7 @@ import dataclasses
 import math
 from typing import Any
 
-from jobs import records
+from jobs import records, tuning_rules
 from jobs.errors import CloudError
 from jobs.gate_spec import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
 from jobs.tensorboard import last_values, read_scalars
@@ -178,9 +178,9 @@ def baseline_check(study: dict[str, Any] | None) -> tuple[Check, str]:
     it handed on, for the missed line)."""
     study = study if isinstance(study, dict) else {}
     metric, goal = str(study.get("metric") or "metric"), str(study.get("goal") or "")
-    handed = records.handed_on(study) if study.get("trials") else None
-    baseline = records.baseline_of(study)
-    value = records.baseline_metric(baseline)
+    handed = tuning_rules.handed_on(study) if study.get("trials") else None
+    baseline = tuning_rules.baseline_of(study)
+    value = tuning_rules.baseline_metric(baseline)
     reason = str((handed or {}).get("reason") or "")
     if not handed or value is None:
         why = ("no study record reached the gate" if not study.get("trials") else
@@ -190,7 +190,7 @@ def baseline_check(study: dict[str, Any] | None) -> tuple[Check, str]:
         bar = Bar(metric, ">" if goal == "maximize" else "<", math.nan, BASELINE_FIELD, baseline=True)
         return Check(bar, None, False, f"{metric} better than the baseline's: {why}, so nothing shows the study beat "
                                        "the job as it stands: missed"), why
-    measured = records._number(handed.get("metric"))
+    measured = tuning_rules.finite_number(handed.get("metric"))
     check = _check(baseline_bar(metric, goal, value), {metric: measured} if measured is not None else {})
     return check, reason
 

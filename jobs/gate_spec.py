@@ -193,3 +193,13 @@ def gate_problems(cfg: config_lib.JobConfig) -> list[Problem]:
                                                     "trials, is what the study's model must beat); it is false",
                                     ["tuning.baseline: true", "better_than_baseline: false"]))
     return problems
+
+
+def gate_missed_bar(gate: dict) -> str:
+    """The first bar the gate missed, in one line (``serving.gate.thresholds[0]: accuracy 0.75 >= 0.8 missed``),
+    without the consequence and the advice the step printed with it; "" when it passed or nothing says."""
+    missed = str(gate.get("missed") or "")
+    if missed:
+        return missed.split(", so the model is not registered")[0].split("; valid choices:")[0]
+    line = next((b.get("bar") for b in gate.get("bars") or [] if isinstance(b, dict) and not b.get("passed")), "")
+    return f"{line} missed" if line else ""

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from jobs import trial_files, tuning_rules
 from trainers import config as config_lib
+from trainers.paths import fuse_path
 
 #: Vertex's pool positions, by the config's pool names.
 POOLS = ("chief", "worker", "parameter_server", "evaluator")
@@ -215,7 +217,7 @@ METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
 def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
     """The ``CustomJobSpec`` of the baseline beside a study (``tuning.baseline``): THE job's spec
     (:func:`custom_job_spec`, so exactly the job as it stands, no tuning flag), its base output directory
-    ``<base>/baseline`` (``jobs.records.baseline_base``: a trial's layout, so its model is
+    ``<base>/baseline`` (``jobs.trial_files.baseline_base``: a trial's layout, so its model is
     ``<base>/baseline/model``) and, in pool 0's ``container_spec.env``, ``CLOUD_ML_HP_METRIC_FILE`` = that
     folder's ``hypertune/chief-0.metrics`` as the replica sees it through Vertex's Cloud Storage FUSE mount
     (``/gcs/<bucket>/...``: "Custom training jobs can access your Cloud Storage buckets as subdirectories of the
@@ -224,18 +226,15 @@ def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", n
     trials (it sets the variable for them); in a plain CustomJob the library writes to its default
     ``/tmp/hypertune/output.metrics`` on the replica, lost with it. Pointed at the output folder, the chief's
     reports land beside its model, where the pipeline's ``pick_model`` step reads them after the job: the same
-    file, in the same layout, a local baseline writes (``jobs.tuning.local.baseline_launch``)."""
-    from jobs import records
-    from trainers.paths import fuse_path
-
+    file, in the same layout, a local baseline writes (``jobs.tuning.trial.baseline_launch``)."""
     spec = custom_job_spec(cfg, service_account=service_account, network=network)
     base = config_lib.resolved_base_dir(cfg)
-    spec["base_output_directory"] = {"output_uri_prefix": records.baseline_base(base)}
+    spec["base_output_directory"] = {"output_uri_prefix": trial_files.baseline_base(base)}
     chief = dict(spec["worker_pool_specs"][0])
     container = dict(chief["container_spec"])
     env = [e for e in container.get("env") or [] if e.get("name") != METRIC_FILE_ENV]
     container["env"] = env + [{"name": METRIC_FILE_ENV,
-                               "value": fuse_path(records.metric_file(base, records.BASELINE))}]
+                               "value": fuse_path(trial_files.metric_file(base, tuning_rules.BASELINE))}]
     chief["container_spec"] = container
     spec["worker_pool_specs"] = [chief, *spec["worker_pool_specs"][1:]]
     return spec

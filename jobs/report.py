@@ -19,7 +19,7 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (``jobs.records.code_version``): the project's git commit, else the installed package's version; for a
+* the code version (``jobs.provenance.code_version``): the project's git commit, else the installed package's version; for a
   user's trainer also its own (``jobs.images.user_code.trainer_version``: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified

@@ -4,7 +4,7 @@ attempts, the prepared data's manifest and the job config, and hands them to the
 
 Any part may be missing (a KFP user's run of given parts, an unfinished run, a ``gs://`` folder read through
 Vertex's ``/gcs`` mount); a tuned run's figures, logs and checkpoints are those of the trial whose model was
-verified (``jobs.records.verified_trial``). What each record holds is in ``jobs.report``'s docstring.
+verified (``jobs.tuning_rules.verified_trial``). What each record holds is in ``jobs.report``'s docstring.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from jobs import records, report
+from jobs import provenance, records, report, trial_files, tuning_rules
 from jobs import report_sections as sections
 from jobs.tensorboard import read_scalars
 from trainers import config as config_lib
@@ -139,9 +139,9 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     trainer = trainer_version(cfg)
     if trainer:
         rows.append(("trainer code version", trainer["text"]))
-        rows.append(("tool version (this pipeline)", records.code_version()["text"]))
+        rows.append(("tool version (this pipeline)", provenance.code_version()["text"]))
     else:
-        rows.append(("code version", records.code_version()["text"]))
+        rows.append(("code version", provenance.code_version()["text"]))
     if holder.get("command"):
         rows.append(("command", str(holder["command"])))
     if verification.get("framework_version"):
@@ -173,12 +173,12 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
         if "://" not in where:
             steps = records.read_at(where, records.STEPS_RECORD)
     verification = verification or {}
-    trial = records.verified_trial(study, str(verification.get("model_dir") or "")) if study else None
+    trial = tuning_rules.verified_trial(study, str(verification.get("model_dir") or "")) if study else None
     training: dict[str, Any] = {}
     if trial is not None:  # the trials trained, each in <base>/<id>/: the figures are the verified trial's
-        figures = records.read_trial_metrics(where or "", trial) if where or trial.get("model_dir") else {}
+        figures = trial_files.read_trial_metrics(where or "", trial) if where or trial.get("model_dir") else {}
         training = {"metrics": figures} if figures else {}
-        dirs = records.trial_dirs(base, trial) if base or trial.get("model_dir") else {}
+        dirs = trial_files.trial_dirs(base, trial) if base or trial.get("model_dir") else {}
     elif where:
         training = fileio.read_json(join(where, records.TRAINING_RECORD)) or {}
         if not training.get("metrics"):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs import records
+from jobs import gate_spec, tuning_rules, tuning_spec
 from jobs import report_charts
 from jobs.report_eval import finite as _finite
 
@@ -40,26 +40,26 @@ def study_facts(study: dict[str, Any] | None, verification: dict[str, Any] | Non
     ``tuning.parameters``) wins over the record's own copy (a Vertex record has none)."""
     if not isinstance(study, dict) or not study.get("trials"):
         return None
-    best = records.best_trial(study)
+    best = tuning_rules.best_trial(study)
     best_id = str(best.get("id")) if best else None
-    verified = records.verified_trial(study, str((verification or {}).get("model_dir") or ""))
+    verified = tuning_rules.verified_trial(study, str((verification or {}).get("model_dir") or ""))
     trials = []
-    for t in sorted((t for t in study["trials"] if isinstance(t, dict)), key=lambda t: records.trial_order(t.get("id"))):
+    for t in sorted((t for t in study["trials"] if isinstance(t, dict)), key=lambda t: tuning_rules.trial_order(t.get("id"))):
         trials.append({"id": str(t.get("id")), "parameters": t.get("parameters") or {}, "metric": t.get("metric"),
                        "state": str(t.get("state") or "?"), "seconds": t.get("seconds"), "error": t.get("error") or "",
                        "best": str(t.get("id")) == best_id})
     declared = specs or ((study.get("study") or {}).get("parameters") if isinstance(study.get("study"), dict) else None)
     names = list(dict.fromkeys([*(declared or {}), *(n for t in trials for n in t["parameters"])]))
-    run = records.baseline_of(study)
+    run = tuning_rules.baseline_of(study)
     baseline = None if run is None else {
-        "id": records.BASELINE, "metric": run.get("metric"), "state": str(run.get("state") or "?"),
+        "id": tuning_rules.BASELINE, "metric": run.get("metric"), "state": str(run.get("state") or "?"),
         "seconds": run.get("seconds"), "error": run.get("error") or "", "custom_job": run.get("custom_job")}
-    handed = records.handed_on(study) if best else None
+    handed = tuning_rules.handed_on(study) if best else None
     return {"metric": str(study.get("metric") or "metric"), "goal": str(study.get("goal") or "?"),
             "algorithm": study.get("algorithm"), "seconds": study.get("seconds"), "trials": trials, "best": best_id,
             "best_trial": best, "verified": str(verified.get("id")) if verified else None,
             "verification": bool(verification), "parameters": names,
-            "specs": {n: dict((declared or {}).get(n) or {}) for n in names}, "counts": records.study_counts(study),
+            "specs": {n: dict((declared or {}).get(n) or {}) for n in names}, "counts": tuning_rules.study_counts(study),
             "tuning_job": study.get("tuning_job"), "baseline": baseline, "handed_on": handed}
 
 
@@ -68,16 +68,14 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
     them) for the report's Hyperparameters table. The built-in trainer takes a trial's values as config
     overrides (``--training.learning_rate=...``), so its rows show the trial's values; a user trainer gets them
     as flags after its arguments. No trial: the config unchanged, no flags, no row."""
-    if trial and str(trial.get("id")) == records.BASELINE:  # the study's baseline: the job as it stands
+    if trial and str(trial.get("id")) == tuning_rules.BASELINE:  # the study's baseline: the job as it stands
         return cfg, [], [("tuned", "no: the baseline's model, the job as it stands (its own arguments, no tuning "
                                    "flags), which no trial of the study beat")]
     if not trial or not isinstance(trial.get("parameters"), dict):
         return cfg, [], []
-    from jobs.tuning_spec import trial_flags
-
     try:
-        flags = trial_flags(cfg, trial["parameters"])
-    except (KeyError, TypeError, ValueError):  # a record of another search space: shown, not applied
+        flags = tuning_spec.parse(cfg.tuning).flags(trial["parameters"])
+    except (KeyError, TypeError, ValueError):  # a record of another search space (or none): shown, not applied
         flags = [f"--{k}={v}" for k, v in trial["parameters"].items()]
     row = [("tuned", f"trial {trial.get('id')}'s values (the rows here are that trial's): {' '.join(flags)}")]
     if not cfg.user_trainer:
@@ -92,7 +90,7 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
 
 def _origin(facts: dict[str, Any]) -> str:
     """Which trial the verified model came from, in one sentence."""
-    if facts["verified"] == records.BASELINE:
+    if facts["verified"] == tuning_rules.BASELINE:
         return "The verified model is the baseline's (the job as it stands)."
     if facts["verified"] is not None:
         which = " (the study's best)" if facts["verified"] == facts["best"] else (
@@ -112,8 +110,8 @@ def study_summary(facts: dict[str, Any]) -> str:
     text = f"{n['trials']} trials{how}{wall}: {ended}; goal: {facts['goal']} {facts['metric']}. "
     best = facts["best_trial"]
     if best:
-        text += (f"Best: trial {facts['best']}, {facts['metric']} {records.format_value(best.get('metric'))} with "
-                 f"{records.format_parameters(best.get('parameters') or {}) or 'no parameters'}. ")
+        text += (f"Best: trial {facts['best']}, {facts['metric']} {tuning_rules.format_value(best.get('metric'))} with "
+                 f"{tuning_rules.format_parameters(best.get('parameters') or {}) or 'no parameters'}. ")
     else:
         text += "No trial succeeded. "
     return text + _baseline_text(facts) + _origin(facts)
@@ -128,9 +126,9 @@ def _baseline_text(facts: dict[str, Any]) -> str:
     baseline = facts.get("baseline")
     if baseline is None:
         return ""
-    if baseline["state"] == records.SUCCEEDED:
+    if baseline["state"] == tuning_rules.SUCCEEDED:
         ran = (f"Baseline (the job as it stands, no tuning flags): {facts['metric']} "
-               f"{records.format_value(baseline['metric'])}. ")
+               f"{tuning_rules.format_value(baseline['metric'])}. ")
     else:
         ran = (f"Baseline (the job as it stands): {baseline['state']}"
                + (f", {baseline['error']}" if baseline["error"] else "") + ". ")
@@ -147,11 +145,11 @@ def study_verdict(facts: dict[str, Any] | None) -> list[str]:
     best = facts["best_trial"]
     head = (f"This model comes from a hyperparameter study: best of {facts['counts']['trials']} trials by "
             f"{facts['metric']} ({facts['goal']}), trial {facts['best']} with "
-            f"{facts['metric']} {records.format_value(best.get('metric'))}. ")
-    if facts["verified"] == records.BASELINE:
+            f"{facts['metric']} {tuning_rules.format_value(best.get('metric'))}. ")
+    if facts["verified"] == tuning_rules.BASELINE:
         head = (f"A hyperparameter study ran {facts['counts']['trials']} trials beside the job as it stands (the "
                 f"baseline); its best, trial {facts['best']}, has {facts['metric']} "
-                f"{records.format_value(best.get('metric'))} ({facts['goal']}). ")
+                f"{tuning_rules.format_value(best.get('metric'))} ({facts['goal']}). ")
     return [(head + _baseline_text(facts) + _origin(facts)).strip()]
 
 
@@ -165,11 +163,11 @@ def _trial_rows(facts: dict[str, Any]) -> list[list[str]]:
     rows = []
     for t in _runs(facts):
         seconds = _finite(t["seconds"])
-        name = "baseline (the job as it stands)" if t["id"] == records.BASELINE else t["id"]
+        name = "baseline (the job as it stands)" if t["id"] == tuning_rules.BASELINE else t["id"]
         rows.append([name + (" ★ best" if t["best"] else "") + (" (verified)" if t["id"] == facts["verified"] else ""),
-                     *[records.format_value(t["parameters"].get(n)) if t["id"] != records.BASELINE else "—"
+                     *[tuning_rules.format_value(t["parameters"].get(n)) if t["id"] != tuning_rules.BASELINE else "—"
                        for n in facts["parameters"]],
-                     records.format_value(t["metric"]), t["state"] + (f": {t['error']}" if t["error"] else ""),
+                     tuning_rules.format_value(t["metric"]), t["state"] + (f": {t['error']}" if t["error"] else ""),
                      f"{seconds:.1f}" if seconds is not None else "n/a"])
     return rows
 
@@ -207,10 +205,10 @@ def trials_figure(facts: dict[str, Any]):
         else:
             ax.scatter([x], [v], color=COLOUR, zorder=3)
     baseline = facts.get("baseline")
-    level = _finite(baseline.get("metric")) if baseline and baseline.get("state") == records.SUCCEEDED else None
+    level = _finite(baseline.get("metric")) if baseline and baseline.get("state") == tuning_rules.SUCCEEDED else None
     if level is not None:  # the job as it stands: what a trial had to beat
         ax.axhline(level, color=FAILED_COLOUR, linestyle="--", linewidth=1.2,
-                   label=f"baseline (the job as it stands): {records.format_value(level)}")
+                   label=f"baseline (the job as it stands): {tuning_rules.format_value(level)}")
     ax.set_xticks(xs, [t["id"] + ("" if v is not None else f"\n{t['state'].lower()}")
                        for t, v in zip(facts["trials"], values)])
     ax.set_xlabel("trial")
@@ -308,7 +306,7 @@ def gate_verdict(gate: dict[str, Any] | None) -> list[str]:
         lines = [str(x).rsplit(": passed", 1)[0] for x in gate.get("lines") or []]
         return ["The gate passed: " + ("; ".join(lines) if lines else "no bar was set")
                 + ". The model goes on to the Model Registry."]
-    return [f"The gate refused this model ({records.gate_missed_bar(gate)}): it is not registered."]
+    return [f"The gate refused this model ({gate_spec.gate_missed_bar(gate)}): it is not registered."]
 
 
 def _parent_text(gate: dict[str, Any]) -> str:
@@ -332,7 +330,7 @@ def gate_html(gate: dict[str, Any] | None, e, expected: bool = False, where: str
     if gate["passed"]:
         verdict = "<p id='gate-verdict' class='passed'>passed: the model goes on to the Model Registry</p>"
     else:
-        verdict = (f"<p id='gate-verdict' class='missed'>missed: {e(records.gate_missed_bar(gate))}; the model is "
+        verdict = (f"<p id='gate-verdict' class='missed'>missed: {e(gate_spec.gate_missed_bar(gate))}; the model is "
                    "not registered</p>")
     bars = [b for b in gate.get("bars") or [] if isinstance(b, dict)]
     lines = [str(x) for x in gate.get("lines") or []]
@@ -352,7 +350,7 @@ def gate_html(gate: dict[str, Any] | None, e, expected: bool = False, where: str
 def gate_markdown(gate: dict[str, Any] | None) -> list[str]:
     if not gate or "passed" not in gate:
         return []
-    head = "passed" if gate["passed"] else f"missed: {records.gate_missed_bar(gate)}"
+    head = "passed" if gate["passed"] else f"missed: {gate_spec.gate_missed_bar(gate)}"
     return (["", "## Gate", "", f"Gate {head}.", ""] + [f"- {x}" for x in gate.get("lines") or []]
             + [f"- parent: {_parent_text(gate)}"])
 
@@ -363,10 +361,9 @@ def checked_gate(cfg, figures: dict[str, Any], scalars: dict[str, Any], study: d
     report runs before the gate step (so that a refused model's run has its report too): it shows what the gate
     step will decide, the parent comparison aside, which only the gate step makes (its record: ``gate.json``)."""
     from jobs import gate as gate_lib
-    from jobs import records
     from jobs.tensorboard import last_values
 
-    best = records.handed_on(study) if study else None  # the model the study handed on: a trial's, or the baseline's
+    best = tuning_rules.handed_on(study) if study else None  # the model the study handed on: a trial's, or the baseline's
     tuning = ({study["metric"]: best["metric"]} if best and study.get("metric")
               and isinstance(best.get("metric"), (int, float)) else {})
     measured = gate_lib.measured(training=figures, scalars=last_values(scalars), tuning=tuning,

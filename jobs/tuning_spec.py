@@ -1,5 +1,6 @@
-"""The ``tuning:`` section's meaning: its rules (checked before anything runs) and how a trial's values become
-the flags Vertex passes to every replica.
+"""The ``tuning:`` section's meaning: its rules (checked before anything runs), the section parsed once into a
+typed :class:`Study` (:func:`parse`, THE parser: what every reader of the section takes), and how a trial's values
+become the flags Vertex passes to every replica.
 
 No Optuna and no cloud client here: :func:`tuning_problems` runs inside ``jobs.validate`` (well under a second).
 The names follow aiplatform's ``hyperparameter_tuning`` specs (``DoubleParameterSpec(min, max, scale)``,
@@ -10,13 +11,18 @@ categorical values are strings.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 import re
+import types
 import typing
-from typing import Any
+from typing import Any, Literal, Mapping
 
+from jobs import tuning_rules
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
+from trainers.train import HYPERTUNE_METRICS
 
 #: A parameter's name is a command-line flag (``--NAME=VALUE``) and Vertex's ``parameter_id``.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -44,13 +50,6 @@ def flag_value(param: config_lib.Parameter, value: Any) -> str:
     return repr(number)
 
 
-def trial_flags(cfg: config_lib.JobConfig, parameters: dict[str, Any]) -> list[str]:
-    """``--NAME=VALUE`` per parameter, by name (appended after ``trainer.args``; a job file and the config JSON
-    the pipeline passes on, whose keys are sorted, give the same command)."""
-    specs = cfg.tuning.parameters
-    return [f"--{name}={flag_value(specs[name], parameters[name])}" for name in sorted(specs)]
-
-
 def typed_value(param: config_lib.Parameter, value: Any) -> Any:
     """A trial's value as the record keeps it: an int for integer parameters and whole discrete values."""
     if param.type == "categorical":
@@ -60,12 +59,68 @@ def typed_value(param: config_lib.Parameter, value: Any) -> Any:
     return float(value)
 
 
-def grid_points(cfg: config_lib.JobConfig) -> int:
-    """How many points a grid search has (integer ranges, categorical and discrete values)."""
-    n = 1
-    for p in cfg.tuning.parameters.values():
-        n *= int(p.max - p.min + 1) if p.type == "integer" else len(p.values)
-    return n
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """The ``tuning:`` section, parsed once and rule-checked (:func:`parse`): what the local study
+    (``jobs.tuning``), Vertex's study (``jobs.cloud.tuning_job``), the plan and the report take, never the
+    section's dict again. ``parameters``: by name as the job file lists them, read-only; ``algorithm``: unset is
+    ``bayesian`` (Vertex's default, Bayesian optimization)."""
+    metric: str
+    goal: Literal["minimize", "maximize"]
+    parameters: Mapping[str, config_lib.Parameter]
+    algorithm: Literal["bayesian", "random", "grid"]
+    max_trials: int
+    parallel_trials: int
+    max_failed_trials: int
+    baseline: bool
+
+    def flags(self, values: Mapping[str, Any]) -> list[str]:
+        """``--NAME=VALUE`` per parameter, by name (appended after ``trainer.args``; a job file and the config JSON
+        the pipeline passes on, whose keys are sorted, give the same command)."""
+        return [f"--{name}={flag_value(self.parameters[name], values[name])}" for name in sorted(self.parameters)]
+
+    def typed(self, name: str, value: Any) -> Any:
+        """A trial's value of ``name`` as the record keeps it (:func:`typed_value`); a name the section does not
+        declare keeps its value."""
+        spec = self.parameters.get(name)
+        return typed_value(spec, value) if spec is not None and value is not None else value
+
+    @property
+    def grid_points(self) -> int:
+        """How many points a grid search has (integer ranges, categorical and discrete values)."""
+        n = 1
+        for p in self.parameters.values():
+            n *= int(p.max - p.min + 1) if p.type == "integer" else len(p.values)
+        return n
+
+    @property
+    def trial_limit(self) -> int:
+        """How many trials the study runs: ``max_trials``, fewer when a grid's points run out first."""
+        return min(self.max_trials, self.grid_points) if self.algorithm == "grid" else self.max_trials
+
+    def best(self, trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The best of ``trials`` by THE rule (``jobs.tuning_rules.best_of``) in this study's direction."""
+        return tuning_rules.best_of(trials, self.goal)
+
+
+def parse(section: config_lib.Tuning | Mapping[str, Any] | None) -> Study:
+    """THE parser of the ``tuning`` section: the typed section (a ``trainers.config.Tuning``) or its plain dict, as
+    a pipeline passes it, shape-checked (``trainers.config``), then checked by the section's own rules
+    (:func:`section_problems`); a section with nothing to search is refused too. Raises ConfigError with every
+    problem, each naming its field."""
+    if isinstance(section, config_lib.Tuning):
+        t = section
+    else:
+        t = config_lib.from_dict({"tuning": dict(section) if section is not None else {}}).tuning
+    problems = section_problems(t)
+    if not problems and not t.enabled:
+        problems = [problem("tuning.parameters", "the job has no tuning section to run: no parameters to search",
+                            [f"learning_rate: {EXAMPLE['double']}"])]
+    if problems:
+        raise ConfigError(problems)
+    return Study(metric=t.metric, goal=t.goal, parameters=types.MappingProxyType(dict(t.parameters)),
+                 algorithm=t.algorithm or "bayesian", max_trials=t.max_trials, parallel_trials=t.parallel_trials,
+                 max_failed_trials=t.max_failed_trials, baseline=t.baseline)
 
 
 def _is_number(v: Any) -> bool:
@@ -242,10 +297,6 @@ def builtin_metric_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     t = cfg.tuning
     if cfg.user_trainer or not t.enabled or not t.metric or not re.fullmatch(r"\S+", t.metric):
         return []
-    import difflib
-
-    from trainers.train import HYPERTUNE_METRICS
-
     if t.metric in HYPERTUNE_METRICS:
         return []
     near = difflib.get_close_matches(t.metric, HYPERTUNE_METRICS, n=1)

@@ -291,12 +291,12 @@ def test_a_local_run_skips_the_parent_with_a_note_and_writes_the_record(tmp_path
 # -- better than the baseline: the job as it stands, run beside the study ----------------------------------------
 def _study(best: float, baseline: float | None, goal: str = "minimize", state: str = "SUCCEEDED") -> dict:
     """A study's record as jobs.tuning.local and pick_model write it: trial 3 the best, the baseline beside it."""
-    from jobs import records
+    from jobs import tuning_rules
 
     trial = {"id": "3", "state": "SUCCEEDED", "metric": best, "parameters": {"units": 21}, "model_dir": "/r/3/model"}
     run = {"id": "baseline", "state": state, "metric": baseline, "model_dir": "/r/baseline/model"}
     study = {"metric": "val_rmse", "goal": goal, "trials": [trial], "best_trial": trial, "baseline": run}
-    study["handed_on"] = records.handed_on_run(trial, run, goal, "val_rmse")
+    study["handed_on"] = tuning_rules.handed_on_run(trial, run, goal, "val_rmse")
     return study
 
 

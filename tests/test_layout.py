@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("trainers",)),
     ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.evaluation_verdict", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
               "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.scheduling_spec", "jobs.trainer_spec", "jobs.validate", "jobs.aiplatform",
-              "jobs.records", "jobs.tensorboard")),
+              "jobs.records", "jobs.tuning_rules", "jobs.trial_files", "jobs.provenance", "jobs.tensorboard")),
     ("clients", ("jobs.cloud",)),
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import records, report_data
+from jobs import provenance, records, report_data, tuning_rules
 from jobs.images.user_code import trainer_version
 from trainers import config as config_lib
 
@@ -136,15 +136,14 @@ def test_a_fresh_start_says_so(tmp_path):
 
 
 def test_code_version_names_the_commit_or_the_package(tmp_path):
-    from jobs import records
 
-    here = records.code_version()
-    if (Path(records.ROOT) / ".git").exists() and shutil.which("git"):
+    here = provenance.code_version()
+    if (Path(provenance.ROOT) / ".git").exists() and shutil.which("git"):
         assert here["git_commit"] and re.fullmatch(r"[0-9a-f]{40}", here["git_commit"])  # this checkout
         assert here["text"].startswith(f"git {here['git_commit'][:12]}")
     else:  # the source without .git, as Cloud Build's unit-tests step has it: the package's version, as in an image
         assert here["git_commit"] is None and here["text"] == f"vertex-tf-pipelines {here['package_version']}"
-    elsewhere = records.code_version(str(tmp_path))  # no checkout there: the installed package's version
+    elsewhere = provenance.code_version(str(tmp_path))  # no checkout there: the installed package's version
     assert elsewhere["git_commit"] is None and elsewhere["text"] == f"vertex-tf-pipelines {elsewhere['package_version']}"
 
 
@@ -430,7 +429,6 @@ def test_a_vertex_study_record_is_shown_too():
 
 def _beside(best: float, baseline: float, base: str = "/r") -> dict:
     """A study's record with the baseline beside it, as jobs.tuning.local writes it (trial 3 the best)."""
-    from jobs import records
 
     trials = [{"id": str(i), "parameters": {"units": u}, "metric": m, "state": "SUCCEEDED", "seconds": 20.0 + i,
                "model_dir": f"{base}/{i}/model"} for i, u, m in ((1, 8, best + 0.2), (2, 16, best + 0.5), (3, 21, best))]
@@ -438,7 +436,7 @@ def _beside(best: float, baseline: float, base: str = "/r") -> dict:
            "model_dir": f"{base}/baseline/model"}
     study = {"metric": "val_rmse", "goal": "minimize", "trials": trials, "baseline": run,
              "best_trial": {k: trials[2][k] for k in ("id", "parameters", "metric", "model_dir")}}
-    study["handed_on"] = records.handed_on_run(study["best_trial"], run, "minimize", "val_rmse")
+    study["handed_on"] = tuning_rules.handed_on_run(study["best_trial"], run, "minimize", "val_rmse")
     return study
 
 
@@ -477,7 +475,6 @@ def test_the_report_sets_the_baseline_beside_the_study_and_says_when_the_study_f
 def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_history(tmp_path):
     """run.json of a tuned run whose study found nothing better: the summary says so, and `runs list` shows the
     metric of the model that went on (the baseline's), not the best trial's."""
-    from jobs import records
     from jobs.local.history import views as history_views
     from jobs.local.history.results import study_metric, study_outcome
     from jobs.local.run.summary import _trained_line, study_line
@@ -490,7 +487,7 @@ def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_histo
     assert _trained_line(summary, {}).startswith("the baseline (the job as it stands, run beside the study) (the "
                                                       "verified model's")
     assert study_metric(summary) == {"val_rmse": 0.166}
-    assert records.verified_trial(study, str(tmp_path / "baseline" / "model"))["id"] == "baseline"
+    assert tuning_rules.verified_trial(study, str(tmp_path / "baseline" / "model"))["id"] == "baseline"
     outcome = study_outcome(str(tmp_path), {"tuning": study})
     assert (outcome["baseline"], outcome["handed_on"]) == (0.166, "baseline")
     assert history_views._best_text(outcome).endswith("(baseline 0.166; the baseline's model went on)")
@@ -698,7 +695,7 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
     rows = dict(report_data.provenance_rows(str(base), {}, {}, cfg))
     assert rows["trainer code version"] == f"sha256 {version['content_sha256'][:12]} of its 2 file(s) in {tmp_path} " \
                                            "(not in a git repository)"
-    assert rows["tool version (this pipeline)"] == records.code_version()["text"] and "code version" not in rows
+    assert rows["tool version (this pipeline)"] == provenance.code_version()["text"] and "code version" not in rows
     (tmp_path / "trainer" / "task.py").write_text("print('changed')\n")
     assert trainer_version(cfg)["content_sha256"] != version["content_sha256"]
     page = html_lib.unescape(report_data.gather(cfg, str(base))["html"])

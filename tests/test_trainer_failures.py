@@ -257,6 +257,7 @@ def test_an_argparse_error_names_the_tuning_flag():
 def test_a_resumed_random_study_continues_its_sequence_and_never_repeats_a_trial(tmp_path):
     from jobs.tuning.local import run_local_study
     from jobs.tuning.search import Search
+    from jobs.tuning_spec import parse
 
     task = STUDY_TASK.replace('"--learning-rate"', '"--learning_rate"')
     folder = project(tmp_path, task, STUDY_JOB.replace("max_failed_trials: 3", "max_failed_trials: 0"))
@@ -271,13 +272,13 @@ def test_a_resumed_random_study_continues_its_sequence_and_never_repeats_a_trial
     done = run_local_study(cfg, log=lambda line: None)  # resumed: trial 1 again with its values, then new ones
     values = [t["parameters"]["learning_rate"] for t in done["trials"]]
     assert len(values) == 4 and len(set(values)) == 4, values
-    search = Search(cfg)  # the same study uninterrupted proposes the same four
+    search = Search(parse(cfg.tuning), cfg.training.seed)  # the same study uninterrupted proposes the same four
     assert [search.ask()[1]["learning_rate"] for _ in range(4)] == values
     # and a bayesian study (TPE's random start-up) the same
     tpe = config_lib.load(str(folder / "job.yaml"), [*overrides, "tuning.algorithm=bayesian"])
-    full = Search(tpe)
+    full = Search(parse(tpe.tuning), tpe.training.seed)
     first = [full.ask()[1] for _ in range(3)]
-    resumed = Search(tpe)
+    resumed = Search(parse(tpe.tuning), tpe.training.seed)
     resumed.replay([{"id": "1", "parameters": first[0], "state": "FAILED"}], set())
     assert [resumed.ask()[1] for _ in range(2)] == first[1:]
 

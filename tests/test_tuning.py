@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from jobs.records import format_value
+from jobs.tuning_rules import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from trainers import config as config_lib
 from trainers.config_files import load_document
@@ -169,17 +169,57 @@ def test_the_trial_record_folder_comes_from_aip_model_dir():
 
 
 def test_flags_are_written_as_vertex_writes_them(tmp_path):
-    from jobs.tuning_spec import trial_flags
+    from jobs.tuning_spec import parse
 
     cfg = job(tmp_path)
     # by name: a job file and the config JSON the pipeline passes on (sorted keys) give one command
-    assert trial_flags(cfg, {"learning_rate": 0.001, "units": 8.0, "optimizer": "adam", "batch_size": 32.0}) == [
+    assert parse(cfg.tuning).flags({"learning_rate": 0.001, "units": 8.0, "optimizer": "adam", "batch_size": 32.0}) == [
         "--batch_size=32", "--learning_rate=0.001", "--optimizer=adam", "--units=8"]
+
+
+# -- the section parsed once, and THE best-trial rule ---------------------------------------------------------
+def test_the_section_is_parsed_once_into_one_frozen_study_from_the_typed_section_or_its_dict(tmp_path):
+    import dataclasses
+
+    from jobs.tuning_spec import parse
+
+    cfg = job(tmp_path)
+    study = parse(cfg.tuning)
+    assert parse(cfg.to_dict()["tuning"]) == study  # the dict a pipeline passes gives the same study
+    assert study.algorithm == (cfg.tuning.algorithm or "bayesian")
+    assert list(study.parameters) == list(cfg.tuning.parameters)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        study.metric = "other"
+    with pytest.raises(TypeError):
+        study.parameters["units"] = None
+    with pytest.raises(ConfigError) as empty:
+        parse({})
+    assert [p.field for p in empty.value.problems] == ["tuning.parameters"]
+    bad = cfg.to_dict()["tuning"]
+    bad["parameters"]["learning_rate"]["min"] = 0.0
+    with pytest.raises(ConfigError) as refused:
+        parse(bad)
+    assert str(refused.value.problems[0]) == ("tuning.parameters.learning_rate.min: a log scale needs a range above 0, "
+                                              "got min 0; valid choices: a positive min, scale: linear")
+
+
+@pytest.mark.parametrize("goal,best", [("minimize", "3"), ("maximize", "2")])
+def test_the_best_trial_rule_goal_ties_to_the_lowest_id_and_only_succeeded_finite_trials(goal, best):
+    from jobs.tuning_rules import best_of
+
+    trials = [{"id": "10", "state": "SUCCEEDED", "metric": 0.1, "seconds": 1.0},  # 10 after 3: number order
+              {"id": "2", "state": "SUCCEEDED", "metric": 0.9, "model_dir": "/b/2/model"},
+              {"id": "3", "state": "SUCCEEDED", "metric": 0.1},
+              {"id": "1", "state": "FAILED", "metric": 0.0}, {"id": "4", "state": "INFEASIBLE", "metric": None},
+              {"id": "5", "state": "SUCCEEDED", "metric": float("nan")}, {"id": "6", "state": "STOPPED", "metric": -1}]
+    found = best_of(trials, goal)
+    assert found["id"] == best and set(found) <= {"id", "parameters", "metric", "model_dir"}
+    assert best_of(trials[3:5], goal) is None
 
 
 # -- the hypertune file ------------------------------------------------------------------------------------
 def test_the_last_report_counts_and_the_tags_are_listed(tmp_path):
-    from jobs.records import last_value, read_reports, reported_tags
+    from jobs.trial_files import last_value, read_reports, reported_tags
 
     path = tmp_path / "chief-0.metrics"
     path.write_text('{"timestamp": 1, "trial": "1", "val_rmse": "0.5", "global_step": "1", "checkpoint_path": ""}\n'
@@ -207,12 +247,13 @@ def _inside(cfg, params: dict) -> bool:
 @pytest.mark.parametrize("algorithm", [None, "random"])
 def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_top(tmp_path, algorithm):
     from jobs.tuning.search import Search
+    from jobs.tuning_spec import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"]["algorithm"] = algorithm
     doc["tuning"]["parameters"]["learning_rate"]["scale"] = "reverse_log"
     cfg = config_lib.from_dict(doc)
-    search = Search(cfg)
+    search = Search(parse(cfg.tuning), cfg.training.seed)
     rates = []
     for i in range(40):
         handle, params = search.ask()
@@ -225,6 +266,7 @@ def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_to
 
 def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
     from jobs.tuning.search import Search
+    from jobs.tuning_spec import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"].update(algorithm="grid", max_trials=12)
@@ -232,14 +274,14 @@ def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
                                    "optimizer": {"type": "categorical", "values": ["adam", "sgd"]},
                                    "batch_size": {"type": "discrete", "values": [32, 16, 64]}}
     cfg = config_lib.from_dict(doc)
-    first = Search(cfg)
+    first = Search(parse(cfg.tuning), cfg.training.seed)
     trials = []
     for i in range(5):
         handle, params = first.ask()
         trials.append({"id": str(i + 1), "parameters": params, "metric": float(i), "handle": handle})
         if i < 4:
             first.tell(handle, float(i))
-    again = Search(cfg)  # trial 5 never finished; 3 did not succeed either (no metric)
+    again = Search(parse(cfg.tuning), cfg.training.seed)  # trial 5 never finished; 3 did not succeed either (no metric)
     trials[2]["metric"] = None
     handles = again.replay(trials, kept={"1", "2", "4"})
     assert set(handles) == {"3", "5"} and again.parameters(handles["5"]) == trials[4]["parameters"]
@@ -255,20 +297,20 @@ class Ran(list):
 
 
 def fake_trials(monkeypatch, outcomes):
-    """``_run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
+    """``jobs.tuning.trial.run_trial`` answers from ``outcomes``: trial id -> the outcome dict (a default for the others; the
     baseline's id is ``baseline``). Returns the trial ids run (the baseline counted apart)."""
-    from jobs.tuning import local
+    from jobs.tuning import trial as trial_lib
 
     ran = Ran()
 
-    def run(cfg, trial, base, log, stop):
+    def run(cfg, study, trial, base, log, stop):
         if trial["id"] == "baseline":
             ran.baseline += 1
         else:
             ran.append(trial["id"])
         out = outcomes.get(trial["id"], outcomes.get("*"))
         return {"seconds": 0.1, "reported_tags": ["val_rmse"], **out}
-    monkeypatch.setattr(local, "_run_trial", run)
+    monkeypatch.setattr(trial_lib, "run_trial", run)
     return ran
 
 
@@ -628,13 +670,14 @@ CHECK_TRIAL = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE'];
 def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_metric_folder(tmp_path):
     """cloudml-hypertune creates its file's folder check-then-create: replicas starting together would race
     there, so the folder exists before any replica starts."""
-    from jobs.tuning.local import trial_launch
+    from jobs.tuning.trial import trial_launch
+    from jobs.tuning_spec import parse
 
     cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
                                 f'container.command=["python", "-c", "{CHECK_TRIAL}"]', 'container.args=["--epochs=1"]'])
     lines = []
-    result = trial_launch(cfg, {"id": "7", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
-                                                          "batch_size": 64}}, str(tmp_path), log=lines.append)
+    trial = {"id": "7", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd", "batch_size": 64}}
+    result = trial_launch(cfg, parse(cfg.tuning), trial, str(tmp_path), log=lines.append)
     assert result.returncode == 0, lines
     seen = {line.split("] ", 1)[0] + "]": json.loads(line.split(" seen ", 1)[1]) for line in lines if " seen " in line}
     assert set(seen) == {"[chief-0]", "[worker-0]"}
@@ -654,7 +697,7 @@ CHECK_RUN = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "
 def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp_path):
     """measured_run (what a trial is made of) runs the job without a trial's flags or id: its own folder under
     the study's, the job's own arguments and declared variables, a ready hypertune file per replica."""
-    from jobs.tuning.local import measured_run
+    from jobs.tuning.trial import measured_run
 
     cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
                                 f'container.command=["python", "-c", "{CHECK_RUN}"]', 'container.args=["--epochs=1"]',
@@ -674,7 +717,8 @@ def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp
     """The docker runner's replicas read the job spec from a file, which carries no caller's arguments or
     variables: the one local launch refuses them there, before anything starts; a study says so in one line."""
     from jobs.local.launch import custom_job
-    from jobs.tuning.local import trial_launch
+    from jobs.tuning.trial import trial_launch
+    from jobs.tuning_spec import parse
 
     monkeypatch.setenv("VTP_RUNNER", "docker")
     cfg = job(tmp_path)
@@ -682,6 +726,7 @@ def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp
         with pytest.raises(ValueError, match="need the process runner"):
             custom_job.launch(cfg, str(tmp_path / "b"), **extras)
     with pytest.raises(ConfigError, match="a study runs its trials under the process runner"):
-        trial_launch(cfg, {"id": "1", "parameters": {"learning_rate": 0.5, "units": 9, "optimizer": "sgd",
-                                                    "batch_size": 64}}, str(tmp_path))
+        trial_launch(cfg, parse(cfg.tuning), {"id": "1", "parameters": {"learning_rate": 0.5, "units": 9,
+                                                                        "optimizer": "sgd", "batch_size": 64}},
+                     str(tmp_path))
     assert not (tmp_path / "b").exists() and not (tmp_path / "1").exists()

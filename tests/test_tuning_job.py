@@ -143,7 +143,7 @@ def test_algorithms_and_scales_map_to_vertex_names(algorithm, sent):
     tuning["algorithm"] = algorithm
     tuning["parameters"]["units"]["scale"] = "reverse_log"
     tuning["parameters"]["batch_size"]["scale"] = "linear"
-    spec = tuning_job.study_spec(tuning)
+    spec = tuning_job.study_spec(tuning_job.study_of(tuning))
     assert spec["algorithm"] == sent
     scales = {p["parameter_id"]: p.get("scale_type") for p in spec["parameters"]}
     assert scales == {"learning_rate": "UNIT_LOG_SCALE", "units": "UNIT_REVERSE_LOG_SCALE", "optimizer": None,

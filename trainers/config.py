@@ -321,7 +321,7 @@ class Tuning:
     max_failed_trials: int = 0
     #: run the job as it stands (the trainer with its own arguments and no tuning flags; the built-in trainer
     #: with the config's values) beside the trials, measured the same way: the model that goes on is the
-    #: better of the best trial and this baseline (``jobs.records.handed_on_run``). Here one more run of the
+    #: better of the best trial and this baseline (``jobs.tuning_rules.handed_on_run``). Here one more run of the
     #: study; on Vertex a CustomJob beside the HyperparameterTuningJob. false: no baseline, the best trial goes on.
     baseline: bool = True
 

@@ -29,7 +29,7 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
     import json
     from collections import namedtuple
 
-    from jobs import records, steps
+    from jobs import records, steps, tuning_rules
     from jobs.tuning import pick
     from trainers import config as config_lib
     from trainers.errors import ConfigError
@@ -58,7 +58,7 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
         record = pick.pick(found if isinstance(found, dict) else {}, baseline)
     except ValueError as exc:
         fail(f"tuning_study: {exc}")
-    handed = record[records.HANDED_ON]
+    handed = record[tuning_rules.HANDED_ON]
     steps.console_log(handed["reason"])
     with open(study.path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1, sort_keys=True)
@@ -68,5 +68,5 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
     model.metadata.update({"framework": "tensorflow", "job": cfg.name, "trial_id": handed["id"],
                            "parameters": handed["parameters"], metric: handed["metric"], "handed_on": handed["reason"]})
     study.metadata.update({"metric": record.get("metric"), "goal": record.get("goal"),
-                           "best_trial": record.get("best_trial"), "baseline": baseline, records.HANDED_ON: handed})
+                           "best_trial": record.get("best_trial"), "baseline": baseline, tuning_rules.HANDED_ON: handed})
     return namedtuple("Picked", ["handed_on"])(json.dumps(handed, sort_keys=True))

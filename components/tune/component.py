@@ -26,7 +26,7 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     metric, state, seconds), the best one, the baseline and the model handed on; ``tensorboard`` and
     ``checkpoints``: that model's folders. On Vertex the same section runs as a HyperparameterTuningJob
     (``hyperparameter_tuning_job``) beside a baseline CustomJob (``custom_training_job``), joined by ``pick_model``."""
-    from jobs import records, steps
+    from jobs import records, steps, tuning_rules
     from jobs.tuning.local import StudyFailed, run_local_study
     from trainers import config as config_lib
     from trainers.errors import ConfigError
@@ -46,7 +46,7 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     except StudyFailed as exc:
         steps.console_log(f"error: {exc}")
         raise SystemExit(1) from None
-    best, handed = record["best_trial"], record[records.HANDED_ON]
+    best, handed = record["best_trial"], record[tuning_rules.HANDED_ON]
     model.uri = handed["model_dir"]
     model.metadata.update({"framework": "tensorflow", "job": cfg.name, "trial_id": handed["id"],
                            "parameters": handed["parameters"], cfg.tuning.metric: handed["metric"],
@@ -56,11 +56,11 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     metrics.log_metric("trials", float(len(states)))
     metrics.log_metric("trials_succeeded", float(states.count("SUCCEEDED")))
     metrics.log_metric("study_seconds", float(record["seconds"]))
-    baseline = records.baseline_metric(records.baseline_of(record))
+    baseline = tuning_rules.baseline_metric(tuning_rules.baseline_of(record))
     if baseline is not None:
         metrics.log_metric(f"baseline_{cfg.tuning.metric}", baseline)
     study.uri = join(config_lib.resolved_base_dir(cfg), records.TUNING_RECORD)
     folder = handed["model_dir"].rstrip("/").rsplit("/", 1)[0]  # <base>/<trial id> or <base>/baseline, as Vertex
     tensorboard.uri, checkpoints.uri = join(folder, "logs"), join(folder, "checkpoints")
     study.metadata.update({"metric": record["metric"], "goal": record["goal"], "best_trial": best,
-                           "baseline": records.baseline_of(record), records.HANDED_ON: handed, "trials": len(states)})
+                           "baseline": tuning_rules.baseline_of(record), tuning_rules.HANDED_ON: handed, "trials": len(states)})

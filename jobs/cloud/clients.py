@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import os
 import sys
 import time
 from typing import Any, Callable

@@ -134,7 +134,7 @@ def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str
     if not cfg.tuning.enabled:
         return [Request("CustomJob", "customJobs", custom_job.custom_job(display_name=cfg.name, **job_spec.parts(spec)))]
     out = [Request("HyperparameterTuningJob", "hyperparameterTuningJobs", tuning_job.tuning_job(
-        display_name=cfg.name, tuning=dataclasses.asdict(cfg.tuning), trial_job_spec=spec))]
+        display_name=cfg.name, tuning=tuning_job.study_of(cfg.tuning), trial_job_spec=spec))]
     if cfg.tuning.baseline:  # named as validate_config names it
         base = job_spec.parts(job_spec.baseline_job_spec(cfg, service_account=service_account, network=network))
         parts = {**job_spec.parts(spec), "worker_pool_specs": base["worker_pool_specs"],

@@ -21,10 +21,14 @@ and the reading of its outputs; ``jobs.cloud.job_runner`` (THE runner of every V
   ``HyperparameterTuningJob``, a retried task following the job it created, polled to a terminal state with
   the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error), and says each
   trial as the polls show it start and end (:class:`TrialLines`, the runner's ``on_poll``: the local study's lines);
-* :func:`best_trial` picks the best trial of the finished job by the rule every study shares
-  (``jobs.records.best_of``; Vertex names none: python-aiplatform#1545), and its model is ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's
-  ``AIP_MODEL_DIR`` to ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
+* :func:`write_outputs` picks the best trial of the finished job by the rule every study shares
+  (``jobs.tuning_rules.best_of``; Vertex names none: python-aiplatform#1545), and its model is
+  ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's ``AIP_MODEL_DIR`` to
+  ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
   https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec).
+
+Every function takes the section parsed once (``jobs.tuning_spec.Study``, built by ``jobs.tuning_spec.parse``):
+:func:`main` parses the ``--tuning`` JSON the pipeline passes, ``jobs.cloud.plan`` the job's typed section.
 
 ``python3 -m jobs.cloud.tuning_job`` (:func:`main`) is what the ``hyperparameter_tuning_job`` component runs.
 """
@@ -35,10 +39,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs import records
+from jobs import trial_files, tuning_rules
 from jobs.cloud import job_runner
 from jobs.errors import CloudError
 from jobs.job_spec import pools_by_position
+from jobs.tuning_spec import Study, flag_value, parse
+from trainers.errors import ConfigError
+from trainers.paths import join
 
 ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "bayesian": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH",
               "grid": "GRID_SEARCH"}
@@ -61,26 +68,14 @@ TUNING_JOB = job_runner.JobType(
                          f"{len(job.trial_job_spec.worker_pool_specs)} worker pools each"))
 
 
-def tuning_section(tuning: Any):
-    """The ``tuning`` section (a ``trainers.config.Tuning`` or its plain dict, as a pipeline passes it), shape-
-    and rule-checked; a problem is one CloudError line naming the field."""
-    from jobs.tuning_spec import section_problems
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError, problem
-
-    if isinstance(tuning, config_lib.Tuning):
-        section = tuning
-    else:
-        try:
-            section = config_lib.from_dict({"tuning": tuning if tuning is not None else {}}).tuning
-        except ConfigError as exc:
-            raise CloudError("; ".join(str(p) for p in exc.problems)) from None
-    problems = section_problems(section)
-    if not problems and not section.enabled:
-        problems = [problem("tuning.parameters", "no parameters to search", ["learning_rate: {type: double, ...}"])]
-    if problems:
-        raise CloudError("; ".join(str(p) for p in problems))
-    return section
+def study_of(tuning: Any) -> Study:
+    """The ``tuning`` section (its plain dict, as the step receives it, or the job's typed section, as the plan
+    has it) parsed by THE parser (``jobs.tuning_spec.parse``), once; a problem is one CloudError line naming the
+    field."""
+    try:
+        return parse(tuning)
+    except ConfigError as exc:
+        raise CloudError("; ".join(str(p) for p in exc.problems)) from None
 
 
 def parameter_spec(name: str, p) -> dict[str, Any]:
@@ -99,18 +94,17 @@ def parameter_spec(name: str, p) -> dict[str, Any]:
     return spec
 
 
-def study_spec(tuning: Any) -> dict[str, Any]:
+def study_spec(t: Study) -> dict[str, Any]:
     """The ``StudySpec`` of the section, in proto field names."""
-    t = tuning_section(tuning)
     return {"metrics": [{"metric_id": t.metric, "goal": t.goal.upper()}],
             "parameters": [parameter_spec(name, p) for name, p in t.parameters.items()],
             "algorithm": ALGORITHMS[t.algorithm], "measurement_selection_type": "LAST_MEASUREMENT"}
 
 
-def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any],
+def tuning_job(*, display_name: str, tuning: Study, trial_job_spec: dict[str, Any],
                labels: dict[str, str] | None = None):
     """The ``aiplatform_v1.HyperparameterTuningJob`` to create (see the module doc)."""
-    t = tuning_section(tuning)
+    t = tuning
     if not isinstance(trial_job_spec, dict):
         raise CloudError(f"trial_job_spec: expected a CustomJobSpec as a mapping, got "
                                  f"{type(trial_job_spec).__name__}")
@@ -124,18 +118,13 @@ def tuning_job(*, display_name: str, tuning: Any, trial_job_spec: dict[str, Any]
         "trial_job_spec": trial, "labels": labels or {}})
 
 
-def trials(job, tuning: Any) -> list[dict[str, Any]]:
+def trials(job, t: Study) -> list[dict[str, Any]]:
     """Every trial of the job as the local record writes one: id, parameters (typed as the section declares
     them), metric (the final measurement's), state."""
-    from jobs.tuning_spec import typed_value
-
-    t = tuning_section(tuning)
     out = []
     for trial in job.trials:
-        params = {}
-        for p in trial.parameters:  # a protobuf Value: proto-plus gives the number or the string
-            spec = t.parameters.get(p.parameter_id)
-            params[p.parameter_id] = typed_value(spec, p.value) if spec is not None and p.value is not None else p.value
+        # a protobuf Value: proto-plus gives the number or the string
+        params = {p.parameter_id: t.typed(p.parameter_id, p.value) for p in trial.parameters}
         metric = next((m.value for m in trial.final_measurement.metrics if m.metric_id == t.metric), None)
         row = {"id": trial.id, "parameters": params, "metric": metric, "state": trial.state.name}
         if trial.start_time is not None and trial.end_time is not None:  # a trial's wall time, as a local one's
@@ -151,23 +140,21 @@ TRIAL_ENDED = ("SUCCEEDED", "INFEASIBLE")
 class TrialLines:
     """What a study says as it goes, from the job's ``trials`` as each poll returns them (the runner's
     ``on_poll``): one line when a trial is first seen running (``trial 3 started: --batch_size=16 ...``), one
-    when it ends, the local study's own line (``jobs.records.trial_line``: n/N done, its values, its metric, its
+    when it ends, the local study's own line (``jobs.tuning_rules.trial_line``: n/N done, its values, its metric, its
     wall time, the best so far). Each trial is said once, whatever the polls repeat."""
 
-    def __init__(self, tuning: Any, log: Callable[[str], None] = print):
-        from jobs.tuning_spec import flag_value
-
-        self.section, self.log, self.flag_value = tuning_section(tuning), log, flag_value
+    def __init__(self, tuning: Study, log: Callable[[str], None] = print):
+        self.section, self.log = tuning, log
         self.started: set[str] = set()
         self.ended: set[str] = set()
 
     def _flags(self, parameters: dict[str, Any]) -> str:
         specs = self.section.parameters
-        return " ".join(f"--{n}={self.flag_value(specs[n], v) if n in specs else v}" for n, v in sorted(parameters.items()))
+        return " ".join(f"--{n}={flag_value(specs[n], v) if n in specs else v}" for n, v in sorted(parameters.items()))
 
     def __call__(self, job) -> None:
         t = self.section
-        rows = sorted(trials(job, t), key=lambda row: records.trial_order(row["id"]))
+        rows = sorted(trials(job, t), key=lambda row: tuning_rules.trial_order(row["id"]))
         for row in rows:
             if row["id"] not in self.started and row["state"] not in TRIAL_ENDED:
                 self.started.add(row["id"])
@@ -178,24 +165,11 @@ class TrialLines:
             self.ended.add(row["id"])
             self.started.add(row["id"])
             ended = [r for r in rows if r["id"] in self.ended]
-            best = records.best_of(ended, t.goal)
-            self.log(records.trial_line(row, t.metric, len(ended), t.max_trials, best))
+            best = t.best(ended)
+            self.log(tuning_rules.trial_line(row, t.metric, len(ended), t.max_trials, best))
 
 
-def best_trial(job, tuning: Any, base_output_directory: str = "") -> dict[str, Any] | None:
-    """The best trial of the finished job by THE rule (``jobs.records.best_of``: the SUCCEEDED trial with the
-    best finite final metric, the lowest id among equals), with its model folder."""
-    t = tuning_section(tuning)
-    best = records.best_of(trials(job, t), t.goal)
-    if best is None:
-        return None
-    best = {k: best[k] for k in ("id", "parameters", "metric")}
-    if base_output_directory:
-        best["model_dir"] = f"{base_output_directory.rstrip('/')}/{best['id']}/model"
-    return best
-
-
-def run(*, project: str, location: str, gcp_resources: str, display_name: str, tuning: Any,
+def run(*, project: str, location: str, gcp_resources: str, display_name: str, tuning: Study,
         trial_job_spec: dict[str, Any], api_endpoint: str = "", labels: dict[str, str] | None = None,
         log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep):
     """Create (or resume) the HyperparameterTuningJob and follow it to the end (``jobs.cloud.job_runner.run``);
@@ -206,23 +180,24 @@ def run(*, project: str, location: str, gcp_resources: str, display_name: str, t
                           api_endpoint=api_endpoint, log=log, sleep=sleep, on_poll=TrialLines(tuning, log))
 
 
-def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_trial_path: str = "",
+def write_outputs(job, tuning: Study, trial_job_spec: dict[str, Any], *, best_trial_path: str = "",
                   best_model_dir_path: str = "", executor_input: str = "", study_path: str = "") -> dict[str, Any]:
-    """The step's outputs from the finished job: the best trial as JSON, its model folder, the ``model``
-    artifact (URI = that folder) through the executor output, as GCPC's launchers update an output artifact,
-    and the study's record (``study_path``: every trial and the best, the local study's ``tuning.json``
-    format). No SUCCEEDED trial with a finite metric is a CloudError."""
+    """The step's outputs from the finished job: the best trial (THE rule, ``Study.best``) as JSON, its model
+    folder, the ``model`` artifact (URI = that folder) through the executor output, as GCPC's launchers update an
+    output artifact, and the study's record (``study_path``: every trial and the best, the local study's
+    ``tuning.json`` format). No SUCCEEDED trial with a finite metric is a CloudError."""
+    t = tuning
     base = ((trial_job_spec.get("base_output_directory") or {}).get("output_uri_prefix") or "").rstrip("/")
-    best = best_trial(job, tuning, base)
+    rows = trials(job, t)
+    best = t.best(rows)
     if best is None:
         raise CloudError(f"HyperparameterTuningJob {job.name} succeeded but no trial has a final "
-                                 f"{tuning_section(tuning).metric}: nothing to continue with")
+                                 f"{t.metric}: nothing to continue with")
     if not base:
         raise CloudError("trial_job_spec.base_output_directory is empty: the trials' models have no folder "
                                  "(Vertex sets AIP_MODEL_DIR only with a base output directory)")
-    t = tuning_section(tuning)
-    record = {"metric": t.metric, "goal": t.goal, "trials": trials(job, t), "best_trial": best,
-              "tuning_job": job.name}
+    best["model_dir"] = join(trial_files.trial_base(base, best["id"]), "model")
+    record = {"metric": t.metric, "goal": t.goal, "trials": rows, "best_trial": best, "tuning_job": job.name}
     for path, text in ((best_trial_path, json.dumps(best, sort_keys=True)), (best_model_dir_path, best["model_dir"]),
                        (study_path, json.dumps(record, indent=1, sort_keys=True))):
         if path:
@@ -233,7 +208,7 @@ def write_outputs(job, tuning: Any, trial_job_spec: dict[str, Any], *, best_tria
 
         artifact_utils.update_output_artifact(executor_input, "model", best["model_dir"], {
             "framework": "tensorflow", "trial_id": best["id"], "parameters": best["parameters"],
-            "metric": {tuning_section(tuning).metric: best["metric"]}, "tuning_job": job.name})
+            "metric": {t.metric: best["metric"]}, "tuning_job": job.name})
     return best
 
 
@@ -261,10 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --{flag}: {getattr(args, flag)[:80]!r} is not a JSON mapping", file=sys.stderr, flush=True)
             return 1
     def step() -> None:
-        job = run(display_name=args.display_name, tuning=parsed["tuning"], trial_job_spec=parsed["trial_job_spec"],
+        study = study_of(parsed["tuning"])  # the section parsed once, before any call
+        job = run(display_name=args.display_name, tuning=study, trial_job_spec=parsed["trial_job_spec"],
                   location=args.location, project=args.project, gcp_resources=args.gcp_resources,
                   api_endpoint=args.api_endpoint)
-        best = write_outputs(job, parsed["tuning"], parsed["trial_job_spec"], best_trial_path=args.best_trial,
+        best = write_outputs(job, study, parsed["trial_job_spec"], best_trial_path=args.best_trial,
                              best_model_dir_path=args.best_model_dir, executor_input=args.executor_input,
                              study_path=args.study)
         print(f"best trial {best['id']}: {json.dumps(best['parameters'], sort_keys=True)} -> metric "

@@ -2,14 +2,19 @@
 
 * :mod:`jobs.tuning.search` the search itself (Optuna: TPE for Vertex's default Bayesian optimization, random,
   grid), and why Optuna rather than OSS Vizier;
-* :mod:`jobs.tuning.local`  the study on this machine: every trial is the job's whole topology under the one
-  local launch (``jobs.local.custom_job``) with the contract Vertex gives a trial, and the job as it stands
-  beside them, the baseline (``run_local_study``);
+* :mod:`jobs.tuning.local`  the study on this machine (``run_local_study``): every trial is the job's whole
+  topology under the one local launch (``jobs.local.launch.custom_job``) with the contract Vertex gives a trial, and the
+  job as it stands beside them, the baseline; its parts: :mod:`jobs.tuning.loop` (the trial loop),
+  :mod:`jobs.tuning.trial` (one run, a trial or the baseline, and its outcome), :mod:`jobs.tuning.record` (the
+  study's own record: its key, resuming it, writing it), :mod:`jobs.tuning.failures` (why a study stops, said);
 * :mod:`jobs.tuning.pick`   after a Vertex study: the baseline CustomJob's figure read through ``/gcs`` and the
   model handed on (the ``pick_model`` step);
 * ``python -m jobs.tuning`` (:mod:`jobs.tuning.__main__`): a job file's study alone.
 
-Beside it: ``jobs.tuning_spec`` (the section's rules, run by ``jobs.validate``, and the ``--NAME=VALUE`` flags a
-trial's replicas get), ``jobs.records`` (the study's record, ``<base>/tuning.json``, the trials' folders and THE
-best-trial rule) and ``jobs.cloud.tuning_job`` (the same study as a Vertex AI HyperparameterTuningJob).
+Beside it, in the spec layer (the local runtime and the clients read them too): ``jobs.tuning_spec`` (the
+section's rules, run by ``jobs.validate``, THE parser of the section into the typed ``Study`` every part takes,
+and the ``--NAME=VALUE`` flags a trial's replicas get), ``jobs.tuning_rules`` (the study's record and its rules:
+THE best-trial rule, the baseline and the model handed on), ``jobs.trial_files`` (the trials' folders and
+cloudml-hypertune files), ``jobs.records`` (the record's name, ``<base>/tuning.json``, read and written) and
+``jobs.cloud.tuning_job`` (the same study as a Vertex AI HyperparameterTuningJob).
 """

@@ -11,7 +11,7 @@ verdict of both models: it is the very figure the study ranks its trials by (eac
 last report of the same tag, by the same trainer code), so the two are compared on one scale; the held-out
 verdict (``serving.eval_data``) of the model that goes on follows in the verify step, as for any model.
 
-:func:`pick` adds the baseline's run and the model handed on (``jobs.records.handed_on_run``: THE rule, the
+:func:`pick` adds the baseline's run and the model handed on (``jobs.tuning_rules.handed_on_run``: THE rule, the
 local study's too) to the study's record. A baseline step that failed gives the pick step no ``gcp_resources``
 (the pipeline runs it with ``ignore_upstream_failure``): the baseline is recorded FAILED and the best trial goes
 on, as a local study does with a failed baseline.
@@ -22,16 +22,15 @@ import math
 import os
 from typing import Any
 
-from jobs import records
+from jobs import trial_files, tuning_rules
+from jobs.errors import CloudError
+from jobs.cloud.job_runner import named_job
 from trainers.paths import join, readable
 
 
 def _job_name(gcp_resources: str) -> str:
     """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.job_runner.named_job``, the runner's
     own reader); "" when it names none: the name is only shown beside the baseline's figure."""
-    from jobs.errors import CloudError
-    from jobs.cloud.job_runner import named_job
-
     try:
         return named_job(gcp_resources)
     except CloudError:
@@ -43,46 +42,49 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
     "reported_tags", "model_dir", "custom_job"?, "error"?}``. ``gcp_resources``: the baseline step's output (empty:
     the step did not succeed). SUCCEEDED needs the chief's finite last report of ``metric`` and a SavedModel in
     ``<base>/baseline/model``."""
-    model_dir = join(records.baseline_base(base), "model")
-    run: dict[str, Any] = {"id": records.BASELINE, "model_dir": model_dir}
+    model_dir = join(trial_files.baseline_base(base), "model")
+    run: dict[str, Any] = {"id": tuning_rules.BASELINE, "model_dir": model_dir}
     name = _job_name(gcp_resources) if gcp_resources else ""
     if name:
         run["custom_job"] = name
     if not gcp_resources.strip():
-        return {**run, "state": records.FAILED, "metric": None,
+        return {**run, "state": tuning_rules.FAILED, "metric": None,
                 "error": "the baseline CustomJob step did not succeed (its step in the pipeline run says why)"}
-    path = readable(records.metric_file(base, records.BASELINE))
-    reports = records.read_reports(path)
-    value = records.last_value(reports, metric)
-    run.update(metric=value, reported_tags=records.reported_tags(reports))
+    path = readable(trial_files.metric_file(base, tuning_rules.BASELINE))
+    reports = trial_files.read_reports(path)
+    value = trial_files.last_value(reports, metric)
+    run.update(metric=value, reported_tags=trial_files.reported_tags(reports))
     if not reports:
-        return {**run, "state": records.INFEASIBLE,
-                "error": f"its chief wrote no cloudml-hypertune report to {records.metric_file(base, records.BASELINE)}"}
+        return {**run, "state": tuning_rules.INFEASIBLE,
+                "error": f"its chief wrote no cloudml-hypertune report to "
+                         f"{trial_files.metric_file(base, tuning_rules.BASELINE)}"}
     if value is None or not math.isfinite(value):
-        return {**run, "state": records.INFEASIBLE, "metric": None if value is None else str(value),
+        return {**run, "state": tuning_rules.INFEASIBLE, "metric": None if value is None else str(value),
                 "error": f"no finite {metric} among its reports ({', '.join(run['reported_tags']) or 'none'})"}
     if not os.path.exists(os.path.join(readable(model_dir), "saved_model.pb")):
-        return {**run, "state": records.FAILED, "error": f"no SavedModel in {model_dir}"}
-    return {**run, "state": records.SUCCEEDED}
+        return {**run, "state": tuning_rules.FAILED, "error": f"no SavedModel in {model_dir}"}
+    return {**run, "state": tuning_rules.SUCCEEDED}
 
 
 def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
     """The study's record with its ``baseline`` (None: ``tuning.baseline`` is off) and the model handed on
-    (``jobs.records.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
-    best = records.best_trial(study)
-    out = {k: v for k, v in study.items() if k not in (records.BASELINE, records.HANDED_ON)}
+    (``jobs.tuning_rules.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
+    best = tuning_rules.best_trial(study)
+    out = {k: v for k, v in study.items() if k not in (tuning_rules.BASELINE, tuning_rules.HANDED_ON)}
     if baseline is not None:
-        out[records.BASELINE] = baseline
-    handed = records.handed_on_run(best, baseline, str(study.get("goal") or ""), str(study.get("metric") or "metric"))
+        out[tuning_rules.BASELINE] = baseline
+    handed = tuning_rules.handed_on_run(best, baseline, str(study.get("goal") or ""),
+                                        str(study.get("metric") or "metric"))
     if handed is None:
         raise ValueError("the study's record names no succeeded trial: nothing to hand on")
-    out[records.HANDED_ON] = handed
+    out[tuning_rules.HANDED_ON] = handed
     return out
 
 
 def baseline_line(baseline: dict[str, Any], metric: str) -> str:
     """The baseline's console line (a Vertex run's; the local study says it as the baseline ends)."""
     job = f" (CustomJob {baseline['custom_job'].rsplit('/', 1)[-1]})" if baseline.get("custom_job") else ""
-    if baseline.get("state") == records.SUCCEEDED:
-        return f"baseline SUCCEEDED{job}: {metric} {records.format_value(baseline.get('metric'))} (the job as it stands)"
+    if baseline.get("state") == tuning_rules.SUCCEEDED:
+        figure = tuning_rules.format_value(baseline.get("metric"))
+        return f"baseline SUCCEEDED{job}: {metric} {figure} (the job as it stands)"
     return f"baseline {baseline.get('state')}{job}: {baseline.get('error') or 'no figure'}"

@@ -15,7 +15,8 @@ section names:
 * ``grid``: ``GridSampler`` over every integer in a range, every categorical and discrete value (Vertex's
   GRID_SEARCH takes the same types); the study then ends after ``min(max_trials, grid points)`` trials.
 
-Every sampler is seeded from ``training.seed``: the same job file proposes the same first trials.
+The search takes the section parsed once (``jobs.tuning_spec.Study``). Every sampler is seeded from
+``training.seed``: the same job file proposes the same first trials.
 
 The four parameter types map to Optuna's distributions: double -> ``FloatDistribution`` (``log=True`` for a log
 scale), integer -> ``IntDistribution``, categorical and discrete -> ``CategoricalDistribution`` (discrete values
@@ -34,9 +35,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from jobs.tuning_spec import LOG_SCALES, Study, typed_value
 from trainers import config as config_lib
-
-from jobs.tuning_spec import LOG_SCALES, typed_value
 
 
 def _grid_values(p: config_lib.Parameter) -> list[Any]:
@@ -51,12 +51,12 @@ class Search:
     """One study's search: :meth:`replay` what the record holds, then :meth:`ask` and :meth:`tell` per trial.
     Called from one thread only (the study's loop)."""
 
-    def __init__(self, cfg: config_lib.JobConfig):
+    def __init__(self, study: Study, seed: int):
         import optuna
         from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # its per-trial INFO lines would double the study's
-        t = cfg.tuning
+        t = study
         self.specs = dict(sorted(t.parameters.items()))  # by name: the job file's order and the config JSON's
                                                            # (sorted keys) propose the same trials
         self.grid = t.algorithm == "grid"
@@ -71,7 +71,6 @@ class Search:
                                                            log=p.scale in LOG_SCALES and not self.grid)
             else:
                 self.distributions[name] = CategoricalDistribution(_grid_values(p))
-        seed = cfg.training.seed
         if self.grid:
             sampler = _grid_sampler({n: _grid_values(p) for n, p in self.specs.items()}, seed)
         elif t.algorithm == "random":

@@ -10,7 +10,7 @@ import os
 import stat
 from typing import Any
 
-from jobs import records
+from jobs import records, tuning_rules
 
 STAMP = "%Y%m%d-%H%M%S"
 
@@ -99,7 +99,7 @@ SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trai
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
                  "model_scalars": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
-                "latency_ms": dict, "per_class": list, records.BASELINE: dict, records.HANDED_ON: dict}
+                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict}
 
 
 def type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:

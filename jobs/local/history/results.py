@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs import records
+from jobs import gate_spec, records, tuning_rules
 from jobs.evaluation_verdict import figures
 from jobs.tensorboard import last_values, read_scalars
 
@@ -49,9 +49,9 @@ def study_metric(summary: dict[str, Any]) -> dict[str, float]:
         return {}
     verification = summary.get("verification") if isinstance(summary.get("verification"), dict) else {}
     verified = summary.get("verified_trial")
-    trial = next((t for t in records.study_runs(study) if verified is not None
+    trial = next((t for t in tuning_rules.study_runs(study) if verified is not None
                   and str(t.get("id")) == str(verified)), None) \
-        or records.verified_trial(study, str(verification.get("model_dir") or ""))
+        or tuning_rules.verified_trial(study, str(verification.get("model_dir") or ""))
     value = number((trial or {}).get("metric"))
     return {str(study["metric"]): value} if value is not None else {}
 
@@ -85,11 +85,11 @@ def study_outcome(path: str, record: dict[str, Any], folder_study: dict[str, Any
         study = folder_study if folder_study is not None else records.read_at(path, records.TUNING_RECORD)
     if not study.get("trials"):
         return None
-    best = records.best_trial(study)
-    handed = study.get(records.HANDED_ON) if isinstance(study.get(records.HANDED_ON), dict) else None
-    return {"metric": study.get("metric"), "goal": study.get("goal"), **records.study_counts(study),
+    best = tuning_rules.best_trial(study)
+    handed = study.get(tuning_rules.HANDED_ON) if isinstance(study.get(tuning_rules.HANDED_ON), dict) else None
+    return {"metric": study.get("metric"), "goal": study.get("goal"), **tuning_rules.study_counts(study),
             "best_trial": {k: best.get(k) for k in ("id", "parameters", "metric")} if best else None,
-            "baseline": records.baseline_metric(records.baseline_of(study)),
+            "baseline": tuning_rules.baseline_metric(tuning_rules.baseline_of(study)),
             "handed_on": str(handed.get("id")) if handed else None}
 
 
@@ -109,5 +109,5 @@ def gate_outcome(path: str, record: dict[str, Any], steps_record: dict[str, Any]
         gate = folder_gate if ran or (not steps_record and newer) else None
     if not gate or "passed" not in gate:
         return None
-    return {"passed": bool(gate["passed"]), "missed": records.gate_missed_bar(gate),
+    return {"passed": bool(gate["passed"]), "missed": gate_spec.gate_missed_bar(gate),
             "lines": [str(x) for x in gate.get("lines") or []]}

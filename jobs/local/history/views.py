@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import Any
 
-from jobs import records
+from jobs import tuning_rules
 from jobs.cli import rich_console
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
@@ -153,11 +153,11 @@ def _best_text(study: dict[str, Any] | None) -> str | None:
     best = (study or {}).get("best_trial")
     if not best:
         return None
-    text = (f"{best.get('id')}: {study.get('metric')} {records.format_value(best.get('metric'))} with "
-            f"{records.format_parameters(best.get('parameters') or {})}")
+    text = (f"{best.get('id')}: {study.get('metric')} {tuning_rules.format_value(best.get('metric'))} with "
+            f"{tuning_rules.format_parameters(best.get('parameters') or {})}")
     if study.get("baseline") is not None:  # the job as it stands, beside the study
-        went = "the baseline's model went on" if study.get("handed_on") == records.BASELINE else "it went on"
-        text += f" (baseline {records.format_value(study['baseline'])}; {went})"
+        went = "the baseline's model went on" if study.get("handed_on") == tuning_rules.BASELINE else "it went on"
+        text += f" (baseline {tuning_rules.format_value(study['baseline'])}; {went})"
     return text
 
 

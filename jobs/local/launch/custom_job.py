@@ -1,7 +1,7 @@
 """A job's worker pools on this machine, as Vertex runs the job's CustomJob: THE local launch.
 
 Every local run of a job's replicas comes through :func:`launch`: the pipeline's train step
-(``jobs.steps.run_local``), every trial of a local study (``jobs.tuning.local.trial_launch``), and whatever
+(``jobs.steps.run_local``), every trial of a local study (``jobs.tuning.trial.trial_launch``), and whatever
 runs a job next beside them. What the replicas run is read from the one builder of the Vertex job
 (``jobs.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
 and the variables the job declares (``trainer.env``, :func:`job_spec.declared_env`). The variables stay a

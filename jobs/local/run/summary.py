@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs import records
+from jobs import gate_spec, provenance, records, trial_files, tuning_rules
 from jobs.images.user_code import trainer_version
 from jobs.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
@@ -22,19 +22,19 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
     started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
     verification = {k: v for k, v in records.read_verification(cfg).items() if k != "gallery"}
     tuning = records.read_tuning(cfg)
-    trial = records.verified_trial(tuning, verification.get("model_dir") or "") if tuning else None
+    trial = tuning_rules.verified_trial(tuning, verification.get("model_dir") or "") if tuning else None
     upload = join(base, records.UPLOAD_REQUEST_RECORD)
     extra: dict[str, Any] = {"upload_request": upload} if os.path.exists(upload) else {}
     trainer = trainer_version(cfg)
     if trainer:
         extra["trainer_version"] = trainer
     if trial:  # the model that went on is a trial's: its TensorBoard scalars are the run's (runs list, compare)
-        extra["model_scalars"] = last_values(read_scalars(records.trial_dirs(base, trial)["logs"]))
+        extra["model_scalars"] = last_values(read_scalars(trial_files.trial_dirs(base, trial)["logs"]))
     return {**extra, "name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
-            "code_version": records.code_version(),
-            "dirs": records.trial_dirs(base, trial) if trial else output_dirs(None, base),
+            "code_version": provenance.code_version(),
+            "dirs": trial_files.trial_dirs(base, trial) if trial else output_dirs(None, base),
             "pipeline_root": join(base, "pipeline_root"), "steps": list(steps or []),
-            "training": records.read_trial_metrics(base, trial) if trial else records.read_metrics(cfg),
+            "training": trial_files.read_trial_metrics(base, trial) if trial else records.read_metrics(cfg),
             "trainer": records.read_training(cfg), "verification": verification,
             "evaluation": records.read_evaluation(cfg), "tuning": tuning,
             "verified_trial": str(trial.get("id")) if trial else None, "gate": records.read_gate(cfg),
@@ -79,7 +79,7 @@ def _trained_line(s: dict[str, Any], t: dict[str, Any]) -> str:
     trial = s.get("verified_trial")
     if trial is None:
         return _training_line(t, trainer)
-    which = ("the baseline (the job as it stands, run beside the study)" if str(trial) == records.BASELINE
+    which = ("the baseline (the job as it stands, run beside the study)" if str(trial) == tuning_rules.BASELINE
              else f"trial {trial}")
     if not isinstance(t.get("steps"), int) and not trainer:
         return (f"{which} (the verified model's; every trial under study below): no metrics.json (a user "
@@ -114,21 +114,21 @@ def eval_text(e: Any) -> str:
 def study_line(study: dict[str, Any], verified: Any = None) -> str:
     """The study in one line: trials run and how they ended, the best trial's id, values and metric, and the
     trial the verified model came from when it is not the best."""
-    n = records.study_counts(study)
+    n = tuning_rules.study_counts(study)
     ended = f"{n['succeeded']} succeeded" + (f", {n['failed']} failed" if n["failed"] else "") + (
         f", {n['other']} stopped or running" if n["other"] else "")
     wall = f" in {_num(study.get('seconds'), '.0f')} s" if study.get("seconds") is not None else ""
     line = f"{n['trials']} trial(s){wall} ({ended})"
-    best = records.best_trial(study)
+    best = tuning_rules.best_trial(study)
     if not best:
         return line + "; no trial succeeded"
-    line += (f"; best trial {best.get('id')}: {study.get('metric', 'metric')} {records.format_value(best.get('metric'))}"
-             f" ({study.get('goal', '?')}) with {records.format_parameters(best.get('parameters') or {})}")
-    handed = study.get(records.HANDED_ON) if isinstance(study.get(records.HANDED_ON), dict) else None
-    if records.baseline_of(study) is not None and handed and handed.get("reason"):
+    line += (f"; best trial {best.get('id')}: {study.get('metric', 'metric')} {tuning_rules.format_value(best.get('metric'))}"
+             f" ({study.get('goal', '?')}) with {tuning_rules.format_parameters(best.get('parameters') or {})}")
+    handed = study.get(tuning_rules.HANDED_ON) if isinstance(study.get(tuning_rules.HANDED_ON), dict) else None
+    if tuning_rules.baseline_of(study) is not None and handed and handed.get("reason"):
         line += f"; {handed['reason']}"  # the baseline beside the study: which model went on, and why
     if verified is not None and str(verified) not in (str(best.get("id")), str((handed or {}).get("id"))):
-        line += f"; the verified model is {'the baseline' if str(verified) == records.BASELINE else 'trial ' + str(verified)}'s"
+        line += f"; the verified model is {'the baseline' if str(verified) == tuning_rules.BASELINE else 'trial ' + str(verified)}'s"
     return line
 
 
@@ -137,7 +137,7 @@ def gate_line(gate: dict[str, Any]) -> str:
     if gate.get("passed"):
         lines = [str(x) for x in gate.get("lines") or []]
         return f"passed ({len(lines)} bar(s)): " + "; ".join(lines) if lines else "passed (no bar set)"
-    return f"missed: {records.gate_missed_bar(gate) or 'see gate.json'}; the model is not registered"
+    return f"missed: {gate_spec.gate_missed_bar(gate) or 'see gate.json'}; the model is not registered"
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:

@@ -45,7 +45,7 @@ BUILTIN_EVALUATION = ("accuracy", "loss", "examples")
 #: (``train/loss``...; also spelled ``train_loss``, as the train step's Metrics artifact logs them).
 BUILTIN_TRAINING = ("train_loss", "train_accuracy", "train/loss", "train/accuracy", "train/examples_per_second",
                     "train_examples_per_second")
-#: the verify step's verdict on ``serving.eval_data`` (``jobs.evaluation.figures``; per-class figures too:
+#: the verify step's verdict on ``serving.eval_data`` (``jobs.evaluation_verdict.figures``; per-class figures too:
 #: ``eval_precision/<class>``, ``eval_recall/<class>``).
 EVAL_METRICS = METRIC_NAMES
 #: the side-car evaluator's scalars (``trainers.evaluator``), with an evaluator pool.

@@ -1,5 +1,5 @@
 """Which code ran: the project's git commit (and whether tracked files had changes) or the installed package's
-version, recorded in ``run.json`` and ``provenance.json`` (``jobs.local.runs``), shown by the report and stamped
+version, recorded in ``run.json`` and ``provenance.json`` (``jobs.local.run``), shown by the report and stamped
 on a user's image (``jobs.images.user``).
 """
 from __future__ import annotations

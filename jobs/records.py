@@ -7,7 +7,7 @@ trainer's final figures, written by its chief), ``evaluation.json`` (the side-ca
 ``tuning.json`` (the hyperparameter study, ``jobs.tuning.local``; Vertex's study in the same shape,
 ``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.gate``), ``steps.json`` (the pipeline
 steps' wall times so far), ``provenance.json`` (what made the run: config, trainer code hash, image; written when a
-local run starts) and ``run.json`` (a run that finished, ``jobs.local.runs``), beside the page
+local run starts) and ``run.json`` (a run that finished, ``jobs.local.run``), beside the page
 ``report.html``. The report, ``runs list`` and the gate read them here.
 
 Beside it: a study's record and its rules, THE best-trial rule included (``jobs.tuning_rules``), the trials'
@@ -34,12 +34,12 @@ VERIFICATION_RECORD = "verification.json"
 UPLOAD_REQUEST_RECORD = "model_upload_request.json"
 TUNING_RECORD = "tuning.json"
 GATE_RECORD = "gate.json"
-#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``jobs.local.runs.StepTimer``):
+#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``jobs.local.run.step_timer.StepTimer``):
 #: what the report step (inside the pipeline, before run.json exists) and ``runs list`` of an unfinished run read
 STEPS_RECORD = "steps.json"
-#: written when a local run succeeds (``jobs.local.runs.write_record``): its config and summary
+#: written when a local run succeeds (``jobs.local.run.folder.write_record``): its config and summary
 RUN_RECORD = "run.json"
-#: written when a local run starts in its folder (``jobs.local.runs.making``): the resolved config, the user
+#: written when a local run starts in its folder (``jobs.local.run.folder.making``): the resolved config, the user
 #: trainer's code hash and the image; what a later run in that folder is compared with
 PROVENANCE_RECORD = "provenance.json"
 #: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",

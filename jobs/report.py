@@ -17,7 +17,7 @@ the run left:
   matrix and a gallery of validation images with predicted and true class;
 * the checkpoints kept and the launcher's attempts;
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
-* ``steps.json`` (``jobs.local.runs.StepTimer``, local runs): each pipeline step's wall time so far, and
+* ``steps.json`` (``jobs.local.run.step_timer.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
 * the code version (``jobs.provenance.code_version``): the project's git commit, else the installed package's version; for a
   user's trainer also its own (``jobs.images.user_code.trainer_version``: its repository's commit, and its files' content hash);

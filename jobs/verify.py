@@ -325,7 +325,7 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
 def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]], *, task: str = "auto",
                       output: str = "", model_dir: str = "", source: str = "") -> dict[str, Any]:
     """The loaded signature ``fn`` (input ``specs``) run on ``serving.eval_data``'s examples (as
-    ``jobs.evaluation.read_examples`` returns them), in batches, and judged (``jobs.evaluation.judge``).
+    ``jobs.evaluation.read_examples`` returns them), in batches, and judged (``jobs.evaluation_verdict.judge``).
     Raises :class:`VerifyError` (one line)."""
     import numpy as np
 

@@ -229,7 +229,7 @@ def test_an_image_without_a_tag_is_refused_before_any_request(cloud, context_tar
     assert server.requests == []
 
 
-# ---- the pipeline's build step (jobs.steps.trainer_image, components.steps.build_image) ----------------
+# ---- the pipeline's build step (jobs.steps.trainer_image, components.build_image) ----------------
 
 def _job(**sets):
     """The multiworker preset (2 T4 per replica: the gpu variant) with a project of its own."""

@@ -205,7 +205,7 @@ def _forget(gcp_resources: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python3 -m jobs.cloud.custom_job --display_name ... --gcp_resources PATH``: what the pipeline's
-    ``custom_training_job`` container runs (``components.steps``), its arguments filled in by Vertex (lists
+    ``custom_training_job`` container runs (``components/custom_training_job``), its arguments filled in by Vertex (lists
     as JSON, booleans as true/false). Every failure is one ``error:`` line and exit 1; a cancelled pipeline
     (SIGTERM) exits 143 after cancelling the job; never a traceback."""
     import argparse

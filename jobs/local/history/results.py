@@ -66,7 +66,7 @@ def tuned_scalars(summary: dict[str, Any]) -> dict[str, float]:
 
 def trainer_code(trainer: dict[str, Any]) -> str | None:
     """A user trainer's code in a few characters (``sha256 0a4a166fa39f``, with its git commit when in a repository),
-    as ``jobs.images.user.trainer_version`` recorded it."""
+    as ``jobs.images.user_code.trainer_version`` recorded it."""
     sha, commit = trainer.get("content_sha256"), trainer.get("git_commit")
     if not isinstance(sha, str) or not sha:
         return trainer.get("text") if isinstance(trainer.get("text"), str) else None

@@ -24,7 +24,7 @@ this job's):
 
 What made a run (:func:`making`) is written to ``<base>/provenance.json`` when the run starts: the resolved
 config (the image is its ``container.image_uri``), the user trainer's code hash
-(``jobs.images.user.trainer_version``) and the image; a folder written before that record existed is judged
+(``jobs.images.user_code.trainer_version``) and the image; a folder written before that record existed is judged
 by its ``run.json``. Sections that say how a job is checked, planned or scheduled (:data:`NOT_WHAT_IT_MAKES`)
 are not compared: changing a timeout does not change the model.
 
@@ -109,7 +109,7 @@ def comparable(config: dict[str, Any]) -> dict[str, Any]:
 def making(cfg) -> dict[str, Any]:
     """What makes a run of ``cfg`` (written to ``provenance.json`` when it starts): ``{"config", "image",
     "trainer_code": {"sha256", "files", "text"} | None, "written"}``. The trainer code's hash is a user
-    trainer's (``jobs.images.user.trainer_version``); the built-in trainer is this tool's code."""
+    trainer's (``jobs.images.user_code.trainer_version``); the built-in trainer is this tool's code."""
     config = json.loads(cfg.to_json())
     trainer = trainer_version(cfg)
     code = ({"sha256": trainer.get("content_sha256"), "files": trainer.get("files"), "text": trainer.get("text")}

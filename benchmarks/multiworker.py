@@ -80,7 +80,8 @@ def measure(kind: str, data: str, out: str, epochs: int) -> dict:
     strategy, workers = ARMS[kind]
     cfg = config_lib.from_dict(_doc(data, out, epochs, strategy, workers))
     if workers:
-        from jobs import records, steps
+        from jobs.spec import records
+        from jobs.steps import calls as steps
 
         lines: list[str] = []
         result = steps.run_local(cfg, timeout_s=900, log=lines.append)

@@ -14,8 +14,8 @@ lines (what both old and new versions print; new versions also keep them in ``<b
 Also measured, in fresh processes (medians): the fixed cost of one pipeline task (a lightweight component that does
 nothing, under the same kfp.local runner: what every step pays before its own work), a bare interpreter, and the
 imports the parts pay: kfp as ``run.py`` imports it (with and without its API client), the twelve component
-YAMLs loaded as ``run.py`` loads them, ``jobs.steps`` (every step), ``matplotlib.figure`` (the report) and
-``tensorflow`` (what each replica pays; verify-model imports it without Keras: ``jobs.verify.import_tensorflow``).
+YAMLs loaded as ``run.py`` loads them, ``jobs.steps.calls`` (every step), ``matplotlib.figure`` (the report) and
+``tensorflow`` (what each replica pays; verify-model imports it without Keras: ``jobs.steps.verify.import_tensorflow``).
 
 Printed: per step, the median wall of each checkout; the run's wall and its ratio to the training step's.
 Nothing is asserted (figures move with the machine; quote ratios measured in one run).
@@ -111,11 +111,11 @@ IMPORTS = (
     ("the 12 component YAMLs, kfp's loader", "import components as c; from kfp.components import "
      "load_component_from_file as l; [l(str(c.yaml_path(n))) for n in c.NAMES]"),
     ("the 12 component YAMLs, as run.py loads them now", "import components as c; c.published()"),
-    ("import jobs.steps (every step)", "import jobs.steps"),
+    ("import jobs.steps.calls (every step)", "import jobs.steps.calls"),
     ("import matplotlib.figure (report)", "import matplotlib.figure"),
     ("import tensorflow (each replica; verify-model before)", "import tensorflow"),
     ("import tensorflow as verify-model does now (without Keras)",
-     "from jobs.verify import import_tensorflow; import_tensorflow()"),
+     "from jobs.steps.verify import import_tensorflow; import_tensorflow()"),
 )
 
 

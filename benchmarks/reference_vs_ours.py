@@ -14,7 +14,7 @@ arms alternate within each round and the order flips every round, so a drift in 
   export. Run without ``MirroredStrategy`` (the lab wraps it in one; on one CPU that only adds overhead,
   so leaving it out is the reference's best case).
 * ``ours``       this project with the defaults a user gets (``training.precision: auto``, default
-  threads, ``data.encoding: raw``, deterministic): ``jobs.steps.prepare`` (JPEG folder -> TFRecords) then
+  threads, ``data.encoding: raw``, deterministic): ``jobs.steps.calls.prepare`` (JPEG folder -> TFRecords) then
   ``trainers.train.train_and_evaluate`` (custom loop, export), one device, batch 32, Adam, shuffle 1000.
 * ``ours-fp32``  the same with ``training.precision=float32``: what a CPU without bf16 gets (a proxy: a real
   such CPU may also lack AVX-512).
@@ -104,7 +104,7 @@ def run_reference(images: str, out: str, epochs: int) -> dict:
 
 def run_ours(images: str, out: str, epochs: int, overrides: list[str]) -> dict:
     t0 = time.monotonic()
-    from jobs import steps
+    from jobs.steps import calls as steps
     from trainers import config as config_lib
     from trainers.config_files import apply_overrides
 

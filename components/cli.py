@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from jobs.cli import shown
+    from jobs.spec.command_line import shown
 
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py components"), description=__doc__.split("\n")[0])
     p.add_argument("--image", required=True, help="the trainer image by digest, REPO[:TAG]@sha256:<64 hex>")
@@ -33,9 +33,9 @@ def _main(argv: list[str]) -> int:
         args = p.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from jobs.image_reference import BuildError
+    from jobs.spec.image_reference import BuildError
     from jobs.cloud import templates
-    from jobs.image_reference import parse_reference
+    from jobs.spec.image_reference import parse_reference
 
     problems = []
     try:

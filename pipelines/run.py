@@ -15,9 +15,9 @@
     python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
     python pipelines/run.py runs list | compare A B | prune              # past runs under runs/
     python pipelines/run.py logs RUN_FOLDER|JOB [--replica chief-0] [--follow]   # replica logs, local or Vertex
-    python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci_local/)
+    python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci/local/)
 
-Wiring only: the command is ``jobs.run_command`` (arguments, validation, dispatch: the local run is
+Wiring only: the command is ``jobs.steps.run_command`` (arguments, validation, dispatch: the local run is
 ``jobs.local.run.pipeline_run``, the Vertex submission ``jobs.cloud.submit``), each subcommand a module of the job
 side (:data:`SUBCOMMANDS`); the pipeline is ``pipelines.training_pipeline``, handed to the command here.
 Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in
@@ -31,21 +31,21 @@ import sys
 if __name__ == "__main__" and __package__ in (None, ""):  # `python pipelines/run.py` from a checkout
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs import run_command  # noqa: E402
-from jobs.cli import survives_closed_pipe  # noqa: E402
+from jobs.steps import run_command
+from jobs.spec.command_line import survives_closed_pipe  # noqa: E402
 
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
-    "validate": run_command.Subcommand("jobs.validate_cli", "validate_main"),
+    "validate": run_command.Subcommand("jobs.spec.validate_cli", "validate_main"),
     "plan": run_command.Subcommand("jobs.cloud.plan_cli"),
-    "hardware": run_command.Subcommand("jobs.hardware.listing"),
+    "hardware": run_command.Subcommand("jobs.spec.hardware.listing"),
     "build": run_command.Subcommand("jobs.images.build"),
     "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),
     "register-model": run_command.Subcommand("jobs.cloud.submit", "register_main"),
     "components": run_command.Subcommand("components.cli"),
     "runs": run_command.Subcommand("jobs.local.history.runs_cli"),
     "logs": run_command.Subcommand("jobs.local.history.logs_cli"),
-    "ci-local": run_command.Subcommand("jobs.ci_local"),
+    "ci-local": run_command.Subcommand("jobs.ci.local"),
 }
 
 
@@ -66,7 +66,7 @@ def build_pipeline(*args, **kwargs):
 PIPELINE = run_command.Pipeline(__doc__, compile_pipeline, build_pipeline)
 
 
-@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.cli.CLOSED_PIPE); when the command started
+@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.spec.command_line.CLOSED_PIPE); when the command started
 def main(argv: list[str] | None = None) -> int:
     return run_command.main(list(sys.argv[1:] if argv is None else argv), SUBCOMMANDS, PIPELINE)
 

@@ -19,7 +19,7 @@ from kfp.dsl import Artifact, Model
 
 import components
 from components.base import DEFAULT_IMAGE
-from jobs.pipeline_plan import PipelinePlan, plan as plan_pipeline
+from jobs.steps.pipeline_plan import PipelinePlan, plan as plan_pipeline
 from trainers import config as config_lib
 
 PROJECT = _placeholders.PROJECT_ID_PLACEHOLDER
@@ -29,7 +29,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
     """The pipeline function of ``cfg`` for ``target`` (``vertex`` | ``local``); its config is the default of
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
     code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
-    any other local path before anything is compiled). What it holds is decided in ``jobs.pipeline_plan``."""
+    any other local path before anything is compiled). What it holds is decided in ``jobs.steps.pipeline_plan``."""
     plan = plan_pipeline(cfg, target)
     c = components.published(base_image or plan.image or DEFAULT_IMAGE)
     return _local_pipeline(c, plan) if target == "local" else _vertex_pipeline(c, plan)
@@ -172,7 +172,7 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
                    record_dir=job.outputs["base_output_directory"])
     if plan.baseline:
         # beside it, the job as it stands (tuning.baseline): a CustomJob in <base>/baseline whose chief
-        # reports the study's metric to a file there (jobs.job_spec.baseline_job_spec)
+        # reports the study's metric to a file there (jobs.spec.job_spec.baseline_job_spec)
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
                                job.outputs["baseline_output_directory"]).set_display_name("baseline")

@@ -138,7 +138,7 @@ def within_band(base: Path, reference: Path, args, result) -> tuple[bool, str]:
 
 
 def run_trial(i: int, work: Path, data: str, reference: Path, args, rng: random.Random, sig: int) -> dict:
-    from jobs import steps
+    from jobs.steps import calls as steps
     from jobs.local.launch.outcome import JobFailed
 
     target = rng.choice(TARGETS[args.strategy]) if args.target == "random" else args.target
@@ -261,7 +261,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     code = 0
     try:
-        from jobs import steps
+        from jobs.steps import calls as steps
 
         print(f"work folder: {work}", flush=True)
         data = make_data(work)

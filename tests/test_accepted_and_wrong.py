@@ -3,15 +3,15 @@
 alternative; nothing wrong accepted; no traceback.
 
 Classes and owners:
-* a region's name, wherever one is read (``jobs.hardware.names.region_verdict`` / ``jobs.hardware.shared.
+* a region's name, wherever one is read (``jobs.spec.hardware.names.region_verdict`` / ``jobs.spec.hardware.shared.
   region_problems``: topology.region, placement.regions, ``vtp hardware --region``, the submission's ``--region``);
-* ``vtp hardware`` filters that match nothing say so, with what exists (``jobs.hardware.listing``);
+* ``vtp hardware`` filters that match nothing say so, with what exists (``jobs.spec.hardware.listing``);
 * a boot disk the machine cannot use, SPOT with a TPU Pod, VPC peering with accelerators Vertex does not peer
-  (catalog data with sources; ``jobs.hardware.vertex_rules``);
+  (catalog data with sources; ``jobs.spec.hardware.vertex_rules``);
 * ``serving.eval_data``: a NaN in an instance, labels of the wrong kind for ``eval_task``, labels that are no class
-  of the model (``jobs.evaluation``);
+  of the model (``jobs.spec.evaluation``);
 * a flag that overrides a different value of the job file (``jobs.cloud.submit.flag_file_warnings``);
-* ``tuning`` with ``baseline: false`` and nothing to search (``jobs.tuning_spec.section_problems``).
+* ``tuning`` with ``baseline: false`` and nothing to search (``jobs.spec.tuning_section.section_problems``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobs import evaluation
-from jobs.evaluation_verdict import judge
-from jobs.hardware.catalog import load_catalog
-from jobs.hardware.names import region_verdict
-from jobs.hardware.shared import region_problems
-from jobs.validate import validate_document
+from jobs.spec import evaluation
+from jobs.spec.evaluation_verdict import judge
+from jobs.spec.hardware.catalog import load_catalog
+from jobs.spec.hardware.names import region_verdict
+from jobs.spec.hardware.shared import region_problems
+from jobs.spec.validate import validate_document
 from trainers import config as config_lib
 
 CAT = load_catalog()
@@ -50,7 +50,7 @@ def _one_device(**chief) -> dict:
     ("us_east4", "us-east4"),
 ])
 def test_a_malformed_or_mistyped_region_is_refused_with_did_you_mean_everywhere(region, meant):
-    from jobs.placement import placement_problems
+    from jobs.spec.placement import placement_problems
 
     doc = {"topology": {"region": region}}
     line = [e for e in _errors(doc) if e.startswith("topology.region:")]

@@ -124,9 +124,9 @@ def test_missing_context_or_dockerfile_is_one_line(tmp_path):
 def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
-    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/image_reference.py",
+    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/spec/image_reference.py",
                    "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "trainers/configs/local.yaml",
-                   "jobs/hardware/catalog.yaml"):
+                   "jobs/spec/hardware/catalog.yaml"):
         assert needed in files, needed
     assert not [f for f in files if f.startswith((".git/", "runs/", "tests/", "examples/", "README")) or "__pycache__" in f
                 or f.endswith(".pyc") or ".egg-info/" in f]
@@ -175,7 +175,7 @@ def _parents(path: str) -> list[str]:
 def _repo_context_copy(dest: Path) -> Path:
     """The repository's build context from its source alone: never wheels or anything else lying in the
     checkout (containers/wheels/ of an offline build, for one)."""
-    from jobs.ci import source_files
+    from jobs.ci.cloudbuild_steps import source_files
 
     for rel in sorted(set(make_context(ROOT).files) & set(source_files(ROOT))):
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -380,7 +380,7 @@ def test_a_bad_policy_variable_is_one_line(vertex, capsys, monkeypatch):
 
 def test_policy_defaults_and_bounds(monkeypatch):
     from jobs.cloud.policy import POLICY_ENV, Policy, policy
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)

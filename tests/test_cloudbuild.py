@@ -2,7 +2,7 @@
 
 How the steps are run here, as Cloud Build would run them:
 
-* the source is a fresh copy of the repository's tracked files (``jobs.ci.copy_source``: never a
+* the source is a fresh copy of the repository's tracked files (``jobs.ci.cloudbuild_steps.copy_source``: never a
   virtualenv, build outputs or caches lying in the checkout), the working directory of every step; files
   pass between steps through it (``/workspace`` on Cloud Build);
 * each step's ``script`` runs with the substitutions and built-ins as environment variables
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.ci import copy_source
+from jobs.ci.cloudbuild_steps import copy_source
 from tests.conftest import ROOT
 
 BUILD_FILE, TRIGGER_FILE = ROOT / "cloudbuild.yaml", ROOT / "cloudbuild-trigger.yaml"
@@ -110,7 +110,7 @@ LYING_AROUND = [".venv/bin/activate", ".venv/lib/python3.11/site-packages/big.py
                 "x.egg-info/PKG-INFO", ".coverage", ".tox/py311/x", ".env"]
 
 
-TRACKED = [".dockerignore", ".gitignore", "containers/Dockerfile", "jobs/ci.py", "pyproject.toml"]
+TRACKED = [".dockerignore", ".gitignore", "containers/Dockerfile", "jobs/ci/cloudbuild_steps.py", "pyproject.toml"]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git (Cloud Build's python image has none)")
 
 
@@ -143,7 +143,7 @@ def _checkout(tmp_path: Path) -> Path:
 
 @needs_git
 def test_a_checkout_with_a_virtualenv_build_outputs_and_caches_gives_only_its_source(tmp_path):
-    from jobs.ci import copy_source, source_files
+    from jobs.ci.cloudbuild_steps import copy_source, source_files
 
     root = _checkout(tmp_path)
     assert source_files(root) == TRACKED  # what a trigger builds (the commit's files)
@@ -156,7 +156,7 @@ def test_a_checkout_with_a_virtualenv_build_outputs_and_caches_gives_only_its_so
 def test_without_git_the_source_is_what_gitignore_keeps(tmp_path):
     """Inside Cloud Build's unit-tests step: no .git (and no git), a .venv of the install step's, the earlier
     steps' build/ beside the sources."""
-    from jobs.ci import source_files
+    from jobs.ci.cloudbuild_steps import source_files
 
     ws = _tree(tmp_path / "workspace")
     assert source_files(ws) == sorted(TRACKED + ["notes.txt"])
@@ -170,7 +170,7 @@ def test_the_image_build_context_never_holds_a_virtualenv_or_caches(tmp_path):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("never in an image\n")
     files = make_context(root).files
-    assert "jobs/ci.py" in files and "pyproject.toml" in files
+    assert "jobs/ci/cloudbuild_steps.py" in files and "pyproject.toml" in files
     assert not [f for f in files if re.search(r"(^|/)(\.?venv|\.mypy_cache|\.ipynb_checkpoints|__pycache__|build)/", f)], files
     assert "containers/wheels/tensorflow-2.21.0-cp311-none-any.whl" in files  # wheels for an offline build: on purpose
 
@@ -193,7 +193,7 @@ def workspace(tmp_path) -> Path:
     """The source as Cloud Build gets it, a docker that records, and this interpreter as ``.venv``."""
     ws = tmp_path / "workspace"
     # the source alone: tracked files (no .git inside Cloud Build: what .gitignore does not ignore), never
-    # the checkout's .venv, build outputs or caches (jobs/ci.py, the one definition of a build's source)
+    # the checkout's .venv, build outputs or caches (jobs/ci/cloudbuild_steps.py, the one definition of a build's source)
     copy_source(ROOT, ws)
     (ws / ".venv" / "bin").mkdir(parents=True)
     (ws / ".venv" / "bin" / "activate").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')

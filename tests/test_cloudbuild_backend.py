@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import images, job_spec, steps
+from jobs import images
+from jobs.spec import job_spec
+from jobs.steps import calls as steps
 from jobs.cloud import cloudbuild, gcs
 from jobs.images import cloudbuild as cloudbuild_builder
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild
@@ -229,7 +231,7 @@ def test_an_image_without_a_tag_is_refused_before_any_request(cloud, context_tar
     assert server.requests == []
 
 
-# ---- the pipeline's build step (jobs.steps.trainer_image, components.build_image) ----------------
+# ---- the pipeline's build step (jobs.steps.calls.trainer_image, components.build_image) ----------------
 
 def _job(**sets):
     """The multiworker preset (2 T4 per replica: the gpu variant) with a project of its own."""

@@ -55,8 +55,8 @@ def run_executor(compiled, inputs, out, env=None, timeout=120) -> subprocess.Com
 
 
 def _pools(cfg_sets=(), job_dict=None):
-    from jobs import job_spec
-    from jobs.job_spec import worker_pool_specs
+    from jobs.spec import job_spec
+    from jobs.spec.job_spec import worker_pool_specs
 
     if job_dict is not None:
         return worker_pool_specs(job_dict, IMAGE, ["python"], ["-m", "trainers.task"])
@@ -179,9 +179,9 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
 
 
 def test_pools_by_position_unit():
-    from jobs import job_spec
+    from jobs.spec import job_spec
     from jobs.cloud import custom_job
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     a, b = {"replica_count": 1}, {"replica_count": 2}
     assert job_spec.pools_by_position([a, {}, {}, {}]) == [a]
@@ -199,7 +199,7 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
     """Each poll is a read under the policy: a 503 or a dropped connection is retried; a poll that keeps
     failing ends in one line saying the job may still run and how to see and cancel it."""
     from jobs.cloud import custom_job
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     monkeypatch.setenv("VTP_CLOUD_READ_TIMEOUT_S", "1")
     monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "2")
@@ -223,7 +223,7 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
 def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_create(tmp_path):
     """Issue 33: a multi-worker job file's per-pool boot disks, NFS mount, vertex section and disable_retries,
     through the compiled step (its inputs as validate_config outputs them), in the create call Vertex decodes."""
-    from jobs import job_spec
+    from jobs.spec import job_spec
 
     cfg = config_lib.load("multiworker", [*JOB, "topology.chief.disk_spec={boot_disk_type: pd-ssd, boot_disk_size_gb: 250}",
                                           "topology.worker.disk_spec={boot_disk_type: pd-standard, boot_disk_size_gb: 1000}",

@@ -1,4 +1,4 @@
-"""The independent verdict on any model (``serving.eval_data``, jobs.evaluation + jobs.verify): a regressor and a
+"""The independent verdict on any model (``serving.eval_data``, jobs.spec.evaluation + jobs.steps.verify): a regressor and a
 classifier trained here, exported, and judged on held-out examples in a process that never trained; every
 figure checked against numpy on the Keras model's own predictions. The file's rules, one ``error:`` line per
 line at fault; the task rule; the gate, the preflight and the pipeline carrying it."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs import evaluation
-from jobs.evaluation_verdict import decide_task, judge
+from jobs.spec import evaluation
+from jobs.spec.evaluation_verdict import decide_task, judge
 from tests.conftest import ROOT
 from trainers import config as config_lib
 
@@ -65,8 +65,8 @@ def trained(tmp_path_factory):
 
 
 def _verify_in_a_fresh_process(model_dir: Path, eval_data: Path, sample: dict) -> dict:
-    """jobs.verify.verify in a process of its own (the verify step's): the record it returns."""
-    code = ("import json, sys; from jobs.verify import verify; "
+    """jobs.steps.verify.verify in a process of its own (the verify step's): the record it returns."""
+    code = ("import json, sys; from jobs.steps.verify import verify; "
             "print(json.dumps(verify(sys.argv[1], sys.argv[2], eval_data=sys.argv[3])['eval']))")
     proc = subprocess.run([sys.executable, "-c", code, str(model_dir), json.dumps(sample), str(eval_data)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -112,7 +112,7 @@ def test_a_classifier_is_judged_with_per_class_figures_and_the_majority_baseline
 
 def test_evaluate_model_is_the_one_call_for_any_exported_folder(trained, tmp_path):
     """What a step comparing two models on the same examples calls (the baseline against the best trial)."""
-    from jobs.verify import VerifyError, evaluate_model
+    from jobs.steps.verify import VerifyError, evaluate_model
 
     case = trained["regressor"]
     data = _write_jsonl(tmp_path / "eval.jsonl", case["x"][:10], case["labels"][:10])
@@ -224,7 +224,7 @@ def test_the_example_ships_held_out_examples_generated_as_its_data():
     assert not any((seen == row).all(axis=1).any() for row in held)
     cfg = config_lib.load(str(project / "job.yaml"))
     assert cfg.serving.eval_data == str(project / "eval.jsonl")
-    from jobs import validate
+    from jobs.spec import validate
 
     assert validate.validate(cfg).errors == []
 
@@ -245,8 +245,8 @@ def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
 
 # -- where the verdict goes: the gate, the preflight, the pipeline ---------------------------------------------
 def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
-    from jobs import gate
-    from jobs.gate_spec import gate_problems
+    from jobs.steps import gate
+    from jobs.spec.gate_section import gate_problems
 
     record = {"eval": {"task": "regression", "rmse": 0.2, "mae": 0.1, "baseline_rmse": 1.0, "examples": 5,
                        "r2": 0.96}}

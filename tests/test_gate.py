@@ -1,4 +1,4 @@
-"""The gate before the Model Registry (``serving.gate``, ``jobs/gate.py``, ``components/gate``): each rule of the
+"""The gate before the Model Registry (``serving.gate``, ``jobs/steps/gate.py``, ``components/gate``): each rule of the
 section, each comparison, the verdict and its one line, better-than-parent against the Vertex AI stand-in
 (Model Registry versions and evaluations, strictly decoded), and the gate step refusing and accepting under
 kfp.local, where a refused model never reaches the upload step."""
@@ -12,9 +12,9 @@ import types
 
 import pytest
 
-from jobs import gate as gate_lib
-from jobs.gate_spec import Bar, OPS, gate_problems, known_metrics, parse_bar
-from jobs.errors import CloudError
+from jobs.steps import gate as gate_lib
+from jobs.spec.gate_section import Bar, OPS, gate_problems, known_metrics, parse_bar
+from jobs.spec.errors import CloudError
 from tests.conftest import ROOT
 from trainers import config as config_lib
 
@@ -120,7 +120,7 @@ def test_a_set_value_split_into_words_is_one_problem_saying_how_to_give_a_list()
 
 
 def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_path):
-    from jobs import validate
+    from jobs.spec import validate
     from trainers.errors import ConfigError
 
     report = validate.validate(_cfg('serving.gate.thresholds=["accuracy => 0.8"]'), check_data=False)
@@ -291,7 +291,7 @@ def test_a_local_run_skips_the_parent_with_a_note_and_writes_the_record(tmp_path
 # -- better than the baseline: the job as it stands, run beside the study ----------------------------------------
 def _study(best: float, baseline: float | None, goal: str = "minimize", state: str = "SUCCEEDED") -> dict:
     """A study's record as jobs.tuning.local and pick_model write it: trial 3 the best, the baseline beside it."""
-    from jobs import tuning_rules
+    from jobs.spec import tuning_rules
 
     trial = {"id": "3", "state": "SUCCEEDED", "metric": best, "parameters": {"units": 21}, "model_dir": "/r/3/model"}
     run = {"id": "baseline", "state": state, "metric": baseline, "model_dir": "/r/baseline/model"}
@@ -620,7 +620,7 @@ def test_the_gate_step_accepts_and_the_upload_runs(tmp_path, vertex):
 
 def test_an_upstream_record_that_is_not_json_is_one_line(tmp_path):
     """What the gate and pick_model components say of an artifact that is missing or not JSON (one line each)."""
-    from jobs import records
+    from jobs.spec import records
 
     garbage = tmp_path / "verification"
     garbage.write_text("<html>not json</html>")

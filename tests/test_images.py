@@ -53,7 +53,7 @@ def test_explicit_image_wins_everywhere():
 
 
 def test_vertex_job_runs_the_variant_image():
-    from jobs import job_spec
+    from jobs.spec import job_spec
     specs = job_spec.parts(job_spec.custom_job_spec(config_lib.load("gpu-1x4")))["worker_pool_specs"]
     assert specs[0]["container_spec"]["image_uri"] == f"{AR}-gpu:latest"
 

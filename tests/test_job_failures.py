@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import vertex_failures
+from jobs.spec import vertex_failures
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 
@@ -104,7 +104,7 @@ def test_entries_come_newest_first_bounded_and_are_shown_oldest_first(fast_polic
 ])
 def test_cloud_logging_faults_are_one_line_never_a_traceback_or_a_hang(fast_policy, capsys, fault, expected):
     from jobs.cloud import job_logs
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     started = time.monotonic()
     with LoggingStandIn() as logging:
@@ -160,7 +160,7 @@ def test_a_failed_custom_job_shows_the_failed_replicas_last_lines_and_the_hint(t
 
 def test_cloud_logging_out_of_reach_is_one_line_and_the_error_still_comes(tmp_path, fast_policy):
     from jobs.cloud import custom_job
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
     from tests.test_custom_job import _pools
 
     lines: list[str] = []
@@ -233,7 +233,7 @@ def test_a_stockout_falls_over_to_the_next_region_and_the_trainer_resumes(tmp_pa
 ])
 def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, lines):
     from jobs.cloud import custom_job
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
     from tests.test_custom_job import _pools
 
     said: list[str] = []
@@ -251,7 +251,7 @@ def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, li
 
 def test_fall_over_is_bounded_by_the_list_and_by_the_timeout(tmp_path):
     from jobs.cloud import custom_job
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
     from tests.test_custom_job import _pools
 
     spec = dict(display_name="x", worker_pool_specs=_pools(), project="my-proj", location="europe-west4",
@@ -289,7 +289,7 @@ def test_resume_point_says_what_it_can_read(tmp_path):
 
 
 def test_the_report_lists_the_vertex_attempts(tmp_path):
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     (tmp_path / "vertex_jobs.json").write_text(json.dumps({"attempts": [
         {"region": "europe-west4", "strategy": "STANDARD", "job": NAME, "state": "FAILED", "cause": "capacity",

@@ -1,25 +1,25 @@
 """The tree's layering, as the README's layout table states it, read from the source with ``ast``.
 
-Every import counts, the ones inside functions too: a lazy import (TensorFlow, kfp and the cloud clients are
-imported where they are used, for start-up time) is still a dependency, so it must point down like any other.
+Every import counts, the ones inside functions too: a lazy import is still a dependency, so it must point down
+like any other; and a first-party import stays inside a function only with a stated, true reason
+(:func:`test_every_first_party_import_inside_a_function_says_why`), so every file's dependencies are at its head.
 
-The layers, bottom to top (:data:`LAYERS`; a module may import its own layer and the layers below, never one
-above; every first-party module is in exactly one):
+The layers, bottom to top: each a folder (:data:`LAYERS`; a module may import its own layer and the layers below,
+never one above; every first-party module is in exactly one):
 
-1. ``trainers``: what runs inside a replica; imports no job side and no kfp;
-2. the spec: what a job is and whether it is valid, with nothing run yet: the job side's one-line errors, how the
-   user started the command (``vtp``), the held-out verdict's rules and figures, the
-   hardware catalog and rules, the image reference and a job's image, THE job spec, the replica environment,
-   the tuning, gate, scheduling and trainer sections' rules, validation and `vtp validate`, the AI Platform import, the records a run leaves and the
-   TensorBoard scalars it writes;
-3. the clients (``jobs/cloud``): the Google Cloud APIs under one policy, the Vertex jobs' one runner;
-4. images (``jobs/images``): building an image through one builder interface;
-5. the local runtime (``jobs/local``): replicas as processes or containers, one run per folder, its history;
-6. the steps: the pipeline's steps as plain calls, the local study, the gate step, the report, verification,
-   writing a compiled pipeline, the CI's decisions;
-7. ``components``: the KFP components, each a thin wrapper of a step;
-8. ``pipelines``: wiring only; nothing imports it.
+1. ``trainers/``: what runs inside a replica; imports no job side and no kfp;
+2. ``jobs/spec/``: what a job is and whether it is valid, with nothing run yet (the one-line errors, the hardware
+   catalog and rules, the image reference, THE job spec, the replica environment, placement, each section's rules,
+   validation, the AI Platform import, the records a run leaves and the rules that read them);
+3. ``jobs/cloud/``: the Google Cloud APIs under one policy, the Vertex jobs' one runner;
+4. ``jobs/images/``: building an image through one builder interface;
+5. ``jobs/local/``: a job on this machine (``process/``, ``launch/``, ``run/``, ``history/``, in that order);
+6. ``jobs/steps/``, ``jobs/tuning/``, ``jobs/ci/``: the pipeline's steps as plain calls, the gate, verification, the
+   report, compiling; a study on this machine; the CI's decisions and ``vtp ci-local``;
+7. ``components/``: the KFP components, each a thin wrapper of a step;
+8. ``pipelines/``: wiring only; nothing imports it.
 
+``jobs/__init__.py`` and ``jobs/moved.py`` (the old import paths published component YAMLs name) sit with the spec.
 And no two first-party modules import each other, directly or round a loop, at import time or later.
 """
 from __future__ import annotations
@@ -34,15 +34,11 @@ PACKAGES = ("trainers", "jobs", "components", "pipelines")
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("trainers",)),
-    ("spec", ("jobs", "jobs.errors", "jobs.cli", "jobs.evaluation", "jobs.evaluation_verdict", "jobs.hardware", "jobs.image_reference", "jobs.job_image", "jobs.job_spec",
-              "jobs.replica_env", "jobs.tuning_spec", "jobs.gate_spec", "jobs.scheduling_spec", "jobs.trainer_spec", "jobs.validate", "jobs.aiplatform",
-              "jobs.records", "jobs.tuning_rules", "jobs.trial_files", "jobs.provenance", "jobs.tensorboard")),
+    ("spec", ("jobs", "jobs.spec")),
     ("clients", ("jobs.cloud",)),
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),
-    ("steps", ("jobs.steps", "jobs.pipeline_plan", "jobs.tuning", "jobs.gate", "jobs.report", "jobs.report_charts",
-               "jobs.report_sections", "jobs.report_eval", "jobs.report_data", "jobs.verify", "jobs.compiled", "jobs.ci",
-               "jobs.ci_local", "jobs.run_command")),
+    ("steps", ("jobs.steps", "jobs.tuning", "jobs.ci")),
     ("components", ("components",)),
     ("pipelines", ("pipelines",)),
 ]
@@ -204,8 +200,8 @@ def _fails(check) -> bool:
 def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path, monkeypatch):
     """The checks above are not vacuous: a planted cycle and a planted upward import are found."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/records.py": "from jobs import validate\n",
-        "jobs/validate.py": "import jobs.records\n\ndef later():\n    from pipelines import run\n",
+        "jobs/spec/records.py": "from jobs.spec import validate\n",
+        "jobs/spec/validate.py": "import jobs.spec.records\n\ndef later():\n    from pipelines import run\n",
         "trainers/t.py": "def f():\n    import kfp\n",
     })
     for check in (test_no_import_cycle_at_import_time, test_no_import_cycle_counting_imports_inside_functions,
@@ -218,8 +214,8 @@ def test_the_checker_finds_a_cycle_closed_inside_a_function(tmp_path, monkeypatc
     """Two modules of one layer, one importing the other at import time, the other importing it back inside
     a function (how the circles of the job side were closed): a cycle, though not one at import time."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/records.py": "from jobs import validate\n",
-        "jobs/validate.py": "def problems():\n    from jobs.records import read_at\n    return read_at\n",
+        "jobs/spec/records.py": "from jobs.spec import validate\n",
+        "jobs/spec/validate.py": "def problems():\n    from jobs.spec.records import read_at\n    return read_at\n",
     })
     assert not _fails(test_no_import_cycle_at_import_time)
     assert _fails(test_no_import_cycle_counting_imports_inside_functions)
@@ -230,14 +226,14 @@ def test_the_checker_finds_an_upward_import_inside_a_function(tmp_path, monkeypa
     """The spec reaching up into the local runtime from inside a function (as validation once did for the
     replica environment) is an upward import; the same import from the runtime down is not."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/validate.py": "def problems():\n    from jobs.local.launcher import launch\n    return launch\n",
+        "jobs/spec/validate.py": "def problems():\n    from jobs.local.launcher import launch\n    return launch\n",
         "jobs/local/__init__.py": "",
-        "jobs/local/launcher.py": "from jobs import validate\n",
+        "jobs/local/launcher.py": "from jobs.spec import validate\n",
     })
-    assert layer_of("jobs.validate") < layer_of("jobs.local.launcher")
+    assert layer_of("jobs.spec.validate") < layer_of("jobs.local.launcher")
     assert _fails(test_no_module_imports_a_higher_layer_counting_imports_inside_functions)
     assert not _fails(test_no_import_cycle_at_import_time)
-    (tmp_path / "jobs" / "validate.py").write_text("def problems():\n    return None\n")
+    (tmp_path / "jobs" / "spec" / "validate.py").write_text("def problems():\n    return None\n")
     assert not _fails(test_no_module_imports_a_higher_layer_counting_imports_inside_functions)
 
 
@@ -272,3 +268,127 @@ def test_the_local_folder_check_finds_an_upward_import(tmp_path, monkeypatch):
     assert _fails(test_the_local_runtime_folders_import_only_downward)
     (tmp_path / "jobs" / "local" / "launch" / "supervisor.py").write_text("")
     assert not _fails(test_the_local_runtime_folders_import_only_downward)
+
+
+# --- every first-party import inside a function says why it is there -----------------------------------------
+
+#: third-party libraries whose import costs a light command (seconds, or hundreds of milliseconds): a first-party
+#: module that pulls one in at import time is imported inside a function by a module that does not already.
+HEAVY = ("tensorflow", "tf_keras", "keras", "kfp", "google_cloud_pipeline_components", "google.cloud", "google.api_core",
+         "googleapiclient", "grpc", "matplotlib", "apache_beam", "docker", "requests", "numpy", "selenium")
+#: ``# lazy: <reason>`` on the line above: the reasons an import may stay inside a function.
+REASONS = ("KFP component body", "heavy:", "cycle:")
+
+
+def _heavy_at_import(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the :data:`HEAVY` libraries importing it loads (its own import-time imports, those of the
+    first-party modules it imports at import time, and of its packages)."""
+    direct = {name: _imports(path, name, import_time_only=True) for name, path in modules.items()}
+    graph = _graph(modules, import_time_only=True)
+    memo: dict[str, set[str]] = {}
+
+    def walk(name: str, seen: frozenset = frozenset()) -> set[str]:
+        if name in memo:
+            return memo[name]
+        found = {h for i in direct[name] for h in HEAVY if i == h or i.startswith(h + ".")}
+        parts = name.split(".")
+        deps = graph[name] | {p for k in range(1, len(parts)) if (p := ".".join(parts[:k])) in modules}
+        for dep in deps - seen - {name}:
+            found |= walk(dep, seen | {name})
+        memo[name] = found
+        return found
+
+    return {name: walk(name) for name in modules}
+
+
+def _imports_inside_functions(path: Path, module: str):
+    """(line, the first-party modules it names, the enclosing function, the comment above) of every first-party
+    import statement inside a function of ``path``."""
+    source = path.read_text()
+    lines = source.splitlines()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+
+    def visit(node: ast.AST, functions: tuple) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = functions + (child,) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else functions
+            if functions and isinstance(child, (ast.Import, ast.ImportFrom)):
+                if isinstance(child, ast.Import):
+                    names = [a.name for a in child.names]
+                else:
+                    base = child.module or ""
+                    if child.level:
+                        anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                        base = ".".join(anchor + ([base] if base else []))
+                    names = [base] + [f"{base}.{a.name}" for a in child.names]
+                first = [n for n in names if n.split(".")[0] in PACKAGES]
+                if first:
+                    above = lines[child.lineno - 2].strip() if child.lineno >= 2 else ""
+                    out.append((child.lineno, first, functions[-1], above))
+            visit(child, inner)
+
+    visit(ast.parse(source, str(path)), ())
+    return out
+
+
+def _unexplained_imports_inside_functions() -> list[str]:
+    modules = _sources()
+    heavy = _heavy_at_import(modules)
+    graph = _graph(modules, import_time_only=True)
+    bad = []
+    for name, path in sorted(modules.items()):
+        for line, names, function, above in _imports_inside_functions(path, name):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if not above.startswith("# lazy: "):
+                bad.append(f"{where}: a first-party import inside a function without '# lazy: <reason>' above it")
+                continue
+            reason = above[len("# lazy: "):]
+            targets = {r for n in names if (r := _resolve(n, modules)) and r != name}
+            if reason.startswith("KFP component body"):
+                if not any("component" in ast.unparse(d) for d in getattr(function, "decorator_list", [])):
+                    bad.append(f"{where}: '{reason}' but {getattr(function, 'name', 'lambda')} is not a component")
+            elif reason.startswith("heavy:"):
+                claimed = {h.strip() for h in reason[len("heavy:"):].split("(")[0].split(",") if h.strip()}
+                gained = set().union(*(heavy[t] for t in targets)) - heavy[name] if targets else set()
+                if not claimed or not claimed <= gained:
+                    bad.append(f"{where}: '{reason}' but importing it at the head adds {sorted(gained) or 'nothing heavy'}")
+            elif reason.startswith("cycle:"):
+                if not any(_reaches(graph, t, name) for t in targets):
+                    bad.append(f"{where}: '{reason}' but no import-time path leads from {sorted(targets)} back to {name}")
+            else:
+                bad.append(f"{where}: '# lazy: {reason}': the reasons are {', '.join(REASONS)}")
+    return bad
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return False
+
+
+def test_every_first_party_import_inside_a_function_says_why():
+    """A file's first-party dependencies are at its head. One stays inside a function only with ``# lazy:`` and
+    a reason that is true: a KFP component's body (compiled into its YAML, so self-contained), a heavy library
+    the importing module does not already load (named, and checked against what the target loads), or an
+    import cycle (checked: the target reaches back at import time)."""
+    assert _unexplained_imports_inside_functions() == []
+
+
+def test_the_checker_finds_an_unexplained_or_untrue_lazy_import(tmp_path, monkeypatch):
+    _plant(tmp_path, monkeypatch, {
+        "jobs/spec/light.py": "import json\n",
+        "jobs/spec/heavy.py": "import tensorflow\n",
+        "jobs/steps/user.py": ("def a():\n    from jobs.spec import light\n\n"
+                               "def b():\n    # lazy: heavy: tensorflow\n    from jobs.spec import light\n\n"
+                               "def c():\n    # lazy: heavy: tensorflow\n    from jobs.spec import heavy\n\n"
+                               "def d():\n    # lazy: KFP component body\n    from jobs.spec import light\n\n"
+                               "def e():\n    # lazy: cycle: jobs.spec.light\n    from jobs.spec import light\n"),
+    })
+    found = _unexplained_imports_inside_functions()
+    assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18"], found

@@ -21,7 +21,8 @@ import pytest
 
 from tests.conftest import assert_no_processes_left
 from tests.test_resilience import latest_in_state_file
-from jobs import job_spec, records, steps
+from jobs.spec import job_spec, records
+from jobs.steps import calls as steps
 from jobs.local.process.faults import attempt_lines, replica_pid, stderr_echo
 from trainers import config as config_lib
 
@@ -108,7 +109,7 @@ def reference(tmp_path_factory, prepared_data) -> Path:
 @pytest.mark.timeout(300)
 def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, prepared_data):
     from jobs.local.run.summary import run_summary
-    from jobs.tensorboard import read_scalars
+    from jobs.spec.tensorboard import read_scalars
 
     cfg = ps_config(reference, prepared_data)
     metrics = records.read_metrics(cfg)
@@ -215,7 +216,7 @@ def test_the_evaluator_evaluates_each_new_checkpoint_until_the_last(tmp_path, pr
     import keras
     import tensorflow as tf
 
-    from jobs.tensorboard import read_scalars
+    from jobs.spec.tensorboard import read_scalars
     from tests.conftest import job_config
     from trainers import data as data_lib
     from trainers.evaluator import evaluate, run_evaluator

@@ -1,10 +1,10 @@
-"""The ``placement`` and ``budget`` sections: the options in order and their form (jobs.placement)."""
+"""The ``placement`` and ``budget`` sections: the options in order and their form (jobs.spec.placement)."""
 from __future__ import annotations
 
 import pytest
 
-from jobs import placement
-from jobs.validate import validate_document
+from jobs.spec import placement
+from jobs.spec.validate import validate_document
 from trainers import config as config_lib
 
 

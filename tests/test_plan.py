@@ -12,9 +12,9 @@ import yaml
 
 from jobs.cloud import plan as planning
 from jobs.cloud.plan_cli import options_table
-from jobs.hardware import prices
-from jobs.hardware.catalog import load_catalog
-from jobs.placement import Finding, Option, Project
+from jobs.spec.hardware import prices
+from jobs.spec.hardware.catalog import load_catalog
+from jobs.spec.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import finish, start_step, task_inputs
 from trainers import config as config_lib
@@ -199,9 +199,9 @@ def test_the_budget_refuses_a_plan_above_it_naming_the_bar_the_figure_and_what_f
 
 def _gpu_regions():
     """A region the catalog offers T4s in, and one it knows and does not."""
-    from jobs import validate
+    from jobs.spec import validate
     from jobs.cloud.preflight import vertex_regions
-    from jobs.placement import with_option
+    from jobs.spec.placement import with_option
 
     cfg = config_lib.load("multiworker", JOB)
     served = set(vertex_regions())  # a region Vertex serves at all, whose catalog entry lacks the GPU
@@ -387,7 +387,7 @@ def test_the_continent_of_a_bucket_location_or_a_region(location, where):
 
 
 def test_validate_ends_with_where_to_see_the_plan(capsys):
-    from jobs.validate_cli import validate_main
+    from jobs.spec.validate_cli import validate_main
 
     assert validate_main([H200_JOB]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -119,7 +119,7 @@ def test_auto_is_the_default_and_mixed_precision_is_deprecated_with_the_new_fiel
 
 
 def test_contradictory_mixed_precision_and_float32_is_a_validation_error():
-    from jobs.validate import validate
+    from jobs.spec.validate import validate
 
     cfg = config_lib.load("local", ["training.mixed_precision=true", "training.precision=float32"])
     errors = [str(e) for e in validate(cfg, check_data=False).errors]

@@ -53,7 +53,7 @@ def test_corrupt_images_are_reported_per_image_and_nothing_is_written(images, tm
 
 
 def test_the_prepare_step_runs_the_runner_named_in_the_config(images, tmp_path):
-    from jobs import steps
+    from jobs.steps import calls as steps
     cfg = config_lib.load("local", [f"output.base_dir={tmp_path}", "data.source=images", f"data.path={images}",
                                     "data.image_size=24", "data.prepare_runner=beam", "data.encoding=jpeg"])
     data_dir, manifest = steps.prepare(cfg)
@@ -97,7 +97,7 @@ def test_a_missing_or_bad_dataflow_option_is_one_line_naming_the_field(change, f
 
 
 def test_validate_checks_the_dataflow_block_only_for_the_dataflow_runner():
-    from jobs.validate import validate
+    from jobs.spec.validate import validate
 
     cfg = config_lib.load("local", ["data.prepare_runner=dataflow", "data.dataflow.project=my-project"])
     errors = [str(e) for e in validate(cfg, check_data=False).errors]

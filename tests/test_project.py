@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from jobs.cloud.project import CloudProject, line, main
-from jobs.hardware import quotas as quota_names
-from jobs.placement import Option
+from jobs.spec.hardware import quotas as quota_names
+from jobs.spec.placement import Option
 from tests.standins.base import StandIn
 from tests.standins.gcs import Gcs
 from tests.standins.iam import Iam

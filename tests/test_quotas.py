@@ -1,4 +1,4 @@
-"""The Vertex AI training quota names (jobs/hardware/quotas.yaml) against the hardware catalog and the installed
+"""The Vertex AI training quota names (jobs/spec/hardware/quotas.yaml) against the hardware catalog and the installed
 google-cloud-quotas types, a job's need per quota, and reading a limit out of a QuotaInfo (jobs.cloud.quotas)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import pytest
 
 from jobs.cloud import quotas as cloud_quotas
-from jobs.hardware import quotas
-from jobs.hardware.catalog import load_catalog
+from jobs.spec.hardware import quotas
+from jobs.spec.hardware.catalog import load_catalog
 from trainers import config as config_lib
 
 

@@ -81,7 +81,7 @@ def test_a_regular_file_within_the_bound_is_read_whole(tmp_path):
 @pytest.mark.timeout(BOUND_S)
 @pytest.mark.parametrize("kind", ["fifo", "char-device", "link-to-fifo"])
 def test_serving_eval_data_and_sample_request(make_path, kind):
-    from jobs import evaluation, validate
+    from jobs.spec import evaluation, validate
 
     path = make_path(kind, "eval.jsonl")
     problems = evaluation.eval_data_problems(path)
@@ -101,7 +101,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
     regular file", never sniffed for credentials nor hashed, nor read for a did-you-mean."""
     from pathlib import Path
 
-    from jobs import trainer_spec
+    from jobs.spec import trainer_section as trainer_spec
     from jobs.images.user_code import collect_code
 
     src = tmp_path / "src"

@@ -1,5 +1,5 @@
 """What a replica sees: Vertex's variables, the job's ``trainer.env``, a short documented base, and nothing else
-of the caller's shell (``jobs.replica_env``), under the process runner and the docker runner alike."""
+of the caller's shell (``jobs.spec.replica_env``), under the process runner and the docker runner alike."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import job_spec, replica_env
+from jobs.spec import job_spec, replica_env
 from jobs.local.launch import containers, replica_container
 from tests.conftest import ROOT
 from trainers import config as config_lib
@@ -106,12 +106,12 @@ def test_the_docker_runner_builds_a_replica_containers_env_with_the_same_builder
     addresses = {replica_env.POOL_NAMES[p]: [f"127.0.0.1:{1000 + p * 10 + i}" for i in range(n)]
                  for p, n in enumerate(counts) if n}
     vertex = replica_env.vertex_environment(counts, addresses, 1, 0, "/b", cfg.name)
-    # what the launcher gives the docker runner's stand-in process (jobs.steps.run_local: base = this process's
+    # what the launcher gives the docker runner's stand-in process (jobs.steps.calls.run_local: base = this process's
     # environment, no declared env: the stand-in is ours, it needs the engine's settings) ...
     stand_in = replica_env.replica_environment(containers.stand_in_environment(), {}, vertex)
     assert stand_in["SHELL_ONLY"] == "1"  # the stand-in's, never passed on to its container
     container = replica_container.container_environment(stand_in, spec["worker_pool_specs"][1]["container_spec"])
-    # ... and what it gives a replica process under the process runner (jobs.steps.run_local: pool 0's env)
+    # ... and what it gives a replica process under the process runner (jobs.steps.calls.run_local: pool 0's env)
     declared = {e["name"]: e["value"] for e in spec["worker_pool_specs"][0]["container_spec"]["env"]}
     process = replica_env.replica_environment(replica_env.process_base(), declared, vertex)
     assert container == {k: v for k, v in process.items() if k not in replica_env.process_base() or k in declared}

@@ -1,4 +1,4 @@
-"""The run report (jobs.report): built from a run folder (the built-in classifier's, a Keras trainer's),
+"""The run report (jobs.steps.reporting.page): built from a run folder (the built-in classifier's, a Keras trainer's),
 every scalar plotted and named, classifier sections only for a classifier; rendered in a real headless
 Chromium."""
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import provenance, records, report_data, tuning_rules
+from jobs.spec import provenance, records, tuning_rules
+from jobs.steps.reporting import data as report_data
 from jobs.images.user_code import trainer_version
 from trainers import config as config_lib
 
@@ -76,8 +77,8 @@ def _cfg(base: Path):
 
 
 def test_report_content(run_folder):
-    from jobs import report_data
-    from jobs.tensorboard import read_scalars
+    from jobs.steps.reporting import data as report_data
+    from jobs.spec.tensorboard import read_scalars
 
     scalars = read_scalars(str(run_folder / "logs"))
     assert scalars["train/loss"] == [(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.125)]  # the resumed values win
@@ -125,7 +126,7 @@ def test_report_content(run_folder):
 
 def test_a_fresh_start_says_so(tmp_path):
     """The built-in trainer reports ``resumed_from_step: null`` when it restored nothing: step 0, not a gap."""
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     (tmp_path / "metrics.json").write_text(json.dumps({"steps": 30, "resumed_from_step": None}))
     page = report_data.gather(_cfg(tmp_path), str(tmp_path))["html"]
@@ -148,7 +149,7 @@ def test_code_version_names_the_commit_or_the_package(tmp_path):
 
 
 def test_report_without_verification_or_events_still_renders(tmp_path):
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     content = report_data.gather(_cfg(tmp_path), str(tmp_path))
     assert "no TensorBoard scalars: the trainer wrote none to AIP_TENSORBOARD_LOG_DIR" in content["html"]
@@ -161,7 +162,7 @@ def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_se
     epoch_mae, plus a non-scalar ``keras`` tag (the model config) that must be skipped, not an error."""
     import tensorflow as tf
 
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     for run, scale in (("train", 1.0), ("validation", 0.5)):
         writer = tf.summary.create_file_writer(str(tmp_path / "logs" / run))
@@ -189,7 +190,7 @@ def test_a_keras_trainers_scalars_are_all_plotted_and_named_and_no_classifier_se
     assert content["classes"] == [] and content["confusion_matrix"] == []
 
 
-# -- the hyperparameter study and the gate (jobs.report_sections) -------------------------------------------
+# -- the hyperparameter study and the gate (jobs.steps.reporting.sections) -------------------------------------------
 SPECS = {"learning_rate": {"type": "double", "min": 0.0001, "max": 0.1, "scale": "log", "values": []},
          "optimizer": {"type": "categorical", "values": ["adam", "sgd", "rmsprop"]},
          "units": {"type": "integer", "min": 4, "max": 32}}
@@ -220,7 +221,7 @@ def _study(goal: str, base: str = "/r", with_best: bool = True) -> dict:
 def test_the_study_section_lists_every_trial_and_marks_the_best(goal, best, with_best):
     import html as html_lib
 
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     facts = sections.study_facts(_study(goal, with_best=with_best), {"model_dir": f"/r/{best}/model/"})
     assert facts["best"] == best and facts["verified"] == best
@@ -247,7 +248,7 @@ def test_the_study_section_lists_every_trial_and_marks_the_best(goal, best, with
 
 
 def test_a_verified_model_that_is_not_the_best_trials_is_said():
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     facts = sections.study_facts(_study("minimize"), {"model_dir": "/r/4/model"})
     assert facts["verified"] == "4" and "The verified model is trial 4's (not the study's best, trial 2)." in \
@@ -258,7 +259,7 @@ def test_a_verified_model_that_is_not_the_best_trials_is_said():
 
 
 def test_the_study_charts_trials_by_id_and_each_parameter_on_its_own_axis():
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     facts = sections.study_facts(_study("minimize"), {"model_dir": "/r/2/model"})
 
@@ -281,8 +282,8 @@ def test_the_study_charts_trials_by_id_and_each_parameter_on_its_own_axis():
 
 
 def _gate_record(tmp_path, accuracy: float, **gate_kwargs) -> dict:
-    """What the gate step writes (jobs.gate.run on a local run) for a model of ``accuracy``."""
-    from jobs import gate as gate_lib
+    """What the gate step writes (jobs.steps.gate.run on a local run) for a model of ``accuracy``."""
+    from jobs.steps import gate as gate_lib
 
     gate = config_lib.Gate(thresholds=["accuracy >= 0.8", "loss < 0.5"], **gate_kwargs)
     gate_lib.run(gate, {"accuracy": accuracy, "loss": 0.3}, dry_run=True, parent_model="projects/p/locations/l/models/7",
@@ -293,8 +294,8 @@ def _gate_record(tmp_path, accuracy: float, **gate_kwargs) -> dict:
 def test_the_gate_section_passed_with_each_bar_and_the_parent_comparison(tmp_path):
     import html as html_lib
 
-    from jobs import gate as gate_lib
-    from jobs import report_sections as sections
+    from jobs.steps import gate as gate_lib
+    from jobs.steps.reporting import sections
 
     record = _gate_record(tmp_path, 0.85)
     page = sections.gate_html(record, html_lib.escape)
@@ -319,7 +320,7 @@ def test_the_gate_section_passed_with_each_bar_and_the_parent_comparison(tmp_pat
 def test_the_gate_section_missed_names_the_bar_and_the_local_parent_note(tmp_path):
     import html as html_lib
 
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     record = _gate_record(tmp_path, 0.75, better_than_parent=True)
     page = sections.gate_html(record, html_lib.escape)
@@ -343,7 +344,7 @@ def tuned_folder(tmp_path_factory) -> Path:
     of trial 2's model, and the gate's record of a model that missed its bar."""
     import tensorflow as tf
 
-    from jobs import gate as gate_lib
+    from jobs.steps import gate as gate_lib
 
     base = tmp_path_factory.mktemp("tuned")
     study = _study("maximize", str(base))
@@ -381,7 +382,7 @@ def _tuned_cfg(base: Path):
 
 
 def test_a_tuned_runs_report_is_the_verified_trials(tuned_folder):
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     content = report_data.gather(_tuned_cfg(tuned_folder), str(tuned_folder))
     page, md = content["html"], content["markdown"]
@@ -409,7 +410,7 @@ def test_a_vertex_study_record_is_shown_too():
     them, only the best trial's model folder (gs://), the tuning job's name."""
     import html as html_lib
 
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     trials = [{"id": str(i), "parameters": {"optimizer": o, "units": u}, "metric": m, "state": st}
               for i, o, u, m, st in ((1, "sgd", 8, 0.4, "SUCCEEDED"), (2, "adam", 16, 0.3, "SUCCEEDED"),
@@ -443,7 +444,7 @@ def _beside(best: float, baseline: float, base: str = "/r") -> dict:
 def test_the_report_sets_the_baseline_beside_the_study_and_says_when_the_study_found_nothing_better():
     import html as html_lib
 
-    from jobs import report_sections as sections
+    from jobs.steps.reporting import sections
 
     study = _beside(0.98, 0.166)
     facts = sections.study_facts(study, {"model_dir": "/r/baseline/model/"})
@@ -494,7 +495,7 @@ def test_a_run_whose_baseline_went_on_shows_its_figures_in_the_summary_and_histo
 
 
 def test_records_left_by_another_job_in_the_folder_are_not_shown(tuned_folder, tmp_path):
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     shutil.copytree(tuned_folder, tmp_path / "run")
     plain = report_data.gather(_cfg(tmp_path / "run"), str(tmp_path / "run"))["html"]  # no tuning:, no gate: section
@@ -538,7 +539,7 @@ CHROMIUM = pytest.mark.skipif(not shutil.which("chromedriver") and not os.enviro
 def test_report_renders_in_headless_chromium(run_folder):
     from selenium.webdriver.common.by import By
 
-    from jobs import report, report_data
+    from jobs.steps.reporting import page as report, data as report_data
 
     path = report.write(str(run_folder / "report.html"), report_data.gather(_cfg(run_folder), str(run_folder)))
     driver = _chromium()
@@ -574,7 +575,7 @@ def test_a_tuned_runs_report_renders_in_headless_chromium(tuned_folder):
     the charts loaded, the gate's missed bar in its colour."""
     from selenium.webdriver.common.by import By
 
-    from jobs import report, report_data
+    from jobs.steps.reporting import page as report, data as report_data
 
     path = report.write(str(tuned_folder / "report.html"), report_data.gather(_tuned_cfg(tuned_folder), str(tuned_folder)))
     driver = _chromium()
@@ -644,7 +645,7 @@ def _verdict(html_text: str) -> str:
 
 
 def test_a_user_regressor_with_eval_data_is_judged_against_the_mean(tmp_path):
-    from jobs import report
+    from jobs.steps.reporting import page as report
 
     base, cfg = _user_folder(tmp_path, REGRESSION_EVAL)
     content = report_data.gather(cfg, str(base))
@@ -660,7 +661,7 @@ def test_a_user_regressor_with_eval_data_is_judged_against_the_mean(tmp_path):
 
 
 def test_a_user_classifier_with_eval_data_has_per_class_figures_in_the_first_section(tmp_path):
-    from jobs import report
+    from jobs.steps.reporting import page as report
 
     base, cfg = _user_folder(tmp_path, CLASSIFICATION_EVAL)
     page = report_data.gather(cfg, str(base))["html"]
@@ -673,7 +674,7 @@ def test_a_user_classifier_with_eval_data_has_per_class_figures_in_the_first_sec
 
 
 def test_without_eval_data_the_first_section_says_what_it_cannot_judge_and_how_to_enable_it(tmp_path):
-    from jobs import report
+    from jobs.steps.reporting import page as report
 
     base, cfg = _user_folder(tmp_path, None)
     verdict = _verdict(report_data.gather(cfg, str(base))["html"])
@@ -687,7 +688,7 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
     """A trainer copied outside any repository: named by its files' content hash, not by this tool's commit."""
     import html as html_lib
 
-    from jobs import report
+    from jobs.steps.reporting import page as report
 
     base, cfg = _user_folder(tmp_path, None)
     version = trainer_version(cfg)
@@ -716,7 +717,7 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
 def test_a_user_models_held_out_verdict_renders_in_headless_chromium(tmp_path):
     from selenium.webdriver.common.by import By
 
-    from jobs import report
+    from jobs.steps.reporting import page as report
 
     base, cfg = _user_folder(tmp_path, CLASSIFICATION_EVAL)
     path = report.write(str(base / "report.html"), report_data.gather(cfg, str(base)))
@@ -733,7 +734,7 @@ def test_a_user_models_held_out_verdict_renders_in_headless_chromium(tmp_path):
 
 
 def test_the_hyperparameters_say_what_precision_auto_measured():
-    from jobs import report_data
+    from jobs.steps.reporting import data as report_data
 
     cfg = config_lib.load("local")
     reason = "auto: float32 247 ex/s vs bf16 191 ex/s on this CPU (measured on the job's model and batch)"
@@ -749,14 +750,14 @@ def test_the_hyperparameters_say_what_precision_auto_measured():
                                           ("int64", "int64_val"), ("float16", "half_val"), ("uint8", "int_val"),
                                           ("int16", "int_val"), ("uint32", "uint32_val"), ("uint64", "uint64_val")])
 def test_a_tensor_of_one_number_reads_as_tensorboard_reads_it(dtype, field):
-    """jobs.tensorboard.tensor_number (no TensorBoard TensorFlow stub, no boto3) against TensorBoard's own
+    """jobs.spec.tensorboard.tensor_number (no TensorBoard TensorFlow stub, no boto3) against TensorBoard's own
     make_ndarray, for each encoding: the value's bytes in tensor_content, or the dtype's *_val field (make_ndarray
     refuses uint32_val and uint64_val, which this reads)."""
     import numpy as np
     from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
     from tensorboard.util import tensor_util
 
-    from jobs.tensorboard import tensor_number
+    from jobs.spec.tensorboard import tensor_number
 
     enum = {"float32": types_pb2.DT_FLOAT, "float64": types_pb2.DT_DOUBLE, "int32": types_pb2.DT_INT32,
             "int64": types_pb2.DT_INT64, "float16": types_pb2.DT_HALF, "uint8": types_pb2.DT_UINT8,
@@ -781,7 +782,7 @@ def test_a_bfloat16_or_a_string_tensor():
 
     from tensorboard.compat.proto import tensor_pb2, types_pb2
 
-    from jobs.tensorboard import tensor_number
+    from jobs.spec.tensorboard import tensor_number
 
     bits = struct.unpack("<I", struct.pack("<f", 1.5))[0] >> 16  # 1.5 is exact in bfloat16
     assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_BFLOAT16, half_val=[bits])) == 1.5

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs import steps
+from jobs.steps import calls as steps
 from jobs.local.process.faults import attempt_lines, checkpoint_variables
 from trainers.checkpoint import EXIT_PREEMPTED, PreemptionFlag, SaveSchedule
 
@@ -170,7 +170,7 @@ def test_the_chief_validates_at_every_checkpoint_and_reports_the_last_to_hypertu
     metrics.json's ``val_*`` and what cloudml-hypertune's file holds (in the run folder: the local launcher
     gives a replica no CLOUD_ML_* variable). The bitwise resume tests below compare against this very run,
     so the validation passes cannot have changed the training."""
-    from jobs.tensorboard import read_scalars
+    from jobs.spec.tensorboard import read_scalars
 
     scalars = read_scalars(str(reference / "logs"))
     steps = list(range(EVERY, STEPS + 1, EVERY))

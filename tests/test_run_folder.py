@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs import records
+from jobs.spec import records
 from jobs.local.history import prune, runs_cli
 from jobs.local.history.reader import read_run
 from jobs.local.run.folder import COPY_RECORD, archive, check_folder, making, write_making, write_record

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import records
+from jobs.spec import records
 from jobs.local.run.folder import archive, last_checkpoint, read_record, write_record
 from jobs.local.run.lock import EXIT_BUSY, FolderBusy, LOCK_NAME, RunLock
 from jobs.local.run.summary import run_summary, summary_lines
@@ -257,7 +257,7 @@ def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_sa
     config before this run started, ``training.json`` records it (the differences, dotted, from that run's
     ``run.json``) and one ``warning:`` line says it. Checkpoints written after that record (an unfinished later
     run's, whose config is recorded nowhere) are recorded without differences and without a warning."""
-    from jobs import steps
+    from jobs.steps import calls as steps
     from trainers import config as config_lib
 
     (tmp_path / "project" / "trainer").mkdir(parents=True)

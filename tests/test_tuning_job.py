@@ -39,12 +39,12 @@ def job_config(*sets: str) -> config_lib.JobConfig:
 
 
 def trial_spec(cfg: config_lib.JobConfig) -> dict:
-    """The CustomJobSpec the training step would send, in proto field names: THE builder's (jobs.job_spec), as
+    """The CustomJobSpec the training step would send, in proto field names: THE builder's (jobs.spec.job_spec), as
     the API type carries it (int64 counts as strings, as a decoded request has them)."""
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format
 
-    from jobs import job_spec
+    from jobs.spec import job_spec
 
     message = json_format.ParseDict(job_spec.custom_job_spec(cfg), aiplatform_v1.CustomJobSpec.pb()())
     return json_format.MessageToDict(message, preserving_proto_field_name=True)

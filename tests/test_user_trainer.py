@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs import job_spec, steps
+from jobs.spec import job_spec
+from jobs.steps import calls as steps
 from tests.conftest import ROOT, Killer, assert_no_processes_left
 from trainers import config as config_lib
 

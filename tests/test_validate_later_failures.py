@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobs.validate import validate_document
+from jobs.spec.validate import validate_document
 from tests.conftest import ROOT
 from trainers import config as config_lib
 from trainers.config_files import load_document, presets

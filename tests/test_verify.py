@@ -1,4 +1,4 @@
-"""Verifying any SavedModel (jobs.verify): the serving signature run on a Vertex-style sample request or on
+"""Verifying any SavedModel (jobs.steps.verify): the serving signature run on a Vertex-style sample request or on
 an input generated from its specs, timed; every way it can fail is one line naming the signature's inputs."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.verify import VerifyError, inputs_from_instances, parse_request, verify
+from jobs.steps.verify import VerifyError, inputs_from_instances, parse_request, verify
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_the_components_take_a_model_made_by_something_else(models, tmp_path):
 
 VERIFY_IN_A_FRESH_PROCESS = """
 import json, sys
-from jobs.verify import verify
+from jobs.steps.verify import verify
 record = verify(sys.argv[1])
 record.pop("latency_ms")
 print(json.dumps({"record": record, "imported": sorted(n for n in ("keras", "tf_keras", "IPython", "matplotlib")
@@ -129,7 +129,7 @@ print(json.dumps({"record": record, "imported": sorted(n for n in ("keras", "tf_
 
 def test_the_verify_process_loads_a_keras_export_without_importing_keras_and_verifies_it_alike(tmp_path):
     """The verify step imports TensorFlow without the Keras its ``__init__`` imports eagerly
-    (jobs.verify.import_tensorflow): a Keras 3 export verified in a fresh process gives the very record it gives in
+    (jobs.steps.verify.import_tensorflow): a Keras 3 export verified in a fresh process gives the very record it gives in
     this process, where Keras is imported; Keras, IPython and matplotlib stay out of that process."""
     import subprocess
     import sys
@@ -154,7 +154,7 @@ def test_the_verify_process_loads_a_keras_export_without_importing_keras_and_ver
 
 IMPORT_AND_USE_KERAS_AFTER = """
 import json, sys
-from jobs.verify import import_tensorflow
+from jobs.steps.verify import import_tensorflow
 tf = import_tensorflow()
 without = "keras" not in sys.modules
 import keras  # importable once TensorFlow is in

@@ -3,7 +3,7 @@ boot disk and NFS mounts, ``scheduling`` (the CustomJob's ``Scheduling`` and res
 ``vertex`` (service account, network, web access, reserved IP ranges, Private Service Connect), ``placement``
 (the regions and scheduling strategies Vertex may run the job in) and ``budget``. One dataclass per section, as
 in ``trainers.config`` (the whole schema, :class:`trainers.config.JobConfig`); their rules are the job side's
-(``jobs.scheduling_spec``, ``jobs.hardware.vertex_rules``, ``jobs.placement``). It never imports TensorFlow.
+(``jobs.spec.scheduling_section``, ``jobs.spec.hardware.vertex_rules``, ``jobs.spec.placement``). It never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class Placement:
     (the hardware catalog offers the machines there, the project's quota covers them, the bucket's distance) and
     takes the cheapest that fits; after a capacity failure (a stockout, an expired FLEX_START wait, Spot capacity
     gone) the training step creates the job again with the next option, same ``output.base_dir``, so the trainer
-    resumes from its last checkpoint (``jobs.placement``). Empty lists: the submission's region
+    resumes from its last checkpoint (``jobs.spec.placement``). Empty lists: the submission's region
     (``topology.region`` / ``--region``) and ``scheduling.strategy`` only."""
     regions: list[str] = dataclasses.field(default_factory=list)
     strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)

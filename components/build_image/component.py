@@ -9,8 +9,8 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     ``build_context_uri`` (a ``gs://.../ctx-<hash>.tgz`` context, as ``run.py build --backend cloudbuild``
     stages it) into the job's variant repository; with no context, the config's image, without any cloud
     call."""
-    from jobs import steps
-    from jobs.errors import CloudError
+    from jobs.steps import calls as steps
+    from jobs.spec.errors import CloudError
     from trainers import config as config_lib
 
     try:

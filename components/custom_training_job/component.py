@@ -21,7 +21,7 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
     ``enable_dashboard_access``, ``reserved_ip_ranges`` and ``psc_network_attachment`` (``psc_interface_config``) go
     to the spec as the API names them; each pool's ``disk_spec`` and ``nfs_mounts`` travel in
     ``worker_pool_specs``. The spec is assembled by the
-    project's one builder (``jobs.job_spec``) from these inputs, which ``validate_config`` outputs. Follows it to its end under the
+    project's one builder (``jobs.spec.job_spec``) from these inputs, which ``validate_config`` outputs. Follows it to its end under the
     project's client policy and cancels it when the pipeline is cancelled (SIGTERM); a retried task follows
     the job it already created. A failed job shows each failed replica's last lines from Cloud Logging
     (``logging_endpoint``: empty, Google's) and one hint line. ``placement`` (validate_config's: the job file's

@@ -30,7 +30,7 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
     import json
 
     # lazy: KFP component body
-    from jobs import gate as gate_lib
+    from jobs.steps import gate as gate_lib
 
     try:
         outcome = gate_lib.step(

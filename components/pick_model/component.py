@@ -29,7 +29,8 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
     import json
     from collections import namedtuple
 
-    from jobs import records, steps, tuning_rules
+    from jobs.spec import records, tuning_rules
+    from jobs.steps import calls as steps
     from jobs.tuning import pick
     from trainers import config as config_lib
     from trainers.errors import ConfigError

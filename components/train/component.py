@@ -17,7 +17,7 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
     (its URI replaces ``data.path``). Outputs: ``model``, URI = the SavedModel folder (``AIP_MODEL_DIR``);
     ``metrics``: the final training figures; ``checkpoints`` and ``tensorboard``: their folders. On Vertex
     the same pools run as a CustomJob instead (``custom_training_job``)."""
-    from jobs import steps
+    from jobs.steps import calls as steps
     from jobs.local.launch.outcome import JobFailed
     from trainers import config as config_lib
 

@@ -26,7 +26,8 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     metric, state, seconds), the best one, the baseline and the model handed on; ``tensorboard`` and
     ``checkpoints``: that model's folders. On Vertex the same section runs as a HyperparameterTuningJob
     (``hyperparameter_tuning_job``) beside a baseline CustomJob (``custom_training_job``), joined by ``pick_model``."""
-    from jobs import records, steps, tuning_rules
+    from jobs.spec import records, tuning_rules
+    from jobs.steps import calls as steps
     from jobs.tuning.local import StudyFailed, run_local_study
     from trainers import config as config_lib
     from trainers.errors import ConfigError

@@ -26,8 +26,8 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     version as a Model Registry evaluation, what the next run's ``serving.gate.better_than_parent`` beats."""
     import json
 
-    from jobs import steps
-    from jobs.errors import CloudError
+    from jobs.steps import calls as steps
+    from jobs.spec.errors import CloudError
 
     try:
         name, request = steps.upload_model(model.uri, location=location, project=project,
@@ -45,7 +45,7 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     vertex_model.metadata["resourceName"] = name.split("@")[0]
     print(f"registered {name} (container {request['model']['containerSpec']['imageUri']})")
     if gate_record is not None:
-        from jobs import gate
+        from jobs.steps import gate
 
         with open(gate_record.path, encoding="utf-8") as f:
             record = json.load(f)

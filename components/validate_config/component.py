@@ -31,7 +31,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     config's ``vertex`` section's; set in ``custom_job_spec`` and output as the training step takes them.
 
     Outputs: the normalised config; ``custom_job_spec``, THE Vertex ``CustomJobSpec`` of the job
-    (``jobs.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
+    (``jobs.spec.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
     ``container_spec`` with ``trainer.env``; a HyperparameterTuningJob's trial job too) and its parts one by
     one (``worker_pool_specs`` padded to four, each pool's ``disk_spec``/``nfs_mounts`` in it, scheduling with
     ``disable_retries``, output directory, TensorBoard, service account, network, web/dashboard access, reserved
@@ -39,14 +39,15 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     lays it out); the Model Registry fields; warnings, one per line; ``tuning``: the config's ``tuning``
     section (empty parameters: no study); ``baseline_worker_pool_specs``, ``baseline_output_directory`` and
     ``baseline_display_name``: with a ``tuning`` section whose ``baseline`` is on, the baseline CustomJob's pools,
-    folder and name for a second ``custom_training_job`` beside the tuning job (``jobs.job_spec.baseline_job_spec``:
+    folder and name for a second ``custom_training_job`` beside the tuning job (``jobs.spec.job_spec.baseline_job_spec``:
     the job as it stands in ``<base>/baseline``, its chief reporting its metric to a file there), else ``[]``,
-    ``""`` and ``""``; ``placement``: the job's placement options in order (``jobs.placement.options``: ``[{"region",
+    ``""`` and ``""``; ``placement``: the job's placement options in order (``jobs.spec.placement.options``: ``[{"region",
     "strategy"}]``), which the training step falls over along when Vertex has no capacity."""
     import dataclasses
     import inspect
 
-    from jobs import job_spec, placement, steps, validate
+    from jobs.spec import job_spec, placement, validate
+    from jobs.steps import calls as steps
     from trainers import config as config_lib
     from trainers.cluster import output_dirs
     from trainers.errors import ConfigError

@@ -26,8 +26,8 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
     ``record_dir``, the record is also written to ``<record_dir>/verification.json``."""
     import json
 
-    from jobs import steps
-    from jobs.verify import VerifyError
+    from jobs.steps import calls as steps
+    from jobs.steps.verify import VerifyError
 
     data_dir = dataset.uri if dataset is not None else ""
     try:
@@ -50,7 +50,7 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
             summary[key] = record[key]
     if record.get("classes"):
         summary["classes"] = record["classes"]
-    from jobs.evaluation_verdict import figures
+    from jobs.spec.evaluation_verdict import figures
 
     held_out = figures(record.get("eval"))
     for key, value in held_out.items():  # eval_rmse, eval_accuracy, ...: the held-out verdict of eval_data

@@ -14,7 +14,7 @@ and makes its calls through this module:
 The decisions it applies have a module each, whose names it hands on (``clients.X`` is what cloud modules and
 tests use): the policy's figures and what may be repeated (``jobs.cloud.policy``), credentials and where the
 Google token may go (``jobs.cloud.credentials``), and what a failure or Ctrl-C says in one line
-(``jobs.cloud.lines``); the error itself is ``jobs.errors.CloudError``.
+(``jobs.cloud.lines``); the error itself is ``jobs.spec.errors.CloudError``.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from jobs.cloud.credentials import may_receive_google_token
 from jobs.cloud.lines import (_Status, _RETRY_STATUS, describe, failure_kind, failure_line, seconds, service_of,
                               service_of_url)
 from jobs.cloud.policy import CREATE_SERVER_ID, MIN_ATTEMPT_S, READ, Policy, policy
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 
 # The clock, the sleep and where the retry lines go: module attributes so that tests can put a fake clock
@@ -44,18 +44,18 @@ sleep: Callable[[float], None] = time.sleep
 #: its own budget: a command's promise ("a create gives up within 120 s", counted from when it was started)
 _COMMAND_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("vtp_command_deadline", default=None)
 #: the last second of a command's bound is its process's: printing the line and exiting (0.2-0.7 s measured after
-#: a submit, with ``jobs.cli``'s gc.freeze; 1.7-7.5 s before it), so the calls inside :func:`within` end by then
+#: a submit, with ``jobs.spec.command_line``'s gc.freeze; 1.7-7.5 s before it), so the calls inside :func:`within` end by then
 EXIT_RESERVE_S = 1.0
 
 
 @contextlib.contextmanager
 def within(total_s: float | None = None, *, since: float | None = None):
     """Every call made inside ends within ``total_s`` (default: the policy's ``command_s``) of ``since`` (a
-    :data:`monotonic` time; default: when the command started, ``jobs.cli.command_started``, else now): the
+    :data:`monotonic` time; default: when the command started, ``jobs.spec.command_line.command_started``, else now): the
     deadline caps each call's own budget, so the calls of one command, and the start-up and compiling before
     them, share one bound (less :data:`EXIT_RESERVE_S`, the process's own end). Nested: the earlier deadline wins. A call's first attempt still gets one whole
     attempt's time (:func:`retried`), so a command whose local work alone took the whole bound still tries once."""
-    from jobs.cli import command_started
+    from jobs.spec.command_line import command_started
 
     total_s = policy().command_s if total_s is None else total_s
     if since is None:

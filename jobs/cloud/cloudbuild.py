@@ -17,7 +17,7 @@ Steps (each one request through the real client library):
 4. ``IMAGE@sha256:...`` is returned (``repo:tag@digest``: the tag says where it came from, the digest pins it).
 
 A failed build (FAILURE, TIMEOUT, INTERNAL_ERROR, CANCELLED, EXPIRED) or an API error becomes one
-:class:`~jobs.errors.CloudError` line with Cloud Build's own detail and the log URL.
+:class:`~jobs.spec.errors.CloudError` line with Cloud Build's own detail and the log URL.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from jobs.cloud import clients, gcs
 from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, keeps_running
 from jobs.cloud.credentials import client_kwargs
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: Cloud Build's own default is 10 min; a TensorFlow image with its wheels can take longer.
@@ -42,7 +42,7 @@ def split_image(image: str) -> tuple[str, str]:
     """``host/path/name:tag`` -> (``host/path/name``, ``tag``) through THE reference parser; a build needs
     an explicit tag, because ``results.images`` is matched by name and an untagged push would silently be
     ``:latest``."""
-    from jobs.image_reference import parse_reference
+    from jobs.spec.image_reference import parse_reference
 
     ref = parse_reference(image)
     if ref.digest:

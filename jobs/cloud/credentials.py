@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from jobs.cloud import lines
 from jobs.cloud.policy import policy
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 
 AUTH_HINT = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a "

@@ -15,7 +15,7 @@ as a container component (``python3 -m jobs.cloud.custom_job``, :func:`main`), a
 This module is the CustomJob's spec -> request conversion; ``jobs.cloud.job_runner`` (THE runner of every
 Vertex job) does the rest:
 
-* :func:`custom_job` parses the spec that ``jobs.job_spec`` assembles (the one builder: ``{}`` kept between used
+* :func:`custom_job` parses the spec that ``jobs.spec.job_spec`` assembles (the one builder: ``{}`` kept between used
   pools, trailing empty pools dropped, as the aiplatform SDK's ``worker_spec_utils`` does) into the
   ``aiplatform_v1.CustomJob`` strictly (``json_format.ParseDict``, unknown fields refused), the run's system
   labels (``VERTEX_AI_PIPELINES_RUN_LABELS``) added;
@@ -24,8 +24,8 @@ Vertex job) does the rest:
   terminal state, cancelled on SIGTERM (the pipeline was cancelled), a failed job one line carrying its error
   after its failed replicas' last lines and a hint (``jobs.cloud.job_logs``).
 
-**Capacity fall-over.** ``placement`` is the job file's options in order (``jobs.placement.options``: region and
-scheduling strategy). When Vertex ends the CustomJob for capacity (``jobs.vertex_failures``: a stockout, an
+**Capacity fall-over.** ``placement`` is the job file's options in order (``jobs.spec.placement.options``: region and
+scheduling strategy). When Vertex ends the CustomJob for capacity (``jobs.spec.vertex_failures``: a stockout, an
 expired FLEX_START wait, Spot capacity gone), :func:`run` creates it again under the next option with the same
 ``base_output_directory``, so the trainer resumes from its last checkpoint; each fall-over is one console line
 (what failed, where it goes next, from which checkpoint step: :func:`resume_point`). Never for the user's code,
@@ -41,10 +41,10 @@ import re
 import time
 from typing import Any, Callable
 
-from jobs import records
+from jobs.spec import records
 from jobs.cloud import job_runner
-from jobs.errors import CloudError
-from jobs.placement import STRATEGIES, Option
+from jobs.spec.errors import CloudError
+from jobs.spec.placement import STRATEGIES, Option
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
 JOBS_RECORD = records.VERTEX_JOBS_RECORD
@@ -57,10 +57,10 @@ CUSTOM_JOB = job_runner.JobType(
 
 
 def custom_job(*, display_name: str, labels: dict[str, str] | None = None, **parts):
-    """The ``aiplatform_v1.CustomJob`` to create: the spec assembled from ``parts`` by ``jobs.job_spec.job_spec``
+    """The ``aiplatform_v1.CustomJob`` to create: the spec assembled from ``parts`` by ``jobs.spec.job_spec.job_spec``
     (the one builder: pools by position, empty parts left out), the run's system labels added, parsed
     strictly (unknown fields refused)."""
-    from jobs.job_spec import job_spec
+    from jobs.spec.job_spec import job_spec
 
     try:
         spec = job_spec(**parts)

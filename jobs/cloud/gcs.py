@@ -10,7 +10,7 @@ google-cloud-storage client is used; where it points is decided by :func:`storag
   reused for storage, because it does not serve the storage API.
 
 Credentials come from :mod:`jobs.cloud.clients` (anonymous for a loopback stand-in, else ADC). Every failure
-is a :class:`~jobs.errors.CloudError` with one line: a missing bucket says so and how to create it.
+is a :class:`~jobs.spec.errors.CloudError` with one line: a missing bucket says so and how to create it.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jobs.cloud import clients
 from jobs.cloud.policy import CREATE_OWN_ID, READ, policy
 from jobs.cloud.lines import describe, failure_kind, failure_line, seconds
 from jobs.cloud.credentials import credentials, is_local_endpoint
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 
 def parse_uri(uri: str) -> tuple[str, str]:

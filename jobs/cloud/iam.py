@@ -20,7 +20,7 @@ from urllib.parse import quote
 from jobs.cloud import clients
 from jobs.cloud.lines import http_message
 from jobs.cloud.credentials import access_token, credentials, is_local_endpoint
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 IAM_ENDPOINT = "https://iam.googleapis.com"
 ACT_AS = "iam.serviceAccounts.actAs"

@@ -9,7 +9,7 @@ Where Vertex puts them: entries of ``resource.type="ml_job"`` whose ``resource.l
 * :func:`read`: one replica's (or the whole job's) entries, newest first from the API, bounded in number
   (``limit``) and bytes (``max_bytes``), returned oldest first;
 * :func:`explain_failure`: what the runner prints when a job failed: per failed replica its last lines and one
-  hint line (``jobs.vertex_failures``), the job's console link; a Cloud Logging that cannot be read (403, 5xx
+  hint line (``jobs.spec.vertex_failures``), the job's console link; a Cloud Logging that cannot be read (403, 5xx
   beyond the policy, a dropped connection, silence, garbage) is one line saying so and how to see the logs;
 * :func:`console_url`: the job's page in the console (the installed aiplatform SDK's ``_dashboard_uri``).
 
@@ -26,11 +26,11 @@ import functools
 import itertools
 from typing import Any, Callable
 
-from jobs import vertex_failures
+from jobs.spec import vertex_failures
 from jobs.cloud import clients
 from jobs.cloud.lines import failure_line
 from jobs.cloud.credentials import credentials
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 SERVICE = "Cloud Logging"
 #: how many of a failed replica's last lines the runner shows, and at most how many bytes of them

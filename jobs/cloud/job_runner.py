@@ -45,7 +45,7 @@ from jobs.cloud import clients
 from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, interrupted_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"  # set by Vertex AI Pipelines in every task (GCPC reads it)
 RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
@@ -74,7 +74,7 @@ class JobType:
 
 class JobFailed(CloudError):
     """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
-    out (``cause``: ``jobs.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
+    out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
 
     def __init__(self, line: str, *, name: str, state: str, message: str, cause=None):
         super().__init__(line)

@@ -3,7 +3,7 @@
 * :func:`failure_kind` classifies a failure (429, 5xx, no connection, a connection dropped, no answer in time)
   for the policy (``jobs.cloud.clients.retryable``) and for the line;
 * :func:`describe` / :func:`failure_line`: ``doing: what happened[; what may exist and how to see it]``, the
-  give-up of every call (a ``jobs.errors.CloudError``): the service and resource, what happened, what to
+  give-up of every call (a ``jobs.spec.errors.CloudError``): the service and resource, what happened, what to
   do, never a traceback, never a token;
 * :func:`keeps_running` / :func:`interrupted_line` / :func:`run_command`: a cloud command interrupted with
   Ctrl-C says in one line what it left running in the cloud and how to see and cancel it.
@@ -17,7 +17,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from jobs.cloud.policy import policy
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 
 class _Status(Exception):

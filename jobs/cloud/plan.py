@@ -2,18 +2,18 @@
 step will send, the price, the options of ``placement`` with why each was taken or skipped, and the checks of the
 project, decided before anything is sent.
 
-* The request is built by the step's own code: THE spec (``jobs.job_spec.custom_job_spec``, its parts as the
+* The request is built by the step's own code: THE spec (``jobs.spec.job_spec.custom_job_spec``, its parts as the
   ``validate_config`` step outputs them) parsed into the installed client's message by the step's own converter
   (``jobs.cloud.custom_job.custom_job``; a study: ``jobs.cloud.tuning_job.tuning_job`` and the baseline CustomJob
-  from ``jobs.job_spec.baseline_job_spec``), shown as the client's JSON (``to_json``: camelCase; enums by name,
+  from ``jobs.spec.job_spec.baseline_job_spec``), shown as the client's JSON (``to_json``: camelCase; enums by name,
   where the REST transport sends their numbers). The built-in trainer's ``--config-json`` argument is shown
   shortened in the request and decoded beside it (the fields that differ from the defaults); ``--out`` writes
   the whole request, unshortened, atomically. Vertex AI Pipelines adds the run's system labels at run time.
-* The options (``jobs.placement.options``): for each, the hardware catalog's rules in that region and strategy
-  (``jobs.placement.with_option``), the project's quota there (``Project.quota``), the bucket's continent against
-  the region's (another continent: a warning naming egress and latency), the price (``jobs.hardware.prices``) and
+* The options (``jobs.spec.placement.options``): for each, the hardware catalog's rules in that region and strategy
+  (``jobs.spec.placement.with_option``), the project's quota there (``Project.quota``), the bucket's continent against
+  the region's (another continent: a warning naming egress and latency), the price (``jobs.spec.hardware.prices``) and
   the budget. The cheapest option that fits is taken (the user's order breaks ties and orders unknown prices).
-* The project (``Project``, ``jobs.placement``): through :data:`PROJECT_FACTORY`. A finding that could not be
+* The project (``Project``, ``jobs.spec.placement``): through :data:`PROJECT_FACTORY`. A finding that could not be
   checked (no credentials, no permission) is one ``warning: not checked`` line and the plan goes on;
   ``--require-checks`` makes each an error (for CI).
 
@@ -29,9 +29,9 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from jobs import placement
-from jobs.hardware import prices
-from jobs.placement import Finding, Option, Project
+from jobs.spec import placement
+from jobs.spec.hardware import prices
+from jobs.spec.placement import Finding, Option, Project
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -91,9 +91,9 @@ def continent(location: str) -> str | None:
 def image_problem(cfg: config_lib.JobConfig) -> tuple[str, Problem | None]:
     """(what the request shows as the image, the problem when nothing names or builds one): the job's image; with
     no ``container.image_uri``, the image ``vtp build`` will make into ``container.image_repository``."""
-    from jobs.cli import shown
-    from jobs.image_reference import BuildError
-    from jobs.job_image import build_repository
+    from jobs.spec.command_line import shown
+    from jobs.spec.image_reference import BuildError
+    from jobs.spec.job_image import build_repository
 
     if cfg.container.image_uri:
         return cfg.container.image_uri, None
@@ -126,7 +126,7 @@ def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str
     """The request(s) the compiled pipeline's training step sends for ``cfg`` started with its defaults: the
     config as the pipeline carries it (``JobConfig.for_vertex``), the image the build step hands on, the spec's
     parts as ``validate_config`` outputs them, converted by the step's own code."""
-    from jobs import job_spec
+    from jobs.spec import job_spec
     from jobs.cloud import custom_job, tuning_job
 
     cfg = cfg.for_vertex().with_image(image) if image else cfg.for_vertex()
@@ -233,7 +233,7 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
            max_cost: float | None = None, require_checks: bool = False, api_endpoint: str = "") -> Plan:
     """Every option of ``cfg`` checked, the cheapest that fits taken; the pick's project checks. ``project``: the
     :class:`Project` to ask (default: :data:`PROJECT_FACTORY`)."""
-    from jobs import validate
+    from jobs.spec import validate
 
     project = project if project is not None else PROJECT_FACTORY(project_id, api_endpoint)
     errors: list[str] = []

@@ -19,13 +19,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jobs import validate
-from jobs.cli import shown
+from jobs.spec import validate
+from jobs.spec.command_line import shown
 from jobs.cloud import preflight as checks
 from jobs.cloud.lines import run_command
 from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument, config_changes, decide,
                              image_problem, requests, shortened)
-from jobs.hardware import prices
+from jobs.spec.hardware import prices
 from trainers.errors import ConfigError, problem
 
 
@@ -49,7 +49,7 @@ def cost_lines(plan: Plan) -> list[str]:
     if c.job.unknown:
         lines.append(f"  unknown: no figure for {', '.join(c.job.unknown)} in the price table")
     lines += [f"  assumes: {m}" for m in c.job.marks]
-    lines.append(f"  prices: jobs/hardware/prices.yaml of {table['prices']['date']}, list prices in USD before "
+    lines.append(f"  prices: jobs/spec/hardware/prices.yaml of {table['prices']['date']}, list prices in USD before "
                  f"discounts and taxes ({prices.source_line('vertex_pricing', table)})")
     return lines
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 
 #: what a call is, for what may be repeated (see the module docstring: who picks the id decides)
 READ, CREATE_OWN_ID, CREATE_SERVER_ID = "read", "create-own-id", "create-server-id"

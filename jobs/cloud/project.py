@@ -1,4 +1,4 @@
-"""The user's Google Cloud project as ``vtp plan`` sees it: :class:`CloudProject`, the :class:`~jobs.placement.Project`
+"""The user's Google Cloud project as ``vtp plan`` sees it: :class:`CloudProject`, the :class:`~jobs.spec.placement.Project`
 that answers through the real client libraries, each call under the one policy of ``jobs.cloud.clients``.
 
 * quotas (``jobs.cloud.quotas``: Cloud Quotas API), read once per project and reused for every option;
@@ -11,7 +11,7 @@ that answers through the real client libraries, each call under the one policy o
   ``NetworksClient.get``, ``ReservationsClient.get``) and ``scheduling.persistent_resource_id``
   (``aiplatform_v1.PersistentResourceServiceClient.get_persistent_resource``, the job's regional endpoint).
 
-Every check is one :class:`~jobs.placement.Finding`: ok; a problem with the ``gcloud`` line that mends it; or
+Every check is one :class:`~jobs.spec.placement.Finding`: ok; a problem with the ``gcloud`` line that mends it; or
 ``ok=None`` when it could not be done (no credentials, a permission missing, a 5xx or silence past the policy's
 budget), the line naming what is missing. Nothing here raises for a cloud failure.
 
@@ -30,8 +30,8 @@ from typing import Any, Callable
 from jobs.cloud import clients
 from jobs.cloud.lines import run_command
 from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
-from jobs.errors import CloudError
-from jobs.placement import Finding, Option, Project, options, with_option
+from jobs.spec.errors import CloudError
+from jobs.spec.placement import Finding, Option, Project, options, with_option
 
 #: the APIs every Vertex training job of this product uses (docs/vertex.md's one-time set-up)
 BASE_APIS = ("aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com")
@@ -145,8 +145,8 @@ class CloudProject(Project):
 
     def _image(self, cfg) -> Finding:
         from jobs.cloud import registry
-        from jobs.image_reference import parse_reference
-        from jobs.job_image import job_image
+        from jobs.spec.image_reference import parse_reference
+        from jobs.spec.job_image import job_image
 
         what = "the job's image"
         explicit = cfg.container.image_uri

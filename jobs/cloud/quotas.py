@@ -6,9 +6,9 @@ aiplatform.googleapis.com")`` (google-cloud-quotas, REST transport, every page u
 (:func:`limit_in`). One listing answers every region, so the regions where the project's limits cover the job
 come from the same answer. The listing needs ``cloudquotas.quotas.get`` (``roles/cloudquotas.viewer``).
 
-**Comparing.** The need per quota is ``jobs.hardware.quotas.job_needs`` (the names are data in
-``jobs/hardware/quotas.yaml``); the check is against the limit alone: the Cloud Quotas API gives limits, not usage
-(``quotas.yaml``'s ``usage``). Each need is one :class:`~jobs.placement.Finding`: ok, a shortfall (naming the quota,
+**Comparing.** The need per quota is ``jobs.spec.hardware.quotas.job_needs`` (the names are data in
+``jobs/spec/hardware/quotas.yaml``); the check is against the limit alone: the Cloud Quotas API gives limits, not usage
+(``quotas.yaml``'s ``usage``). Each need is one :class:`~jobs.spec.placement.Finding`: ok, a shortfall (naming the quota,
 the region, the need and the limit, the regions where the project's limits cover the whole job and the hardware
 catalog offers it, and the ``gcloud`` command that asks for more), or not checked (no known name, a name the
 project does not list, no limit for the region).
@@ -19,8 +19,8 @@ from typing import Any, Iterable
 
 from jobs.cloud import clients
 from jobs.cloud.credentials import client_kwargs
-from jobs.hardware import quotas as quota_names
-from jobs.placement import Finding, Option, with_option
+from jobs.spec.hardware import quotas as quota_names
+from jobs.spec.placement import Finding, Option, with_option
 
 #: what listing the quotas needs (one line when it is missing)
 PERMISSION = "cloudquotas.quotas.get"
@@ -103,8 +103,8 @@ def named_regions(infos: Iterable[Any]) -> list[str]:
 
 def _offered(cfg: Any, region: str) -> bool:
     """The hardware catalog offers the job's hardware in ``region`` (or has no data for it: Vertex decides):
-    the one region rule, ``jobs.hardware.rules.check_regions``."""
-    from jobs.hardware import rules
+    the one region rule, ``jobs.spec.hardware.rules.check_regions``."""
+    from jobs.spec.hardware import rules
 
     moved = with_option(cfg, Option(region, cfg.scheduling.strategy))
     return not rules.check_regions(moved.to_dict())

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from jobs.cloud import clients
 from jobs.cloud.credentials import is_local_endpoint, may_receive_google_token
-from jobs.errors import CloudError
-from jobs.image_reference import ImageRef
+from jobs.spec.errors import CloudError
+from jobs.spec.image_reference import ImageRef
 
 MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json",
                   "application/vnd.docker.distribution.manifest.list.v2+json",

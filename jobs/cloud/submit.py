@@ -29,7 +29,7 @@ from pathlib import Path
 
 from jobs.cloud import clients, preflight as checks, vertex
 from jobs.cloud.lines import ended, keeps_running, run_command
-from jobs.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
+from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 
@@ -77,7 +77,7 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
         for flag in VERTEX_ONLY:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 out.append(problem(flag, "only for Vertex runs; add --project PROJECT or remove it"))
-    from jobs.cli import seconds_problem
+    from jobs.spec.command_line import seconds_problem
 
     if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
         out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
@@ -251,7 +251,7 @@ def register_main(argv: list[str]) -> int:
 def _register(argv: list[str]) -> int:
     from trainers.errors import ConfigError
 
-    from jobs.cli import shown
+    from jobs.spec.command_line import shown
 
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
     p.add_argument("--config", default="local")

@@ -31,7 +31,7 @@ from jobs.cloud import clients
 from jobs.cloud.policy import CREATE_OWN_ID
 from jobs.cloud.lines import http_message, run_command
 from jobs.cloud.credentials import access_token, is_local_endpoint
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 from trainers.config_files import load_document
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
@@ -108,11 +108,11 @@ def main(argv: list[str], compile_pipeline) -> int:
 
 
 def _main(argv: list[str], compile_pipeline) -> int:
-    from jobs import validate
+    from jobs.spec import validate
     from jobs.cloud import preflight
     from trainers.errors import ConfigError
 
-    from jobs.cli import shown
+    from jobs.spec.command_line import shown
 
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="local", help="preset or YAML file")

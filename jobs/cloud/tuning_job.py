@@ -22,12 +22,12 @@ and the reading of its outputs; ``jobs.cloud.job_runner`` (THE runner of every V
   the trials' counts in its lines, cancelled on SIGTERM, a failed job one line carrying its error), and says each
   trial as the polls show it start and end (:class:`TrialLines`, the runner's ``on_poll``: the local study's lines);
 * :func:`write_outputs` picks the best trial of the finished job by the rule every study shares
-  (``jobs.tuning_rules.best_of``; Vertex names none: python-aiplatform#1545), and its model is
+  (``jobs.spec.tuning_rules.best_of``; Vertex names none: python-aiplatform#1545), and its model is
   ``<base_output_directory>/<trial id>/model``: Vertex sets a trial's ``AIP_MODEL_DIR`` to
   ``<base_output_directory>/<trial_id>/model/`` (``CustomJobSpec.baseOutputDirectory``,
   https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec).
 
-Every function takes the section parsed once (``jobs.tuning_spec.Study``, built by ``jobs.tuning_spec.parse``):
+Every function takes the section parsed once (``jobs.spec.tuning_section.Study``, built by ``jobs.spec.tuning_section.parse``):
 :func:`main` parses the ``--tuning`` JSON the pipeline passes, ``jobs.cloud.plan`` the job's typed section.
 
 ``python3 -m jobs.cloud.tuning_job`` (:func:`main`) is what the ``hyperparameter_tuning_job`` component runs.
@@ -39,11 +39,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs import trial_files, tuning_rules
+from jobs.spec import trial_files, tuning_rules
 from jobs.cloud import job_runner
-from jobs.errors import CloudError
-from jobs.job_spec import pools_by_position
-from jobs.tuning_spec import Study, flag_value, parse
+from jobs.spec.errors import CloudError
+from jobs.spec.job_spec import pools_by_position
+from jobs.spec.tuning_section import Study, flag_value, parse
 from trainers.errors import ConfigError
 from trainers.paths import join
 
@@ -70,7 +70,7 @@ TUNING_JOB = job_runner.JobType(
 
 def study_of(tuning: Any) -> Study:
     """The ``tuning`` section (its plain dict, as the step receives it, or the job's typed section, as the plan
-    has it) parsed by THE parser (``jobs.tuning_spec.parse``), once; a problem is one CloudError line naming the
+    has it) parsed by THE parser (``jobs.spec.tuning_section.parse``), once; a problem is one CloudError line naming the
     field."""
     try:
         return parse(tuning)
@@ -140,7 +140,7 @@ TRIAL_ENDED = ("SUCCEEDED", "INFEASIBLE")
 class TrialLines:
     """What a study says as it goes, from the job's ``trials`` as each poll returns them (the runner's
     ``on_poll``): one line when a trial is first seen running (``trial 3 started: --batch_size=16 ...``), one
-    when it ends, the local study's own line (``jobs.tuning_rules.trial_line``: n/N done, its values, its metric, its
+    when it ends, the local study's own line (``jobs.spec.tuning_rules.trial_line``: n/N done, its values, its metric, its
     wall time, the best so far). Each trial is said once, whatever the polls repeat."""
 
     def __init__(self, tuning: Study, log: Callable[[str], None] = print):

@@ -22,7 +22,7 @@ from jobs.cloud import clients
 from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, policy
 from jobs.cloud.lines import describe, ended, failure_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 from trainers import config as config_lib
 
 CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"
@@ -187,7 +187,7 @@ def follow(client, name: str, poll_s: float = 20.0, log: Callable[[str], None] =
 
 
 def _uses_gpu(cfg: config_lib.JobConfig) -> bool:
-    from jobs.hardware.catalog import load_catalog
+    from jobs.spec.hardware.catalog import load_catalog
 
     cat = load_catalog()
     return any(p.replica_count and cat.is_gpu(p.accelerator_type) for p in cfg.topology.pools())
@@ -263,7 +263,7 @@ def upload_model(request: dict[str, Any], location: str, api_endpoint: str | Non
 
 
 # --------------------------------------------------------------------------------------------------
-# Model Registry evaluations: what ``serving.gate``'s better_than_parent beats (``jobs.gate``)
+# Model Registry evaluations: what ``serving.gate``'s better_than_parent beats (``jobs.steps.gate``)
 
 
 def _model_location(model_name: str) -> str:
@@ -301,7 +301,7 @@ def default_version(parent_model: str, api_endpoint: str | None = None) -> str:
 
 def model_evaluations(version: str, api_endpoint: str | None = None) -> list[dict[str, Any]]:
     """Every evaluation of model version ``version`` as plain data: ``name``, ``display_name``, ``create_time``
-    (RFC 3339, UTC) and ``metrics`` (the JSON value, a mapping for the evaluations ``jobs.gate`` records).
+    (RFC 3339, UTC) and ``metrics`` (the JSON value, a mapping for the evaluations ``jobs.steps.gate`` records).
     Every page is read under the policy."""
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format

@@ -25,7 +25,7 @@ from typing import Callable
 
 from jobs.images.builders import BACKENDS, InputError, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
-from jobs.image_reference import BuildError
+from jobs.spec.image_reference import BuildError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/images/build.py)
 
@@ -49,7 +49,7 @@ class Request:
 
 
 def parse_args(argv: list[str]) -> Request:
-    from jobs.cli import shown
+    from jobs.spec.command_line import shown
 
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -153,7 +153,7 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
 def build_or_say(req: Request) -> str:
     """:func:`build`, its lines printed as they come (``run.py --runner docker`` builds the image first): the
     pushed reference, or "" when it failed, its ``error:`` lines printed."""
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     print("runner docker: building the job's image (as python pipelines/run.py build)", flush=True)
     try:
@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from jobs.errors import CloudError
+    from jobs.spec.errors import CloudError
 
     req = parse_args(argv)
     try:

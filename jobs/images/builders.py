@@ -14,7 +14,7 @@ will run. Failures are one line (``BuildError`` / ``CloudError``).
   ``jobs.cloud.cloudbuild``): the context uploaded to Cloud Storage, built and pushed next to Artifact Registry;
   "already there" asked from the registry directly (``jobs.cloud.registry``), believed only from a Google
   registry asked with the Google token. It also builds a context already staged in Cloud Storage
-  (``jobs.images.cloudbuild.StagedContext``): the pipeline's build step (``jobs.steps.trainer_image``).
+  (``jobs.images.cloudbuild.StagedContext``): the pipeline's build step (``jobs.steps.calls.trainer_image``).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
-from jobs.errors import BuildError
+from jobs.spec.errors import BuildError
 from jobs.images.cloudbuild import StagedContext
 from jobs.images.context import BuildContext, write_tar
 
@@ -95,7 +95,7 @@ class CloudBuildBuilder(ImageBuilder):
         registry is asked (a test never reaches a real registry)."""
         from jobs.cloud.credentials import access_token, is_local_endpoint, may_receive_google_token
         from jobs.cloud import registry
-        from jobs.image_reference import parse_reference
+        from jobs.spec.image_reference import parse_reference
 
         ref = parse_reference(f"{repository}:{tag}")
         stand_in = is_local_endpoint(self.endpoint)
@@ -124,7 +124,7 @@ class CloudBuildBuilder(ImageBuilder):
                                              endpoint=self.endpoint, log=self.log)
 
     def _staged(self, context: StagedContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
-        from jobs.errors import CloudError
+        from jobs.spec.errors import CloudError
         from jobs.cloud import cloudbuild as api
         from jobs.images import cloudbuild
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from jobs.cloud import cloudbuild, gcs
-from jobs.errors import CloudError
-from jobs.image_reference import parse_reference
+from jobs.spec.errors import CloudError
+from jobs.spec.image_reference import parse_reference
 from jobs.images.context import DEFAULT_DOCKERFILE
 
 CONTENT_TAG = re.compile(r"ctx-[0-9a-f]{8,64}")

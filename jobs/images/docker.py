@@ -2,7 +2,7 @@
 runner's), and building and pushing an image through it (``jobs.images.builders.DockerBuilder`` calls these).
 
 The engine's own registry credentials are used for pushes and for "does this tag exist". Every failure
-is a :class:`~jobs.image_reference.BuildError` whose text is one line.
+is a :class:`~jobs.spec.image_reference.BuildError` whose text is one line.
 
 Timeouts (the policy of :mod:`jobs.cloud.clients`): ping and "does this tag exist" use the policy's read
 timeout (the docker SDK takes one value for connect and read); the tag check is retried like any read
@@ -22,7 +22,7 @@ from jobs.cloud import clients
 from jobs.cloud.policy import READ, policy
 from jobs.cloud.lines import describe
 from jobs.images.context import BuildContext, write_tar
-from jobs.image_reference import BuildError, parse_reference
+from jobs.spec.image_reference import BuildError, parse_reference
 
 #: the longest a build or push may stay silent (Cloud Build's own bound for a whole build: 1 h)
 STREAM_TIMEOUT_S = 3600

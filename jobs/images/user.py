@@ -40,7 +40,7 @@ from pathlib import Path
 
 from jobs.images.context import BuildContext, content_tag, make_context
 from jobs.images.user_code import collect_code
-from jobs.image_reference import BuildError
+from jobs.spec.image_reference import BuildError
 from trainers.fileio import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
@@ -102,8 +102,8 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
 def plan(cfg, wheels_dir: str | None = None) -> Plan:
     """The generated context's files for the job's ``trainer:`` section. ``ConfigError`` (one problem per
     line) when the source folder, the module or the requirements file are wrong (the same checks as
-    ``run.py validate``: :func:`jobs.trainer_spec.trainer_file_problems`)."""
-    from jobs.trainer_spec import trainer_file_problems
+    ``run.py validate``: :func:`jobs.spec.trainer_section.trainer_file_problems`)."""
+    from jobs.spec.trainer_section import trainer_file_problems
     from trainers import config as config_lib
     from trainers.errors import ConfigError, problem
 
@@ -147,7 +147,7 @@ def plan(cfg, wheels_dir: str | None = None) -> Plan:
 def dockerfile(base_image: str, plan_: Plan, command: list[str]) -> str:
     """The generated Dockerfile. ``base_image`` must be pinned (``REPO@sha256:...``); the tag, if any,
     is dropped from FROM (a digest is what it runs) and kept in a comment."""
-    from jobs.image_reference import parse_reference
+    from jobs.spec.image_reference import parse_reference
 
     ref = parse_reference(base_image)
     repository, tag, digest = ref.repository, ref.tag, ref.digest
@@ -216,7 +216,7 @@ def user_repository(image: str | None) -> str:
 
 
 def _no_placeholder(what: str, repository: str) -> None:
-    from jobs.job_image import PLACEHOLDER_PROJECT
+    from jobs.spec.job_image import PLACEHOLDER_PROJECT
 
     if f"/{PLACEHOLDER_PROJECT}/" in f"{repository}/":
         raise BuildError(f"{what} {repository} still names the presets' placeholder project {PLACEHOLDER_PROJECT!r}; "
@@ -247,8 +247,8 @@ def build_user_image(cfg, req, builder, log: Callable[[str], None]) -> str:
     ``builder``: ``jobs.images.builders.ImageBuilder``): the trainer image (built, found, or
     ``container.base_image``), then the user's image FROM it; returns the user's image by digest. Bad input is
     ``jobs.images.builders.InputError`` (nothing built); a failed build a CloudError."""
-    from jobs import job_spec
-    from jobs import job_image
+    from jobs.spec import job_spec
+    from jobs.spec import job_image
     from jobs.images.builders import InputError
     from trainers.errors import ConfigError
 

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from jobs.provenance import commit_text, git_state
+from jobs.spec.provenance import commit_text, git_state
 from trainers.fileio import NotARegularFile, read_regular
 
 #: directories left out at any depth of trainer.source_dir: version control, virtualenvs, caches
@@ -143,7 +143,7 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
 
 
 def trainer_version(cfg) -> dict[str, Any] | None:
-    """Which code of a user's trainer ran, apart from this tool's (``jobs.provenance.code_version``):
+    """Which code of a user's trainer ran, apart from this tool's (``jobs.spec.provenance.code_version``):
     ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of
     ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
     SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="a job file with a tuning section, or a preset (tuning)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from jobs import validate
+    from jobs.spec import validate
     from jobs.tuning.local import StudyFailed, run_local_study
 
     try:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError([problem("tuning.parameters", f"{args.config} has no tuning section to run",
                                        ["tuning: {metric: ..., goal: ..., parameters: {...}, max_trials: 4}"])])
         if not cfg.user_trainer and cfg.data.source in ("synthetic", "images"):
-            from jobs import steps
+            from jobs.steps import calls as steps
 
             steps.prepare(cfg)
         record = run_local_study(cfg, log=lambda line: print(line, flush=True))

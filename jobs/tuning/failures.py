@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.local.launch.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
-from jobs.tuning_spec import Study
+from jobs.spec.tuning_section import Study
 from trainers.errors import problem
 
 

@@ -2,7 +2,7 @@
 CustomJob run beside it (the pipeline's ``pick_model`` step).
 
 On Vertex the baseline (``tuning.baseline``) is a plain CustomJob of the job as it stands, in
-``<base>/baseline`` (``jobs.job_spec.baseline_job_spec``). Vertex collects no cloudml-hypertune metric from a
+``<base>/baseline`` (``jobs.spec.job_spec.baseline_job_spec``). Vertex collects no cloudml-hypertune metric from a
 plain CustomJob, so its chief's ``CLOUD_ML_HP_METRIC_FILE`` points into that folder through the Cloud Storage FUSE
 mount: after the job, :func:`baseline_run` reads the chief's file (``<base>/baseline/hypertune/chief-0.metrics``,
 the layout a local baseline and every local trial write) through this task's own ``/gcs`` mount, the LAST report
@@ -11,7 +11,7 @@ verdict of both models: it is the very figure the study ranks its trials by (eac
 last report of the same tag, by the same trainer code), so the two are compared on one scale; the held-out
 verdict (``serving.eval_data``) of the model that goes on follows in the verify step, as for any model.
 
-:func:`pick` adds the baseline's run and the model handed on (``jobs.tuning_rules.handed_on_run``: THE rule, the
+:func:`pick` adds the baseline's run and the model handed on (``jobs.spec.tuning_rules.handed_on_run``: THE rule, the
 local study's too) to the study's record. A baseline step that failed gives the pick step no ``gcp_resources``
 (the pipeline runs it with ``ignore_upstream_failure``): the baseline is recorded FAILED and the best trial goes
 on, as a local study does with a failed baseline.
@@ -22,8 +22,8 @@ import math
 import os
 from typing import Any
 
-from jobs import trial_files, tuning_rules
-from jobs.errors import CloudError
+from jobs.spec import trial_files, tuning_rules
+from jobs.spec.errors import CloudError
 from jobs.cloud.job_runner import named_job
 from trainers.paths import join, readable
 
@@ -68,7 +68,7 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
 
 def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
     """The study's record with its ``baseline`` (None: ``tuning.baseline`` is off) and the model handed on
-    (``jobs.tuning_rules.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
+    (``jobs.spec.tuning_rules.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
     best = tuning_rules.best_trial(study)
     out = {k: v for k, v in study.items() if k not in (tuning_rules.BASELINE, tuning_rules.HANDED_ON)}
     if baseline is not None:

@@ -13,14 +13,14 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from jobs import trial_files, tuning_rules
-from jobs import tuning_spec as spec_lib
+from jobs.spec import trial_files, tuning_rules
+from jobs.spec import tuning_section as spec_lib
 from jobs.local.launch import containers, custom_job
 from jobs.local.launch.outcome import Stopped
 from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 from jobs.tuning.failures import failure_fields
-from jobs.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
-from jobs.tuning_spec import Study
+from jobs.spec.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
+from jobs.spec.tuning_section import Study
 from trainers import config as config_lib
 from trainers.errors import ConfigError
 
@@ -31,7 +31,7 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
     through the one local launch (``jobs.local.launch.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
-    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.trial_files.metric_file(base, run_id, role, index)``; the
+    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.spec.trial_files.metric_file(base, run_id, role, index)``; the
     chief's is the run's, read with ``trial_files.read_reports``). Returns the launcher's ``JobResult``
     (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""

@@ -22,11 +22,11 @@ import sys
 import time
 from typing import Callable
 
-from jobs import records, vertex_failures
-from jobs.cli import shown
+from jobs.spec import records, vertex_failures
+from jobs.spec.command_line import shown
 from jobs.cloud import clients, job_logs, job_runner
 from jobs.cloud.credentials import client_kwargs
-from jobs.errors import CloudError
+from jobs.spec.errors import CloudError
 from jobs.local.history.reader import UsageError, lock_held
 
 PROG = "logs"

@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 
-from jobs import records
+from jobs.spec import records
 from jobs.local.history.reader import ARCHIVE_RE, DEFAULT_ROOT, UsageError, is_run_folder, validated_config
 from jobs.local.history.record_check import STAMP
 from jobs.local.run.folder import COPY_RECORD, copy_record

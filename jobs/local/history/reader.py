@@ -18,7 +18,7 @@ which decides a run's status from whatever records it left, and refuses a record
   that never finished (``config_json``), ``checkpoints/checkpoint``: how far it trained, ``metrics.json``;
 * ``.run.lock``: held while a run is live (``running``); ``prune`` takes it before removing a folder, so a
   live run is never removed, and a run cannot start in a folder while it is being removed;
-* ``tuning.json`` and ``gate.json`` (``jobs.records``, which names every record): the study's trials and best trial, the gate's verdict.
+* ``tuning.json`` and ``gate.json`` (``jobs.spec.records``, which names every record): the study's trials and best trial, the gate's verdict.
   A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
   ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
@@ -39,7 +39,7 @@ import os
 import re
 from typing import Any
 
-from jobs import records
+from jobs.spec import records
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
 from jobs.local.history.record_check import (NESTED_TYPES, parse_time, read_record_strictly, record_problem,
                                              type_problem)

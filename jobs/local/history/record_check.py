@@ -1,6 +1,6 @@
 """A run folder's records read strictly, as history must read them: a record that is there and cannot be read back
 (not a regular file, too big, not JSON, cut short, nested too deep, a null or a field of the wrong type) is a
-reason the run is ``unreadable``, never "no record" (``jobs.records.read_at`` reads a missing and a broken record
+reason the run is ``unreadable``, never "no record" (``jobs.spec.records.read_at`` reads a missing and a broken record
 alike as {}: a run's step may, history may not)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import stat
 from typing import Any
 
-from jobs import records, tuning_rules
+from jobs.spec import records, tuning_rules
 
 STAMP = "%Y%m%d-%H%M%S"
 
@@ -57,7 +57,7 @@ def _depth(doc: Any) -> int:
 def read_record_strictly(path: str, name: str) -> tuple[dict[str, Any], str | None]:
     """The record ``name`` in the run folder ``path``: ``(record, None)``; ``({}, None)`` when there is none;
     ``({}, why)`` when a file is there and is not a record a run wrote (not a regular file, too big, not JSON,
-    cut short, nested too deep, not an object). ``jobs.records.read_at`` reads a missing and a broken record
+    cut short, nested too deep, not an object). ``jobs.spec.records.read_at`` reads a missing and a broken record
     alike as {}: a run's step may, but history must not show a broken record as "no record"."""
     where = os.path.join(path, name)
     try:

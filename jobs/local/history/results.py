@@ -6,9 +6,9 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs import gate_spec, records, tuning_rules
-from jobs.evaluation_verdict import figures
-from jobs.tensorboard import last_values, read_scalars
+from jobs.spec import gate_section as gate_spec, records, tuning_rules
+from jobs.spec.evaluation_verdict import figures
+from jobs.spec.tensorboard import last_values, read_scalars
 
 
 def number(value: Any) -> float | None:

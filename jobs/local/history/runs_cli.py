@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-from jobs.cli import shown
+from jobs.spec.command_line import shown
 from jobs.local.history.prune import Interrupted, prune
 from jobs.local.history.reader import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
 from jobs.local.history.views import show_compare, show_list
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # `runs compare ... | head`: a BrokenPipeError goes up to the entry point's one rule (jobs.cli.survives_closed_pipe:
+    # `runs compare ... | head`: a BrokenPipeError goes up to the entry point's one rule (jobs.spec.command_line.survives_closed_pipe:
     # exit 141 quietly, as every command)
     return 0
 

@@ -1,7 +1,7 @@
 """Run history shown: the rows of ``runs list`` (a table that fits 120 columns, or JSON) and two runs side by
 side for ``runs compare`` (status, the metrics they share, step times, the config keys that differ). What it
 shows is what ``jobs.local.history`` read back from the run folders (:class:`jobs.local.history.reader.Run`); this
-module reads no file itself, as ``jobs.report`` renders what ``jobs.report_data`` gathered."""
+module reads no file itself, as ``jobs.steps.reporting.page`` renders what ``jobs.steps.reporting.data`` gathered."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import shutil
 import sys
 from typing import Any
 
-from jobs import tuning_rules
-from jobs.cli import rich_console
+from jobs.spec import tuning_rules
+from jobs.spec.command_line import rich_console
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
 from jobs.local.run.folder import config_diff

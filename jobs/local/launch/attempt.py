@@ -16,7 +16,7 @@ from typing import Sequence
 from jobs.local.launch.hints import ARGPARSE_ERROR
 from jobs.local.launch.outcome import ReplicaFailure, Stopped, status_text
 from jobs.local.process import lifeline
-from jobs.replica_env import POOL_NAMES, ROLES, replica_environment, vertex_environment
+from jobs.spec.replica_env import POOL_NAMES, ROLES, replica_environment, vertex_environment
 
 #: a replica's last lines kept for its failure report
 TAIL_LINES = 20

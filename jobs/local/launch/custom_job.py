@@ -1,11 +1,11 @@
 """A job's worker pools on this machine, as Vertex runs the job's CustomJob: THE local launch.
 
 Every local run of a job's replicas comes through :func:`launch`: the pipeline's train step
-(``jobs.steps.run_local``), every trial of a local study (``jobs.tuning.trial.trial_launch``), and whatever
+(``jobs.steps.calls.run_local``), every trial of a local study (``jobs.tuning.trial.trial_launch``), and whatever
 runs a job next beside them. What the replicas run is read from the one builder of the Vertex job
-(``jobs.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
+(``jobs.spec.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
 and the variables the job declares (``trainer.env``, :func:`job_spec.declared_env`). The variables stay a
-mapping all the way into each replica's environment (``jobs.replica_env.replica_environment``), the same
+mapping all the way into each replica's environment (``jobs.spec.replica_env.replica_environment``), the same
 mapping Vertex gets as ``container_spec.env``. A caller adds arguments after the job's own (a trial's
 ``--NAME=VALUE`` flags) and variables of its own, for every replica (``env``: ``CLOUD_ML_TRIAL_ID``) or per
 replica (``replica_env``: a trial's ``CLOUD_ML_HP_METRIC_FILE``).
@@ -29,7 +29,7 @@ import sys
 import threading
 from typing import Callable, Mapping, Sequence
 
-from jobs import job_spec
+from jobs.spec import job_spec
 from jobs.local.launch import containers, supervisor
 from jobs.local.launch.outcome import JobResult
 from trainers import config as config_lib

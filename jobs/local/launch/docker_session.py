@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from jobs.image_reference import parse_reference
+from jobs.spec.image_reference import parse_reference
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
 from trainers.config import resolved_base_dir
@@ -44,7 +44,7 @@ for name in sys.argv[2].split(","):
 print("VTP-PROBE " + json.dumps(out))
 """
 #: what every step and replica of this project imports in the image
-PROJECT_MODULES = ("kfp", "trainers.task", "jobs.steps", "components")
+PROJECT_MODULES = ("kfp", "trainers.task", "jobs.steps.calls", "components")
 
 
 def requirement_names(cfg) -> list[tuple[str, str, Any]]:

@@ -38,14 +38,14 @@ import os
 import re
 from typing import Any
 
-from jobs import records
+from jobs.spec import records
 from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio
 from trainers.config import BUILTIN_COMMAND
 
 def read_record(base: str) -> dict[str, Any]:
-    """The record of the run that last finished in ``base`` (``run.json``, ``jobs.records.read_run``)."""
+    """The record of the run that last finished in ``base`` (``run.json``, ``jobs.spec.records.read_run``)."""
     return records.read_run(base)
 
 

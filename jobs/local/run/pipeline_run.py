@@ -31,7 +31,7 @@ import time
 import warnings
 from typing import Callable
 
-from jobs import step_table, validate
+from jobs.spec import step_table, validate
 from jobs.images import build
 from jobs.local.launch import docker_session
 from jobs.local.launch.containers import ContainerError
@@ -40,7 +40,7 @@ from jobs.local.run.folder import archive, check_folder, last_checkpoint, making
 from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock, record_child
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
-from jobs.replica_env import PROJECT_ROOT
+from jobs.spec.replica_env import PROJECT_ROOT
 from trainers import config as config_lib
 from trainers.cluster import output_dirs
 from trainers.errors import problem

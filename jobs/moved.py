@@ -1,0 +1,119 @@
+"""Old import paths that published component YAMLs name, kept working after the tree's layout changed.
+
+A component YAML compiled by an earlier version embeds its function's source, and that source imports from the job
+side by path: ``from jobs import records, steps``, ``from jobs.verify import VerifyError``. A pipeline a user
+compiled (or uploaded to an Artifact Registry KFP repository) keeps running in the image of a newer version only
+if those paths still resolve. :data:`MOVED` maps each old module a published YAML imports to the names it reads
+there and their homes now; nothing else is kept (the new code imports every name from its one home).
+
+How: :func:`install` (called by ``jobs/__init__.py``) appends a finder to ``sys.meta_path``, consulted only when no
+real module has the name, that makes each old module as a stand-in whose attributes are looked up in
+:data:`MOVED` when read (PEP 562 ``__getattr__``): nothing is imported until an old YAML reads a name, and then only
+its home. An old path that is still a real module (``jobs.steps`` is now the steps layer's package) takes its old
+names through :func:`getter`. ``tests/test_published_compat.py`` reads every import and attribute of the YAMLs of
+the previous version (``tests/published/``) and runs one of them in ``kfp.local``; CHANGELOG.md lists the moves.
+
+Why a finder of our own, not one module file per old path: the old paths would be nine files at the top of
+``jobs/`` again, the look-alike pairs the new layout removed; a finder keeps them in one table.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+#: old module -> {name the published YAMLs read there: "its module now:its name"}; since 2026-11-27 (issue 43).
+MOVED: dict[str, dict[str, str]] = {
+    "jobs.evaluation": {
+        "figures": "jobs.spec.evaluation_verdict:figures",
+    },
+    "jobs.gate": {
+        "GateError": "jobs.steps.gate:GateError",
+        "measured": "jobs.steps.gate:measured",
+        "record_on_version": "jobs.steps.gate:record_on_version",
+        "run": "jobs.steps.gate:run",
+        "tuning_figures": "jobs.steps.gate:tuning_figures",
+    },
+    "jobs.job_spec": {
+        "baseline_job_spec": "jobs.spec.job_spec:baseline_job_spec",
+        "custom_job_spec": "jobs.spec.job_spec:custom_job_spec",
+        "parts": "jobs.spec.job_spec:parts",
+    },
+    "jobs.local.launcher": {
+        "JobFailed": "jobs.local.launch.outcome:JobFailed",
+    },
+    "jobs.placement": {
+        "options": "jobs.spec.placement:options",
+    },
+    "jobs.records": {
+        "HANDED_ON": "jobs.spec.tuning_rules:HANDED_ON",
+        "TUNING_RECORD": "jobs.spec.records:TUNING_RECORD",
+        "artifact_json": "jobs.spec.records:artifact_json",
+        "baseline_metric": "jobs.spec.tuning_rules:baseline_metric",
+        "baseline_of": "jobs.spec.tuning_rules:baseline_of",
+        "write_at": "jobs.spec.records:write_at",
+    },
+    "jobs.steps": {
+        "NoModel": "jobs.steps.calls:NoModel",
+        "console_log": "jobs.steps.calls:console_log",
+        "prepare": "jobs.steps.calls:prepare",
+        "report": "jobs.steps.calls:report",
+        "serving_fields": "jobs.steps.calls:serving_fields",
+        "train_local": "jobs.steps.calls:train_local",
+        "trainer_image": "jobs.steps.calls:trainer_image",
+        "upload_model": "jobs.steps.calls:upload_model",
+        "verify_model": "jobs.steps.calls:verify_model",
+    },
+    "jobs.tensorboard": {
+        "last_values": "jobs.spec.tensorboard:last_values",
+        "read_scalars": "jobs.spec.tensorboard:read_scalars",
+    },
+    "jobs.validate": {
+        "validate_or_raise": "jobs.spec.validate:validate_or_raise",
+    },
+    "jobs.verify": {
+        "VerifyError": "jobs.steps.verify:VerifyError",
+    },
+}
+
+
+def _resolve(old: str, name: str):
+    try:
+        target = MOVED[old][name]
+    except KeyError:
+        raise AttributeError(f"module {old!r} has no attribute {name!r} (moved: see CHANGELOG.md)") from None
+    module, _, attr = target.partition(":")
+    found = importlib.import_module(module)
+    return getattr(found, attr) if attr else found
+
+
+def getter(old: str):
+    """A module ``__getattr__`` for ``old``, a path that is still a real module but lost names old YAMLs read."""
+    def __getattr__(name: str):
+        return _resolve(old, name)
+    return __getattr__
+
+
+class _Loader(importlib.abc.Loader):
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name, f"Moved (see jobs/moved.py): {', '.join(sorted(MOVED[spec.name]))}")
+        module.__getattr__ = getter(spec.name)
+        return module
+
+    def exec_module(self, module) -> None:
+        return None
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=False)
+
+
+def install() -> None:
+    """Put the finder at the end of ``sys.meta_path`` (once): real modules always win."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.append(_Finder())

@@ -1,0 +1,130 @@
+"""What a run leaves beside it: every record's name, and how it is read and written, in one place.
+
+One JSON file per step, written atomically by the step that knows it (:func:`write_at`), read back by name
+(:func:`read_at`): ``training.json`` (what the train step ran, ``jobs.steps.calls``), ``metrics.json`` (the built-in
+trainer's final figures, written by its chief), ``evaluation.json`` (the side-car evaluator),
+``verification.json`` (the verify step), ``model_upload_request.json`` (the Model Registry request),
+``tuning.json`` (the hyperparameter study, ``jobs.tuning.local``; Vertex's study in the same shape,
+``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.steps.gate``), ``steps.json`` (the pipeline
+steps' wall times so far), ``provenance.json`` (what made the run: config, trainer code hash, image; written when a
+local run starts) and ``run.json`` (a run that finished, ``jobs.local.run``), beside the page
+``report.html``. The report, ``runs list`` and the gate read them here.
+
+Beside it: a study's record and its rules, THE best-trial rule included (``jobs.spec.tuning_rules``), the trials'
+folders and metric files (``jobs.spec.trial_files``), which code ran (``jobs.spec.provenance``), the gate's missed bar in
+words (``jobs.spec.gate_section.gate_missed_bar``).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trainers import config as config_lib
+from trainers import fileio
+from trainers.fileio import open_regular
+from trainers.paths import join, readable
+
+# -- the records' names --------------------------------------------------------------------------------------
+TRAINING_RECORD = "training.json"
+#: written by the built-in trainer's chief (``trainers.train``), which cannot import this module
+METRICS_RECORD = "metrics.json"
+#: written by the side-car evaluator (``trainers.evaluator.EVALUATION_FILE``)
+EVALUATION_RECORD = "evaluation.json"
+VERIFICATION_RECORD = "verification.json"
+UPLOAD_REQUEST_RECORD = "model_upload_request.json"
+TUNING_RECORD = "tuning.json"
+GATE_RECORD = "gate.json"
+#: the pipeline steps' wall times so far, rewritten as each step starts and ends (``jobs.local.run.step_timer.StepTimer``):
+#: what the report step (inside the pipeline, before run.json exists) and ``runs list`` of an unfinished run read
+STEPS_RECORD = "steps.json"
+#: written when a local run succeeds (``jobs.local.run.folder.write_record``): its config and summary
+RUN_RECORD = "run.json"
+#: written when a local run starts in its folder (``jobs.local.run.folder.making``): the resolved config, the user
+#: trainer's code hash and the image; what a later run in that folder is compared with
+PROVENANCE_RECORD = "provenance.json"
+#: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",
+#: "state", "error", "cause", "fell_over_to", "resumes_from"}]}``, the last the job that ran last
+VERTEX_JOBS_RECORD = "vertex_jobs.json"
+REPORT_PAGE = "report.html"
+
+
+# -- reading and writing -----------------------------------------------------------------------------------------
+def artifact_json(path: str, field: str, what: str, choices: str) -> Any:
+    """The JSON record an upstream step's artifact holds (``verification``, ``study``...), for a component that
+    takes one; ValueError with the one line to say (``FIELD: PATH is not WHAT (why); valid choices: CHOICES``)
+    when it cannot be read or is not JSON."""
+    try:
+        with open_regular(path, field) as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError
+        raise ValueError(f"{field}: {path} is not {what} ({' '.join(str(exc).split())[:200]}); valid choices: "
+                         f"{choices}") from None
+
+
+def read_at(base: str, name: str) -> dict[str, Any]:
+    """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object):
+    for readers that have a folder and no config (the report of a KFP user's run, ``runs list``). A ``gs://``
+    folder is read through Vertex's ``/gcs`` mount where there is one."""
+    found = fileio.read_json(readable(join(base, name)))
+    return found if isinstance(found, dict) else {}
+
+
+def write_at(base: str, name: str, record: Any) -> str:
+    """Write the record ``name`` into the run folder ``base`` atomically (a ``gs://`` folder through Vertex's
+    ``/gcs`` mount where there is one); returns the path written."""
+    path = join(readable(base), name)
+    fileio.write_json_atomic(path, record)
+    return path
+
+
+def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
+    return read_at(config_lib.resolved_base_dir(cfg), name)
+
+
+def read_training(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What ``jobs.steps.calls.train_local`` recorded (``<base>/training.json``)."""
+    return _read_json(cfg, TRAINING_RECORD)
+
+
+def read_metrics(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What the chief wrote at the end of training (``<base>/metrics.json``)."""
+    return _read_json(cfg, METRICS_RECORD)
+
+
+def read_evaluation(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What the side-car evaluator wrote (``<base>/evaluation.json``; empty without an evaluator pool)."""
+    return _read_json(cfg, EVALUATION_RECORD)
+
+
+def read_verification(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """What ``jobs.steps.calls.verify_model`` found (``<base>/verification.json``)."""
+    return _read_json(cfg, VERIFICATION_RECORD)
+
+
+def is_gated(cfg: config_lib.JobConfig) -> bool:
+    """Whether the job has a gate step (``serving.gate`` sets a bar)."""
+    gate = cfg.serving.gate
+    return bool(gate.thresholds or gate.better_than_parent or gate.better_than_baseline)
+
+
+def read_tuning(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """The study's record (``<base>/tuning.json``: ``{"metric", "goal", "trials": [{"id", "parameters",
+    "metric", "state", "seconds", ...}], "best_trial"}``); {} when the job has no ``tuning:`` section (a record
+    left in the folder by an earlier tuned job is not this run's)."""
+    return _read_json(cfg, TUNING_RECORD) if cfg.tuning.enabled else {}
+
+
+def read_gate(cfg: config_lib.JobConfig) -> dict[str, Any]:
+    """The gate's record (``<base>/gate.json``: ``passed, lines, missed, notes, bars, metrics, parent``); {}
+    when the job sets no bar."""
+    return _read_json(cfg, GATE_RECORD) if is_gated(cfg) else {}
+
+
+def read_study(base: str) -> dict[str, Any]:
+    """The study's record in ``base`` (``tuning.json``; {} when there is none), whatever the job's config says."""
+    return read_at(base, TUNING_RECORD)
+
+
+def read_run(base: str) -> dict[str, Any]:
+    """The record of the run that last finished in ``base`` (``run.json``; {} when none did)."""
+    return read_at(base, RUN_RECORD)

@@ -1,0 +1,169 @@
+"""``vtp`` (``python pipelines/run.py``): the pipeline command and the dispatch of the subcommands.
+
+With no subcommand, ``vtp`` runs the training pipeline: on this machine (``jobs.local.run.pipeline_run``), compiled
+to YAML (``jobs.steps.compiled``) or submitted to Vertex AI Pipelines (``jobs.cloud.submit``), the job validated first
+(``jobs.spec.validate.load``). ``vtp NAME ...`` runs the subcommand the entry point's table names (a module of the
+job side, imported when it is run: each loads only what it needs). The pipeline itself is on the pipelines side:
+``pipelines/run.py`` passes its compile and build functions in (``Pipeline``), and its docstring is the usage.
+Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in use by
+another run, 130 interrupted (Ctrl-C), 141 the reader of its output went away (``| head``).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import os
+import sys
+from typing import Callable, Mapping, NamedTuple
+
+from jobs.steps import compiled
+from jobs.spec import validate
+from jobs.spec.command_line import invoked_as, seconds_problem, shown
+from jobs.cloud import submit
+from jobs.local.run import pipeline_run
+from jobs.local.run.console import Console
+from trainers.config_files import presets
+from trainers.errors import ConfigError
+
+
+class Pipeline(NamedTuple):
+    """What the pipelines side gives the command: its usage text, ``compile_pipeline(cfg, path, ...)`` and
+    ``build_pipeline(cfg, target, base_image)`` (``pipelines.training_pipeline``)."""
+
+    usage: str
+    compile_pipeline: Callable
+    build_pipeline: Callable
+
+
+class Subcommand(NamedTuple):
+    """``vtp NAME ...``: the module and function that run it; ``compiles``: it is given the compile function."""
+
+    module: str
+    function: str = "main"
+    compiles: bool = False
+
+    def run(self, argv: list[str], pipeline: Pipeline) -> int:
+        command = getattr(importlib.import_module(self.module), self.function)
+        return command(argv, pipeline.compile_pipeline) if self.compiles else command(argv)
+
+
+def main(argv: list[str], subcommands: Mapping[str, Subcommand], pipeline: Pipeline) -> int:
+    """``vtp ARGV``: a subcommand, or the pipeline command; returns the exit status."""
+    import_kfp_without_its_client()
+    if argv[:1] and argv[0] in subcommands:
+        return subcommands[argv[0]].run(argv[1:], pipeline)
+    if argv[:1] and not argv[0].startswith("-"):
+        near = difflib.get_close_matches(argv[0], list(subcommands), n=1)
+        return _fail([f"{argv[0]!r} is not a command{f' (did you mean {near[0]!r}?)' if near else ''}; valid "
+                      f"choices: {', '.join(subcommands)}, or none to run the pipeline (see --help)"])
+    args = parse_args(argv, pipeline.usage)
+    if args.strict:
+        args.overrides.append("validation.strict=true")
+    problems = _flag_problems(args)
+    if problems:
+        return _fail(problems)
+    if args.project is not None or args.compile_only or args.verbose:
+        return _run(args, argv, pipeline, None)
+    with Console() as console:  # a short console; everything to the run's log file
+        return _run(args, argv, pipeline, console)
+
+
+def _run(args: argparse.Namespace, argv: list[str], pipeline: Pipeline, console) -> int:
+    try:
+        cfg = validate.load(args.config, args.overrides, region=args.region if args.project else None,
+                            check_data=not (args.project or args.compile_only),
+                            warn=lambda line: print(f"warning: {line}", file=sys.stderr))
+    except ConfigError as exc:
+        return _fail(exc.problems)
+    if args.project:
+        return submit.submit(cfg, args, pipeline.compile_pipeline)
+    if args.compile_only:
+        return compiled.compile_only(cfg, args.compile_only, pipeline.compile_pipeline, config_source=args.config,
+                                     target=args.target, overwrite=args.overwrite, image=args.image or "")
+    return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), pipeline.build_pipeline,
+                            console)
+
+
+def parse_args(argv: list[str], usage: str) -> argparse.Namespace:
+    """The pipeline command's arguments; ``usage`` (the entry point's docstring) is its ``--help``."""
+    p = argparse.ArgumentParser(prog=invoked_as(), description=usage.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=shown(usage))
+    p.add_argument("--config", default="local", help=f"preset ({', '.join(presets())}) or YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set training.steps=50 (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse what the hardware catalog does not know (as validation.strict: true)")
+    p.add_argument("--image", help="the image of the pipeline's components (default: container.image_uri); "
+                                    "--runner docker: the image everything runs in, REPO:TAG@sha256:... as is, "
+                                    "a bare REPO: built into it first")
+    compiling = p.add_argument_group("compiling (the YAML is checked as submit checks it unless --target local)")
+    compiling.add_argument("--compile-only", metavar="OUT.yaml", help="compile the pipeline to YAML and stop")
+    compiling.add_argument("--target", choices=("vertex", "local"),
+                           help="vertex (default): the Vertex AI pipeline, which creates the CustomJob; local: the "
+                                "pipeline kfp.local runs on this machine")
+    compiling.add_argument("--overwrite", action="store_true",
+                           help="let --compile-only replace a file that is not a compiled pipeline")
+    p.add_argument("--project", help="submit to Vertex AI Pipelines in this Google Cloud project (jobs/cloud/submit.py)")
+    submit.add_arguments(p)
+    local_run = p.add_argument_group("local runs (one run per output folder; see jobs/local/run/)")
+    local_run.add_argument("--verbose", action="store_true",
+                           help="stream every task's and replica's full output (default: a short console; "
+                                "the full log goes to <base>/logs/run-*.log)")
+    local_run.add_argument("--fresh", action="store_true",
+                           help="start again from step 0: the existing output folder is kept, renamed "
+                                "<base>.<timestamp>")
+    local_run.add_argument("--runner", choices=("process", "docker"), default="process",
+                           help="process: every step and replica a process here (fast iteration); docker: every "
+                                "step and replica a container of the job's image (the last check before Vertex)")
+    local_run.add_argument("--context", help="--runner docker without a pinned --image: the build context "
+                                             "(as run.py build --context)")
+    local_run.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY=VALUE",
+                           help="--runner docker without a pinned --image: a Dockerfile ARG (as run.py build)")
+    local_run.add_argument("--wait", nargs="?", type=float, const=24 * 3600.0, default=0.0, metavar="SECONDS",
+                           help="if another run is using the output folder, wait for it (default: refuse at once)")
+    return p.parse_args(argv)
+
+
+#: ``--wait``'s ceiling: a week, Vertex's default job timeout; a run another holds longer is not one to wait for.
+WAIT_MAX_S = 7 * 24 * 3600.0
+
+
+def _fail(problems) -> int:
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 2
+
+
+def _flag_problems(args: argparse.Namespace) -> list:
+    problems = submit.vertex_flag_problems(args)  # a cloud run never silently becomes a local one
+    if args.runner == "docker" and (args.project is not None or args.compile_only):
+        problems.append("--runner docker: a local run only; --project submits to Vertex and --compile-only writes YAML "
+                        "(drop --runner, or drop those flags)")
+    waited = seconds_problem("--wait", getattr(args, "wait", None), WAIT_MAX_S, zero=True, example="600")
+    problems += [waited] if waited else []
+    for flag, given in (("--target", args.target is not None), ("--overwrite", args.overwrite)):
+        if given and not args.compile_only:
+            problems.append(f"{flag}: only with --compile-only OUT.yaml; add it or remove {flag}")
+    args.target = args.target or "vertex"
+    return problems
+
+
+def import_kfp_without_its_client() -> None:
+    """Import kfp without ``kfp.client``: kfp's ``__init__`` imports its API client (``kfp.client`` ->
+    kubernetes, requests, google-auth; ~0.5 s of a fresh process, most of ``import kfp``) unless
+    ``_KFP_RUNTIME=true``, the switch kfp's own task command sets for the same reason. No command here uses
+    ``kfp.Client`` (``kfp.dsl``, ``kfp.local``, ``kfp.compiler`` and ``kfp.registry`` import on their own). The
+    switch is on only while kfp's ``__init__`` runs (it is read there alone), so no child process inherits it.
+    A no-op where kfp is already imported."""
+    if "kfp" in sys.modules:
+        return
+    before = os.environ.get("_KFP_RUNTIME")
+    os.environ["_KFP_RUNTIME"] = "true"
+    try:
+        import kfp  # noqa: F401  (kfp's __init__ with the switch on is the point)
+    finally:
+        if before is None:
+            del os.environ["_KFP_RUNTIME"]
+        else:
+            os.environ["_KFP_RUNTIME"] = before

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import components
+from jobs.cloud import templates
+from jobs.cloud.lines import run_command
+from jobs.spec.command_line import shown
+from jobs.spec.image_reference import BuildError, parse_reference
 
 
 def main(argv: list[str]) -> int:
-    from jobs.cloud.lines import run_command
-
     return run_command(_main, argv)
 
 
 def _main(argv: list[str]) -> int:
-    from jobs.spec.command_line import shown
-
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py components"), description=__doc__.split("\n")[0])
     p.add_argument("--image", required=True, help="the trainer image by digest, REPO[:TAG]@sha256:<64 hex>")
     p.add_argument("--out", required=True, help="folder to write <name>/component.yaml into")
@@ -33,9 +34,6 @@ def _main(argv: list[str]) -> int:
         args = p.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from jobs.spec.image_reference import BuildError
-    from jobs.cloud import templates
-    from jobs.spec.image_reference import parse_reference
 
     problems = []
     try:
@@ -54,7 +52,6 @@ def _main(argv: list[str]) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         return 2
-    import components
 
     for path in components.write_yamls(args.out, args.image):
         print(path)

@@ -248,10 +248,12 @@ def test_loaded_once_and_fast():
 
 
 def test_validation_imports_neither_tensorflow_nor_kfp():
+    """What keeps validation light: it loads neither TensorFlow nor kfp. Its time is printed, never asserted (it
+    depends on the machine; figures live in benchmarks)."""
     code = ("import sys, time; t = time.perf_counter(); "
             "import jobs.spec.validate_cli, jobs.spec.aiplatform.legacy, jobs.spec.hardware.rules; "
             "from jobs.spec.hardware.rules import check_job; check_job({}); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'kfp', 'keras')]; "
             "assert not bad, bad; print(time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert float(out.stdout) < 1.0
+    print("validation's imports took", out.stdout.strip(), "s")

@@ -277,7 +277,7 @@ def test_the_local_folder_check_finds_an_upward_import(tmp_path, monkeypatch):
 HEAVY = ("tensorflow", "tf_keras", "keras", "kfp", "google_cloud_pipeline_components", "google.cloud", "google.api_core",
          "googleapiclient", "grpc", "matplotlib", "apache_beam", "docker", "requests", "numpy", "selenium")
 #: ``# lazy: <reason>`` on the line above: the reasons an import may stay inside a function.
-REASONS = ("KFP component body", "heavy:", "cycle:")
+REASONS = ("KFP component body", "heavy:", "cycle:", "script:")
 
 
 def _heavy_at_import(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -355,6 +355,9 @@ def _unexplained_imports_inside_functions() -> list[str]:
             elif reason.startswith("cycle:"):
                 if not any(_reaches(graph, t, name) for t in targets):
                     bad.append(f"{where}: '{reason}' but no import-time path leads from {sorted(targets)} back to {name}")
+            elif reason.startswith("script:"):
+                if not any(_is_main_block(node) for node in ast.parse(path.read_text()).body):
+                    bad.append(f"{where}: '{reason}' but {path.name} has no ``if __name__ == \"__main__\":`` block")
             else:
                 bad.append(f"{where}: '# lazy: {reason}': the reasons are {', '.join(REASONS)}")
     return bad
@@ -375,8 +378,9 @@ def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
 def test_every_first_party_import_inside_a_function_says_why():
     """A file's first-party dependencies are at its head. One stays inside a function only with ``# lazy:`` and
     a reason that is true: a KFP component's body (compiled into its YAML, so self-contained), a heavy library
-    the importing module does not already load (named, and checked against what the target loads), or an
-    import cycle (checked: the target reaches back at import time)."""
+    the importing module does not already load (named, and checked against what the target loads), an import
+    cycle (checked: the target reaches back at import time), or a file that also runs alone as a script with the
+    standard library only (checked: it has a ``__main__`` block)."""
     assert _unexplained_imports_inside_functions() == []
 
 
@@ -388,7 +392,8 @@ def test_the_checker_finds_an_unexplained_or_untrue_lazy_import(tmp_path, monkey
                                "def b():\n    # lazy: heavy: tensorflow\n    from jobs.spec import light\n\n"
                                "def c():\n    # lazy: heavy: tensorflow\n    from jobs.spec import heavy\n\n"
                                "def d():\n    # lazy: KFP component body\n    from jobs.spec import light\n\n"
-                               "def e():\n    # lazy: cycle: jobs.spec.light\n    from jobs.spec import light\n"),
+                               "def e():\n    # lazy: cycle: jobs.spec.light\n    from jobs.spec import light\n\n"
+                               "def f():\n    # lazy: script: runs alone\n    from jobs.spec import light\n"),
     })
     found = _unexplained_imports_inside_functions()
-    assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18"], found
+    assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18", "22"], found

@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 from trainers import input_cache
 from trainers.errors import ConfigError, problem
+from trainers.image_records import augment_batch, decode_batch as decode
 from trainers.paths import join
-from trainers.image_records import augment_batch
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,6 @@ def load_manifest(tfrecord_dir: str) -> dict:
 
 def decode_batch(serialized, image_size: int, encoding: str = "raw"):
     """Vectorized decode of a batch of serialized records -> (float32 [B,H,W,3] in 0..255, int32 [B])."""
-    from trainers.image_records import decode_batch as decode
-
     return decode(serialized, image_size, encoding)
 
 

@@ -23,11 +23,12 @@ import re
 import time
 from typing import Any, Callable
 
-from trainers import cluster as cluster_lib
-from trainers import config as config_lib
-from trainers import fileio
+from trainers import cluster as cluster_lib, config as config_lib, data as data_lib, fileio, precision as precision_lib
 from trainers.checkpoint import EXIT_PREEMPTED
+from trainers.models import build_model
 from trainers.paths import join
+from trainers.plan import make_plan
+from trainers.strategy import replicas_in_sync
 
 EVALUATION_FILE = "evaluation.json"
 VALIDATION_LOGS = "validation"
@@ -96,12 +97,6 @@ def run_evaluator(cfg: config_lib.JobConfig, env: dict[str, str] | None = None, 
 def _evaluate_checkpoints(cfg: config_lib.JobConfig, env: dict[str, str] | None, poll_s: float,
                           sleep: Callable[[float], None], batch_size: int) -> dict[str, Any]:
     import tensorflow as tf
-
-    from trainers import data as data_lib
-    from trainers import precision as precision_lib
-    from trainers.models import build_model
-    from trainers.plan import make_plan
-    from trainers.strategy import replicas_in_sync
 
     info = cluster_lib.read_cluster(env)
     base = config_lib.resolved_base_dir(cfg)

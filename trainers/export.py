@@ -23,6 +23,7 @@ import subprocess
 import sys
 import uuid
 from typing import Any, Sequence
+from trainers import data as data_lib
 
 SIGNATURE_DOC = {
     "serving_default": {"inputs": {"image_bytes": "string [batch]: encoded JPEG/PNG images"}},
@@ -133,8 +134,6 @@ def evaluate_export(export_dir: str, data_dir: str, max_examples: int = 0, batch
     ``serving_pixels`` over the validation split."""
     import numpy as np
     import tensorflow as tf
-
-    from trainers import data as data_lib
 
     manifest = data_lib.load_manifest(data_dir)
     loaded = loaded if loaded is not None else tf.saved_model.load(export_dir)

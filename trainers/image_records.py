@@ -18,6 +18,7 @@ drew at the same position -- resume stays bitwise exact with augmentation on.
 from __future__ import annotations
 
 import io
+from trainers import tfrecord
 
 ENCODINGS = ("raw", "jpeg")
 
@@ -60,8 +61,6 @@ def encode_pixels(raw: bytes, image_size: int, encoding: str, quality: int = 95)
 def example_bytes(image: bytes, label: int, image_size: int, rel: str, encoding: str = "raw") -> bytes:
     """One serialized ``tf.train.Example`` (``image`` from :func:`encode_pixels`), made without importing
     TensorFlow (:mod:`trainers.tfrecord`; sorted feature map, so equal in every process and runner)."""
-    from trainers import tfrecord
-
     return tfrecord.example_bytes({_KEY[encoding]: image, "image/height": int(image_size),
                                    "image/width": int(image_size), "label": int(label),
                                    "image/path": rel.encode("utf-8")})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from typing import Iterable, Mapping
+from trainers import cluster as cluster_lib
 
 MB = 1 << 20
 #: share of the machine's memory the caches of all its input pipelines may use together.
@@ -91,8 +92,6 @@ def file_sizes(paths: list[str]) -> list[int]:
 
 def this_replica(env: Mapping[str, str] | None = None) -> tuple[Mapping[str, list[str]], str, int]:
     """(cluster, task type, task index) of this process, from ``trainers.cluster`` (no cluster: empty)."""
-    from trainers import cluster as cluster_lib
-
     try:
         info = cluster_lib.read_cluster(dict(os.environ) if env is None else env)
     except Exception:  # a malformed spec is reported by the strategy; here it only sizes a cache

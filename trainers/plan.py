@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trainers import config as config_lib
+from trainers import config as config_lib, data as data_lib
+from trainers.strategy import replicas_in_sync
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +35,6 @@ class Plan:
 
 def make_plan(cfg: config_lib.JobConfig, replicas: int) -> Plan:
     """Read the prepared data's manifest and derive batch sizes and the total step count."""
-    from trainers import data as data_lib
-
     replicas = max(1, int(replicas))
     per_replica = cfg.training.per_replica_batch_size
     if cfg.training.global_batch_size:
@@ -53,8 +52,6 @@ def make_plan(cfg: config_lib.JobConfig, replicas: int) -> Plan:
 def evaluator_mismatch(cfg: config_lib.JobConfig, plan: Plan) -> str | None:
     """A warning when the chief's real replicas give another step count than the config's (an evaluator
     replica, which counts from the config, would then wait for a step that never comes)."""
-    from trainers.strategy import replicas_in_sync
-
     if cfg.topology.evaluator.replica_count <= 0:
         return None
     expected = make_plan(cfg, replicas_in_sync(cfg))

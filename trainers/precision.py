@@ -51,6 +51,8 @@ import logging
 import os
 import time
 from typing import Any, Callable, Iterable, Literal, Mapping
+from trainers import fileio
+from trainers.paths import join
 
 log = logging.getLogger(__name__)
 
@@ -372,9 +374,6 @@ def cache_dir(base_dir: str) -> str:
     (``--fresh`` moves the old folder aside), the trials of a study (``<base>/<trial>/``), every replica of a job
     and the next job under the same parent (``runs/``, a bucket's folder) find it; on Vertex it is the
     bucket, which every replica sees."""
-    from trainers import fileio
-    from trainers.paths import join
-
     parent, _ = fileio.split_parent(base_dir)
     if parent.endswith(":") or "/" not in parent:  # gs://bucket itself, or a bare relative name: inside it
         parent = base_dir.rstrip("/")
@@ -384,9 +383,6 @@ def cache_dir(base_dir: str) -> str:
 def read_cached(directory: str, fields: Mapping[str, Any], cands: tuple[str, ...]) -> dict[str, Any] | None:
     """The cached decision for ``fields`` or None (none, unreadable, another key's, or not a decision among
     ``cands``: such an entry is measured again and replaced)."""
-    from trainers import fileio
-    from trainers.paths import join
-
     path = join(directory, cache_key(fields) + ".json")
     entry = fileio.read_json(path)
     if not isinstance(entry, dict) or entry.get("fields") != json.loads(json.dumps(fields, default=str)):
@@ -401,9 +397,6 @@ def read_cached(directory: str, fields: Mapping[str, Any], cands: tuple[str, ...
 def write_cached(directory: str, fields: Mapping[str, Any], entry: Mapping[str, Any]) -> str | None:
     """Write the decision atomically; a cache that cannot be written is one ``warning:`` line (the next run
     measures again), never a failed job. Returns the path, or None."""
-    from trainers import fileio
-    from trainers.paths import join
-
     path = join(directory, cache_key(fields) + ".json")
     try:
         fileio.makedirs(directory)

@@ -25,8 +25,12 @@ import os
 import re
 import sys
 
-from trainers import config as config_lib
+from trainers import cluster as cluster_lib, config as config_lib
 from trainers.errors import ConfigError
+from trainers.evaluator import run_evaluator
+from trainers.strategy import AcceleratorMissing, EXIT_NO_ACCELERATOR, TPUUnavailable, check_accelerators
+from trainers.train import train_and_evaluate
+from trainers.train_ps import EXIT_PS_LOST, ParameterServerLost, serve, train_ps
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,8 +63,6 @@ def main(argv: list[str] | None = None) -> int:
             cfg = config_lib.load_json(args.config_json).with_overrides(overrides)
         else:
             cfg = config_lib.load(args.config, overrides)
-        from trainers import cluster as cluster_lib
-        from trainers.strategy import check_accelerators
 
         info = cluster_lib.read_cluster()
         note = check_accelerators(cfg, info)
@@ -72,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {p}", file=sys.stderr)
         return 2
     except Exception as exc:  # TPU missing and similar: one clear line, not a traceback
-        from trainers.strategy import EXIT_NO_ACCELERATOR, AcceleratorMissing, TPUUnavailable
 
         if isinstance(exc, TPUUnavailable):
             print(f"error: topology.strategy: {exc}", file=sys.stderr)
@@ -80,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, AcceleratorMissing):
             print(f"error: {exc}", file=sys.stderr, flush=True)
             return EXIT_NO_ACCELERATOR
-        from trainers.train_ps import EXIT_PS_LOST, ParameterServerLost
 
         if isinstance(exc, ParameterServerLost):
             print(f"error: topology.parameter_server: {exc}", file=sys.stderr, flush=True)
@@ -92,23 +92,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_role(cfg: config_lib.JobConfig, info) -> None:
     """Run what this replica does in the job (``trainers.cluster.replica_role``)."""
-    from trainers import cluster as cluster_lib
-
     role = cluster_lib.replica_role(info, cfg.topology.strategy)
     if role == cluster_lib.ROLE_EVALUATE:
-        from trainers.evaluator import run_evaluator
-
         run_evaluator(cfg)
     elif role == cluster_lib.ROLE_SERVE:
-        from trainers.train_ps import serve
-
         serve(info)
     elif role == cluster_lib.ROLE_IDLE:
         print(f"warning: topology.parameter_server: {info.replica_id} has nothing to do: strategy "
               f"{cfg.topology.strategy} does not use parameter servers; exiting 0", flush=True)
     elif cfg.topology.strategy == "parameter_server":
-        from trainers.train_ps import train_ps
-
         train_ps(cfg)
         # Everything is written (atomically) by now; left to itself, the interpreter then spends seconds
         # winding down the coordinator's connections to servers that the launcher is about to kill.
@@ -116,8 +108,6 @@ def run_role(cfg: config_lib.JobConfig, info) -> None:
         sys.stderr.flush()
         os._exit(0)
     else:
-        from trainers.train import train_and_evaluate
-
         train_and_evaluate(cfg)
 
 

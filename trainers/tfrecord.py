@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import struct
 from typing import Iterable
+from trainers.fileio import plain_path
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -133,8 +134,6 @@ def read_records(path: str) -> list[bytes]:
 def write_records(path: str, records: Iterable[bytes]) -> int:
     """Write one TFRecord file of ``records`` in order; returns how many. A plain path (local, or Vertex's
     ``/gcs/`` mount) is written here; ``scheme://`` paths by ``tf.io.TFRecordWriter``."""
-    from trainers.fileio import plain_path
-
     count = 0
     local = plain_path(path)
     if local is None:

@@ -23,10 +23,12 @@ import os
 import sys
 from typing import Any
 
-from trainers import cluster as cluster_lib
-from trainers import config as config_lib
-from trainers import fileio
+from trainers import (cluster as cluster_lib, config as config_lib, data as data_lib, fileio, input_cache,
+                      precision as precision_lib, strategy as strategy_lib)
 from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
+from trainers.errors import ConfigError, problem
+from trainers.export import export_model
+from trainers.models import build_model
 from trainers.paths import join
 from trainers.plan import evaluator_mismatch, make_plan
 from trainers.train_progress import Progress, Validation
@@ -46,6 +48,7 @@ def _num_replicas_hint(cfg: config_lib.JobConfig) -> int:
 def make_optimizer(cfg: config_lib.JobConfig, loss_scaling: bool):
     import keras
 
+    # lazy: heavy: keras (via trainers.optim)
     from trainers.optim import FusedAdam, FusedSGD  # Keras's maths and state, one kernel per update
 
     if cfg.training.optimizer == "sgd":
@@ -95,7 +98,6 @@ def refuse_checkpoint_past_the_end(cfg: config_lib.JobConfig, plan, start_step: 
     report the longer run's model under the shorter config (a 200-step model shown as a 30-step run)."""
     if start_step <= plan.total_steps:
         return
-    from trainers.errors import ConfigError, problem
 
     if cfg.training.steps:
         field, asked, way = "training.steps", f"{plan.total_steps} steps", f"training.steps >= {start_step}"
@@ -163,10 +165,6 @@ def measure_precision(cfg: config_lib.JobConfig, plan, policy: str) -> float:
     kernel choice), then timed ones, each waited for."""
     import tensorflow as tf
 
-    from trainers import data as data_lib
-    from trainers import precision as precision_lib
-    from trainers.models import build_model
-
     batch = plan.per_replica_batch
     dataset = data_lib.train_dataset_fn(plan.data_dir, plan.manifest, batch, seed=cfg.training.seed,
                                         shuffle_buffer=0, cache=False)(None)
@@ -188,8 +186,6 @@ def decide_precision(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, s
     With ``training.deterministic`` the seed is set again afterwards, so the model's initial weights do not
     depend on whether a measurement ran (a cached decision and a measured one train bitwise alike)."""
     import keras
-
-    from trainers import precision as precision_lib
 
     multi_worker = cfg.topology.strategy == "multi_worker" and info.tf_config is not None
     fields = {"tensorflow": _tf_version(), "keras": keras.__version__, "model": cfg.model.name,
@@ -218,8 +214,6 @@ def _tf_version() -> str:
 def _agree_on_precision(strategy, choice):
     """The chief's ``choice`` on every replica (the others pass None): its index in ``POLICIES``, summed over the
     replicas with the others contributing 0, divided by the chief's replica count."""
-    from trainers import precision as precision_lib
-
     mine = [float(precision_lib.POLICIES.index(choice.policy)), 1.0] if choice is not None else [0.0, 0.0]
     index_sum, chief_replicas = _sum_over_replicas(strategy, mine)
     policy = precision_lib.POLICIES[int(round(index_sum / max(chief_replicas, 1.0)))]
@@ -229,8 +223,6 @@ def _agree_on_precision(strategy, choice):
 
 
 def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: list[Any]) -> dict[str, Any]:
-    from trainers import data as data_lib
-
     info = cluster_lib.read_cluster(env)
     base = config_lib.resolved_base_dir(cfg)
     dirs = cluster_lib.output_dirs(info, base)
@@ -238,10 +230,6 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
 
     import keras
     import tensorflow as tf
-
-    from trainers import input_cache
-    from trainers import precision as precision_lib
-    from trainers import strategy as strategy_lib
 
     if cfg.training.deterministic:
         keras.utils.set_random_seed(cfg.training.seed)
@@ -343,8 +331,6 @@ def _restored_model(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, pl
     is one: (model, optimizer, checkpointer, what was restored or None)."""
     import tensorflow as tf
 
-    from trainers.models import build_model
-
     with strategy.scope():
         model = build_model(cfg.model.name, plan.image_size, len(plan.classes))
         optimizer = make_optimizer(cfg, choice.loss_scaling)
@@ -417,10 +403,6 @@ def export_and_record(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, 
     the output folders added."""
     import numpy as np
     import tensorflow as tf
-
-    from trainers import precision as precision_lib
-    from trainers.export import export_model
-    from trainers.models import build_model
 
     base = config_lib.resolved_base_dir(cfg)
     dirs = cluster_lib.output_dirs(info, base)

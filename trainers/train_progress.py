@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainers import config as config_lib
-from trainers import data as data_lib
+from trainers import config as config_lib, data as data_lib
 from trainers.errors import ConfigError
 from trainers.evaluator import VALIDATION_LOGS
 from trainers.paths import join

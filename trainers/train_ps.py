@@ -42,18 +42,14 @@ import logging
 import time
 from typing import Any
 
-from trainers import cluster as cluster_lib
-from trainers import config as config_lib
-from trainers import data as data_lib
-from trainers import input_cache
-from trainers import precision as precision_lib
-from trainers import strategy as strategy_lib
+from trainers import (cluster as cluster_lib, config as config_lib, data as data_lib, input_cache,
+                      precision as precision_lib, strategy as strategy_lib)
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.models import build_model
 from trainers.plan import evaluator_mismatch, make_plan
-from trainers.train import export_and_record, exit_preempted, make_optimizer, replica_step, run_guarded
+from trainers.train import (exit_preempted, export_and_record, make_optimizer, refuse_checkpoint_past_the_end,
+                            replica_step, run_guarded, summary_writer)
 from trainers.train_progress import Progress
-from trainers.train import refuse_checkpoint_past_the_end, summary_writer
 
 #: Exit status of the chief when a parameter server was lost: restart the job (it resumes from a checkpoint).
 EXIT_PS_LOST = 5

@@ -9,8 +9,11 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     ``build_context_uri`` (a ``gs://.../ctx-<hash>.tgz`` context, as ``run.py build --backend cloudbuild``
     stages it) into the job's variant repository; with no context, the config's image, without any cloud
     call."""
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.spec.errors import CloudError
+    # lazy: KFP component body
     from trainers import config as config_lib
 
     try:

@@ -29,10 +29,15 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
     import json
     from collections import namedtuple
 
+    # lazy: KFP component body
     from jobs.spec import records, tuning_rules
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.tuning import pick
+    # lazy: KFP component body
     from trainers import config as config_lib
+    # lazy: KFP component body
     from trainers.errors import ConfigError
 
     def fail(line: str):

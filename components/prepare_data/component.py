@@ -15,8 +15,11 @@ def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Datas
     replaces ``data.path``. ``dataset``: its URI is the folder of shards (local path or ``gs://``), its
     metadata the classes, example counts, image size and encoding. ``train`` reads it; so can any step of
     yours."""
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from trainers import config as config_lib
+    # lazy: KFP component body
     from trainers.errors import ConfigError
 
     try:

@@ -21,6 +21,7 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
     Outputs: ``report`` (one self-contained HTML page: the Vertex Pipelines UI shows it), ``summary``
     (Markdown), ``confusion`` (ClassificationMetrics, drawn by the UI; only for a classifier). With
     ``record_dir`` the page is also written to ``<record_dir>/report.html``."""
+    # lazy: KFP component body
     from jobs.steps import calls as steps
 
     content, written = steps.report(config_json, verification.path if verification is not None else "",

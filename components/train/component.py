@@ -17,8 +17,11 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
     (its URI replaces ``data.path``). Outputs: ``model``, URI = the SavedModel folder (``AIP_MODEL_DIR``);
     ``metrics``: the final training figures; ``checkpoints`` and ``tensorboard``: their folders. On Vertex
     the same pools run as a CustomJob instead (``custom_training_job``)."""
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.local.launch.outcome import JobFailed
+    # lazy: KFP component body
     from trainers import config as config_lib
 
     cfg = config_lib.load_json(config_json)

@@ -26,11 +26,17 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     metric, state, seconds), the best one, the baseline and the model handed on; ``tensorboard`` and
     ``checkpoints``: that model's folders. On Vertex the same section runs as a HyperparameterTuningJob
     (``hyperparameter_tuning_job``) beside a baseline CustomJob (``custom_training_job``), joined by ``pick_model``."""
+    # lazy: KFP component body
     from jobs.spec import records, tuning_rules
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.tuning.local import StudyFailed, run_local_study
+    # lazy: KFP component body
     from trainers import config as config_lib
+    # lazy: KFP component body
     from trainers.errors import ConfigError
+    # lazy: KFP component body
     from trainers.paths import join
 
     cfg = config_lib.load_json(config_json)

@@ -26,7 +26,9 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     version as a Model Registry evaluation, what the next run's ``serving.gate.better_than_parent`` beats."""
     import json
 
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.spec.errors import CloudError
 
     try:
@@ -45,6 +47,7 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
     vertex_model.metadata["resourceName"] = name.split("@")[0]
     print(f"registered {name} (container {request['model']['containerSpec']['imageUri']})")
     if gate_record is not None:
+        # lazy: KFP component body
         from jobs.steps import gate
 
         with open(gate_record.path, encoding="utf-8") as f:

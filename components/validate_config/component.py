@@ -46,10 +46,15 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     import dataclasses
     import inspect
 
+    # lazy: KFP component body
     from jobs.spec import job_spec, placement, validate
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from trainers import config as config_lib
+    # lazy: KFP component body
     from trainers.cluster import output_dirs
+    # lazy: KFP component body
     from trainers.errors import ConfigError
 
     try:

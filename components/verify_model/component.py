@@ -26,7 +26,9 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
     ``record_dir``, the record is also written to ``<record_dir>/verification.json``."""
     import json
 
+    # lazy: KFP component body
     from jobs.steps import calls as steps
+    # lazy: KFP component body
     from jobs.steps.verify import VerifyError
 
     data_dir = dataset.uri if dataset is not None else ""
@@ -50,6 +52,7 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
             summary[key] = record[key]
     if record.get("classes"):
         summary["classes"] = record["classes"]
+    # lazy: KFP component body
     from jobs.spec.evaluation_verdict import figures
 
     held_out = figures(record.get("eval"))

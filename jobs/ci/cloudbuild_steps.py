@@ -21,6 +21,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from jobs import images
+from jobs.images.context import content_tag, make_context
+from jobs.spec.errors import CloudError
+from trainers import config as config_lib
+from trainers.errors import ConfigError
 
 DOCKERFILE = "containers/Dockerfile"
 
@@ -28,9 +33,6 @@ DOCKERFILE = "containers/Dockerfile"
 def write_tags(context: Path, repository: str, variants: list[str], alias: str, out: Path,
                dockerfile: str = DOCKERFILE) -> dict[str, tuple[str, str]]:
     """{variant: (image by content tag, image by alias)}, also written to ``out``."""
-    from jobs import images
-    from jobs.images.context import content_tag, make_context
-
     if not alias:
         raise ValueError("--alias is empty: give the commit's short SHA or manual-<BUILD_ID>")
     images.parse_reference(f"{repository}:{alias}")  # a bad alias/repository fails here, not in docker
@@ -47,9 +49,6 @@ def write_tags(context: Path, repository: str, variants: list[str], alias: str, 
 
 def image_for(config: str, images_dir: Path, overrides: list[str] | None = None) -> str:
     """The pushed ``REPO:TAG@sha256:...`` of the variant ``config`` needs."""
-    from jobs import images
-    from trainers import config as config_lib
-
     variant = images.variant_for(config_lib.load(config, overrides or []))
     digest = images_dir / f"{variant}.digest"
     if not digest.is_file():
@@ -135,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--config", required=True)
     i.add_argument("--images", type=Path, required=True)
     args = p.parse_args(argv)
-    from jobs.spec.errors import CloudError
-    from trainers.errors import ConfigError
 
     try:
         if args.command == "tags":

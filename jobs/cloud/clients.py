@@ -30,6 +30,7 @@ from jobs.cloud.credentials import may_receive_google_token
 from jobs.cloud.lines import (_Status, _RETRY_STATUS, describe, failure_kind, failure_line, seconds, service_of,
                               service_of_url)
 from jobs.cloud.policy import CREATE_SERVER_ID, MIN_ATTEMPT_S, READ, Policy, policy
+from jobs.spec.command_line import command_started
 from jobs.spec.errors import CloudError
 
 
@@ -55,8 +56,6 @@ def within(total_s: float | None = None, *, since: float | None = None):
     deadline caps each call's own budget, so the calls of one command, and the start-up and compiling before
     them, share one bound (less :data:`EXIT_RESERVE_S`, the process's own end). Nested: the earlier deadline wins. A call's first attempt still gets one whole
     attempt's time (:func:`retried`), so a command whose local work alone took the whole bound still tries once."""
-    from jobs.spec.command_line import command_started
-
     total_s = policy().command_s if total_s is None else total_s
     if since is None:
         since = command_started()

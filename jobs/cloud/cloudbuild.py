@@ -29,6 +29,7 @@ from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, keeps_running
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
+from jobs.spec.image_reference import parse_reference
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 #: Cloud Build's own default is 10 min; a TensorFlow image with its wheels can take longer.
@@ -42,8 +43,6 @@ def split_image(image: str) -> tuple[str, str]:
     """``host/path/name:tag`` -> (``host/path/name``, ``tag``) through THE reference parser; a build needs
     an explicit tag, because ``results.images`` is matched by name and an untagged push would silently be
     ``:latest``."""
-    from jobs.spec.image_reference import parse_reference
-
     ref = parse_reference(image)
     if ref.digest:
         raise CloudError(f"image {image!r} already names a digest; give repo:tag to build")

@@ -44,7 +44,10 @@ from typing import Any, Callable
 from jobs.spec import records
 from jobs.cloud import job_runner
 from jobs.spec.errors import CloudError
+from jobs.spec.job_spec import job_spec
 from jobs.spec.placement import STRATEGIES, Option
+from trainers.cluster import output_dirs
+from trainers.paths import readable
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
 JOBS_RECORD = records.VERTEX_JOBS_RECORD
@@ -60,8 +63,6 @@ def custom_job(*, display_name: str, labels: dict[str, str] | None = None, **par
     """The ``aiplatform_v1.CustomJob`` to create: the spec assembled from ``parts`` by ``jobs.spec.job_spec.job_spec``
     (the one builder: pools by position, empty parts left out), the run's system labels added, parsed
     strictly (unknown fields refused)."""
-    from jobs.spec.job_spec import job_spec
-
     try:
         spec = job_spec(**parts)
     except ValueError as exc:
@@ -88,9 +89,6 @@ def resume_point(base_output_directory: str) -> str:
     """From which checkpoint the next job's trainer resumes, in words: the built-in trainer's latest step
     (``ckpt-<step>.index``, or TensorFlow's ``checkpoint`` state file), a Keras ``BackupAndRestore`` backup's
     epoch, or why it cannot be told (a ``gs://`` folder read where there is no ``/gcs`` mount, no checkpoint)."""
-    from trainers.cluster import output_dirs
-    from trainers.paths import readable
-
     folder = readable(output_dirs(None, base_output_directory)["checkpoints"])
     if "://" in folder:
         return f"its last checkpoint (the step cannot be read here: {folder} has no /gcs mount in this container)"
@@ -121,8 +119,6 @@ def resume_point(base_output_directory: str) -> str:
 def _record(base: str, attempts: list[dict[str, Any]]) -> None:
     """``<base>/vertex_jobs.json``, atomically, where this container can write the folder (local, or ``gs://``
     through Vertex's ``/gcs`` mount); elsewhere the console lines are the record."""
-    from trainers.paths import readable
-
     import sys
 
     if not base or "://" in readable(base):

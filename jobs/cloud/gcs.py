@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jobs.cloud import clients
+from jobs.cloud import clients, preflight
 from jobs.cloud.policy import CREATE_OWN_ID, READ, policy
 from jobs.cloud.lines import describe, failure_kind, failure_line, seconds
 from jobs.cloud.credentials import credentials, is_local_endpoint
@@ -26,8 +26,6 @@ from jobs.spec.errors import CloudError
 
 def parse_uri(uri: str) -> tuple[str, str]:
     """``gs://bucket/some/path`` -> ``("bucket", "some/path")`` (path may be empty); only gs://."""
-    from jobs.cloud import preflight
-
     problems = preflight.gcs_problems("uri", uri, f"gs://{preflight.BUCKET_FORM}/<path>", path_required=False)
     if problems:
         raise CloudError(problems[0].message)

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs.cloud import clients
+from jobs.cloud import clients, job_logs
 from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, interrupted_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
@@ -230,8 +230,6 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
         if state == "JOB_STATE_SUCCEEDED":
             return job
         if state not in RUNNING:
-            from jobs.cloud import job_logs
-
             message = " ".join((job.error.message or "no error message was given").split())
             _, project, _, location = name.split("/")[:4]
             cause = job_logs.explain_failure(job, name, project=project, location=location,

@@ -29,8 +29,13 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from jobs.spec import placement
+from jobs.cloud import custom_job, tuning_job
+from jobs.cloud.project import CloudProject
+from jobs.spec import job_spec, placement, validate
+from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
+from jobs.spec.image_reference import BuildError
+from jobs.spec.job_image import build_repository
 from jobs.spec.placement import Finding, Option, Project
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
@@ -59,8 +64,6 @@ def _project(project_id: str | None, api_endpoint: str = "") -> Project:
     libraries (``jobs.cloud.project``: Cloud Quotas, Service Usage, Cloud Storage, Artifact Registry, IAM, Compute);
     ``api_endpoint`` a loopback stand-in points every one of them there. Without a project (no ``--project``, no
     ``GOOGLE_CLOUD_PROJECT``), every check is said as not made."""
-    from jobs.cloud.project import CloudProject
-
     project = CloudProject.from_environment(project_id or None, api_endpoint or None)
     if not project.project:
         return Unchecked("no --project given (nor GOOGLE_CLOUD_PROJECT)")
@@ -91,10 +94,6 @@ def continent(location: str) -> str | None:
 def image_problem(cfg: config_lib.JobConfig) -> tuple[str, Problem | None]:
     """(what the request shows as the image, the problem when nothing names or builds one): the job's image; with
     no ``container.image_uri``, the image ``vtp build`` will make into ``container.image_repository``."""
-    from jobs.spec.command_line import shown
-    from jobs.spec.image_reference import BuildError
-    from jobs.spec.job_image import build_repository
-
     if cfg.container.image_uri:
         return cfg.container.image_uri, None
     try:
@@ -126,9 +125,6 @@ def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str
     """The request(s) the compiled pipeline's training step sends for ``cfg`` started with its defaults: the
     config as the pipeline carries it (``JobConfig.for_vertex``), the image the build step hands on, the spec's
     parts as ``validate_config`` outputs them, converted by the step's own code."""
-    from jobs.spec import job_spec
-    from jobs.cloud import custom_job, tuning_job
-
     cfg = cfg.for_vertex().with_image(image) if image else cfg.for_vertex()
     spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
     if not cfg.tuning.enabled:
@@ -233,8 +229,6 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
            max_cost: float | None = None, require_checks: bool = False, api_endpoint: str = "") -> Plan:
     """Every option of ``cfg`` checked, the cheapest that fits taken; the pick's project checks. ``project``: the
     :class:`Project` to ask (default: :data:`PROJECT_FACTORY`)."""
-    from jobs.spec import validate
-
     project = project if project is not None else PROJECT_FACTORY(project_id, api_endpoint)
     errors: list[str] = []
     warnings: list[str] = []

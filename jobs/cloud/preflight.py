@@ -18,9 +18,13 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from jobs.spec.hardware.names import REGION_RE
-from jobs.spec.job_image import PLACEHOLDER_PROJECT
-from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE
+from jobs.spec import validate
+from jobs.spec.command_line import shown
+from jobs.spec.hardware.catalog import load_catalog
+from jobs.spec.hardware.names import REGION_RE, region_verdict
+from jobs.spec.image_reference import BuildError, parse_reference
+from jobs.spec.job_image import PLACEHOLDER_PROJECT, component_image, job_image
+from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE, sample_request_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 from trainers.paths import gcs_uri
@@ -73,8 +77,6 @@ def region_problems(flag: str, region: str | None) -> list[Problem]:
     regions = vertex_regions()
     if region in regions:
         return []
-    from jobs.spec.hardware.catalog import load_catalog
-    from jobs.spec.hardware.names import region_verdict
 
     near = (list(region_verdict(region or "", regions).suggest) or load_catalog().suggest(region or "", regions)
             or ["us-central1"])
@@ -123,9 +125,6 @@ def _region_family_ok(host: str, region: str) -> bool:
 
 def image_problems(field: str, image: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
-    from jobs.spec.command_line import shown
-    from jobs.spec.image_reference import BuildError, parse_reference
-
     project = project if PROJECT_RE.match(project or "") else PROJECT_FORM
     fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:<tag>@sha256:<digest>"
     if not image:
@@ -190,9 +189,6 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     """What submit and upload-template share: the job's name, storage, images (``components_image``:
     ``--image``; ``replicas_only``: the components' image is checked elsewhere, e.g. inside a template),
     Model Registry fields, and the config's own rules with region = ``region``."""
-    from jobs.spec import validate
-    from jobs.spec.job_image import component_image, job_image
-
     errors: list[Problem] = []
     warnings: list[str] = []
     if not PIPELINE_NAME_RE.match(cfg.name):
@@ -208,7 +204,6 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     if cfg.serving.eval_data:  # read by the verify step on Vertex: Cloud Storage, like every other path
         errors += gcs_problems("serving.eval_data", gcs_uri(cfg.serving.eval_data), f"gs://{BUCKET_FORM}/eval.jsonl")
     if cfg.serving.sample_request:  # its content travels in the pipeline: it must be readable here
-        from jobs.spec.validate import sample_request_problems
 
         errors += sample_request_problems(cfg.serving.sample_request)
     parent = cfg.serving.parent_model

@@ -27,11 +27,15 @@ import re
 import sys
 from typing import Any, Callable
 
-from jobs.cloud import clients
+from jobs.cloud import clients, gcs, iam, quotas, registry, service_usage, vertex
 from jobs.cloud.lines import run_command
 from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
 from jobs.spec.errors import CloudError
+from jobs.spec.image_reference import parse_reference
+from jobs.spec.job_image import job_image
 from jobs.spec.placement import Finding, Option, Project, options, with_option
+from trainers import config as config_lib
+from trainers.errors import ConfigError
 
 #: the APIs every Vertex training job of this product uses (docs/vertex.md's one-time set-up)
 BASE_APIS = ("aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com")
@@ -60,8 +64,6 @@ class CloudProject(Project):
 
     # ---- the Project interface ---------------------------------------------------------------------------------
     def quota(self, cfg, option: Option) -> list[Finding]:
-        from jobs.cloud import quotas
-
         what = f"Vertex AI quotas in {option.region}"
         if not self.project:
             return [self._no_project(what)]
@@ -71,8 +73,6 @@ class CloudProject(Project):
         return quotas.findings(cfg, option, infos, self.project)
 
     def bucket_location(self, uri: str) -> tuple[str | None, list[Finding]]:
-        from jobs.cloud import gcs
-
         if uri in self._buckets:
             return self._buckets[uri]
         what = f"bucket of {uri}"
@@ -107,8 +107,6 @@ class CloudProject(Project):
 
     def _quota_infos(self) -> list[Any] | CloudError:
         """The project's Vertex AI quotas, listed once (a failure too: it is not asked again per option)."""
-        from jobs.cloud import quotas
-
         if self._quotas is None:
             try:
                 self._quotas = quotas.training_quotas(self.project, self.api_endpoint)
@@ -123,8 +121,6 @@ class CloudProject(Project):
         return apis
 
     def _apis_enabled(self, cfg) -> list[Finding]:
-        from jobs.cloud import service_usage
-
         apis = self.needed_apis(cfg)
         key = tuple(apis)
         if key not in self._apis:
@@ -144,10 +140,6 @@ class CloudProject(Project):
         return self._apis[key]
 
     def _image(self, cfg) -> Finding:
-        from jobs.cloud import registry
-        from jobs.spec.image_reference import parse_reference
-        from jobs.spec.job_image import job_image
-
         what = "the job's image"
         explicit = cfg.container.image_uri
         image = job_image(cfg)
@@ -178,8 +170,6 @@ class CloudProject(Project):
                                    "artifactregistry.repositories.downloadArtifacts (roles/artifactregistry.reader)")
 
     def _service_account(self, cfg) -> Finding:
-        from jobs.cloud import iam
-
         email = cfg.vertex.service_account
         what = "the run-as service account"
         if not email:
@@ -282,7 +272,6 @@ class CloudProject(Project):
         rid = cfg.scheduling.persistent_resource_id
         if not rid:
             return []
-        from jobs.cloud import vertex
 
         region = cfg.topology.region
         name = f"projects/{self.project}/locations/{region}/persistentResources/{rid}"
@@ -315,9 +304,6 @@ def line(finding: Finding) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError
-
     parser = argparse.ArgumentParser(prog="python -m jobs.cloud.project",
                                      description="What the project says about a job: quotas, bucket, set-up.")
     parser.add_argument("--project", default="", help="the project id (default: GOOGLE_CLOUD_PROJECT)")

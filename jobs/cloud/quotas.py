@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from jobs.cloud import clients
 from jobs.cloud.credentials import client_kwargs
-from jobs.spec.hardware import quotas as quota_names
+from jobs.spec.hardware import quotas as quota_names, rules
 from jobs.spec.placement import Finding, Option, with_option
 
 #: what listing the quotas needs (one line when it is missing)
@@ -104,8 +104,6 @@ def named_regions(infos: Iterable[Any]) -> list[str]:
 def _offered(cfg: Any, region: str) -> bool:
     """The hardware catalog offers the job's hardware in ``region`` (or has no data for it: Vertex decides):
     the one region rule, ``jobs.spec.hardware.rules.check_regions``."""
-    from jobs.spec.hardware import rules
-
     moved = with_option(cfg, Option(region, cfg.scheduling.strategy))
     return not rules.check_regions(moved.to_dict())
 

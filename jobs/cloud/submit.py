@@ -27,11 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.cloud import clients, preflight as checks, vertex
+from jobs.cloud import clients, plan as planning, preflight as checks, templates, vertex
 from jobs.cloud.lines import ended, keeps_running, run_command
+from jobs.spec.command_line import seconds_problem, shown
 from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
 from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from trainers.errors import ConfigError, Problem, problem
 
 JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
@@ -77,7 +78,6 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
         for flag in VERTEX_ONLY:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 out.append(problem(flag, "only for Vertex runs; add --project PROJECT or remove it"))
-    from jobs.spec.command_line import seconds_problem
 
     if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
         out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
@@ -181,8 +181,6 @@ def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline
 
 
 def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
-    from jobs.cloud import plan as planning
-
     err = err or (lambda line: print(line, file=sys.stderr))
     # the create, and everything before it (the plan included), ends within the policy's total_s of the command's
     # start (README: "a create gives up within 120 s"); following the job afterwards is not bounded by it
@@ -214,8 +212,6 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
                   "service_account": args.service_account or "", "network": args.network or ""}
         with tempfile.TemporaryDirectory() as tmp:
             if args.template:
-                from jobs.cloud import templates
-
                 path = templates.download(args.template, str(Path(tmp) / "template.yaml"), args.api_endpoint)
                 if checks.say(*template_problems(path, args.project, region), err):
                     return 2
@@ -249,10 +245,6 @@ def register_main(argv: list[str]) -> int:
 
 
 def _register(argv: list[str]) -> int:
-    from trainers.errors import ConfigError
-
-    from jobs.spec.command_line import shown
-
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
     p.add_argument("--config", default="local")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

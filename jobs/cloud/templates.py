@@ -27,12 +27,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobs.cloud import clients
+from jobs.cloud import clients, plan as planning, preflight
 from jobs.cloud.policy import CREATE_OWN_ID
 from jobs.cloud.lines import http_message, run_command
 from jobs.cloud.credentials import access_token, is_local_endpoint
+from jobs.spec import validate
+from jobs.spec.command_line import shown
 from jobs.spec.errors import CloudError
 from trainers.config_files import load_document
+from trainers.errors import ConfigError
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
 LOCAL_HOST_RE = re.compile(r"^http://(?:127\.[0-9.]+|localhost):[0-9]+/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
@@ -108,12 +111,6 @@ def main(argv: list[str], compile_pipeline) -> int:
 
 
 def _main(argv: list[str], compile_pipeline) -> int:
-    from jobs.spec import validate
-    from jobs.cloud import preflight
-    from trainers.errors import ConfigError
-
-    from jobs.spec.command_line import shown
-
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="local", help="preset or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -138,7 +135,6 @@ def _main(argv: list[str], compile_pipeline) -> int:
     match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
     if cfg is not None and match:
         # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy)
-        from jobs.cloud import plan as planning
 
         plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
                                require_checks=args.require_checks)

@@ -23,6 +23,7 @@ from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, policy
 from jobs.cloud.lines import describe, ended, failure_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
+from jobs.spec.hardware.catalog import load_catalog
 from trainers import config as config_lib
 
 CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"
@@ -187,8 +188,6 @@ def follow(client, name: str, poll_s: float = 20.0, log: Callable[[str], None] =
 
 
 def _uses_gpu(cfg: config_lib.JobConfig) -> bool:
-    from jobs.spec.hardware.catalog import load_catalog
-
     cat = load_catalog()
     return any(p.replica_count and cat.is_gpu(p.accelerator_type) for p in cfg.topology.pools())
 

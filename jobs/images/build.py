@@ -23,9 +23,17 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from jobs import images
+from jobs.cloud import preflight
+from jobs.cloud.lines import run_command
 from jobs.images.builders import BACKENDS, InputError, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
+from jobs.images.user import build_user_image
+from jobs.spec.command_line import shown
+from jobs.spec.errors import CloudError
 from jobs.spec.image_reference import BuildError
+from trainers import config as config_lib
+from trainers.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/images/build.py)
 
@@ -49,8 +57,6 @@ class Request:
 
 
 def parse_args(argv: list[str]) -> Request:
-    from jobs.spec.command_line import shown
-
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
@@ -75,8 +81,6 @@ def parse_args(argv: list[str]) -> Request:
 
 def backend_problems(req: Request) -> list[str]:
     """The Cloud Build backend's flags: a project id, a gs:// staging folder; none of them with docker."""
-    from jobs.cloud import preflight
-
     if req.backend == "docker":
         given = [flag for flag, value in (("--project", req.project), ("--staging-bucket", req.staging_bucket),
                                           ("--api-endpoint", req.api_endpoint)) if value is not None]
@@ -91,9 +95,6 @@ def backend_problems(req: Request) -> list[str]:
 def _user_config(req: Request):
     """The job's config when it has its own trainer (``trainer.module``), else None. A config that does not
     load is left to the trainer-image path, which reports its problems."""
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError
-
     try:
         cfg = config_lib.load(req.config, req.overrides)
     except (ConfigError, OSError, ValueError):
@@ -105,10 +106,6 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
     """Build (or find already built) the job's image and return it, ``REPO:TAG@sha256:DIGEST``. A job with
     its own trainer gets two images (``jobs.images.user``); the reference returned is the user's. Raises
     :class:`InputError` (bad input, nothing built) or ``CloudError`` (the engine, the build or the push)."""
-    from jobs import images
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError
-
     problems = backend_problems(req)
     if problems:
         raise InputError(problems)
@@ -116,8 +113,6 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
                           endpoint=req.api_endpoint, log=lambda line: log(f"  {line}"))
     user_cfg = _user_config(req)
     if user_cfg is not None:
-        from jobs.images.user import build_user_image
-
         return build_user_image(user_cfg, req, builder, log)
     try:
         if req.wheels:
@@ -153,8 +148,6 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
 def build_or_say(req: Request) -> str:
     """:func:`build`, its lines printed as they come (``run.py --runner docker`` builds the image first): the
     pushed reference, or "" when it failed, its ``error:`` lines printed."""
-    from jobs.spec.errors import CloudError
-
     print("runner docker: building the job's image (as python pipelines/run.py build)", flush=True)
     try:
         return build(req, log=lambda line: print(line, flush=True))
@@ -166,14 +159,10 @@ def build_or_say(req: Request) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from jobs.cloud.lines import run_command
-
     return run_command(_main, list(argv))
 
 
 def _main(argv: list[str]) -> int:
-    from jobs.spec.errors import CloudError
-
     req = parse_args(argv)
     try:
         reference = build(req, log=lambda line: print(line, flush=True))

@@ -23,9 +23,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
-from jobs.spec.errors import BuildError
+from jobs.cloud import cloudbuild as api, registry
+from jobs.cloud.credentials import access_token, is_local_endpoint, may_receive_google_token
+from jobs.images import cloudbuild
+from jobs.images.docker import build_and_push_docker
+from jobs.spec.errors import BuildError, CloudError
 from jobs.images.cloudbuild import StagedContext
 from jobs.images.context import BuildContext, write_tar
+from jobs.spec.image_reference import parse_reference
 
 BACKENDS = ("docker", "cloudbuild")
 
@@ -60,8 +65,6 @@ class DockerBuilder(ImageBuilder):
 
     def build(self, context: BuildContext | StagedContext, repository: str, tag: str,
               build_args: Mapping[str, str]) -> str:
-        from jobs.images.docker import build_and_push_docker
-
         if isinstance(context, StagedContext):
             raise BuildError(f"build context {context.uri}: a Docker engine builds a local context; one in Cloud "
                              "Storage is built by Cloud Build (backend cloudbuild)")
@@ -93,10 +96,6 @@ class CloudBuildBuilder(ImageBuilder):
         goes to Google hosts only) is taken at its word; any other registry is asked anonymously and its
         answer only reported: the build goes ahead. Against a loopback Cloud Build stand-in only a loopback
         registry is asked (a test never reaches a real registry)."""
-        from jobs.cloud.credentials import access_token, is_local_endpoint, may_receive_google_token
-        from jobs.cloud import registry
-        from jobs.spec.image_reference import parse_reference
-
         ref = parse_reference(f"{repository}:{tag}")
         stand_in = is_local_endpoint(self.endpoint)
         if stand_in and not is_local_endpoint(ref.api_host):
@@ -113,8 +112,6 @@ class CloudBuildBuilder(ImageBuilder):
 
     def _cloudbuild(self, context: BuildContext, image: str, build_args: Mapping[str, str]) -> str:
         """Send the same deterministic context (gzipped, named ``<content tag>.tgz``) to Cloud Build."""
-        from jobs.images import cloudbuild
-
         with tempfile.TemporaryDirectory() as tmp:
             tarball = Path(tmp) / f"{image.rsplit(':', 1)[1]}.tgz"
             with open(tarball, "wb") as f:
@@ -124,10 +121,6 @@ class CloudBuildBuilder(ImageBuilder):
                                              endpoint=self.endpoint, log=self.log)
 
     def _staged(self, context: StagedContext, repository: str, tag: str, build_args: Mapping[str, str]) -> str:
-        from jobs.spec.errors import CloudError
-        from jobs.cloud import cloudbuild as api
-        from jobs.images import cloudbuild
-
         project = self.project or cloudbuild.registry_project(repository) or ""
         if not project:
             raise CloudError(f"cannot tell which project runs the build for {repository}: pass a project "

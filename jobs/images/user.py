@@ -38,9 +38,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from jobs import images
+from jobs.images.builders import InputError
 from jobs.images.context import BuildContext, content_tag, make_context
 from jobs.images.user_code import collect_code
-from jobs.spec.image_reference import BuildError
+from jobs.spec import job_image, job_spec
+from jobs.spec.image_reference import BuildError, parse_reference
+from jobs.spec.job_image import PLACEHOLDER_PROJECT
+from jobs.spec.trainer_section import trainer_file_problems
+from trainers import config as config_lib
+from trainers.errors import ConfigError, problem
 from trainers.fileio import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
@@ -69,8 +76,6 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
     """The requirements file is copied into the image alone, before the code: lines naming other files or
     local folders cannot be installed from there, and an index URL with a password would be kept in a
     layer of the image."""
-    from trainers.errors import problem
-
     out = []
     try:
         lines = read_regular(str(path), field).decode("utf-8", "replace").splitlines()
@@ -103,10 +108,6 @@ def plan(cfg, wheels_dir: str | None = None) -> Plan:
     """The generated context's files for the job's ``trainer:`` section. ``ConfigError`` (one problem per
     line) when the source folder, the module or the requirements file are wrong (the same checks as
     ``run.py validate``: :func:`jobs.spec.trainer_section.trainer_file_problems`)."""
-    from jobs.spec.trainer_section import trainer_file_problems
-    from trainers import config as config_lib
-    from trainers.errors import ConfigError, problem
-
     t = cfg.trainer
     if not t.module:
         raise ConfigError(problem("trainer.module", "is empty: run.py build --config JOB builds a user image only for "
@@ -147,8 +148,6 @@ def plan(cfg, wheels_dir: str | None = None) -> Plan:
 def dockerfile(base_image: str, plan_: Plan, command: list[str]) -> str:
     """The generated Dockerfile. ``base_image`` must be pinned (``REPO@sha256:...``); the tag, if any,
     is dropped from FROM (a digest is what it runs) and kept in a comment."""
-    from jobs.spec.image_reference import parse_reference
-
     ref = parse_reference(base_image)
     repository, tag, digest = ref.repository, ref.tag, ref.digest
     if not digest:
@@ -189,8 +188,6 @@ def materialize(plan_: Plan, dockerfile_text: str, dest: Path) -> BuildContext:
 def trainer_repository(cfg, user_repository: str, variant: str) -> str:
     """Where the trainer image for ``variant`` goes: ``container.image_repository`` (+ suffix) when set,
     else beside the user's repository, named ``tf-trainer[-gpu|-tpu]``."""
-    from jobs import images
-
     if cfg.container.image_repository:
         return images.build_repository(cfg, variant)
     parent, sep, _ = user_repository.rpartition("/")
@@ -201,8 +198,6 @@ def trainer_repository(cfg, user_repository: str, variant: str) -> str:
 
 
 def user_repository(image: str | None) -> str:
-    from jobs import images
-
     if not image:
         raise BuildError("--image: a job with its own trainer is built into an image of your own; name its "
                          "repository, e.g. --image us-central1-docker.pkg.dev/PROJECT/REPO/my-trainer")
@@ -216,8 +211,6 @@ def user_repository(image: str | None) -> str:
 
 
 def _no_placeholder(what: str, repository: str) -> None:
-    from jobs.spec.job_image import PLACEHOLDER_PROJECT
-
     if f"/{PLACEHOLDER_PROJECT}/" in f"{repository}/":
         raise BuildError(f"{what} {repository} still names the presets' placeholder project {PLACEHOLDER_PROJECT!r}; "
                          "name your own, e.g. us-central1-docker.pkg.dev/PROJECT/REPO/my-trainer")
@@ -225,8 +218,6 @@ def _no_placeholder(what: str, repository: str) -> None:
 
 def configured_base(cfg) -> str | None:
     """``container.base_image`` checked: pinned by digest, no placeholder; None when unset."""
-    from jobs import images
-
     base = cfg.container.base_image
     if not base:
         return None
@@ -247,11 +238,6 @@ def build_user_image(cfg, req, builder, log: Callable[[str], None]) -> str:
     ``builder``: ``jobs.images.builders.ImageBuilder``): the trainer image (built, found, or
     ``container.base_image``), then the user's image FROM it; returns the user's image by digest. Bad input is
     ``jobs.images.builders.InputError`` (nothing built); a failed build a CloudError."""
-    from jobs.spec import job_spec
-    from jobs.spec import job_image
-    from jobs.images.builders import InputError
-    from trainers.errors import ConfigError
-
     started = time.monotonic()
     try:
         repository = user_repository(req.image)

@@ -53,8 +53,10 @@ import json
 import math
 from typing import Any
 
+from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import Problem, problem
 from trainers.fileio import NotARegularFile, open_regular
+from trainers.paths import readable
 
 FIELD = "serving.eval_data"
 TASKS = ("auto", "regression", "classification")
@@ -146,8 +148,6 @@ def _not_finite(value: Any, where: str = "") -> str | None:
 def _open_text(path: str):
     """A text stream of ``path``: local, Vertex's ``/gcs`` mount, or ``gs://`` through TensorFlow's file system
     (only then is TensorFlow imported)."""
-    from trainers.paths import readable
-
     where = readable(path)
     if "://" in where:
         import tensorflow as tf
@@ -280,8 +280,6 @@ def eval_data_problems(path: str, sample_request: str = "", task: str = "auto",
     if not path or "://" in path:
         return []
     if not os.path.exists(path):
-        from trainers.config_files import RELATIVE_RULE, found_elsewhere
-
         return [problem(FIELD, f"{path} does not exist ({RELATIVE_RULE})",
                         found_elsewhere(path, [os.getcwd(), *near]) or ["gs://<your bucket>/eval.jsonl"])]
     if os.path.isdir(path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.image_reference import BuildError, parse_reference
 
 VARIANTS = ("cpu", "gpu", "tpu")
@@ -43,8 +44,6 @@ def variant_for(cfg: Any) -> str:
     ``cfg``: a :class:`trainers.config.JobConfig` or its dict. TPUs are recognised through the hardware
     catalog (legacy ``cloud-tpu`` machines, TPU VM machine types, ``TPU_*`` accelerators).
     """
-    from jobs.spec.hardware.catalog import load_catalog
-
     catalog = load_catalog()
     doc = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
     found = set()

@@ -33,6 +33,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from jobs.spec import trial_files, tuning_rules
+from jobs.spec.hardware.jobview import DEFAULT_TOPOLOGY, as_int
+from jobs.spec.job_image import job_image
 from trainers import config as config_lib
 from trainers.paths import fuse_path
 
@@ -70,8 +72,6 @@ def container_env(cfg: config_lib.JobConfig) -> list[dict[str, str]]:
 
 
 def _int(value: Any) -> int:
-    from jobs.spec.hardware.jobview import as_int
-
     number = as_int(value)
     if number is None:
         try:
@@ -104,8 +104,6 @@ def worker_pool_specs(job: Mapping[str, Any], image_uri: str, command: Sequence[
                       args: Sequence[str] = (), env: Sequence[Mapping[str, str]] = ()) -> list[dict[str, Any]]:
     """The four pools of ``job['topology']`` (a config dict, possibly ill-typed: a legacy import's too)
     running ``image_uri`` with ``command``/``args``/``env``; an unused pool is ``{}``."""
-    from jobs.spec.hardware.jobview import DEFAULT_TOPOLOGY
-
     topology = job.get("topology", DEFAULT_TOPOLOGY)
     topology = topology if isinstance(topology, Mapping) else {}
     scheduling = job.get("scheduling") if isinstance(job.get("scheduling"), Mapping) else {}
@@ -194,8 +192,6 @@ def job_spec(*, worker_pool_specs: Sequence[Any], base_output_directory: str = "
 def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", network: str = "") -> dict[str, Any]:
     """THE ``CustomJobSpec`` of ``cfg`` (see the module doc). ``service_account``/``network``: the submission's
     (``run.py --service-account``/``--network``), which override the config's ``vertex`` section."""
-    from jobs.spec.job_image import job_image  # container.image_uri, else the variant the accelerators need
-
     command = worker_command(cfg)
     s, v = cfg.scheduling, cfg.vertex
     return job_spec(

@@ -19,8 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainers import config as config_lib
-from trainers import fileio
+from trainers import config as config_lib, fileio
 from trainers.fileio import open_regular
 from trainers.paths import join, readable
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import os
 from typing import Any
+from trainers import fileio
 
 START, END = "<!-- pipeline-steps -->", "<!-- /pipeline-steps -->"
 
@@ -40,8 +41,6 @@ def section(steps: dict[str, Any] | None) -> str:
 def complete(page: str, steps: list[dict[str, Any]]) -> bool:
     """Rewrite the step table of the report at ``page`` with ``steps`` (every step of the ended pipeline), in
     place and atomically; False when there is no such page or it has no marked table (an older page)."""
-    from trainers import fileio
-
     try:
         with open(page, encoding="utf-8") as f:
             text = f.read()

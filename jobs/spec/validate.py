@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 
 from trainers import config as config_lib
-from trainers.config_files import load_document
-from trainers.config_files import RELATIVE_RULE, found_elsewhere
+from trainers.config_files import RELATIVE_RULE, found_elsewhere, load_document
 from trainers.errors import ConfigError, Problem, problem
 from trainers.fileio import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems

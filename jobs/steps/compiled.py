@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from jobs.cloud import preflight
+from jobs.cloud.preflight import placeholder_free, say
+from jobs.spec.command_line import plan_hint
 from trainers.errors import Problem, problem
 
 
@@ -60,17 +63,12 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
     problems = output_problems(out, config_source, overwrite)
     warnings: list[str] = []
     if target == "vertex":
-        from jobs.cloud import preflight
-
         errors, warnings = preflight.job_problems(cfg, "PROJECT", cfg.topology.region, components_image=image)
         problems += errors
-    from jobs.cloud.preflight import say
 
     if say(problems, warnings):
         return 2
     if target == "vertex":
-        from jobs.cloud.preflight import placeholder_free
-
         cfg = placeholder_free(cfg)  # no placeholder anywhere in what is compiled
     write(lambda path: compile_pipeline(cfg, path, target, base_image=image or None), out)
     print(f"compiled pipeline {cfg.name!r} for {target} to {out}")
@@ -82,8 +80,6 @@ def compile_only(cfg, out: str, compile_pipeline: Callable[..., object], *, conf
                                                 "Build first", "service_account": "(optional)", "network": "(optional)"})
     print(json.dumps({"parameters": parameters}, indent=1))
     if target == "vertex":
-        from jobs.spec.command_line import plan_hint
-
         print(plan_hint(config_source))
     return 0
 

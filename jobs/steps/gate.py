@@ -36,8 +36,10 @@ import dataclasses
 import math
 from typing import Any
 
+from jobs.cloud import vertex
 from jobs.spec import records, tuning_rules
 from jobs.spec.errors import CloudError
+from jobs.spec.evaluation_verdict import figures
 from jobs.spec.gate_section import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
 from jobs.spec.tensorboard import last_values, read_scalars
 from trainers import config as config_lib
@@ -130,8 +132,6 @@ def tuning_figures(text: str, study_metric: str = "") -> dict[str, float]:
 def verification_figures(record: dict[str, Any]) -> dict[str, float]:
     """The verify step's record (``verification.json``) as figures: its evaluation (``accuracy``, ``loss``,
     ``examples`` for the built-in classifier) and latency (``latency_ms_median``, ...)."""
-    from jobs.spec.evaluation_verdict import figures
-
     out = _numbers((k, record.get(k)) for k in ("accuracy", "loss", "examples", "instances"))
     latency = record.get("latency_ms") if isinstance(record.get("latency_ms"), dict) else {}
     out.update(_numbers((f"latency_ms_{k}", latency.get(k)) for k in ("median", "first_call")))
@@ -277,8 +277,6 @@ def evaluation_figures(evaluations: list[dict[str, Any]]) -> dict[str, Any] | No
 
 def parent_figures(parent_model: str, api_endpoint: str | None = None) -> tuple[str, dict[str, Any] | None]:
     """(the parent's default version ``models/ID@V``, its evaluation to beat or None) from the Model Registry."""
-    from jobs.cloud import vertex
-
     version = vertex.default_version(parent_model, api_endpoint)
     return version, evaluation_figures(vertex.model_evaluations(version, api_endpoint))
 
@@ -385,8 +383,6 @@ def record_on_version(version: str, record: dict[str, Any], *, pipeline_job: str
                       api_endpoint: str = "") -> str:
     """Write the gate record's finite figures as an evaluation of the registered ``version``
     (``projects/P/locations/L/models/ID@V``); returns the evaluation's name."""
-    from jobs.cloud import vertex
-
     figures = {k: float(v) for k, v in (record.get("metrics") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
     metadata = {"source": "serving.gate", "passed": bool(record.get("passed")), "bars": list(record.get("lines") or [])}

@@ -13,6 +13,9 @@ import json
 import signal
 import sys
 
+from jobs.spec import validate
+from jobs.steps import calls as steps
+from jobs.tuning.local import StudyFailed, run_local_study
 from trainers import config as config_lib
 from trainers.errors import ConfigError, problem
 
@@ -26,8 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="a job file with a tuning section, or a preset (tuning)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from jobs.spec import validate
-    from jobs.tuning.local import StudyFailed, run_local_study
 
     try:
         cfg = config_lib.load(args.config, args.overrides)
@@ -36,8 +37,6 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError([problem("tuning.parameters", f"{args.config} has no tuning section to run",
                                        ["tuning: {metric: ..., goal: ..., parameters: {...}, max_trials: 4}"])])
         if not cfg.user_trainer and cfg.data.source in ("synthetic", "images"):
-            from jobs.steps import calls as steps
-
             steps.prepare(cfg)
         record = run_local_study(cfg, log=lambda line: print(line, flush=True))
     except ConfigError as exc:

@@ -62,8 +62,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from jobs.spec import tuning_rules
-from jobs.spec import tuning_section as spec_lib
+from jobs.spec import tuning_rules, tuning_section as spec_lib
 from jobs.tuning.failures import metric_problem, say_own_failure
 from jobs.tuning.loop import StudyLoop
 from jobs.spec.tuning_rules import STOPPED

@@ -11,8 +11,7 @@ import time
 from typing import Any, Callable
 
 from jobs.spec import records, trial_files, tuning_rules
-from jobs.tuning import record as record_lib
-from jobs.tuning import trial as trial_lib
+from jobs.tuning import record as record_lib, trial as trial_lib
 from jobs.tuning.failures import OWN, flag_refused
 from jobs.tuning.search import Search
 from jobs.spec.tuning_rules import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED

@@ -13,8 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from jobs.spec import trial_files, tuning_rules
-from jobs.spec import tuning_section as spec_lib
+from jobs.spec import trial_files, tuning_rules, tuning_section as spec_lib
 from jobs.local.launch import containers, custom_job
 from jobs.local.launch.outcome import Stopped
 from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER

@@ -9,6 +9,7 @@ from pathlib import Path
 from jobs.ci.local.build_file import Build
 from jobs.ci.local.standins import GOOGLE_REGISTRY
 from jobs.ci.local.substitutions import expand
+from jobs.images import parse_reference
 
 
 def artifact_lines(build: Build, subs: dict[str, str], workspace: Path, registry: str | None = None) -> list[str]:
@@ -39,7 +40,6 @@ def _pinned_check(entry: str, registry: str | None) -> str:
     empty for anything else."""
     if "@sha256:" not in entry or "://" in entry or not registry:
         return ""
-    from jobs.images import parse_reference
 
     try:
         ref = parse_reference(entry)

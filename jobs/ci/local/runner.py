@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jobs.ci.local.build_file import Step
 from jobs.local.process import lifeline
+from jobs.local.process.faults import pids_with_env
 
 
 def dependencies(steps: list[Step]) -> dict[int, set[int]]:
@@ -71,8 +72,6 @@ def _sweep(marker: str, grace_s: float = 10.0) -> list[int]:
     Each look is two scans 0.1 s apart: a process in the middle of an ``execve`` (``setsid sleep &`` just
     started) can show an empty environment for a moment, and a single scan then missed it (seen here under
     load: the daemon was killed by the next scan but never counted)."""
-    from jobs.local.process.faults import pids_with_env
-
     found: set[int] = set()
 
     def look() -> set[int]:

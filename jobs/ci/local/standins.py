@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from jobs.ci.local.build_file import Build
+from jobs.cloud.credentials import is_local_endpoint
 
 SMALL_DOCKERFILE = """\
 # vtp ci-local --small-images: in place of the trainer image, FROM scratch + busybox-static and the sources,
@@ -93,8 +94,6 @@ def registry_problem(value: str) -> str | None:
 
 
 def local_problems(local: Local) -> list[str]:
-    from jobs.cloud.credentials import is_local_endpoint
-
     problems = []
     if local.registry is not None and registry_problem(local.registry):
         return [registry_problem(local.registry)]
@@ -110,8 +109,6 @@ def cloud_problems(build: Build, subs: dict[str, str], given: Local) -> list[str
     """What a step of this build would reach in the cloud with these substitutions: each one line saying
     what the local run needs instead (this project's cloudbuild.yaml reaches Google through its docker pushes,
     _TEMPLATE_HOST / _TEMPLATE_REPOSITORY and _API_ENDPOINT / _SUBMIT)."""
-    from jobs.cloud.credentials import is_local_endpoint
-
     problems = []
     if any(s.is_docker for s in build.steps) and not given.registry:
         problems.append("the docker steps would push to Artifact Registry "

@@ -100,7 +100,7 @@ def kfp_steps_die_with_this_process(on_start: Callable[[int], None] | None = Non
 def start_time(pid: int) -> int | None:
     """``pid``'s start time (``jobs.spec.command_line.start_ticks``; imported here, not above: the supervisor runs this file
     alone, with the standard library only)."""
-    # lazy: this file also runs alone as a script (the supervisor), with the standard library only
+    # lazy: script: the supervisor runs this file alone (python -I), with the standard library only
     from jobs.spec.command_line import start_ticks
 
     return start_ticks(pid)

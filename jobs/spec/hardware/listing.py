@@ -15,6 +15,7 @@ import sys
 from typing import Sequence
 
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog
+from jobs.spec.hardware.shared import region_problems
 
 
 def _gpu_text(cat, machine: str) -> str:
@@ -158,8 +159,6 @@ def main(argv: Sequence[str]) -> int:
               f"{', '.join(near or cat.accelerator_types)}", file=sys.stderr)
         return 2
     if args.region:
-        from jobs.spec.hardware.shared import region_problems
-
         bad = region_problems("--region", args.region)
         if bad:
             print(f"error: {bad[0]}", file=sys.stderr)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from jobs.spec.hardware.advice import check_warnings
+from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
+from jobs.spec.hardware.today import tensorflow_problems, tpu_vm_shape_problems, unknowns
 from trainers.errors import ConfigError, Problem, problem
 from jobs.spec.hardware.catalog import Catalog, load_catalog
 from jobs.spec.hardware.jobview import JobView, Pool, one_line, view
@@ -102,8 +105,6 @@ def check_machine_types(job: Any) -> list[Problem]:
     """Every used pool names a machine type: a legacy AI Platform name, an empty one, a near miss of a known
     type (``n1-standrd-8``: "did you mean") or no machine type name at all are errors; a well-formed type the
     catalog does not know is a warning (``jobs.spec.hardware.today.unknowns``)."""
-    from jobs.spec.hardware.names import machine_verdict
-
     cat, out = _cat(), []
     for p in view(job).used_pools:
         if not p.ok or p.machine_type in cat.machines:
@@ -132,8 +133,6 @@ def check_accelerator_types(job: Any) -> list[Problem]:
     """Every accelerator_type is a Vertex enum name: a near miss of a known one (``nvidia-tesla-t4``, ``NVIDA_L4``)
     or a name of no accelerator's form is an error; a well-formed one the catalog does not know (``NVIDIA_B300``)
     is a warning (``jobs.spec.hardware.today.unknowns``)."""
-    from jobs.spec.hardware.names import accelerator_verdict
-
     cat, out = _cat(), []
     for p in view(job).used_pools:
         if p.ok and p.accelerator_type and p.accelerator_type not in cat.accelerator_types:
@@ -412,9 +411,6 @@ def check_job(job: Any, strict: bool | None = None) -> Report:
     """Run every rule; return all errors at once and the warnings. What the catalog does not know
     (``jobs.spec.hardware.today.unknowns``) is a warning, or an error when ``strict`` (default: the job's
     ``validation.strict``)."""
-    from jobs.spec.hardware.advice import check_warnings
-    from jobs.spec.hardware.today import tensorflow_problems, tpu_vm_shape_problems, unknowns
-
     errors: list[Problem] = []
     for rule in RULES:
         errors.extend(rule(job))

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog
+from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, topology_chips
 from jobs.spec.hardware.jobview import JobView, view
 from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
+from jobs.spec.hardware.shared import checked_pools, region_problems
 from trainers.errors import Problem, problem
 
 STRICT_HINT = "--strict or validation.strict: true refuses it"
@@ -65,8 +66,6 @@ def _client_hint(accelerator: str) -> str:
 
 def unknown_places(v: JobView) -> list[Problem]:
     """Regions, and accelerators in a region, that the catalog has no data for."""
-    from jobs.spec.hardware.shared import checked_pools, region_problems
-
     cat, out = load_catalog(), []
     if not v.region_ok or region_problems("topology.region", v.region):
         return out
@@ -157,8 +156,6 @@ def tpu_vm_shape_problems(job: Any) -> list[Problem]:
 
 def describe_slice(machine_type: str, topology: str) -> str:
     """``ct5lp-hightpu-4t 4x4: 16 chips on 4 hosts of 4`` (for tables and notes)."""
-    from jobs.spec.hardware.catalog import topology_chips
-
     m = load_catalog().machines.get(machine_type)
     if not m or m.tpu != "vm":
         return machine_type if machine_type != CLOUD_TPU else "cloud-tpu"

@@ -14,12 +14,11 @@ import os
 import re
 from typing import Any
 
+from jobs.images.user_code import trainer_version
 from jobs.spec import provenance, records, trial_files, tuning_rules
-from jobs.steps.reporting import page as report
-from jobs.steps.reporting import sections
+from jobs.steps.reporting import page as report, sections
 from jobs.spec.tensorboard import read_scalars
-from trainers import config as config_lib
-from trainers import fileio
+from trainers import config as config_lib, fileio
 from trainers.paths import join, readable
 
 
@@ -121,8 +120,6 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     """When the run started and with which command (the run lock, held while this step runs; local runs),
     when this page was written, and from which code: a user's trainer's own version
     (``jobs.images.user_code.trainer_version``) and this tool's apart."""
-    from jobs.images.user_code import trainer_version
-
     import datetime as dt
 
     holder: dict[str, Any] = {}

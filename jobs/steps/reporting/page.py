@@ -36,8 +36,7 @@ import os
 from typing import Any
 
 from jobs.spec import step_table
-from jobs.steps.reporting import charts as report_charts
-from jobs.steps.reporting import sections
+from jobs.steps.reporting import charts as report_charts, sections
 from jobs.steps.reporting.eval_section import EVAL_MISSING, eval_html, eval_markdown, eval_verdict
 from jobs.spec.tensorboard import CURVES_HOW, NO_SCALARS
 from trainers import fileio

@@ -20,8 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.spec import gate_section as gate_spec, tuning_rules, tuning_section as tuning_spec
+from jobs.spec.tensorboard import last_values
+from jobs.steps import gate as gate_lib
 from jobs.steps.reporting import charts as report_charts
 from jobs.steps.reporting.eval_section import finite as _finite
+from trainers.errors import ConfigError
 
 #: the sections' CSS, added to the page's
 STYLE = ("#trials tr.best td{background:#fff3c4;font-weight:bold}#trials td.failed{color:#b00020}"
@@ -79,8 +82,6 @@ def with_trial(cfg, trial: dict[str, Any] | None) -> tuple[Any, list[str], list[
         flags = [f"--{k}={v}" for k, v in trial["parameters"].items()]
     row = [("tuned", f"trial {trial.get('id')}'s values (the rows here are that trial's): {' '.join(flags)}")]
     if not cfg.user_trainer:
-        from trainers.errors import ConfigError
-
         try:
             cfg = cfg.with_overrides([flag[2:] for flag in flags])
         except (ConfigError, TypeError, ValueError):  # shown as the study recorded them, in the row above
@@ -360,9 +361,6 @@ def checked_gate(cfg, figures: dict[str, Any], scalars: dict[str, Any], study: d
     """The job's bars checked on this report's figures, by the gate's own rules (``jobs.steps.gate.evaluate``). The
     report runs before the gate step (so that a refused model's run has its report too): it shows what the gate
     step will decide, the parent comparison aside, which only the gate step makes (its record: ``gate.json``)."""
-    from jobs.steps import gate as gate_lib
-    from jobs.spec.tensorboard import last_values
-
     best = tuning_rules.handed_on(study) if study else None  # the model the study handed on: a trial's, or the baseline's
     tuning = ({study["metric"]: best["metric"]} if best and study.get("metric")
               and isinstance(best.get("metric"), (int, float)) else {})

@@ -13,8 +13,9 @@ its home. An old path that is still a real module (``jobs.steps`` is now the ste
 names through :func:`getter`. ``tests/test_published_compat.py`` reads every import and attribute of the YAMLs of
 the previous version (``tests/published/``) and runs one of them in ``kfp.local``; CHANGELOG.md lists the moves.
 
-Why a finder of our own, not one module file per old path: the old paths would be nine files at the top of
-``jobs/`` again, the look-alike pairs the new layout removed; a finder keeps them in one table.
+Why a finder of our own, not one module file per old path: the old paths would put nine stub modules back at the
+top of ``jobs/`` beside the layer folders (the look-alike pairs the new layout removed) and one in ``jobs/local/``;
+the finder keeps them in one table, and the table is data a test checks against the YAMLs themselves.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ COPY trainers /app/trainers
 COPY jobs /app/jobs
 COPY components /app/components
 COPY pipelines /app/pipelines
-RUN ["/bin/busybox", "sh", "-c", "/bin/busybox test -f /app/jobs/ci.py && /bin/busybox mkdir -p /etc && echo \\"$VARIANT\\" > /etc/variant"]
+RUN ["/bin/busybox", "sh", "-c", "/bin/busybox test -f /app/jobs/ci/cloudbuild_steps.py && /bin/busybox mkdir -p /etc && echo \\"$VARIANT\\" > /etc/variant"]
 CMD ["/bin/busybox", "cat", "/etc/variant"]
 """
 BUSYBOX = "/bin/busybox"

@@ -277,7 +277,9 @@ def test_the_local_folder_check_finds_an_upward_import(tmp_path, monkeypatch):
 HEAVY = ("tensorflow", "tf_keras", "keras", "kfp", "google_cloud_pipeline_components", "google.cloud", "google.api_core",
          "googleapiclient", "grpc", "matplotlib", "apache_beam", "docker", "requests", "numpy", "selenium")
 #: ``# lazy: <reason>`` on the line above: the reasons an import may stay inside a function.
-REASONS = ("KFP component body", "heavy:", "cycle:", "script:")
+REASONS = ("KFP component body", "heavy:", "cycle:", "script:", "one step:")
+#: the module every component's process imports: each step's function imports that step's own modules
+STEP_CALLS = "jobs.steps.calls"
 
 
 def _heavy_at_import(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -322,8 +324,11 @@ def _imports_inside_functions(path: Path, module: str):
                         base = ".".join(anchor + ([base] if base else []))
                     names = [base] + [f"{base}.{a.name}" for a in child.names]
                 first = [n for n in names if n.split(".")[0] in PACKAGES]
-                if first:
-                    above = lines[child.lineno - 2].strip() if child.lineno >= 2 else ""
+                if first:  # the comment above this import, or above the run of imports it is in
+                    k = child.lineno - 2
+                    while k > 0 and lines[k].strip().startswith(("from ", "import ")):
+                        k -= 1
+                    above = lines[k].strip() if k >= 0 else ""
                     out.append((child.lineno, first, functions[-1], above))
             visit(child, inner)
 
@@ -355,6 +360,9 @@ def _unexplained_imports_inside_functions() -> list[str]:
             elif reason.startswith("cycle:"):
                 if not any(_reaches(graph, t, name) for t in targets):
                     bad.append(f"{where}: '{reason}' but no import-time path leads from {sorted(targets)} back to {name}")
+            elif reason.startswith("one step:"):
+                if name != STEP_CALLS:
+                    bad.append(f"{where}: '{reason}' outside {STEP_CALLS} (the one module every step's process imports)")
             elif reason.startswith("script:"):
                 if not any(_is_main_block(node) for node in ast.parse(path.read_text()).body):
                     bad.append(f"{where}: '{reason}' but {path.name} has no ``if __name__ == \"__main__\":`` block")
@@ -379,8 +387,9 @@ def test_every_first_party_import_inside_a_function_says_why():
     """A file's first-party dependencies are at its head. One stays inside a function only with ``# lazy:`` and
     a reason that is true: a KFP component's body (compiled into its YAML, so self-contained), a heavy library
     the importing module does not already load (named, and checked against what the target loads), an import
-    cycle (checked: the target reaches back at import time), or a file that also runs alone as a script with the
-    standard library only (checked: it has a ``__main__`` block)."""
+    cycle (checked: the target reaches back at import time), a file that also runs alone as a script with the
+    standard library only (checked: it has a ``__main__`` block), or a step's own modules in the one module every
+    component's process imports (checked: only in ``jobs.steps.calls``)."""
     assert _unexplained_imports_inside_functions() == []
 
 
@@ -393,7 +402,8 @@ def test_the_checker_finds_an_unexplained_or_untrue_lazy_import(tmp_path, monkey
                                "def c():\n    # lazy: heavy: tensorflow\n    from jobs.spec import heavy\n\n"
                                "def d():\n    # lazy: KFP component body\n    from jobs.spec import light\n\n"
                                "def e():\n    # lazy: cycle: jobs.spec.light\n    from jobs.spec import light\n\n"
-                               "def f():\n    # lazy: script: runs alone\n    from jobs.spec import light\n"),
+                               "def f():\n    # lazy: script: runs alone\n    from jobs.spec import light\n\n"
+                               "def g():\n    # lazy: one step: g\n    from jobs.spec import light\n"),
     })
     found = _unexplained_imports_inside_functions()
-    assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18", "22"], found
+    assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18", "22", "26"], found

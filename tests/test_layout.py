@@ -67,6 +67,18 @@ def _is_main_block(node: ast.AST) -> bool:
             and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
 
 
+def _named(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names one import statement in ``package`` names (``from a import b`` gives ``a`` and ``a.b``;
+    relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    return [base] + [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+
+
 def _imports(path: Path, module: str, import_time_only: bool = False) -> set[str]:
     """Dotted names ``path`` imports (``from a import b`` gives ``a.b``; relative imports resolved): every
     import statement, inside functions too. With ``import_time_only`` the bodies of functions and the
@@ -80,15 +92,8 @@ def _imports(path: Path, module: str, import_time_only: bool = False) -> set[str
             if import_time_only and (isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                                      or _is_main_block(child)):
                 continue
-            if isinstance(child, ast.Import):
-                found.update(alias.name for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
-                    base = ".".join(anchor + ([base] if base else []))
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in child.names if alias.name != "*")
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.update(_named(child, package))
             visit(child)
 
     visit(tree)
@@ -315,15 +320,7 @@ def _imports_inside_functions(path: Path, module: str):
         for child in ast.iter_child_nodes(node):
             inner = functions + (child,) if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else functions
             if functions and isinstance(child, (ast.Import, ast.ImportFrom)):
-                if isinstance(child, ast.Import):
-                    names = [a.name for a in child.names]
-                else:
-                    base = child.module or ""
-                    if child.level:
-                        anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
-                        base = ".".join(anchor + ([base] if base else []))
-                    names = [base] + [f"{base}.{a.name}" for a in child.names]
-                first = [n for n in names if n.split(".")[0] in PACKAGES]
+                first = [n for n in _named(child, package) if n.split(".")[0] in PACKAGES]
                 if first:  # the comment above this import, or above the run of imports it is in
                     k = child.lineno - 2
                     while k > 0 and lines[k].strip().startswith(("from ", "import ")):

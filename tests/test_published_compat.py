@@ -8,7 +8,9 @@ name they read must resolve here (``jobs/moved.py`` keeps the old paths), and on
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +84,7 @@ def test_every_moved_name_is_read_by_an_old_yaml_and_lands_where_the_table_says(
         for name, target in names.items():
             assert (old, name) in read, f"{old}.{name}: no published YAML reads it"
             module, _, attr = target.partition(":")
-            found = __import__("importlib").import_module(module)
+            found = importlib.import_module(module)
             assert not attr or hasattr(found, attr), target
 
 
@@ -110,7 +112,7 @@ task = load_component_from_file({str(old)!r})(config_json=config_lib.load("local
 print(json.dumps({{"display_name": task.outputs["display_name"], "pools": len(task.outputs["worker_pool_specs"])}}))
 """
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=280, cwd=tmp_path,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["display_name"] and out["pools"] >= 1

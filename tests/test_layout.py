@@ -287,11 +287,10 @@ REASONS = ("KFP component body", "heavy:", "cycle:", "script:", "one step:")
 STEP_CALLS = "jobs.steps.calls"
 
 
-def _heavy_at_import(modules: dict[str, Path]) -> dict[str, set[str]]:
+def _heavy_at_import(modules: dict[str, Path], graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """Module -> the :data:`HEAVY` libraries importing it loads (its own import-time imports, those of the
-    first-party modules it imports at import time, and of its packages)."""
+    first-party modules it imports at import time (``graph``: :func:`_graph` at import time), and of its packages)."""
     direct = {name: _imports(path, name, import_time_only=True) for name, path in modules.items()}
-    graph = _graph(modules, import_time_only=True)
     memo: dict[str, set[str]] = {}
 
     def walk(name: str, seen: frozenset = frozenset()) -> set[str]:
@@ -335,8 +334,8 @@ def _imports_inside_functions(path: Path, module: str):
 
 def _unexplained_imports_inside_functions() -> list[str]:
     modules = _sources()
-    heavy = _heavy_at_import(modules)
     graph = _graph(modules, import_time_only=True)
+    heavy = _heavy_at_import(modules, graph)
     bad = []
     for name, path in sorted(modules.items()):
         for line, names, function, above in _imports_inside_functions(path, name):

@@ -15,7 +15,9 @@ Also measured, in fresh processes (medians): the fixed cost of one pipeline task
 nothing, under the same kfp.local runner: what every step pays before its own work), a bare interpreter, and the
 imports the parts pay: kfp as ``run.py`` imports it (with and without its API client), the twelve component
 YAMLs loaded as ``run.py`` loads them, ``jobs.steps.calls`` (every step), ``matplotlib.figure`` (the report) and
-``tensorflow`` (what each replica pays; verify-model imports it without Keras: ``jobs.steps.verify.import_tensorflow``).
+``tensorflow`` (what each replica pays; verify-model imports only the parts it uses, without Keras:
+``jobs.steps.tensorflow_import``). Whether Python may cache bytecode is printed with the machine: under
+``PYTHONDONTWRITEBYTECODE=1`` every process compiles the project's modules from source (~0.1 s a process here).
 
 Printed: per step, the median wall of each checkout; the run's wall and its ratio to the training step's.
 Nothing is asserted (figures move with the machine; quote ratios measured in one run).
@@ -114,7 +116,7 @@ IMPORTS = (
     ("import jobs.steps.calls (every step)", "import jobs.steps.calls"),
     ("import matplotlib.figure (report)", "import matplotlib.figure"),
     ("import tensorflow (each replica; verify-model before)", "import tensorflow"),
-    ("import tensorflow as verify-model does now (without Keras)",
+    ("import tensorflow as verify-model does now (lazily, without Keras)",
      "from jobs.steps.verify import import_tensorflow; import_tensorflow()"),
 )
 
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     imports = [(label, process_seconds(code, repos["after"])) for label, code in IMPORTS]
     print()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"load {os.getloadavg()[0]:.1f}; {args.rounds} rounds, medians")
+          f"load {os.getloadavg()[0]:.1f}; {args.rounds} rounds, medians; bytecode "
+          f"{'not cached (PYTHONDONTWRITEBYTECODE set)' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'cached'}")
     names = list(repos)
     order = list(dict.fromkeys(k for name in names for steps, _ in samples[name] for k in steps))
     print("| step | " + " | ".join(f"{n} s" for n in names) + " | imports TensorFlow (this checkout) |")

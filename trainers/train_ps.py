@@ -139,7 +139,7 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
     iterator = _per_worker_iterator(cfg, plan, info, strategy, coordinator, start_step, workers)
     train_step = _train_step(strategy, replica_step(model, optimizer, plan.global_batch))
     writer = summary_writer(info, dirs["logs"])
-    print(f"strategy={type(strategy).__name__} replicas={plan.replicas} global_batch={plan.global_batch} "  # console
+    print(f"strategy={strategy_lib.strategy_name(strategy)} replicas={plan.replicas} global_batch={plan.global_batch} "  # console
           f"steps={plan.total_steps} (from {start_step}) classes={len(plan.classes)} workers={workers} "
           f"parameter_servers={servers}", flush=True)
     progress = Progress(cfg, plan, start_step)
@@ -147,7 +147,7 @@ def _train_ps(cfg: config_lib.JobConfig, env: dict[str, str] | None, watchdogs: 
                        progress, writer, start_step, restored)
     result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
               "global_batch_size": plan.global_batch, "replicas": plan.replicas, "workers": workers,
-              "parameter_servers": servers, "strategy": type(strategy).__name__, "classes": plan.classes,
+              "parameter_servers": servers, "strategy": strategy_lib.strategy_name(strategy), "classes": plan.classes,
               "precision": choice.policy}
     return export_and_record(cfg, info, model, plan, choice, result)
 

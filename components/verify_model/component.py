@@ -69,3 +69,7 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
     print(f"verified {model.uri}: {record['signature']}({', '.join(record['inputs'])}) on {record['instances']} "
           f"instances ({record['input_source']}), {latency['median']:.1f} ms median{'; ' + shown if shown else ''}; "
           f"first prediction: {json.dumps(record['predictions'][0])[:200]}")
+    # lazy: KFP component body
+    from jobs.steps.step_exit import end_without_teardown
+
+    end_without_teardown()  # TensorFlow's teardown: 0.6 s after the outputs are written

@@ -17,8 +17,9 @@ the classes) with its prepared data, it also evaluates the held-out split throug
 
 "Fresh process": the caller is the pipeline's verify step, a task process of its own that has never
 trained, so loading here proves the export stands alone (no second process is started for it). That process
-imports TensorFlow without the Keras that TensorFlow's ``__init__`` imports eagerly (:func:`import_tensorflow`):
-loading a SavedModel and calling its signatures needs none of it.
+imports only the parts of TensorFlow it uses, and no Keras (``jobs.steps.tensorflow_import``): loading a
+SavedModel and calling its signatures needs none of the rest; a model that does not load so is loaded again
+after the rest is imported (:func:`load`).
 
 Every problem is a :class:`VerifyError` whose text is one line naming what to fix: no SavedModel, no
 serving signature (naming the ones there are), a sample that does not fit (naming the signature's inputs).
@@ -26,18 +27,16 @@ serving signature (naming the ones there are), a sample that does not fit (namin
 from __future__ import annotations
 
 import base64
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
 from jobs.spec import evaluation
 from jobs.spec.evaluation_verdict import judge
 from jobs.local.launch.hints import no_model_hint
+from jobs.steps.tensorflow_import import complete, import_tensorflow
 from trainers.export import evaluate_export
 
 SIGNATURE = "serving_default"
@@ -46,51 +45,6 @@ GENERATED_BATCH = 2
 
 class VerifyError(Exception):
     """The model cannot be verified; ``str(exc)`` is one line."""
-
-
-class _KerasRefused(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """A finder that answers for ``keras`` and ``tf_keras`` with their real location (TensorFlow's ``__init__``
-    reads it to set ``tf.keras``'s path) and a loader that refuses to run them (``ImportError``)."""
-    NAMES = ("keras", "tf_keras")
-
-    def find_spec(self, fullname, path=None, target=None):
-        found = importlib.machinery.PathFinder.find_spec(fullname) if fullname in self.NAMES else None
-        if found is None:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self, origin=found.origin, is_package=True)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        raise ImportError(f"{module.__name__} is not imported while TensorFlow is (jobs.steps.verify.import_tensorflow)")
-
-
-def import_tensorflow():
-    """``import tensorflow`` for a process that only loads SavedModels and runs their signatures (the verify step):
-    without the Keras that TensorFlow 2.21's ``__init__`` imports eagerly (``keras.src.optimizers``, or
-    ``tf_keras.src.optimizers`` under ``TF_USE_LEGACY_KERAS``; with Keras 3 that drags in IPython and
-    matplotlib: 1.6 s of 5.2 s on 2 cores). TensorFlow imports it "so that registration of optimizers in the
-    SavedModel registry" happens, and guards it with ``except ImportError: pass`` for an installation without
-    Keras, the path taken here. Why that is safe for loading: Keras 3 registers nothing with the SavedModel loader
-    (no ``register_revived_type``/serializable in ``keras/src``), so a Keras 3 process revives every export
-    exactly as this one does; the one Keras type the loader needs (a legacy optimizer saved in a Keras 2 model)
-    it imports itself, lazily, and Keras stays importable here once TensorFlow is in (the refusal lasts only
-    while TensorFlow's ``__init__`` runs). A no-op where TensorFlow is already imported; where Keras already is,
-    nothing is refused (it costs nothing more)."""
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    if any(name in sys.modules for name in _KerasRefused.NAMES):
-        import tensorflow as tf
-
-        return tf
-    refusal = _KerasRefused()
-    sys.meta_path.insert(0, refusal)
-    try:
-        import tensorflow as tf
-    finally:
-        sys.meta_path.remove(refusal)
-    return tf
 
 
 def parse_request(text: str) -> list[Any]:
@@ -232,14 +186,20 @@ def _predictions(outputs: dict[str, Any], count: int) -> list[dict[str, Any]]:
 
 
 def load(model_dir: str):
-    """``tf.saved_model.load`` with the two commonest mistakes said in one line each."""
+    """``tf.saved_model.load`` with the two commonest mistakes said in one line each. A load that fails while
+    part of TensorFlow is not imported yet is tried again with all of it (``jobs.steps.tensorflow_import``)."""
     tf = import_tensorflow()
 
     model_dir = model_dir.rstrip("/")
     if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
         raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
     try:
-        return tf.saved_model.load(model_dir)
+        try:
+            return tf.saved_model.load(model_dir)
+        except Exception:
+            if not complete(tf):
+                raise
+            return tf.saved_model.load(model_dir)
     except Exception as exc:  # a corrupt or incompatible export
         raise VerifyError(f"model: {model_dir} is not a loadable SavedModel: {type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:200]}") from None

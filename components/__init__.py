@@ -97,7 +97,7 @@ def load_yaml(path: str | os.PathLike):
     if len(documents) not in (1, 2) or not isinstance(documents[0], dict) or "implementation" in documents[0]:
         from kfp.components import load_component_from_text
 
-        return load_component_from_text(text)  # kfp's own errors and its v1 path
+        return load_component_from_text(text)  # no C loader, kfp's own errors, or its v1 path
     spec = structures.ComponentSpec.from_ir_dicts(documents[0], documents[1] if len(documents) == 2 else {})
     if not spec.description:
         spec.description = _description(text)

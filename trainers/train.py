@@ -285,7 +285,8 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
     iterator = iter(dist_ds)
     step = start_step
     last_saved = start_step if restored else -1
-    print(f"strategy={strategy_lib.strategy_name(strategy)} replicas={replicas} "
+    shown_strategy = strategy_lib.strategy_name(strategy)
+    print(f"strategy={shown_strategy} replicas={replicas} "
           f"global_batch={global_batch} steps={total_steps} (from {start_step}) classes={len(classes)}", flush=True)
     progress = Progress(cfg, plan, start_step)
     side_car = cfg.topology.evaluator.replica_count > 0
@@ -315,7 +316,7 @@ def _train_and_evaluate(cfg: config_lib.JobConfig, env: dict[str, str] | None, w
         validation(step, write=not side_car)  # the final model's figures (a resumed finished job, an evaluator)
 
     result = {**progress.summary(step), "resumed_from_step": start_step if restored else None,
-              "global_batch_size": global_batch, "replicas": replicas, "strategy": strategy_lib.strategy_name(strategy),
+              "global_batch_size": global_batch, "replicas": replicas, "strategy": shown_strategy,
               "classes": classes, "precision": choice.policy, "precision_reason": choice.reason,
               **({"precision_auto": dict(choice.measured)} if choice.measured else {}),
               **(validation.result if validation is not None else {})}

@@ -5,8 +5,8 @@ on an engine with ``overlay2`` storage and one with ``vfs``.
     python benchmarks/runners.py --storage overlay2 --rounds 3
 
 Needs root, dockerd and debootstrap (as the engine tests: ``.ci/run`` installs them). For each storage
-driver it starts a private engine (tests/docker_servers.py) and a registry, builds the trainer image into the
-first engine exactly as the tests do (debootstrapped base, wheels from the cache; minutes the first time)
+driver it starts a private engine (benchmarks/engine.py, as the tests do) and a registry, builds the trainer image
+into the first engine exactly as the tests do (debootstrapped base, wheels from the cache; minutes the first time)
 and moves it to the others with ``docker save | docker load``. Each round then runs, alternating so that a
 drift of the machine hits both alike, ``python pipelines/run.py --set output.base_dir=<fresh>`` and the same
 with ``--runner docker --image <the image>``, and times ``docker create`` + ``rm`` of one container of the
@@ -62,9 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("error: dockerd needs root; run as root (as the engine tests do)", file=sys.stderr)
         return 2
+    from benchmarks.engine import (DEBOOTSTRAP, DOCKERD, REGISTRY, Dockerd, Registry, build_trainer_image,
+                                   missing_binaries)
     from benchmarks.machine import cpuinfo
-    from tests.docker_servers import Dockerd, Registry
-    from tests.test_trainer_image import build_trainer_image
+
+    missing = missing_binaries(DOCKERD, REGISTRY, DEBOOTSTRAP)
+    if missing:
+        print(f"error: needs {', '.join(missing)} (apt-get install docker.io docker-registry debootstrap)",
+              file=sys.stderr)
+        return 2
 
     drivers = [d.strip() for d in args.storage.split(",") if d.strip()]
     results: dict[str, list[tuple[float, dict[str, float]]]] = {}

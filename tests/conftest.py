@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 
 from jobs.local.process.faults import KillOnLine, pids_with_env, stderr_echo
+from tests.tiers import tier
 
 ROOT = Path(__file__).resolve().parent.parent
-# Real dockerd / registry fixtures for image build tests (tests/docker_servers.py).
-pytest_plugins = ["tests.docker_servers"]
+# The tiers (unit, process, integration, docker, browser) and the xdist groups (tests/tiers.py), with the guard that
+# fails a test starting what its marks do not allow (tests/tier_guard.py); real dockerd / registry fixtures
+# (tests/docker_servers.py).
+pytest_plugins = ["tests.tiers", "tests.docker_servers"]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Nothing in the tests may probe a metadata server: cloud clients talk to stand-ins on 127.0.0.1 only.
 # google-auth honours only the lowercase value (`os.getenv("NO_GCE_CHECK") == "true"`): "True" still probes.
@@ -52,6 +55,7 @@ def prepared_data(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+@tier("integration")
 def real_runs(tmp_path_factory, prepared_data) -> dict:
     """Real run folders, as ``python pipelines/run.py`` leaves them, under one output root: a run of the default
     preset (chief + worker, 10 steps) and then a ``--fresh`` run of another config in the same folder (one

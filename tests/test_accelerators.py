@@ -87,6 +87,7 @@ def test_launcher_marks_its_replicas():
     assert cluster_lib.read_cluster(env).local_launcher
 
 
+@pytest.mark.integration
 def test_task_exits_4_with_one_line_on_a_cloud_machine_without_gpus():
     """The real entry point, as Vertex starts it on a GPU machine whose image has no CUDA-visible GPU."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", cluster_lib.LOCAL_LAUNCHER_ENV)}

@@ -36,6 +36,7 @@ def test_a_build_file_no_build_can_mean_is_one_line(capsys, tmp_path, steps, ext
     _refused(capsys, tmp_path, fragment, steps=steps, **extra)
 
 
+@pytest.mark.process
 def test_steps_without_ids_are_not_duplicates(capsys, tmp_path):
     config = toy_build(tmp_path, [{"script": "true"}, {"script": "true"}])
     status, out, err = ci_local(capsys, config, tmp_path)
@@ -68,6 +69,7 @@ def test_a_malformed_registry_is_refused_by_its_form_not_by_the_engine(capsys, t
     assert "Docker engine" not in line
 
 
+@pytest.mark.process
 def test_the_comma_form_is_read_as_gcloud_reads_it(capsys, tmp_path):
     steps = [{"id": "x", "script": "echo \"A=$_A B=$_B L=$_L\""}]
     config = toy_build(tmp_path, steps, substitutions={"_A": "a", "_B": "b", "_L": "l"},
@@ -93,6 +95,7 @@ def test_substitutions_past_cloud_builds_limits(capsys, tmp_path, name, value, f
              options={"substitutionOption": "ALLOW_LOOSE"})
 
 
+@pytest.mark.process
 def test_just_inside_the_limits_runs(capsys, tmp_path):
     subs = {f"_S{i}": "x" for i in range(199)} | {"_" + "K" * 99: "v" * 4000}
     config = toy_build(tmp_path, [{"id": "x", "script": "true"}], substitutions=subs)
@@ -114,6 +117,7 @@ def test_every_build_timeout_outside_its_range_is_one_line(value):
     assert len(problems) == 1 and problems[0].startswith("--timeout ") and "finite number of seconds" in problems[0]
 
 
+@pytest.mark.process
 def test_the_timeout_flag_says_it_wins_over_the_files(capsys, tmp_path):
     config = toy_build(tmp_path, [{"id": "x", "script": "true"}], timeout="600s")
     status, out, err = ci_local(capsys, config, tmp_path, "--timeout", "120")

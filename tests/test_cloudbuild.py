@@ -97,7 +97,11 @@ def test_the_unit_test_step_runs_the_fast_suite_and_install_gets_its_dependencie
     assert script_lines("install")[2:] == [
         "python -m venv .venv", ".venv/bin/pip install --quiet --disable-pip-version-check -e '.[cpu,beam,dev]'"]
     assert script_lines("unit-tests")[2:] == [
-        ". .venv/bin/activate", 'python -m pytest -q -m "not integration" -p no:cacheprovider']
+        ". .venv/bin/activate",
+        '# the README\'s "no TensorFlow process, no engine, no browser" selection (tests/tiers.py), in parallel',
+        'python -m pytest -q -m "unit or process" -p no:cacheprovider --durations=20']
+    readme = (ROOT / "README.md").read_text()
+    assert 'python -m pytest -q -m "unit or process"' in readme  # the same selection, named there
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^dev = \[.*"pytest', pyproject, re.M), "the dev extra brings pytest"
 
@@ -260,11 +264,13 @@ def check_docker_commands(ws: Path, alias: str) -> dict[str, str]:
     return pinned
 
 
+@pytest.mark.process
 def test_a_manual_build_without_short_sha_tags_manual_build_id(workspace):
     run_image_steps(workspace, substitutions(short_sha=""))
     check_docker_commands(workspace, alias=f"manual-{BUILD_ID}")
 
 
+@pytest.mark.process
 def test_a_triggered_build_runs_every_step_in_order(workspace):
     from tests.standins.kfp_registry import KfpRegistryStandIn
     from trainers import config as config_lib
@@ -306,6 +312,7 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
     assert "nothing submitted" in outputs["submit"]
 
 
+@pytest.mark.process
 def test_submit_true_sends_the_pinned_pipeline_to_vertex(workspace):
     from tests.standins.vertex import VertexStandIn
 
@@ -324,12 +331,14 @@ def test_submit_true_sends_the_pinned_pipeline_to_vertex(workspace):
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://ci-bucket/pipeline-root"
 
 
+@pytest.mark.process
 def test_submit_true_without_a_pipeline_root_is_one_error_line(workspace):
     proc = run_step(workspace, "submit", substitutions(short_sha="", _SUBMIT="true"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: _SUBMIT=true needs _PIPELINE_ROOT=gs://BUCKET/PATH"
 
 
+@pytest.mark.process
 def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
     subs = substitutions(short_sha="abc1234", _VARIANTS="cpu")
     run_step(workspace, "tags", subs)
@@ -341,6 +350,7 @@ def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
         "add gpu to _VARIANTS")
 
 
+@pytest.mark.process
 def test_templates_are_not_uploaded_without_a_bucket_of_their_own(workspace):
     """A template carries only what submit accepts: without _TEMPLATE_BUCKET the presets would name the
     placeholder bucket, so no template is uploaded (and the step says why); the components, which name no

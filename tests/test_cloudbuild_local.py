@@ -60,6 +60,7 @@ def step_lines(out: list[str]) -> dict[str, list[str]]:
     return {line.split()[0]: line.split()[1:] for line in table if line.startswith("  ") and len(line.split()) > 1}
 
 
+@pytest.mark.process
 def test_steps_run_by_their_waits_concurrently_where_cloud_build_would(capsys, tmp_path):
     # b starts at once (waitFor '-') beside a, which waits for the file b writes: run one after the other,
     # a would time out; c has no waitFor, so it waits for both; d waits for a only.
@@ -80,6 +81,7 @@ def test_steps_run_by_their_waits_concurrently_where_cloud_build_would(capsys, t
     assert any(line.startswith("build SUCCESS in ") for line in out)
 
 
+@pytest.mark.process
 def test_a_failed_step_stops_the_build_and_what_runs_beside_it(capsys, tmp_path):
     marker = uuid.uuid4().hex
     config = toy_build(tmp_path, [
@@ -105,6 +107,7 @@ def test_a_failed_step_stops_the_build_and_what_runs_beside_it(capsys, tmp_path)
     assert_no_processes_left(marker)
 
 
+@pytest.mark.process
 def test_a_step_past_its_timeout_is_stopped_with_everything_it_started(capsys, tmp_path):
     marker = uuid.uuid4().hex
     config = toy_build(tmp_path, [
@@ -123,6 +126,7 @@ def test_a_step_past_its_timeout_is_stopped_with_everything_it_started(capsys, t
     assert_no_processes_left(marker)  # a step's process group ends with it, as a step's container does
 
 
+@pytest.mark.process
 def test_ctrl_c_stops_every_step_and_says_so(tmp_path):
     marker = uuid.uuid4().hex
     config = toy_build(tmp_path, [{"id": "first", "script": "true"},
@@ -146,6 +150,7 @@ def test_ctrl_c_stops_every_step_and_says_so(tmp_path):
     assert_no_processes_left(marker)
 
 
+@pytest.mark.process
 def test_the_build_timeout_stops_the_running_steps(capsys, tmp_path):
     config = toy_build(tmp_path, [{"id": "long", "script": "sleep 300"}, {"id": "next", "script": "true"}])
     started = time.monotonic()
@@ -154,6 +159,7 @@ def test_the_build_timeout_stops_the_running_steps(capsys, tmp_path):
     assert step_lines(out)["long"][0] in ("TIMEOUT", "CANCELLED") and step_lines(out)["next"][:2] == ["NOT", "RUN"]
 
 
+@pytest.mark.process
 def test_substitutions_and_the_environment_a_step_gets(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
@@ -282,6 +288,7 @@ def test_the_project_build_never_reaches_the_cloud(capsys, tmp_path, args, fragm
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.process
 def test_a_folder_that_is_not_an_earlier_run_is_never_wiped(capsys, tmp_path):
     config = toy_build(tmp_path, [{"id": "x", "script": "true"}])
     (tmp_path / "run").mkdir()

@@ -76,6 +76,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.process
 def test_the_compiled_step_sends_the_pools_by_position(tmp_path, case):
     sets, job_dict, replicas = CASES[case]
     compiled = _compiled(tmp_path)
@@ -104,6 +105,7 @@ def test_the_compiled_step_sends_the_pools_by_position(tmp_path, case):
     assert "CustomJob" in proc.stdout and "SUCCEEDED" in proc.stdout
 
 
+@pytest.mark.process
 def test_system_labels_of_the_run_are_added_like_gcpc_does(tmp_path):
     compiled = _compiled(tmp_path)
     with VertexStandIn() as vertex:
@@ -114,6 +116,7 @@ def test_system_labels_of_the_run_are_added_like_gcpc_does(tmp_path):
     assert create.json()["labels"] == {"vertex-ai-pipelines-run-billing-id": "42"}
 
 
+@pytest.mark.integration
 def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(tmp_path):
     from jobs.cloud import job_runner
 
@@ -129,6 +132,7 @@ def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(t
     assert f"resuming: CustomJob {name} was created by an earlier attempt" in again.stdout
 
 
+@pytest.mark.process
 def test_a_failed_job_fails_the_task_with_one_line_carrying_its_error(tmp_path):
     compiled = _compiled(tmp_path)
     with VertexStandIn(custom_states=("RUNNING", "FAILED"), custom_error="Replica workerpool0-0 exited with 1") as vertex:
@@ -142,6 +146,7 @@ def test_a_failed_job_fails_the_task_with_one_line_carrying_its_error(tmp_path):
 
 @pytest.mark.parametrize("when", ["between polls", "during a poll"])
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+@pytest.mark.process
 def test_sigterm_and_ctrl_c_cancel_the_custom_job(tmp_path, when, sig):
     """The pipeline was cancelled (Vertex sends the task SIGTERM), or a person pressed Ctrl-C where the step runs
     in a terminal: either way the CustomJob must not run on."""
@@ -163,6 +168,7 @@ def test_sigterm_and_ctrl_c_cancel_the_custom_job(tmp_path, when, sig):
         assert stderr.strip().splitlines()[-1] == "interrupted (Ctrl-C); nothing was left running in the cloud"
 
 
+@pytest.mark.process
 def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
     """The CustomJob's id is Vertex's: a repeat could start a second training job."""
     compiled = _compiled(tmp_path)
@@ -220,6 +226,7 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
         f"{job_id} --region europe-west4 --project my-proj")
 
 
+@pytest.mark.process
 def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_create(tmp_path):
     """Issue 33: a multi-worker job file's per-pool boot disks, NFS mount, vertex section and disable_retries,
     through the compiled step (its inputs as validate_config outputs them), in the create call Vertex decodes."""

@@ -190,6 +190,7 @@ _DIGEST_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_same_sequence_in_separate_processes(four):
     path, _ = four
     procs = []
@@ -229,6 +230,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_resume_under_mirrored_strategy_two_replicas(four):
     """start_step counts global steps: each consumes one element per local replica."""
     path, _ = four

@@ -276,6 +276,7 @@ def test_a_users_trainer_runs_in_its_own_image_built_by_the_runner(trainer_image
 
 
 # ---- the launcher's hook and the probe's verdicts, without an engine --------------------------------------
+@pytest.mark.process
 def test_the_launcher_calls_after_attempt_once_per_attempt_on_every_path(tmp_path):
     from jobs.local.launch.supervisor import launch
 

@@ -74,6 +74,7 @@ def _verify_in_a_fresh_process(model_dir: Path, eval_data: Path, sample: dict) -
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_a_regressor_is_judged_on_held_out_examples_as_numpy_computes_it(trained, tmp_path):
     case = trained["regressor"]
     data = _write_jsonl(tmp_path / "eval.jsonl", case["x"], case["labels"])
@@ -87,6 +88,7 @@ def test_a_regressor_is_judged_on_held_out_examples_as_numpy_computes_it(trained
     assert got["task_rule"] == "the labels are numbers, not all whole" and got["data"] == str(data)
 
 
+@pytest.mark.integration
 def test_a_classifier_is_judged_with_per_class_figures_and_the_majority_baseline(trained, tmp_path):
     case = trained["classifier"]
     data = _write_jsonl(tmp_path / "eval.jsonl", case["x"], case["labels"])
@@ -229,6 +231,7 @@ def test_the_example_ships_held_out_examples_generated_as_its_data():
     assert validate.validate(cfg).errors == []
 
 
+@pytest.mark.process
 def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
     project = tmp_path / "p"
     import shutil

@@ -190,6 +190,7 @@ def test_vertex_environment_rejects_mismatched_addresses(tmp_path):
 
 # -- launching --------------------------------------------------------------------------------------
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_two_replicas_succeed_with_isolated_environment(tmp_path, pid_dir, monkeypatch):
     monkeypatch.setenv("CLUSTER_SPEC", '{"bogus": "cluster_spec"}')
     monkeypatch.setenv("TF_CONFIG", '{"bogus": "tf_config"}')
@@ -227,6 +228,7 @@ def test_two_replicas_succeed_with_isolated_environment(tmp_path, pid_dir, monke
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_failing_replica_stops_the_others(tmp_path, pid_dir):
     log = Log()
     with pytest.raises(JobFailed) as info:
@@ -249,6 +251,7 @@ def test_failing_replica_stops_the_others(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_sigterm_ignoring_replica_is_killed_after_grace(tmp_path, pid_dir):
     log = Log()
     ready = pid_dir / "chief-0.ready"
@@ -263,6 +266,7 @@ def test_sigterm_ignoring_replica_is_killed_after_grace(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_grandchildren_are_killed_and_signal_deaths_named(tmp_path, pid_dir):
     log = Log()
     ready = pid_dir / "chief-0.ready"  # written once the chief has spawned its grandchild
@@ -277,6 +281,7 @@ def test_grandchildren_are_killed_and_signal_deaths_named(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_timeout(tmp_path, pid_dir):
     start = time.monotonic()
     log = Log()
@@ -295,6 +300,7 @@ def test_timeout(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_restart_resumes(tmp_path, pid_dir):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -312,6 +318,7 @@ def test_restart_resumes(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_no_restarts_left_fails(tmp_path, pid_dir):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -331,6 +338,7 @@ def test_no_restarts_left_fails(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_a_bad_config_exit_is_never_restarted(tmp_path, pid_dir):
     """Exit 2 (the trainer's "bad config or data", argparse's usage error) fails the job at once, restarts left
     or not: the same input would fail the same way. Another status still restarts."""
@@ -360,6 +368,7 @@ raise ValueError("Attempt to convert a value (PerReplica:{\\n" + dump + "\\n}) w
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_the_replicas_own_error_and_the_hint_end_the_failure(tmp_path):
     """The failure's last lines are the replica's reason: its exception line, joined with the line that closes
     a message spanning lines (not the tensor dump between), then the known failure's hint."""
@@ -387,6 +396,7 @@ def test_an_error_line_is_the_cause_without_its_prefix_and_no_hint_when_unknown(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_parameter_servers_are_stopped_after_chief_and_workers(tmp_path, pid_dir):
     log = Log()
     start = time.monotonic()
@@ -399,6 +409,7 @@ def test_parameter_servers_are_stopped_after_chief_and_workers(tmp_path, pid_dir
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_chief_may_finish_first_and_evaluator_must_succeed(tmp_path, pid_dir):
     log = Log()
     res = launch(fake(pid_dir, "worker=sleep:0.5", "evaluator=sleep:0.3"), [1, 1, 0, 1],
@@ -417,6 +428,7 @@ def test_chief_may_finish_first_and_evaluator_must_succeed(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_parameter_server_rules_done_with_the_chief_and_a_dead_worker_tolerated(tmp_path, pid_dir):
     """done_when="chief": workers and ps are servers (they ignore SIGTERM here, as train_ps's do) and are
     killed at once when the chief is done; on_worker_failure="tolerate": a worker's death is logged, no restart."""
@@ -441,6 +453,7 @@ def test_parameter_server_rules_done_with_the_chief_and_a_dead_worker_tolerated(
     (("ps=exit:3",), "ps-0", 3),                   # a parameter server is never tolerated
     (("chief=exit:5",), "chief-0", 5),
 ])
+@pytest.mark.process
 def test_parameter_server_rules_restart_on_chief_ps_or_last_worker(tmp_path, pid_dir, actions, failed, status):
     log = Log()
     res = launch(fake(pid_dir, "chief=sleep", "worker=sleep", "ps=sleep", *actions), [1, 2, 1, 0], str(tmp_path),
@@ -461,6 +474,7 @@ def test_launch_rules_are_checked(tmp_path):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_cli_parameter_server_rules(tmp_path, pid_dir, capsys):
     rc = launcher_cli.main(["--replicas", "1,2,1", "--base-output-dir", str(tmp_path), "--done-when", "chief",
                         "--on-worker-failure", "tolerate", "--", *fake(pid_dir, "chief=sleep:1", "worker-1=exit:9",
@@ -475,6 +489,7 @@ def test_cli_parameter_server_rules(tmp_path, pid_dir, capsys):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_interrupt_in_library_use_cleans_up(tmp_path, pid_dir):
     class Interrupting(Log):
         def __call__(self, line):
@@ -488,6 +503,7 @@ def test_interrupt_in_library_use_cleans_up(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_users_own_trainer_runs_unchanged(tmp_path):
     project = FAKES / "user_project"
     res = launch([sys.executable, "-m", "trainer.task", "--user_arg", "value"], [1, 1],
@@ -502,6 +518,7 @@ def test_users_own_trainer_runs_unchanged(tmp_path):
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.process
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="non-empty"):
         launch([], [1], str(tmp_path), log=Log())
@@ -519,6 +536,7 @@ def _cli(*args, **kw):
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.process
 def test_cli_propagates_status_and_prints_failure(tmp_path, pid_dir):
     proc = _cli("--replicas", "1,1,0,0", "--base-output-dir", str(tmp_path), "--grace", "1",
                 "--", *fake(pid_dir, "chief=sleep", "worker=exit:3"))
@@ -546,6 +564,7 @@ def test_cli_propagates_status_and_prints_failure(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_cli_main_in_process(tmp_path, pid_dir, capsys):
     rc = launcher_cli.main(["--replicas", "1", "--base-output-dir", str(tmp_path), "--timeout", "1",
                         "--grace", "0.2", "--", *fake(pid_dir, "chief=sleep")])
@@ -557,6 +576,7 @@ def test_cli_main_in_process(tmp_path, pid_dir, capsys):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_cli_sigterm_stops_everything(tmp_path, pid_dir):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "jobs.local.launch", "--replicas", "1,1", "--base-output-dir",

@@ -51,6 +51,7 @@ def kill9(proc: subprocess.Popen) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("parent_dies_before_prctl", [False, True])
+@pytest.mark.process
 def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, parent_dies_before_prctl):
     """kfp.local's step processes (``run_local_subprocess``, what ``SubprocessRunner`` calls) get the parent-death
     signal and are recorded, with their start time, in the run's lock; kill -9 of the run: no step left."""
@@ -104,6 +105,7 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
     assert_no_processes_left(marker, wait_s=BOUND_S)
 
 
+@pytest.mark.process
 def test_a_rerun_stops_what_a_killed_run_left_and_nothing_else(tmp_path):
     """The lock of a killed run names a step still running (no parent-death signal reached it, e.g. off Linux)
     and a pid that has since been reused: the rerun stops the first, never the second (its start time differs)."""
@@ -137,6 +139,7 @@ def test_a_rerun_stops_what_a_killed_run_left_and_nothing_else(tmp_path):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.process
 def test_kill_9_of_ci_local_during_a_step_leaves_no_step_running(tmp_path):
     """A step whose bash script runs processes of its own (one in the background, one waited for): kill -9 of
     ``vtp ci-local`` stops the step's whole process group, through the supervisor's parent-death signal."""
@@ -164,6 +167,7 @@ def test_kill_9_of_ci_local_during_a_step_leaves_no_step_running(tmp_path):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.process
 def test_kill_9_of_a_local_study_leaves_no_trial_running(tmp_path):
     """``python -m jobs.tuning`` killed with -9 while two trials' replicas train: none of them is left."""
     base = tmp_path / "study"
@@ -182,6 +186,7 @@ def test_kill_9_of_a_local_study_leaves_no_trial_running(tmp_path):
     assert_no_processes_left(str(base), wait_s=BOUND_S)
 
 
+@pytest.mark.process
 def test_the_supervisor_passes_the_status_and_refuses_a_bad_command_line():
     assert subprocess.run(lifeline.supervised([sys.executable, "-c", "raise SystemExit(7)"]),
                           timeout=BOUND_S).returncode == 7

@@ -123,6 +123,7 @@ def test_every_duration_flag_takes_only_finite_seconds_in_range(value):
     (["--set", "topology.worker.replica_count=99999999999"], "error: topology.worker.replica_count: 99999999999 is "
                                                              "beyond a 32-bit integer"),
 ])
+@pytest.mark.process
 def test_the_command_says_one_line_and_exits_2(argv, fragment):
     result = subprocess.run([sys.executable, "pipelines/run.py", *argv], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)

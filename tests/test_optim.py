@@ -64,6 +64,7 @@ def test_variants_without_a_fused_kernel_fall_back_to_keras():
         assert any(not np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
 
 
+@pytest.mark.integration
 def test_under_mirrored_strategy_every_device_copy_of_weights_and_slots_is_updated():
     code = textwrap.dedent("""
         import numpy as np, tensorflow as tf

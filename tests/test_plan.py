@@ -62,6 +62,7 @@ class FakeProject(Project):
                      "trainer.env={A: b}"]),
     (H200_JOB, []),
 ])
+@pytest.mark.process
 def test_the_plans_request_is_what_the_compiled_pipelines_step_sends(tmp_path, config, sets):
     """The compiled Vertex pipeline started with its defaults: build_image and validate_config as Vertex runs them,
     then the custom-training-job step's container against the Vertex stand-in (which decodes the body strictly as
@@ -274,6 +275,7 @@ def _run(*args, cwd=ROOT):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.process
 def test_vtp_plan_prints_the_request_and_writes_the_plan_atomically(tmp_path):
     out = tmp_path / "plan.json"
     proc = _run("--config", "multiworker", *[a for s in JOB for a in ("--set", s)], "--project", "acme-ml",
@@ -296,6 +298,7 @@ def test_vtp_plan_prints_the_request_and_writes_the_plan_atomically(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.process
 def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_sends(tmp_path):
     """A study: the HyperparameterTuningJob and the baseline CustomJob beside it, each equal to what the compiled
     pipeline's two steps send to the stand-in when it starts with its defaults."""

@@ -119,6 +119,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
 
 @pytest.mark.timeout(BOUND_S)
 @pytest.mark.parametrize("kind", ["fifo", "char-device"])
+@pytest.mark.process
 def test_a_run_record_a_log_and_a_lock_that_are_not_files(make_path, tmp_path, kind):
     from jobs.local.history.reader import _tail
     from jobs.local.run.lock import LOCK_NAME, RunLock
@@ -137,6 +138,7 @@ def test_a_run_record_a_log_and_a_lock_that_are_not_files(make_path, tmp_path, k
 
 @pytest.mark.parametrize("command", [["validate"], ["--compile-only", "out.yaml", "--config"], ["ci-local", "--config"]])
 @pytest.mark.parametrize("kind", ["fifo", "char-device", "huge"])
+@pytest.mark.process
 def test_a_job_file_or_build_file_that_is_not_a_file_is_one_line(make_path, tmp_path, command, kind):
     path = make_path(kind, "job.yaml")
     done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), *command, path,

@@ -536,6 +536,7 @@ CHROMIUM = pytest.mark.skipif(not shutil.which("chromedriver") and not os.enviro
 
 
 @CHROMIUM
+@pytest.mark.browser
 def test_report_renders_in_headless_chromium(run_folder):
     from selenium.webdriver.common.by import By
 
@@ -570,6 +571,7 @@ def test_report_renders_in_headless_chromium(run_folder):
 
 
 @CHROMIUM
+@pytest.mark.browser
 def test_a_tuned_runs_report_renders_in_headless_chromium(tuned_folder):
     """The study and gate sections of a tuned run, as a person sees them: every trial a row, the best marked,
     the charts loaded, the gate's missed bar in its colour."""
@@ -714,6 +716,7 @@ def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
 
 
 @CHROMIUM
+@pytest.mark.browser
 def test_a_user_models_held_out_verdict_renders_in_headless_chromium(tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -801,6 +804,7 @@ print(json.dumps(sorted(m for m in ("tensorflow", "keras", "matplotlib.pyplot", 
 """
 
 
+@pytest.mark.process
 def test_the_report_step_imports_no_pyplot_no_tensorflow_and_no_tensorboard_stub(run_folder, tmp_path):
     """The report's process: matplotlib's Figure and Agg (no pyplot), TensorBoard's Event protobuf only (its
     tensor_util pulls its TensorFlow stub and boto3), no TensorFlow; and the page has its charts."""

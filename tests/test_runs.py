@@ -40,6 +40,7 @@ def _hold_lock(base: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.process
 def test_a_live_holder_is_named_and_refused_at_once(tmp_path):
     holder = _hold_lock(tmp_path)
     try:
@@ -55,6 +56,7 @@ def test_a_live_holder_is_named_and_refused_at_once(tmp_path):
         holder.wait()
 
 
+@pytest.mark.process
 def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
     holder = _hold_lock(tmp_path)
     holder.send_signal(signal.SIGKILL)
@@ -65,6 +67,7 @@ def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
     lock.release()
 
 
+@pytest.mark.process
 def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
     holder = _hold_lock(tmp_path)
     lines = []
@@ -252,6 +255,7 @@ print(f"trained {steps} steps", flush=True)
 """
 
 
+@pytest.mark.process
 def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_said(tmp_path):
     """A user's trainer is a black box: when the folder held checkpoints of an earlier finished run of another
     config before this run started, ``training.json`` records it (the differences, dotted, from that run's

@@ -49,6 +49,7 @@ print(json.dumps({"public": sorted(n for n in dir(tf) if not n.startswith("_") a
 """
 
 
+@pytest.mark.integration
 def test_tensorflow_comes_in_lazily_and_completes_to_the_eager_import():
     """The verify step's TensorFlow: its public names deferred (fewer modules, no Keras), each one there on first use
     (an unknown one an AttributeError as usual); :func:`complete` imports the rest, after which the public names are
@@ -75,6 +76,7 @@ print(json.dumps({"lazy": ti.LAZY in tf.__dict__, "keras": "keras" in sys.module
 """
 
 
+@pytest.mark.integration
 def test_a_tensorflow_it_cannot_read_lazily_is_imported_as_written_still_without_keras():
     seen = _fresh(FALLBACK)
     assert seen == {"lazy": False, "keras": False, "io": True, "finders": seen["finders"]}
@@ -154,6 +156,7 @@ local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=PIPELINE
 """
 
 
+@pytest.mark.process
 def test_a_step_ends_without_teardown_once_its_outputs_are_written_and_a_later_failure_still_fails(tmp_path):
     """Under kfp.local's SubprocessRunner (``python -m kfp.dsl.executor_main``, as on Vertex): the step's output is
     there, the exit handlers registered before the call never ran (the process ended first), and where kfp's

@@ -24,6 +24,7 @@ def test_one_device_on_cpu_is_tensorflows_default_strategy():
     assert strategy_name(tf.distribute.OneDeviceStrategy("/cpu:0")) == "OneDeviceStrategy"
 
 
+@pytest.mark.integration
 def test_mirrored_without_gpus_mirrors_over_logical_cpus():
     # Logical devices must be configured before TF initialises: use a fresh interpreter.
     code = ("from trainers.strategy import make_strategy; from trainers.cluster import read_cluster\n"
@@ -113,6 +114,7 @@ def test_tpu_name_is_passed_through_without_tpu_config():
     assert seen == {"tpu": "my-tpu"}
 
 
+@pytest.mark.process
 def test_watchdog_kills_a_process_stuck_while_holding_the_gil():
     """A busy C-level wait cannot be interrupted by Python threads; the watchdog process still ends it."""
     code = ("import time\nfrom trainers.strategy import Watchdog\n"
@@ -125,6 +127,7 @@ def test_watchdog_kills_a_process_stuck_while_holding_the_gil():
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.process
 def test_watchdog_cancelled_in_time_does_nothing():
     with Watchdog(30, "quick step") as dog:
         time.sleep(0.1)

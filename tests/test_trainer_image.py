@@ -1,155 +1,21 @@
 """The real trainer image (containers/Dockerfile built by `run.py build`, pushed, trained in), a source-only
 rebuild of it, and a user's trainer image built over it (jobs/images/user.py), run and rebuilt.
 
-No base image can be pulled here, so the base is made locally: a Debian bookworm minbase with python3
-and its venv module (debootstrap from the machine's own apt mirror), imported into the test engine. The
-Python dependencies (pyproject's dependencies + the `cpu` extra, as containers/requirements.py lists them)
-are wheels downloaded on the host for this Python (3.11, manylinux x86_64 = Debian bookworm's python3)
-and put in the context's containers/wheels/, which the Dockerfile installs with --no-index. Both are
-cached between runs under $VTP_CACHE_DIR (default ~/.cache/vertex-tf-pipelines); from scratch it all
-comes from the network. The trainer image is built once per module (fixture `trainer_image`) and shared.
-Durations, sizes, layers and the engine's disk use are printed, never asserted.
+How the image is made here (a debootstrapped base, wheels downloaded on the host, both cached between runs):
+``benchmarks/engine.py``. The trainer image is built once per run (fixture ``trainer_image``) and shared by every
+engine test. Durations, sizes, layers and the engine's disk use are printed, never asserted.
 """
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.docker_servers import DOCKERD, REGISTRY, require
+from benchmarks.engine import BASE_IMAGE, DEFAULT_MIRROR, debian_mirror, link_tree, run_py
 
 ROOT = Path(__file__).resolve().parent.parent
-DEBOOTSTRAP = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
-BASE_IMAGE = "localbase:bookworm"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
-
-
-def cache_dir() -> Path:
-    path = Path(os.environ.get("VTP_CACHE_DIR") or Path.home() / ".cache" / "vertex-tf-pipelines")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def debian_mirror(suite: str = "bookworm", sources: Path = Path("/etc/apt")) -> str:
-    """The main Debian archive this machine's apt uses (deb822 *.sources or one-line sources.list)."""
-    texts = []
-    for path in [sources / "sources.list", *sorted((sources / "sources.list.d").glob("*"))]:
-        if path.is_file() and path.suffix in ("", ".list", ".sources"):
-            texts.append((path.suffix, path.read_text(errors="replace")))
-    for suffix, text in texts:
-        if suffix == ".sources":
-            for stanza in re.split(r"\n\s*\n", text):
-                fields = dict(re.findall(r"^(\w[\w-]*):\s*(.+)$", stanza, re.M))
-                if suite in fields.get("Suites", "").split() and "deb" in fields.get("Types", "").split():
-                    return fields["URIs"].split()[0].rstrip("/")
-        else:
-            for line in text.splitlines():
-                parts = line.split("#", 1)[0].split()
-                if len(parts) >= 3 and parts[0] == "deb":
-                    uri_at = 2 if parts[1].startswith("[") else 1
-                    if len(parts) > uri_at + 1 and parts[uri_at + 1] == suite:
-                        return parts[uri_at].rstrip("/")
-    return DEFAULT_MIRROR
-
-
-def base_rootfs(log) -> Path:
-    """A tar of a bookworm minbase + python3 + venv, made once by debootstrap and cached."""
-    tar = cache_dir() / f"bookworm-minbase-{'-'.join(BASE_PACKAGES)}.tar"
-    if tar.is_file():
-        log(f"base rootfs: cached {tar}")
-        return tar
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        root = Path(tmp) / "root"
-        mirror = debian_mirror()
-        subprocess.run([DEBOOTSTRAP, "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", "bookworm",
-                        str(root), mirror], check=True, capture_output=True, timeout=1200)
-        # what the image never needs: downloaded .debs, docs, man pages, apt lists (~100 MB)
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-                     "usr/share/locale", "usr/share/info"):
-            shutil.rmtree(root / junk, ignore_errors=True)
-        partial = tar.with_suffix(".partial")
-        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
-        partial.rename(tar)
-    log(f"base rootfs: debootstrap from {mirror} in {time.monotonic() - started:.0f} s, "
-        f"{tar.stat().st_size / 2**20:.0f} MiB")
-    return tar
-
-
-def image_wheels(log, dest: Path, variant: str = "cpu") -> list[Path]:
-    """Exactly the wheels the image installs (containers/requirements.py's list for ``variant``), hard-linked
-    into ``dest`` from a cache that only grows (wheels-cp311, plus the older wheels-cpu-cp311 if present)."""
-    cache = cache_dir() / "wheels-cp311"
-    cache.mkdir(exist_ok=True)
-    started = time.monotonic()
-    reqs = dest.parent / f"requirements-{variant}.txt"
-    reqs.write_text(subprocess.run([sys.executable, str(ROOT / "containers" / "requirements.py"),
-                                    str(ROOT / "pyproject.toml"), variant], check=True, capture_output=True,
-                                   text=True).stdout)
-    links = [arg for d in (cache, cache_dir() / "wheels-cpu-cp311") if d.is_dir() for arg in ("--find-links", str(d))]
-    report = dest.parent / f"resolved-{variant}.json"
-    resolve = [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--only-binary=:all:",
-               "--report", str(report), *links, "-r", str(reqs)]
-    if subprocess.run([*resolve[:4], "--no-index", *resolve[4:]], capture_output=True, text=True, timeout=600).returncode:
-        # something missing from the cache: fetch what the index has into it, then resolve offline again
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(cache), *links, "-r", str(reqs)],
-                       check=True, capture_output=True, text=True, timeout=1800)
-        subprocess.run([*resolve[:4], "--no-index", *resolve[4:]], check=True, capture_output=True, text=True,
-                       timeout=600)
-    import json
-    from urllib.parse import unquote, urlparse
-
-    dest.mkdir(parents=True, exist_ok=True)
-    wheels = []
-    for item in json.loads(report.read_text())["install"]:
-        source = Path(unquote(urlparse(item["download_info"]["url"]).path))
-        target = dest / source.name
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
-        wheels.append(target)
-    size = sum(w.stat().st_size for w in wheels)
-    log(f"wheels ({variant}): {len(wheels)} in {time.monotonic() - started:.0f} s, {size / 2**20:.0f} MiB")
-    return wheels
-
-
-def context_with_wheels(dest: Path, wheels_from: Path | None = None, log=print) -> Path:
-    """This repository's build context (as .dockerignore selects it) plus containers/wheels/."""
-    from jobs.images.context import make_context
-
-    for rel in make_context(ROOT).files:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, dest / rel)
-    wheels = dest / "containers" / "wheels"
-    if wheels_from is None:
-        image_wheels(log, wheels)
-    else:
-        link_tree(wheels_from, wheels)
-    return dest
-
-
-def link_tree(src: Path, dest: Path) -> Path:
-    """A copy of ``src`` made of hard links (copies where links fail): cheap for gigabytes of wheels."""
-    for path in sorted(src.rglob("*")):
-        target = dest / path.relative_to(src)
-        if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copy2(path, target)
-    return dest
 
 
 def test_debian_mirror_is_read_from_apt_sources(tmp_path):
@@ -165,32 +31,7 @@ def test_debian_mirror_is_read_from_apt_sources(tmp_path):
     assert debian_mirror(sources=tmp_path) == DEFAULT_MIRROR
 
 
-
-
-# ---- the engine tests: one trainer image per module, shared --------------------------------------------
-
-def printer(request):
-    """Figures go to the terminal as they come, whatever pytest captures (never asserted)."""
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-
-    def log(line: str) -> None:
-        with capman.global_and_fixture_disabled():
-            print(line, file=sys.stderr, flush=True)
-    return log
-
-
-def _run_py(*args: str) -> tuple[int, list[str], str]:
-    """``python pipelines/run.py ARGS`` in this process; (status, stdout lines, stderr)."""
-    import contextlib
-    import io
-
-    from pipelines.run import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(args))
-    return status, out.getvalue().splitlines(), err.getvalue()
-
+# ---- the engine tests: one trainer image per run, shared --------------------------------------------
 
 def _tag(reference: str) -> str:
     return reference.split(":", 2)[-1].split("@")[0]
@@ -215,44 +56,6 @@ def engine(dockerd):
         mp.setenv("DOCKER_HOST", dockerd.host)
         mp.setenv("DOCKER_BUILDKIT", "0")
         yield dockerd
-
-
-def build_trainer_image(log, dockerd, registry, tmp):
-    """containers/Dockerfile (cpu) built by `run.py build` over the debootstrapped base and pushed, once per
-    session (fixture ``trainer_image`` in tests/docker_servers.py): every engine test reuses this image."""
-    require(DOCKERD, REGISTRY, DEBOOTSTRAP)
-    timings: dict[str, float] = {}
-    t0 = time.monotonic()
-    rootfs = base_rootfs(log)
-    ctx = context_with_wheels(tmp / "ctx", log=log)
-    timings["inputs (debootstrap + wheels, cached or not)"] = time.monotonic() - t0
-    client = dockerd.client(timeout_s=1800)
-    t0 = time.monotonic()
-    with open(rootfs, "rb") as f:
-        client.import_image_from_data(f, repository="localbase", tag="bookworm")
-    timings["docker import of the base"] = time.monotonic() - t0
-    repo = f"{registry.host}/training/tf-trainer"
-    t0 = time.monotonic()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DOCKER_HOST", dockerd.host)
-        mp.setenv("DOCKER_BUILDKIT", "0")
-        status, out, err = _run_py("build", "--context", str(ctx), "--image", repo, "--variant", "cpu",
-                                   "--build-arg", f"BASE_IMAGE={BASE_IMAGE}")
-    timings["run.py build (build + push)"] = time.monotonic() - t0
-    (tmp / "build.log").write_text("\n".join(out) + "\n" + err)
-    log(f"trainer image build: {timings['run.py build (build + push)']:.0f} s on {dockerd.storage_driver}, "
-        f"output in {tmp / 'build.log'}")
-    assert status == 0, "\n".join(out[-40:]) + err
-    image = {"reference": out[-1], "repo": repo, "ctx": ctx, "out": out, "client": client, "timings": timings,
-             "log": log}
-    try:
-        yield image
-    finally:
-        for entry in client.images():
-            for tag in entry.get("RepoTags") or []:
-                if tag.startswith(f"{registry.host}/"):
-                    client.remove_image(tag, force=True)
-        client.close()
 
 
 @pytest.mark.docker
@@ -328,7 +131,7 @@ def test_a_source_change_rebuilds_only_the_source_layers(trainer_image, engine, 
     task.unlink()  # a hard link to the shared context: replace it, never write through it
     task.write_text(text + "\n# a source-only change\n")
     t0 = time.monotonic()
-    status, out, err = _run_py("build", "--context", str(ctx), "--image", repo, "--variant", "cpu",
+    status, out, err = run_py("build", "--context", str(ctx), "--image", repo, "--variant", "cpu",
                                "--build-arg", f"BASE_IMAGE={BASE_IMAGE}")
     seconds = time.monotonic() - t0
     assert status == 0, "\n".join(out[-40:]) + err
@@ -365,7 +168,7 @@ def test_a_users_trainer_image_over_the_trainer_image_runs_and_rebuilds_only_wha
 
     def build(what: str) -> tuple[str, list[str]]:
         t0 = time.monotonic()
-        status, out, err = _run_py(*args)
+        status, out, err = run_py(*args)
         times[what] = time.monotonic() - t0
         assert status == 0, "\n".join(out[-40:]) + err
         return out[-1], out

@@ -477,6 +477,7 @@ PRINT_ENV = "import os, sys, time; print('metric file', os.environ.get('CLOUD_ML
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_launch_gives_each_replica_its_env_and_stops_on_the_event(tmp_path):
     from jobs.local.launch.outcome import Stopped
     from jobs.local.launch.supervisor import launch
@@ -505,6 +506,7 @@ def study(tmp_path, *sets: str, timeout: float = 120) -> subprocess.CompletedPro
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.process
 def test_a_users_trainer_is_tuned_with_4_trials_2_at_once(tmp_path):
     proc = study(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -532,6 +534,7 @@ def test_a_users_trainer_is_tuned_with_4_trials_2_at_once(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.process
 def test_a_wrong_tag_stops_the_study_after_the_first_batch_with_one_line(tmp_path):
     proc = study(tmp_path, "tuning.metric=val_loss")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -545,6 +548,7 @@ def test_a_wrong_tag_stops_the_study_after_the_first_batch_with_one_line(tmp_pat
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.process
 def test_ctrl_c_stops_every_trial_and_a_rerun_resumes_the_study(tmp_path):
     base = tmp_path / "study"
     slow = 'trainer.args=["--epochs", "12", "--seconds_per_epoch", "0.25"]'
@@ -592,6 +596,7 @@ def test_ctrl_c_stops_every_trial_and_a_rerun_resumes_the_study(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.process
 def test_the_tune_component_gives_the_best_trials_model_and_the_study(tmp_path):
     from kfp.dsl import Artifact, Metrics, Model
 
@@ -630,6 +635,7 @@ BETTER = {"learning_rate": {"type": "double", "min": 0.03, "max": 0.06, "scale":
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("space,goes_on", [(WORSE, "baseline"), (BETTER, "trial")])
+@pytest.mark.process
 def test_the_tune_step_hands_on_the_better_of_the_best_trial_and_the_job_as_it_stands(tmp_path, space, goes_on, capsys):
     """Real trials and a real baseline of the test trainer: a search space worse than the job's own values hands
     over the baseline's model and says so; one whose best trial is better hands over the trial's."""
@@ -667,6 +673,7 @@ CHECK_TRIAL = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE'];
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_metric_folder(tmp_path):
     """cloudml-hypertune creates its file's folder check-then-create: replicas starting together would race
     there, so the folder exists before any replica starts."""
@@ -694,6 +701,7 @@ CHECK_RUN = ("import json, os, sys; f = os.environ['CLOUD_ML_HP_METRIC_FILE']; "
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.process
 def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp_path):
     """measured_run (what a trial is made of) runs the job without a trial's flags or id: its own folder under
     the study's, the job's own arguments and declared variables, a ready hypertune file per replica."""

@@ -263,6 +263,7 @@ VERTEX_TRIALS = [
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.process
 def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp_path):
     """The compiled pipeline's ``hyperparameter-tuning-job`` step, its container command filled in by kfp's own
     resolver from the inputs validate-config gives it (numbers as JSON floats), run as a process against the
@@ -376,6 +377,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("baseline_figure,goes_on", [(0.11, "baseline"), (0.17, "baseline"), (0.3, "2")])
+@pytest.mark.process
 def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_and_the_better_model_goes_on(
         tmp_path, monkeypatch, baseline_figure, goes_on):
     """Started with its defaults, the compiled Vertex pipeline runs a baseline CustomJob (the job as it stands, in

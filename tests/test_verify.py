@@ -127,6 +127,7 @@ print(json.dumps({"record": record, "imported": sorted(n for n in ("keras", "tf_
 """
 
 
+@pytest.mark.integration
 def test_the_verify_process_loads_a_keras_export_without_importing_keras_and_verifies_it_alike(tmp_path):
     """The verify step imports TensorFlow without the Keras its ``__init__`` imports eagerly
     (jobs.steps.verify.import_tensorflow): a Keras 3 export verified in a fresh process gives the very record it gives in
@@ -164,6 +165,7 @@ print(json.dumps({"without": without, "finders_restored": not any(type(f).__name
 """
 
 
+@pytest.mark.integration
 def test_import_tensorflow_refuses_keras_only_while_tensorflow_is_imported():
     """TensorFlow comes in with ``tf.keras``'s path set as usual (the refusing finder names Keras' real location),
     the finder is gone afterwards, and Keras imports normally later in the same process."""

@@ -56,7 +56,7 @@ What Cloud Build does, and what this does in its place:
   ``containers/wheels/`` (the Dockerfile then installs offline);
 * **tests**: ``--tests ARGS`` hands ARGS to every pytest the steps start (``PYTEST_ADDOPTS``): a bounded
   selection of the ``unit-tests`` step (the test that runs this command is an integration test, which that
-  step's ``-m "not integration"`` never selects: it is never run recursively).
+  step's ``-m "unit or process"`` never selects: it is never run recursively).
 
 At the end: one line per step (outcome, wall time), then the build's artifacts as Cloud Build would upload
 them (``artifacts.objects``: every file, where it would go; the image and template lists they hold, each

@@ -1,0 +1,248 @@
+"""The test tiers: what a test may start, the marks that say so, and the xdist groups that let the suite run in
+parallel. Loaded by ``tests/conftest.py`` (``pytest_plugins``), with the guard that keeps the marks true
+(``tests/tier_guard.py``).
+
+The tiers, cheapest first (README "Tests" names the commands that select them):
+
+=============  =====================================================================================  ===========
+tier           what a test in it may start                                                            selected by
+=============  =====================================================================================  ===========
+unit           nothing but ``git``; servers only as in-process stand-ins                              ``-m unit``
+process        processes that import no TensorFlow: a command in a subprocess, kfp.local steps, sh    ``-m process``
+integration    processes that import TensorFlow: training, a pipeline run, verify, export             ``-m integration``
+docker         the test engine and registry (tests/docker_servers.py), containers                     ``-m docker``
+browser        headless chromium (chromedriver)                                                       ``-m browser``
+=============  =====================================================================================  ===========
+
+A test carries the marks of everything it starts (``process`` is implied by any of the others); a test with none of
+them is marked ``unit`` here, at collection, so ``-m unit`` is the unit loop. Marks come from two places:
+
+* the test's own ``@pytest.mark.<tier>`` (or its module's ``pytestmark``), for what its body starts;
+* its fixtures: a fixture that starts something says so once, with ``@tier("integration")`` under its
+  ``@pytest.fixture``; every test that uses it (directly or through other fixtures) gets those marks at collection.
+  A fixture scoped wider than a function that starts a process must say so (the guard fails it otherwise): the
+  tests after the first would use what it started without ever being seen starting it.
+
+**Parallel runs** (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject's addopts): tests that share a fixture
+scoped wider than a function (the engine and the trainer image, ``real_runs``, a module's trained run) form one
+xdist group and run on one worker, in collection order, so every such fixture is made once per run, never once per
+worker; only the cheap ones in :data:`PER_WORKER` are made by each worker that needs them. Groups and the heaviest
+tiers are sent first (the longest work starts first; the unit tests fill the gaps at the end). A session fixture
+whose users are one group can be released right after the group's last test (:func:`release_with_group`).
+
+PYTEST_DONT_REWRITE (no assertions here; conftest imports ``tier`` before pytest loads this as a plugin)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.tier_guard"]  # the tiers come with their guard
+
+#: The marks above ``unit``, in the order the guard names them. ``unit`` is added to a test without any of them.
+MARKED = ("process", "integration", "docker", "browser")
+#: Fixtures scoped wider than a function that each xdist worker may make for itself (cheap, read-only): every
+#: other one is made once per run, by the one worker that runs the group of its users.
+PER_WORKER = frozenset({"hypertune_metric_file", "prepared_data"})
+
+
+def tier(*marks: str):
+    """``@tier("integration")`` under a fixture's ``@pytest.fixture``: every test that uses the fixture gets these
+    marks at collection (the fixture starts what they need)."""
+    unknown = [m for m in marks if m not in MARKED]
+    if not marks or unknown:
+        raise ValueError(f"tier{marks}: name one or more of {', '.join(MARKED)}")
+
+    def declare(function):
+        function._test_tiers = tuple(marks)
+        return function
+    return declare
+
+
+def _declared(fixturedef) -> tuple[str, ...]:
+    return getattr(fixturedef.func, "_test_tiers", ())
+
+
+def _fixturedefs(item: pytest.Item):
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info else None
+        if defs:
+            yield name, defs[-1]
+
+
+def marks_of(item: pytest.Item) -> set[str]:
+    return {m for m in MARKED if item.get_closest_marker(m)}
+
+
+def needs_satisfied(need: str, marks: set[str]) -> bool:
+    """``process`` is implied by every tier above unit; the others need their own mark."""
+    return bool(marks) if need == "process" else need in marks
+
+
+# ---- what runs now: the test, the fixture being set up or torn down (the guard reads both) -----------------------
+_running: list[pytest.Item] = []
+_fixture_stack: list[tuple[str, str, tuple[str, ...]]] = []  # (name, scope, @tier) of the fixture running now
+
+
+def current_fixture() -> tuple[str, str, tuple[str, ...]]:
+    """``(name, scope, its @tier)`` of the fixture being set up or torn down now; ``("", "", ())`` in a test body."""
+    return _fixture_stack[-1] if _fixture_stack else ("", "", ())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    _running.append(item)
+    try:
+        yield
+    finally:
+        _running.remove(item)
+
+
+# ---- pytest hooks ---------------------------------------------------------------------------------------------
+MARKERS = {
+    "unit": "added to every test without a tier mark: starts no process but git (the unit loop: -m unit)",
+    "process": "starts processes that import no TensorFlow (a command in a subprocess, kfp.local steps)",
+    "integration": "starts processes that import TensorFlow: training, a pipeline run, verify, export",
+    "docker": "the test engine and registry: dockerd, docker-registry, busybox-static (debootstrap for the trainer "
+              "image); CI installs them",
+    "browser": "headless chromium through chromedriver (Debian chromium, chromium-driver); CI installs them",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text} (tests/tiers.py)")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        if config.getoption("dist", "no") not in ("loadgroup", "no"):
+            raise pytest.UsageError(
+                f"--dist {config.getoption('dist')}: this suite shares its engine, trainer image and trained runs "
+                f"through xdist groups; use --dist loadgroup (pyproject's addopts) or -n 0")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Before ``-m`` selects: the fixtures' tiers, ``unit`` on the rest; the xdist groups and the order."""
+    for item in items:
+        for _name, fixturedef in _fixturedefs(item):
+            for mark in _declared(fixturedef):
+                if not item.get_closest_marker(mark):
+                    item.add_marker(mark)
+        has = marks_of(item)
+        if item.get_closest_marker("unit") and has:
+            raise pytest.UsageError(f"{item.nodeid}: marked unit and {', '.join(sorted(has))}: a unit test starts "
+                                    f"nothing (tests/tiers.py); drop one")
+        if not has:
+            item.add_marker("unit")
+    groups = _shared_groups(items)
+    for item in items:
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+            item.stash[_GROUP] = groups[item.nodeid]
+    if hasattr(config, "workerinput"):  # an xdist worker: the longest work first (the workers agree on it)
+        items[:] = _longest_first(items, groups)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The last test of each group that will run here (what ``-m``/``-k`` left; a group runs on one worker)."""
+    _last_of_group.clear()
+    for item in session.items:
+        if _GROUP in item.stash:
+            _last_of_group[item.stash[_GROUP]] = item
+
+
+def release_with_group(request: pytest.FixtureRequest, finalize) -> None:
+    """Call ``finalize()`` right after the last test of the requesting test's group has run here, instead of at
+    the end of the session: a session fixture whose users are one group (the engine: stopping it and deleting its
+    storage takes a minute or two) then frees its worker for the rest of the run. ``finalize`` must be safe to
+    call twice (the fixture's own teardown still runs at the end). Outside a group it is left to that teardown."""
+    item = _running[-1] if _running else None  # the test whose setup is making this fixture
+    group = item.stash.get(_GROUP, None) if item is not None else None
+    if group is not None:
+        fixture = _fixture_stack[-1] if _fixture_stack else (request.fixturename, request.scope, ())
+        _release.setdefault(group, []).append((fixture, finalize))
+
+
+_GROUP = pytest.StashKey[str]()
+_last_of_group: dict[str, pytest.Item] = {}
+_release: dict[str, list] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem):
+    yield
+    group = item.stash.get(_GROUP, None)
+    if group is not None and _last_of_group.get(group) is item:
+        for fixture, finalize in reversed(_release.pop(group, [])):
+            _fixture_stack.append(fixture)  # what it starts (rm, umount) is the fixture's, as in its teardown
+            try:
+                finalize()
+            finally:
+                _fixture_stack.remove(fixture)
+
+
+_RANK = {"docker": 4, "integration": 3, "browser": 2, "process": 1}
+
+
+def _rank(item: pytest.Item) -> int:
+    return max((_RANK[m] for m in marks_of(item)), default=0)
+
+
+def _longest_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
+    """Units of work (a group, or one test) ordered groups first, then by tier, heaviest first; a group's tests
+    keep their order."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(groups.get(item.nodeid, item.nodeid), []).append(item)
+    order = sorted(units.values(), key=lambda unit: (-(len(unit) > 1 or unit[0].nodeid in groups),
+                                                     -max(_rank(i) for i in unit)))
+    return [item for unit in order for item in unit]
+
+
+def _shared_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """nodeid -> group name: tests joined by every shared fixture (scoped wider than a function, defined in
+    tests/, not in :data:`PER_WORKER`) they use, transitively."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    keys_of: dict[str, list[str]] = {}
+    for item in items:
+        keys = []
+        for name, fixturedef in _fixturedefs(item):
+            if fixturedef.scope == "function" or name in PER_WORKER:
+                continue
+            if not str(getattr(fixturedef.func, "__module__", "")).startswith("tests"):
+                continue  # pytest's own (tmp_path_factory, ...) and plugins'
+            instance = {"session": fixturedef.baseid, "package": str(Path(item.path).parent),
+                        "module": str(item.path), "class": item.nodeid.rsplit("::", 1)[0]}.get(fixturedef.scope, "")
+            keys.append(f"{name}@{Path(instance).name if instance else ''}")
+        if keys:
+            keys_of[item.nodeid] = keys
+            find(keys[0])
+            for key in keys[1:]:
+                parent[find(key)] = find(keys[0])
+    # a group is named by its smallest fixture key: the same on every worker
+    roots: dict[str, str] = {}
+    for key in sorted(parent):
+        roots.setdefault(find(key), key)
+    return {nodeid: roots[find(keys[0])] for nodeid, keys in keys_of.items()}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """What a fixture starts is its own, in its setup and in its teardown: finalizers run last-in first-out, so the
+    one added before the fixture runs ends its teardown and the one added after it begins it."""
+    entry = (fixturedef.argname, fixturedef.scope, _declared(fixturedef))
+    fixturedef.addfinalizer(lambda: _fixture_stack.remove(entry) if entry in _fixture_stack else None)
+    _fixture_stack.append(entry)
+    try:
+        yield
+    finally:
+        _fixture_stack.remove(entry)
+    fixturedef.addfinalizer(lambda: _fixture_stack.append(entry))

@@ -53,6 +53,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from typing import Any, Callable, Iterable
 
 from jobs.spec.image_reference import BuildError, parse_reference
@@ -179,11 +180,16 @@ def local_reference(c, reference: str, pull: bool = True) -> str:
 
 
 # -- clean-up --------------------------------------------------------------------------------------------
-def remove_labelled(c, filters: dict[str, str], log: Callable[[str], None] | None = None) -> list[str]:
-    """Force-remove every container carrying all ``filters`` labels; returns their names."""
+def remove_labelled(c, filters: dict[str, str], log: Callable[[str], None] | None = None,
+                    wait_s: float = 0.0) -> list[str]:
+    """Force-remove every container carrying all ``filters`` labels; returns their names. With ``wait_s``, then
+    wait up to that long until the engine lists none of them: a step container kfp started with ``auto_remove``
+    is being removed by the engine once it stopped (our own removal of it is refused as already in progress)
+    and is listed until the engine is done, longer on a busy machine; one still listed then is one warning."""
     removed = []
+    label = {"label": [f"{k}={v}" for k, v in filters.items()]}
     try:
-        found = c.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in filters.items()]})
+        found = c.containers.list(all=True, filters=label)
     except Exception as exc:
         if log:
             log(f"warning: could not list containers to remove ({_first_line(exc)})")
@@ -194,6 +200,19 @@ def remove_labelled(c, filters: dict[str, str], log: Callable[[str], None] | Non
             removed.append(container.name)
     if removed and log:
         log(f"removed {len(removed)} container(s) left behind: {', '.join(removed)}")
+    deadline = time.monotonic() + wait_s
+    while found and wait_s > 0:
+        try:
+            found = c.containers.list(all=True, filters=label)
+        except Exception:
+            found = []
+        if found and time.monotonic() >= deadline:
+            if log:
+                log(f"warning: {len(found)} container(s) still being removed after {wait_s:g} s: "
+                    + ", ".join(x.name for x in found))
+            break
+        if found:
+            time.sleep(0.2)
     return removed
 
 

@@ -22,6 +22,9 @@ from trainers.config import resolved_base_dir
 PROBE_TIMEOUT_S = 180.0
 #: after Ctrl-C: how long the step containers get to stop their replicas (SIGTERM, save, exit 42)
 STOP_WAIT_S = 90.0
+#: at the end of a run: how long the engine gets to finish removing the run's containers (a stopped step
+#: container of kfp's is removed by the engine itself, ``auto_remove``), so that none is left when run.py ends
+REMOVE_WAIT_S = 60.0
 
 
 _PROBE = r"""
@@ -200,7 +203,10 @@ class Session:
 
     def interrupt(self) -> None:
         """Ctrl-C: the step containers do not get the terminal's SIGINT; deliver it to every process in
-        them (the train step's launcher then stops its replicas: SIGTERM, save, exit 42) and wait."""
+        them (the train step's launcher then stops its replicas: SIGTERM, save, exit 42) and wait; then remove
+        whatever of the run is still there (a step past :data:`STOP_WAIT_S`, a replica container whose stand-in
+        was killed before it could remove it), so that nothing writes a checkpoint after the interrupted line
+        has named the last one (that line is read once this returns)."""
         steps = self._containers("step")
         for container in steps:
             with contextlib.suppress(Exception):
@@ -208,6 +214,7 @@ class Session:
         deadline = time.monotonic() + STOP_WAIT_S
         while self._containers("step") and time.monotonic() < deadline:
             time.sleep(0.5)
+        remove_labelled(self.c, {LABEL_RUN: self.settings.run_id}, self.log, wait_s=REMOVE_WAIT_S)
 
     def _containers(self, kind: str) -> list:
         try:
@@ -217,5 +224,6 @@ class Session:
             return []
 
     def close(self) -> None:
-        remove_labelled(self.c, {LABEL_RUN: self.settings.run_id}, self.log)
+        """Remove every container of the run and wait until the engine lists none (see :func:`remove_labelled`)."""
+        remove_labelled(self.c, {LABEL_RUN: self.settings.run_id}, self.log, wait_s=REMOVE_WAIT_S)
         self.c.close()

@@ -127,8 +127,10 @@ def test_registry_refusing_the_push(docker_env, readonly_registry, context, caps
     assert readonly_registry.tags("tests/refused") == []
 
 
-def test_unreachable_registry(docker_env, context, capsys):
+def test_unreachable_registry(docker_env, context, capsys, monkeypatch):
     from tests.docker_servers import free_port
+
+    monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "2")  # nothing listens: refused at every try, for this long
 
     status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile",
                              "--image", f"127.0.0.1:{free_port()}/tests/nowhere")

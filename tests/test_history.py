@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from jobs.local.history import prune, runs_cli
+from tests.tiers import tier
 from jobs.local.history.reader import _ending
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ GATED_BAR = "accuracy > 1"  # no model passes it: the gate refuses whatever trai
 
 
 @pytest.fixture(scope="module")
+@tier("integration")
 def gated(prepared_data, tmp_path_factory) -> dict:
     """A real run whose gate refuses the model (4 steps, one device): ``{"path", "console", "returncode"}``."""
     import os

@@ -20,6 +20,7 @@ def _one_step(make, strategy=None):
     from trainers.models import build_model
 
     strategy = strategy or tf.distribute.get_strategy()
+    keras.backend.clear_session()  # names from a fresh start, whatever other tests in this process made before
     keras.utils.set_random_seed(3)
     with strategy.scope():
         model = build_model("small_cnn", 16, 3)

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import assert_no_processes_left
 from tests.test_resilience import latest_in_state_file
+from tests.tiers import tier
 from jobs.spec import job_spec, records
 from jobs.steps import calls as steps
 from jobs.local.process.faults import attempt_lines, replica_pid, stderr_echo
@@ -89,6 +90,7 @@ class Faults:
 
 
 @pytest.fixture(scope="module")
+@tier("integration")
 def reference(tmp_path_factory, prepared_data) -> Path:
     """One uninterrupted run of the scaled-down preset."""
     base = tmp_path_factory.mktemp("ps-reference")

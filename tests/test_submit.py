@@ -204,7 +204,8 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_preflight_rejects_before_anything_is_sent(vertex, capsys, case):
+def test_preflight_rejects_before_anything_is_sent(vertex, capsys, monkeypatch, case):
+    monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "3")  # 127.0.0.1:5000 ("image on this machine"): nothing listens
     extra, expected = BAD[case]
     rc = run_main(*submit_args(vertex), *extra)
     _, err = capsys.readouterr()
@@ -215,7 +216,8 @@ def test_preflight_rejects_before_anything_is_sent(vertex, capsys, case):
     assert all(line.startswith(("error: ", "warning: ")) for line in without_plan(err).strip().splitlines())
 
 
-def test_gcr_io_and_other_registries_are_warnings(vertex, capsys):
+def test_gcr_io_and_other_registries_are_warnings(vertex, capsys, monkeypatch):
+    monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "3")  # no stand-in serves these registries: each check gives up
     pin = "@sha256:" + "b" * 64
     assert run_main(*submit_args(vertex, "--no-wait"), "--set", f"container.image_uri=gcr.io/my-proj/tf:1{pin}") == 0
     assert f"warning: container.image_uri: gcr.io/my-proj/tf:1{pin} is on a gcr.io host" in capsys.readouterr().err

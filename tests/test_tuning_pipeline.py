@@ -33,6 +33,7 @@ import yaml
 
 from tests.conftest import ROOT, assert_no_processes_left
 from tests.standins.vertex import VertexStandIn
+from tests.tiers import tier
 from tests.vertex_steps import as_json_numbers, finish, start_step, task_inputs
 
 EXAMPLE = ROOT / "examples" / "tabular-regressor"
@@ -101,6 +102,7 @@ def executor_output(base: Path, step: str) -> dict:
 
 # -- the study on this machine ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
+@tier("integration")
 def tuned(tmp_path_factory) -> dict:
     """One real run of the tuned job: ``run.py --config <copy>/tune.yaml`` (4 trials, 2 at once), and what it left
     (read at once: the gate tests rerun in the same folder)."""

@@ -23,8 +23,10 @@ import pytest
 
 from tests.tiers import current_fixture, marks_of, needs_satisfied
 
-#: What a test in the unit tier may start: quick tools product code calls in-process (``git rev-parse``).
-UNIT_MAY_START = frozenset({"git"})
+#: What a test in the unit tier may start: quick tools that product code (``git rev-parse``: the code version) or a
+#: library (``platform``: ``uname -p``, ``file -b``; ``ctypes.util.find_library``: ``ldconfig -p``; a version probe:
+#: ``hg``) calls in-process, whichever test first imports it.
+UNIT_MAY_START = frozenset({"git", "hg", "uname", "file", "ldconfig"})
 #: Process names (``/proc/PID/comm``, or an argv[0]'s basename) that need the ``docker`` tier: the engine and the
 #: registry (a ``docker`` CLI alone reaches no engine but the tests' own; tests/test_cloudbuild.py fakes one).
 ENGINE = frozenset({"dockerd", "docker-registry", "containerd", "docker-proxy", "containerd-shim",
@@ -45,7 +47,7 @@ Mark the test with what it starts (the tiers: tests/tiers.py; the commands: READ
   @pytest.mark.browser      headless chromium (chromedriver)
 A fixture that starts it declares it once, under its @pytest.fixture: @tier("integration") (from tests.tiers).
 Where no process boundary is under test, call the code in-process instead (pipelines.run.main(argv)): unit tests
-start nothing but git."""
+start nothing but quick tools (git)."""
 
 
 # ---- what a test starts -------------------------------------------------------------------------------------

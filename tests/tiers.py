@@ -7,7 +7,7 @@ The tiers, cheapest first (README "Tests" names the commands that select them):
 =============  =====================================================================================  ===========
 tier           what a test in it may start                                                            selected by
 =============  =====================================================================================  ===========
-unit           nothing but ``git``; servers only as in-process stand-ins                              ``-m unit``
+unit           nothing but quick tools (``git``; tier_guard.UNIT_MAY_START); in-process stand-ins      ``-m unit``
 process        processes that import no TensorFlow: a command in a subprocess, kfp.local steps, sh    ``-m process``
 integration    processes that import TensorFlow: training, a pipeline run, verify, export             ``-m integration``
 docker         the test engine and registry (tests/docker_servers.py), containers                     ``-m docker``
@@ -102,7 +102,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 # ---- pytest hooks ---------------------------------------------------------------------------------------------
 MARKERS = {
-    "unit": "added to every test without a tier mark: starts no process but git (the unit loop: -m unit)",
+    "unit": "added to every test without a tier mark: starts no process but quick tools such as git (the unit loop: "
+            "-m unit)",
     "process": "starts processes that import no TensorFlow (a command in a subprocess, kfp.local steps)",
     "integration": "starts processes that import TensorFlow: training, a pipeline run, verify, export",
     "docker": "the test engine and registry: dockerd, docker-registry, busybox-static (debootstrap for the trainer "

@@ -73,6 +73,7 @@ class Dockerd:
         self.log = root / "dockerd.log"
         self.proc: subprocess.Popen | None = None
         self.storage_driver = ""
+        self.removing: subprocess.Popen | None = None  # stop(wait=False)'s rm -rf of the storage
 
     def start(self, timeout_s: float = 60) -> "Dockerd":
         """The first storage driver of ``VTP_DOCKER_STORAGE`` (default ``overlay2,vfs``) that starts."""
@@ -121,15 +122,20 @@ class Dockerd:
         out = subprocess.run(["du", "-sb", str(self.root / "data")], capture_output=True, text=True)
         return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout else 0
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Stop the engine and delete its storage (the layers: root-owned, possibly GBs; never left in the pytest
+        temp dir). ``wait=False``: the deletion (a minute or two after the trainer image) goes on in the background
+        while the caller goes on; a later ``stop()`` waits for it. Safe to call again."""
         if self.proc is not None:
             _stop(self.proc)
             self.proc = None
         # overlay2 mounts a dockerd killed mid-way may have left (lazily: nothing may hold them now)
         for mount in _mounts_under(self.root):
             subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
-        # the engine's layers: root-owned, possibly GBs; never leave them in the pytest temp dir
-        subprocess.run(["rm", "-rf", str(self.root / "data"), str(self.root / "exec")], check=False)
+        if self.removing is None:
+            self.removing = subprocess.Popen(["rm", "-rf", str(self.root / "data"), str(self.root / "exec")])
+        if wait:
+            self.removing.wait()
 
 
 def _mounts_under(root: Path) -> list[str]:

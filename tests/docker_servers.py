@@ -37,11 +37,12 @@ def require(*paths: str) -> None:
 @pytest.fixture(scope="session")
 @tier("docker")
 def dockerd(request, tmp_path_factory):
-    """One engine for the session; DOCKER_HOST points at it only inside tests that ask (see ``docker_env``).
-    Stopped, and its storage deleted, right after the last test that uses it (``release_with_group``)."""
+    """The engine of the trainer image (``trainer_image``) and of the tests that run it, one per run: its users are
+    one xdist group. Stopped right after the last of them, its storage deleted in the background meanwhile
+    (``release_with_group``; a later stop waits for it)."""
     require(DOCKERD)
     engine = Dockerd(tmp_path_factory.mktemp("dockerd")).start()
-    release_with_group(request, engine.stop)
+    release_with_group(request, lambda: engine.stop(wait=False))
     try:
         yield engine
     finally:
@@ -51,9 +52,35 @@ def dockerd(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 @tier("docker")
 def registry(request, tmp_path_factory):
+    """The registry the trainer image is pushed to (the same group as ``dockerd``)."""
     require(REGISTRY)
     server = Registry(tmp_path_factory.mktemp("registry")).start()
     release_with_group(request, server.stop)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+@tier("docker")
+def own_dockerd(tmp_path_factory):
+    """An engine of this module's own (a few seconds to start), for tests that need no trainer image: not tied to
+    the trainer image's group, they run on any worker beside it."""
+    require(DOCKERD)
+    engine = Dockerd(tmp_path_factory.mktemp("own-dockerd")).start()
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="module")
+@tier("docker")
+def own_registry(tmp_path_factory):
+    """A registry of this module's own (see ``own_dockerd``)."""
+    require(REGISTRY)
+    server = Registry(tmp_path_factory.mktemp("own-registry")).start()
     try:
         yield server
     finally:
@@ -96,8 +123,8 @@ def printer(request):
 
 
 @pytest.fixture
-def docker_env(dockerd, monkeypatch):
-    """DOCKER_HOST -> the test engine for this test (and its subprocesses)."""
-    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+def docker_env(own_dockerd, monkeypatch):
+    """DOCKER_HOST -> the module's own engine for this test (and its subprocesses)."""
+    monkeypatch.setenv("DOCKER_HOST", own_dockerd.host)
     monkeypatch.setenv("DOCKER_BUILDKIT", "0")
-    return dockerd
+    return own_dockerd

@@ -48,8 +48,8 @@ def build(capsys, *args: str) -> tuple[int, list[str], list[str]]:
     return status, out.splitlines(), err.splitlines()
 
 
-def test_build_push_then_already_built_then_new_tag_on_change(docker_env, registry, context, capsys):
-    repo = f"{registry.host}/tests/busybox"
+def test_build_push_then_already_built_then_new_tag_on_change(docker_env, own_registry, context, capsys):
+    repo = f"{own_registry.host}/tests/busybox"
     args = ("--context", str(context), "--dockerfile", "Dockerfile", "--image", repo, "--variant", "cpu")
 
     status, out, err = build(capsys, *args)
@@ -62,11 +62,11 @@ def test_build_push_then_already_built_then_new_tag_on_change(docker_env, regist
     assert any("Step 4/5 : RUN" in line for line in out), out  # the engine really built it, step by step
     assert "  made-in-pieces" in out  # output lines re-assembled from the engine's raw chunks
 
-    manifest, served_digest, body = registry.manifest("tests/busybox", tag)
+    manifest, served_digest, body = own_registry.manifest("tests/busybox", tag)
     assert served_digest == digest == "sha256:" + hashlib.sha256(body).hexdigest()
     assert manifest["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
     assert len(manifest["layers"]) == 3  # busybox, app/, the RUN's mkdir
-    assert registry.tags("tests/busybox") == [tag]
+    assert own_registry.tags("tests/busybox") == [tag]
 
     # same content again: the registry has the tag, nothing is built
     (context / "app" / "hello.txt").touch()  # mtime only
@@ -87,19 +87,19 @@ def test_build_push_then_already_built_then_new_tag_on_change(docker_env, regist
     assert status == 0, err
     new_tag = out4[-1].split(":", 2)[-1].split("@")[0]
     assert new_tag != tag
-    assert sorted(registry.tags("tests/busybox")) == sorted([tag, new_tag])
+    assert sorted(own_registry.tags("tests/busybox")) == sorted([tag, new_tag])
 
 
-def test_cli_as_written_in_the_readme(docker_env, registry, context):
+def test_cli_as_written_in_the_readme(docker_env, own_registry, context):
     """`python pipelines/run.py build ...` in its own process: last line is REPO:TAG@sha256:DIGEST."""
-    repo = f"{registry.host}/tests/cli"
+    repo = f"{own_registry.host}/tests/cli"
     proc = subprocess.run([sys.executable, "pipelines/run.py", "build", "--context", str(context), "--dockerfile",
                            "Dockerfile", "--image", repo], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.splitlines()[-1]
     tag, digest = last.split(":", 2)[-1].split("@")
     assert last.startswith(repo + ":ctx-")
-    assert registry.manifest("tests/cli", tag)[1] == digest
+    assert own_registry.manifest("tests/cli", tag)[1] == digest
 
 
 def _one_error(status: int, out: list[str], err: list[str], expected_status: int, *fragments: str) -> str:
@@ -113,10 +113,10 @@ def _one_error(status: int, out: list[str], err: list[str], expected_status: int
     return err[0]
 
 
-def test_no_engine_reachable(registry, context, tmp_path, monkeypatch, capsys):
+def test_no_engine_reachable(own_registry, context, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
     status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile",
-                             "--image", f"{registry.host}/tests/x")
+                             "--image", f"{own_registry.host}/tests/x")
     _one_error(status, out, err, 1, "no Docker engine reachable", f"unix://{tmp_path}/nothing.sock")
 
 
@@ -148,12 +148,12 @@ def test_bad_image_reference(context, image, fragment, capsys):
     _one_error(status, out, err, 2, fragment)
 
 
-def test_failing_run_step(docker_env, registry, context, capsys):
+def test_failing_run_step(docker_env, own_registry, context, capsys):
     (context / "Dockerfile").write_text(DOCKERFILE.replace("test -f /app/hello.txt", "test -f /app/missing.txt"))
-    repo = f"{registry.host}/tests/failing"
+    repo = f"{own_registry.host}/tests/failing"
     status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile", "--image", repo)
     _one_error(status, out, err, 1, "docker build of", "returned a non-zero code: 1")
-    assert registry.tags("tests/failing") == []
+    assert own_registry.tags("tests/failing") == []
 
 
 def test_missing_context_and_dockerfile(context, tmp_path, capsys):
@@ -164,7 +164,7 @@ def test_missing_context_and_dockerfile(context, tmp_path, capsys):
     _one_error(status, out, err, 2, "Dockerfile nope/Dockerfile not found")
 
 
-def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(docker_env, registry, context, capsys):
+def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(docker_env, own_registry, context, capsys):
     """The tag check without an engine (what the Cloud Build backend uses): HEAD /v2/.../manifests/TAG, read
     back from a real registry; its answer came without Google credentials from a registry that is not
     Google's, so it is reported and not taken as proof: Cloud Build builds anyway."""
@@ -174,7 +174,7 @@ def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(d
     from tests.standins.cloudbuild import CloudBuild
     from tests.standins.gcs import Gcs
 
-    repo = f"{registry.host}/tests/both"
+    repo = f"{own_registry.host}/tests/both"
     status, out, err = build(capsys, "--context", str(context), "--dockerfile", "Dockerfile", "--image", repo)
     assert status == 0, err
     reference = out[-1]
@@ -189,7 +189,7 @@ def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(d
                                  "--backend", "cloudbuild", "--project", "my-proj", "--staging-bucket", "gs://stage/builds",
                                  "--api-endpoint", server.url)
     assert status == 0, err
-    assert any(f"says it has tests/both:{tag} ({digest}), but {registry.host} is not a Google registry: not proof" in line
+    assert any(f"says it has tests/both:{tag} ({digest}), but {own_registry.host} is not a Google registry: not proof" in line
                for line in out), out
     assert len(builds.builds) == 1 and out[-1].startswith(f"{repo}:{tag}@sha256:")
 

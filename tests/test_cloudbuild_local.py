@@ -326,7 +326,9 @@ def fresh_checkout(tmp_path: Path) -> Path:
 @pytest.mark.integration
 @pytest.mark.docker
 @pytest.mark.timeout(900)
-def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path):
+def test_the_trigger_runs_every_step_here_end_to_end(own_dockerd, own_registry, tmp_path):
+    """``vtp ci-local`` as the trigger runs cloudbuild.yaml, every step for real, on an engine and a registry of this
+    module's own (the build needs no trainer image: this runs on any worker, beside the trainer image's tests)."""
     from tests.docker_servers import BUSYBOX, require
     from tests.standins.kfp_registry import KfpRegistryStandIn
     from tests.standins.vertex import VertexStandIn
@@ -339,8 +341,8 @@ def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path
     rundir = tmp_path / "run"
     with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as kfp, VertexStandIn() as vertex:
         cmd = [sys.executable, "pipelines/run.py", "ci-local", "--workspace", str(rundir), "--install", "reuse",
-               "--small-images", "--tests", "tests/test_cloudbuild.py", "--registry", registry.host,
-               "--docker-host", dockerd.host, "--kfp-host", kfp.host, "--vertex-endpoint", vertex.url,
+               "--small-images", "--tests", "tests/test_cloudbuild.py", "--registry", own_registry.host,
+               "--docker-host", own_dockerd.host, "--kfp-host", kfp.host, "--vertex-endpoint", vertex.url,
                "--substitution", "_TEMPLATE_BUCKET=ci-templates", "--substitution", "_SUBMIT=true",
                "--substitution", "_PIPELINE_ROOT=gs://ci-bucket/pipeline-root",
                "--substitution", "_SUBMIT_SET=output.base_dir=gs://ci-bucket/runs/mw data.path=gs://ci-bucket/flowers",
@@ -361,8 +363,8 @@ def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path
                                  f"it (commit {sha[:7]}, branch main)")
         said = "\n".join(out[:20])
         for fragment in (f"the files of commit {sha[:12]} (git archive: no .git", "one after another (no step has waitFor)",
-                         f"this interpreter, Python {sys.version.split()[0]}", f"on the engine {dockerd.host}",
-                         f"{registry.host}: a `docker` on the docker steps' PATH pushes us-central1-docker.pkg.dev/PATH",
+                         f"this interpreter, Python {sys.version.split()[0]}", f"on the engine {own_dockerd.host}",
+                         f"{own_registry.host}: a `docker` on the docker steps' PATH pushes us-central1-docker.pkg.dev/PATH",
                          f"{kfp.host} (_TEMPLATE_HOST)", f"{vertex.url} (_API_ENDPOINT)", "credentials",
                          "python -m venv --system-site-packages .venv", "PYTEST_ADDOPTS='tests/test_cloudbuild.py'"):
             assert fragment in said, (fragment, said)
@@ -380,13 +382,13 @@ def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path
         pinned = (ws / "build/ci/images.txt").read_text().split()
         repos = [f"{PROJECT}/training/tf-trainer{suffix}" for suffix in ("", "-gpu", "-tpu")]
         assert [p.split(":")[0] for p in pinned] == [f"us-central1-docker.pkg.dev/{r}" for r in repos]
-        client = dockerd.client(timeout_s=120)
+        client = own_dockerd.client(timeout_s=120)
         for variant, repo, ref in zip(("cpu", "gpu", "tpu"), repos, pinned):
             named, digest = ref.split("@")
             tag = named.rsplit(":", 1)[1]
-            assert registry.manifest(repo, tag)[1] == digest and sorted(registry.tags(repo)) == sorted([tag, sha[:7]])
-            assert f"      {ref}  (in {registry.host})" in out
-            box = client.create_container(f"{registry.host}/{repo}:{tag}", command=["/bin/busybox", "cat", "/etc/variant"],
+            assert own_registry.manifest(repo, tag)[1] == digest and sorted(own_registry.tags(repo)) == sorted([tag, sha[:7]])
+            assert f"      {ref}  (in {own_registry.host})" in out
+            box = client.create_container(f"{own_registry.host}/{repo}:{tag}", command=["/bin/busybox", "cat", "/etc/variant"],
                                           network_disabled=True)
             try:
                 client.start(box)
@@ -422,9 +424,9 @@ def test_the_trigger_runs_every_step_here_end_to_end(dockerd, registry, tmp_path
                                                                                    "build/ci/templates.txt"]
         print(f"ci-local end to end: {seconds:.0f} s\n" + "\n".join(table), file=sys.stderr)
     finally:
-        client = dockerd.client(timeout_s=120)
+        client = own_dockerd.client(timeout_s=120)
         for image in client.images():
             for tag in image.get("RepoTags") or []:
-                if tag.startswith((f"{registry.host}/{PROJECT}/", f"us-central1-docker.pkg.dev/{PROJECT}/")):
+                if tag.startswith((f"{own_registry.host}/{PROJECT}/", f"us-central1-docker.pkg.dev/{PROJECT}/")):
                     client.remove_image(tag, force=True)
         subprocess.run(["rm", "-rf", str(rundir), str(src)], check=False)

@@ -331,10 +331,13 @@ def test_a_shorter_config_stops_with_one_line_and_keeps_the_longer_run(tmp_path,
 def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
     """The issue's sequence on one folder: a second run is refused while the first trains; Ctrl-C stops the
     first with exit 130 and the resume command; kill -9 of a later run leaves no process and no stale lock;
-    the next run resumes from the saved step; running it again is not an error."""
+    the next run resumes from the saved step; running it again is not an error. One device, the smallest job that
+    has a replica: what is tested is the folder, its lock and the signals (tests/test_resilience.py kills the
+    replicas of a multi-worker job)."""
     base = tmp_path / "job"
     marker = uuid.uuid4().hex
-    long_run = ("--set", "training.steps=5000")
+    one = ("--set", "topology.strategy=one_device", "--set", "topology.worker.replica_count=0")
+    long_run = ("--set", "training.steps=5000", *one)
 
     first = _start(base, prepared_data, marker, *long_run)
     try:
@@ -368,12 +371,12 @@ def test_busy_folder_ctrl_c_kill_9_and_rerun(tmp_path, prepared_data):
     saved = last_checkpoint(str(base / "checkpoints"))
 
     target = saved[1] + 3
-    fourth = _start(base, prepared_data, marker, "--set", f"training.steps={target}")
+    fourth = _start(base, prepared_data, marker, "--set", f"training.steps={target}", *one)
     out = _finish(fourth)
     assert fourth.returncode == 0, out
     assert f"resumed from step {saved[1]}" in out and f"{target} steps (resumed from step {saved[1]})" in out
 
-    again = _start(base, prepared_data, marker, "--set", f"training.steps={target}")
+    again = _start(base, prepared_data, marker, "--set", f"training.steps={target}", *one)
     out = _finish(again, 120)
     assert again.returncode == 0, out
     assert "is already complete" in out and f"{target} steps (resumed from step {saved[1]})" in out

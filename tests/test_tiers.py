@@ -187,12 +187,13 @@ def test_tests_sharing_a_wide_fixture_are_one_group_however_they_are_linked():
                                                        "tests/test_other.py::test_h": "engine@test_other.py"}
 
 
-def test_groups_go_first_then_the_heaviest_tier_and_a_group_keeps_its_order():
+def test_the_heaviest_work_goes_first_and_a_group_keeps_its_order():
     a, b = _item("t.py::a"), _item("t.py::b", marks=("process",))
     c, d = _item("t.py::c", marks=("integration",)), _item("t.py::d", marks=("docker",))
-    g1, g2 = _item("t.py::g1"), _item("t.py::g2", marks=("integration",))
-    order = tiers._longest_first([a, g1, b, c, g2, d], {"t.py::g1": "x", "t.py::g2": "x"})
-    assert [i.nodeid for i in order] == ["t.py::g1", "t.py::g2", "t.py::d", "t.py::c", "t.py::b", "t.py::a"]
+    g1, g2 = _item("t.py::g1", marks=("docker", "integration")), _item("t.py::g2", marks=("integration",))
+    e = _item("t.py::e", marks=("process",))
+    order = tiers._longest_first([a, g2, b, c, g1, d, e], {"t.py::g2": "x", "t.py::g1": "x"})  # g2, g1: 10 + 30
+    assert [i.nodeid for i in order] == ["t.py::g2", "t.py::g1", "t.py::d", "t.py::c", "t.py::b", "t.py::e", "t.py::a"]
 
 
 def test_a_tier_names_known_marks_only():

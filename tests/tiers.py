@@ -26,14 +26,15 @@ them is marked ``unit`` here, at collection, so ``-m unit`` is the unit loop. Ma
 **Parallel runs** (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject's addopts): tests that share a fixture
 scoped wider than a function (the engine and the trainer image, ``real_runs``, a module's trained run) form one
 xdist group and run on one worker, in collection order, so every such fixture is made once per run, never once per
-worker; only the cheap ones in :data:`PER_WORKER` are made by each worker that needs them. Groups and the heaviest
-tiers are sent first (the longest work starts first; the unit tests fill the gaps at the end). A session fixture
+worker; only the cheap ones in :data:`PER_WORKER` are made by each worker that needs them. The heaviest work is sent
+first (a group, or a test, weighed by its tiers: the unit tests fill the gaps at the end). A session fixture
 whose users are one group can be released right after the group's last test (:func:`release_with_group`).
 
 PYTEST_DONT_REWRITE (no assertions here; conftest imports ``tier`` before pytest loads this as a plugin)
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,14 @@ MARKERS = {
 }
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent with -p no:xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per CPU this process may run on (xdist's own counts physical cores where psutil is
+    installed: one worker on a 2-vCPU machine); ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins. Not more: the fault
+    tests give a stand-in a second to answer, which a CPU shared by more workers may not."""
+    return int(os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or len(os.sched_getaffinity(0)))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text} (tests/tiers.py)")
@@ -183,21 +192,23 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
                 _fixture_stack.remove(fixture)
 
 
-_RANK = {"docker": 4, "integration": 3, "browser": 2, "process": 1}
+#: A rough cost of one test of each tier, for the order only (what its marks say it starts): a test that uses the
+#: engine and trains counts 30, a unit test 1.
+_WEIGHT = {"docker": 20, "integration": 10, "browser": 3, "process": 2}
 
 
-def _rank(item: pytest.Item) -> int:
-    return max((_RANK[m] for m in marks_of(item)), default=0)
+def _weight(item: pytest.Item) -> int:
+    return sum(_WEIGHT[m] for m in marks_of(item)) or 1
 
 
 def _longest_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
-    """Units of work (a group, or one test) ordered groups first, then by tier, heaviest first; a group's tests
+    """Units of work (a group, or one test) ordered by their summed :data:`_WEIGHT`, heaviest first (the longest
+    processing time first: what is left at the end is short); equal ones in collection order, and a group's tests
     keep their order."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(groups.get(item.nodeid, item.nodeid), []).append(item)
-    order = sorted(units.values(), key=lambda unit: (-(len(unit) > 1 or unit[0].nodeid in groups),
-                                                     -max(_rank(i) for i in unit)))
+    order = sorted(units.values(), key=lambda unit: -sum(_weight(i) for i in unit))
     return [item for unit in order for item in unit]
 
 

@@ -11,6 +11,7 @@
     python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
     python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
+    python pipelines/run.py schedule create --cron "TZ=America/New_York 0 3 * * *" --host ... | list | pause | resume | delete
     python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
     python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
     python pipelines/run.py runs list | compare A B | prune              # past runs under runs/
@@ -41,6 +42,7 @@ SUBCOMMANDS = {
     "hardware": run_command.Subcommand("jobs.spec.hardware.listing"),
     "build": run_command.Subcommand("jobs.images.build"),
     "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),
+    "schedule": run_command.Subcommand("jobs.cloud.schedule", compiles=True),
     "register-model": run_command.Subcommand("jobs.cloud.submit", "register_main"),
     "components": run_command.Subcommand("components.cli"),
     "runs": run_command.Subcommand("jobs.local.history.runs_cli"),

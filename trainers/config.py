@@ -22,6 +22,8 @@ A job config describes everything needed to run one training job, locally or on 
 * ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
+* ``notify``     where a run's end is sent (a webhook whose URL is read from the environment or Secret Manager,
+  Vertex's e-mail), ``trainers.config_notify``.
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -47,6 +49,7 @@ from typing import Any, Literal
 
 from trainers import coerce
 from trainers.config_files import apply_overrides, load_document
+from trainers.config_notify import Notify
 from trainers.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
@@ -348,6 +351,7 @@ class JobConfig:
     placement: Placement = dataclasses.field(default_factory=Placement)
     budget: Budget = dataclasses.field(default_factory=Budget)
     validation: Validation = dataclasses.field(default_factory=Validation)
+    notify: Notify = dataclasses.field(default_factory=Notify)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

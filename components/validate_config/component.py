@@ -8,7 +8,8 @@ from components.base import component
 
 @component
 def validate_config(config_json: str, image_uri: str = "", location: str = "", check_files: bool = False,
-                    service_account: str = "", network: str = "") -> NamedTuple(
+                    service_account: str = "", network: str = "", folder_per_run: bool = False,
+                    pipeline_job_name: str = "") -> NamedTuple(
         "ValidatedJob", [("config_json", str), ("display_name", str), ("worker_pool_specs", list),
                          ("base_output_directory", str), ("scheduling_strategy", str),
                          ("restart_job_on_worker_restart", bool), ("timeout", str), ("tensorboard", str),
@@ -29,6 +30,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     default, since on Vertex the config's local paths are the submitter's, not this container's.
     ``service_account``/``network``: the submission's (``run.py --service-account``/``--network``); empty: the
     config's ``vertex`` section's; set in ``custom_job_spec`` and output as the training step takes them.
+    ``folder_per_run``: the run writes into ``<output.base_dir>/<pipeline_job_name>`` (``jobs.spec.records.in_run_folder``:
+    each run of a schedule trains from step 0 in its own folder); every output below is that folder's.
 
     Outputs: the normalised config; ``custom_job_spec``, THE Vertex ``CustomJobSpec`` of the job
     (``jobs.spec.job_spec``: pools by position, chief 0, worker 1, parameter server 2, evaluator 3, each pool's
@@ -59,6 +62,11 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
 
     try:
         cfg = config_lib.load_json(config_json).with_image(image_uri)  # a built image wins
+        if folder_per_run:
+            # lazy: KFP component body
+            from jobs.spec.records import in_run_folder
+
+            cfg = in_run_folder(cfg, pipeline_job_name)
         report = validate.validate_or_raise(cfg, check_data=check_files)
         spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
         serving = steps.serving_fields(cfg, location or cfg.topology.region)

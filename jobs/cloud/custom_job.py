@@ -46,6 +46,7 @@ from jobs.cloud import job_runner
 from jobs.spec.errors import CloudError
 from jobs.spec.job_spec import job_spec
 from jobs.spec.placement import STRATEGIES, Option
+from jobs.spec.vertex_failures import failed_tasks, replica_of
 from trainers.cluster import output_dirs
 from trainers.paths import readable
 
@@ -128,6 +129,24 @@ def _record(base: str, attempts: list[dict[str, Any]]) -> None:
         records.write_at(base, JOBS_RECORD, {"attempts": attempts})
     except OSError as exc:  # the record is a convenience: the console lines said it all
         print(f"warning: could not write {JOBS_RECORD} in {base}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+
+
+def record_failure(base: str, run_id: str, exc: CloudError) -> None:
+    """Why the CustomJob step failed, for the run's end message (``jobs.spec.records.write_failure``): the job's
+    error, the cause ``jobs.spec.vertex_failures`` classified, the failed replica and its last lines from Cloud
+    Logging (the runner's :class:`~jobs.cloud.job_runner.JobFailed`, raised as it is or as the context of the
+    one line :func:`run` says); a failure before any job ended (a create refused, the policy's give-up) is its one
+    line."""
+    context = exc.__context__
+    failed = exc if isinstance(exc, job_runner.JobFailed) else context if isinstance(context, job_runner.JobFailed) else None
+    cause = getattr(failed, "cause", None)
+    replica = None
+    if failed is not None:
+        tasks = failed_tasks(failed.message)
+        replica = replica_of(tasks[0]) if tasks else ("chief-0" if failed.lines else None)
+    records.write_failure(base, run_id, "custom-training-job", str(exc),
+                          cause={"kind": cause.kind, "what": cause.what, "hint": cause.hint} if cause else None,
+                          replica=replica, lines=getattr(failed, "lines", ()), job=getattr(failed, "name", None))
 
 
 def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = "", logging_endpoint: str = "",
@@ -240,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --placement: {args.placement[:80]!r} is not a JSON list of {{region, strategy}} options, e.g. "
               '[{"region": "us-central1", "strategy": "STANDARD"}]', file=sys.stderr, flush=True)
         return 1
-    return job_runner.step_status(lambda: run(
+    given = dict(
         display_name=args.display_name, worker_pool_specs=pools, base_output_directory=args.base_output_directory,
         tensorboard=args.tensorboard, restart_job_on_worker_restart=args.restart_job_on_worker_restart.lower()
         == "true", scheduling_strategy=args.scheduling_strategy, timeout=args.timeout,
@@ -249,7 +268,16 @@ def main(argv: list[str] | None = None) -> int:
         gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint, logging_endpoint=args.logging_endpoint,
         placement=placement, disable_retries=args.disable_retries.lower() == "true", enable_web_access=args.enable_web_access.lower() == "true",
         enable_dashboard_access=args.enable_dashboard_access.lower() == "true", reserved_ip_ranges=ranges,
-        psc_network_attachment=args.psc_network_attachment))
+        psc_network_attachment=args.psc_network_attachment)
+
+    def step() -> None:
+        try:
+            run(**given)
+        except CloudError as exc:  # why, for the run's end message (by its time: the step has no run id, so that
+            record_failure(args.base_output_directory, "", exc)  # Vertex's cache of an unchanged step still holds)
+            raise
+
+    return job_runner.step_status(step)
 
 
 if __name__ == "__main__":

@@ -164,11 +164,12 @@ def stream_logs_command(name: str, task: str | None = None) -> str:
 
 
 def explain_failure(job: Any, name: str, *, project: str, location: str, endpoint: str = "",
-                    log: Callable[[str], None] = print) -> vertex_failures.Cause | None:
+                    log: Callable[[str], None] = print, seen: list[str] | None = None) -> vertex_failures.Cause | None:
     """What a failed job (``job``: the ``CustomJob`` or ``HyperparameterTuningJob`` as last read) says: per failed
     replica (those its message names, else the chief; a tuning job's: each failed trial's chief), its last lines
     from Cloud Logging, then one hint line where the cause is known, and the job's console link. Returns the
-    cause (None: not known). Never raises for Cloud Logging: a failure to read is one line."""
+    cause (None: not known); the replicas' lines it showed are appended to ``seen`` when given. Never raises for
+    Cloud Logging: a failure to read is one line."""
     message = " ".join((job.error.message or "").split())
     cause = vertex_failures.classify(message, (), location)
     targets: list[tuple[str | None, str | None]] = []
@@ -178,7 +179,7 @@ def explain_failure(job: Any, name: str, *, project: str, location: str, endpoin
             targets = [("workerpool0-0", str(t.id)) for t in trials]
         else:
             targets = [(t, None) for t in vertex_failures.failed_tasks(message)[:FAILED_REPLICAS]] or [("workerpool0-0", None)]
-    seen: list[str] = []
+    seen = [] if seen is None else seen
     for task, trial in targets:
         who = vertex_failures.replica_of(task) + (f" of trial {trial}" if trial else "")
         try:

@@ -76,9 +76,10 @@ class JobFailed(CloudError):
     """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
     out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
 
-    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None):
+    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None, lines=()):
         super().__init__(line)
         self.name, self.state, self.message, self.cause = name, state, message, cause
+        self.lines = list(lines)  # the failed replicas' last lines the runner showed (Cloud Logging)
 
 
 class Terminated(BaseException):
@@ -232,10 +233,11 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
         if state not in RUNNING:
             message = " ".join((job.error.message or "no error message was given").split())
             _, project, _, location = name.split("/")[:4]
+            seen: list[str] = []
             cause = job_logs.explain_failure(job, name, project=project, location=location,
-                                             endpoint=logging_endpoint, log=log)
+                                             endpoint=logging_endpoint, log=log, seen=seen)
             raise JobFailed(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}", name=name,
-                            state=state, message=message, cause=cause)
+                            state=state, message=message, cause=cause, lines=seen)
         sleep(min(interval, policy().poll_s))
         interval *= 2
 

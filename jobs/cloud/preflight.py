@@ -24,6 +24,7 @@ from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.names import REGION_RE, region_verdict
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import PLACEHOLDER_PROJECT, component_image, job_image
+from jobs.spec.notify_section import vertex_problems as notify_problems
 from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE, sample_request_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
@@ -213,6 +214,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
                               [f"projects/{project}/locations/{region}/models/{parent.rsplit('/', 1)[-1] or 'ID'}"]))
     _, serving_problems = parse_labels([f"{k}={v}" for k, v in cfg.serving.labels.items()], "serving.labels")
     errors += serving_problems
+    errors += notify_problems(cfg)  # the exit handler runs on Vertex: no variable of this machine reaches it
     images = {"container.image_uri": job_image(cfg)}
     if not replicas_only:
         images["--image" if components_image else "the components' image"] = components_image or component_image(cfg)

@@ -8,7 +8,8 @@ trainer's final figures, written by its chief), ``evaluation.json`` (the side-ca
 ``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.steps.gate``), ``steps.json`` (the pipeline
 steps' wall times so far), ``provenance.json`` (what made the run: config, trainer code hash, image; written when a
 local run starts) and ``run.json`` (a run that finished, ``jobs.local.run``), beside the page
-``report.html``. The report, ``runs list`` and the gate read them here.
+``report.html``; ``failure.json`` (why the run failed, written by the step that failed; the end message reads it).
+The report, ``runs list`` and the gate read them here.
 
 Beside it: a study's record and its rules, THE best-trial rule included (``jobs.spec.tuning_rules``), the trials'
 folders and metric files (``jobs.spec.trial_files``), which code ran (``jobs.spec.provenance``), the gate's missed bar in
@@ -17,6 +18,7 @@ words (``jobs.spec.gate_section.gate_missed_bar``).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from trainers import config as config_lib, fileio
@@ -44,6 +46,13 @@ PROVENANCE_RECORD = "provenance.json"
 #: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",
 #: "state", "error", "cause", "fell_over_to", "resumes_from"}]}``, the last the job that ran last
 VERTEX_JOBS_RECORD = "vertex_jobs.json"
+#: why a run failed, written by the step that failed and knows why (the local train step, the Vertex CustomJob step,
+#: the in-pipeline plan check; :func:`write_failure`): ``{"run", "step", "error", "cause": {"kind", "what", "hint"} |
+#: null, "replica", "last_lines", "job", "written"}``, ``run`` the pipeline run's id where the step knows it, so that
+#: the exit handler's message (``jobs.steps.notify_message``) reads only its own run's cause (:func:`read_failure`)
+FAILURE_RECORD = "failure.json"
+#: a failure record keeps the failing replica's last lines, at most this many, each at most this long
+FAILURE_LINES, FAILURE_LINE_CHARS = 20, 300
 REPORT_PAGE = "report.html"
 
 
@@ -122,6 +131,64 @@ def read_gate(cfg: config_lib.JobConfig) -> dict[str, Any]:
 def read_study(base: str) -> dict[str, Any]:
     """The study's record in ``base`` (``tuning.json``; {} when there is none), whatever the job's config says."""
     return read_at(base, TUNING_RECORD)
+
+
+def write_failure(base: str, run: str, step: str, error: str, *, cause: dict[str, Any] | None = None,
+                  replica: str | None = None, lines: Any = (), job: str | None = None) -> str | None:
+    """``<base>/failure.json`` for run ``run`` (:data:`FAILURE_RECORD`): the step that failed, its one error line, the
+    classified cause, the failing replica and its last lines (bounded: :data:`FAILURE_LINES` of at most
+    :data:`FAILURE_LINE_CHARS`) and the Vertex job that failed (``job``, its resource name). A convenience for the run's end message: a folder that cannot be written here (a
+    ``gs://`` folder without Vertex's ``/gcs`` mount: no TensorFlow is imported to reach it) is no second failure
+    (returns None)."""
+    import datetime
+
+    if "://" in readable(base):
+        return None
+    kept = [str(x)[:FAILURE_LINE_CHARS] for x in list(lines)[-FAILURE_LINES:]]
+    record = {"run": run, "step": step, "error": " ".join(str(error).split())[:2000], "cause": cause,
+              "replica": replica, "last_lines": kept, "job": job,
+              "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        os.makedirs(readable(base), exist_ok=True)
+        return write_at(base, FAILURE_RECORD, record)
+    except OSError:
+        return None
+
+
+def read_failure(base: str, run: str, since: str = "") -> dict[str, Any]:
+    """The failure record in ``base`` of the run ``run`` (its id), or written at or after ``since`` (the run's
+    creation time, RFC 3339: a step that records no id, the Vertex CustomJob step, whose inputs stay those Vertex's
+    cache knows); {} when there is none, it is another run's, or the folder cannot be read here (a ``gs://`` folder
+    without the ``/gcs`` mount)."""
+    import datetime
+
+    found = read_at(base, FAILURE_RECORD) if "://" not in readable(base) else {}
+    if run and found.get("run") == run:
+        return found
+
+    def when(text: Any) -> datetime.datetime | None:
+        try:
+            moment = datetime.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+    start, written = when(since), when(found.get("written"))
+    return found if start and written and not found.get("run") and written >= start else {}
+
+
+def in_run_folder(cfg: config_lib.JobConfig, pipeline_job_name: str) -> config_lib.JobConfig:
+    """``cfg`` writing into a folder of this run's own, ``<output.base_dir>/<pipeline job name>``: every run a
+    schedule starts trains from step 0 there (one shared folder would resume the last night's finished checkpoint).
+    The one rule, for ``validate_config`` (every step after it) and the exit handler's message."""
+    import dataclasses
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(pipeline_job_name or "").rstrip("/").rsplit("/", 1)[-1]).strip("-.")
+    if not name:
+        return cfg
+    base = f"{cfg.output.base_dir.rstrip('/')}/{name}"
+    return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, base_dir=base))
 
 
 def read_run(base: str) -> dict[str, Any]:

@@ -254,6 +254,82 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
     return vertex.upload_model(request, location, api_endpoint or None), request
 
 
+def record_train_failure(cfg: config_lib.JobConfig, run_id: str, exc: BaseException) -> None:
+    """Why the local train step failed, for this run's end message (``jobs.spec.records.write_failure``): the failed
+    replica, its own error line, the hint for a known failure (``jobs.local.launch.hints``), its last lines."""
+    # lazy: one step: record_train_failure
+    from jobs.local.launch.hints import hint_for
+
+    failure = getattr(getattr(exc, "result", None), "failure", None)
+    if failure is None:  # NoModel, or a launcher that ended without a replica's failure
+        records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "train", str(exc).split("\n")[0])
+        return
+    hint = hint_for([failure.error_line or "", *failure.last_lines], failure.source_dir, failure.env)
+    head = str(exc).split("\n")[0]
+    cause = {"kind": "user_code" if failure.error_line else "replica",
+             "what": f"{failure.name} exited with status {failure.exit_status}", "hint": hint}
+    records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "train",
+                          f"{failure.name}'s error: {failure.error_line}" if failure.error_line else head,
+                          cause=cause, replica=failure.name, lines=failure.last_lines)
+
+
+def check_plan(cfg: config_lib.JobConfig, project: str, location: str, *, run_id: str = "",
+               require_checks: bool = False, api_endpoint: str = "", log=console_log) -> list[str]:
+    """The plan's checks made inside the pipeline, before anything is created (``jobs.cloud.plan.decide`` with the
+    run's project and region, the job's budget): its lines, then one ``warning:`` per warning or check not made and
+    one ``error:`` per problem; returns the problems, recorded for run ``run_id``'s end message when there are any."""
+    # lazy: one step: check_plan
+    from jobs.cloud import plan as planning
+
+    plan = planning.decide(cfg, project, location, require_checks=require_checks, api_endpoint=api_endpoint)
+    for line in planning.short_lines(plan):
+        log(line)
+    for line in [*plan.unchecked, *plan.warnings]:
+        log(f"warning: {line}")
+    for line in plan.errors:
+        log(f"error: {line}")
+    if plan.errors:
+        cause = {"kind": "plan", "what": "the plan's checks failed before any job was created",
+                 "hint": "vtp plan --config JOB --project PROJECT shows every check; the run created nothing"}
+        records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "check-plan", plan.errors[0], cause=cause,
+                              lines=plan.errors)
+    else:
+        log(f"the plan's checks passed: {plan.option}")
+    return list(plan.errors)
+
+
+def notify(config_json: str, state: str, *, error: str = "", pipeline_job: str = "", run_id: str = "",
+           run_created: str = "", on_vertex: bool = False, folder_per_run: bool = False, pipeline_job_name: str = "",
+           api_endpoint: str = "") -> bool:
+    """The exit handler's step: the run's end sent where ``notify:`` says (``jobs.steps.notify_message``). Never
+    raises: a config that cannot be read is one ``warning:`` line, like any failure to send."""
+    import sys
+
+    # lazy: one step: notify
+    from jobs.steps import notify_message
+    from trainers.errors import ConfigError
+
+    try:
+        cfg = config_lib.load_json(config_json)
+    except ConfigError as exc:
+        print(f"warning: notify: the run's end was not sent: its config cannot be read ({exc.problems[0]})",
+              file=sys.stderr, flush=True)
+        return False
+    if folder_per_run:
+        cfg = records.in_run_folder(cfg, pipeline_job_name)
+    return notify_message.notify_run_end(cfg, state, error=error, run_id=run_id, run_created=run_created,
+                                         pipeline_job=pipeline_job, on_vertex=on_vertex, api_endpoint=api_endpoint)
+
+
+def notify_cancelled(cfg: config_lib.JobConfig) -> bool:
+    """A local run stopped with Ctrl-C (kfp.local runs no exit handler then): its end, CANCELLED, sent as the exit
+    handler would send it."""
+    # lazy: one step: notify
+    from jobs.steps import notify_message
+
+    return notify_message.notify_run_end(cfg, "CANCELLED")
+
+
 def report(config_json: str = "", verification_file: str = "", logs_uri: str = "", checkpoints_uri: str = "",
            record_dir: str = "", study_file: str = "") -> tuple[dict[str, Any], str]:
     """The run report (``jobs.steps.reporting.page``) from whatever is given (a run folder ``record_dir`` fills in what is

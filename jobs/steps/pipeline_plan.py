@@ -1,7 +1,7 @@
 """The decisions behind a training pipeline, taken before any DSL wiring (``pipelines/training_pipeline.py``
 wires what :func:`plan` decides): which target, the config as that target runs it, the components' image,
-whether there is a prepare step, a gate, a tuning study and its baseline, and the sample request that travels
-as a parameter.
+whether there is a prepare step, a gate, a tuning study and its baseline, the sample request that travels
+as a parameter, and who is told of the run's end (``notify:``: a webhook here and on Vertex, e-mail on Vertex).
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ class PipelinePlan:
     tuned: bool  # a ``tuning:`` section: a study instead of one training
     baseline: bool  # the study has the job as it stands beside it (``tuning.baseline``)
     description: str
+    notified: bool = False  # ``notify.webhook``: the run's end is sent by the exit handler (``components/notify``)
+    emailed: tuple[str, ...] = ()  # ``notify.email``, on Vertex: Vertex's e-mail as the exit handler of the body
 
 
 def sample_request_json(cfg: config_lib.JobConfig) -> str:
@@ -55,5 +57,7 @@ def plan(cfg: config_lib.JobConfig, target: str) -> PipelinePlan:
     return PipelinePlan(
         target=target, cfg=cfg, image=image, with_data=with_data, sample_request=request,
         gated=records.is_gated(cfg), tuned=cfg.tuning.enabled, baseline=bool(cfg.tuning.baseline),
+        notified=bool(cfg.notify.webhook.url_env or cfg.notify.webhook.url_secret),
+        emailed=tuple(cfg.notify.email) if target == "vertex" else (),
         description=(f"Train {cfg.trainer.module or cfg.model.name} with {cfg.topology.strategy} {where} from "
                      "source to a verified, registered SavedModel."))

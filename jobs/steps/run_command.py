@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Callable, Mapping, NamedTuple
 
-from jobs.steps import compiled
+from jobs.steps import calls, compiled
 from jobs.spec import validate
 from jobs.spec.command_line import invoked_as, seconds_problem, shown
 from jobs.cloud import submit
@@ -81,8 +81,9 @@ def _run(args: argparse.Namespace, argv: list[str], pipeline: Pipeline, console)
     if args.compile_only:
         return compiled.compile_only(cfg, args.compile_only, pipeline.compile_pipeline, config_source=args.config,
                                      target=args.target, overwrite=args.overwrite, image=args.image or "")
-    return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), pipeline.build_pipeline,
-                            console)
+    opts = pipeline_run.Options.from_args(args, argv, invoked_as())
+    opts.cancelled = calls.notify_cancelled  # Ctrl-C ends the run before its exit handler could tell its end
+    return pipeline_run.run(cfg, opts, pipeline.build_pipeline, console)
 
 
 def parse_args(argv: list[str], usage: str) -> argparse.Namespace:

@@ -25,7 +25,7 @@ this job's):
 What made a run (:func:`making`) is written to ``<base>/provenance.json`` when the run starts: the resolved
 config (the image is its ``container.image_uri``), the user trainer's code hash
 (``jobs.images.user_code.trainer_version``) and the image; a folder written before that record existed is judged
-by its ``run.json``. Sections that say how a job is checked, planned or scheduled (:data:`NOT_WHAT_IT_MAKES`)
+by its ``run.json``. Sections that say how a job is checked, planned, scheduled or announced (:data:`NOT_WHAT_IT_MAKES`)
 are not compared: changing a timeout does not change the model.
 
 Local folders only: a ``gs://`` base is a Vertex run's, and Vertex owns its job's lifecycle.
@@ -63,7 +63,7 @@ def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
 
 # -- what made a run, and whether a new run may go on in its folder ---------------------------------------
 #: A job's sections that say how it is checked, planned or scheduled, never what it trains: not compared.
-NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling")
+NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling", "notify")
 #: The config's local paths, compared as absolute paths (``--runner docker`` makes them absolute).
 LOCAL_PATHS = (("trainer", "source_dir"), ("data", "path"), ("data", "prepared_dir"), ("output", "base_dir"),
                ("serving", "sample_request"), ("serving", "eval_data"))

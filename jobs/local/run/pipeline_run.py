@@ -32,6 +32,7 @@ import warnings
 from typing import Callable
 
 from jobs.spec import step_table, validate
+from jobs.spec.notify_section import local_note
 from jobs.images import build
 from jobs.local.launch import docker_session
 from jobs.local.launch.containers import ContainerError
@@ -57,6 +58,9 @@ class Options:
     runner: str = "process"               # process | docker
     image: str = ""                       # --runner docker: pinned image, or a repository to build into
     build: Callable[[], str] | None = None  # --runner docker without a pinned image: builds it, returns it
+    #: tells the run's end when Ctrl-C stops it, which ends it before its exit handler could (``notify:``; the caller's:
+    #: this package never imports the steps), called with the config
+    cancelled: Callable[[config_lib.JobConfig], object] | None = None
 
     @classmethod
     def from_args(cls, args, argv: list[str], command: str) -> "Options":
@@ -111,9 +115,9 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
     if problems:  # before anything runs: no folder, no lock, no image built
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return 2
-    note = validate.running_locally_note(cfg)
-    if note:
-        print(f"note: {note}")
+    for note in (validate.running_locally_note(cfg), local_note(cfg)):
+        if note:
+            print(f"note: {note}")
     image = ""
     if opts.runner == "docker":
         cfg = docker_session.for_containers(cfg)  # absolute paths: the containers see them at the same place
@@ -242,6 +246,8 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
             session.interrupt()
         _wait_for_children()
         print(_interrupted_line(cfg, opts), file=sys.stderr)
+        if opts.cancelled is not None:
+            opts.cancelled(cfg)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         # the console's last lines: the failed step's error, then the failing replica's own error and hint

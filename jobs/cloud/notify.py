@@ -15,6 +15,12 @@ message twice. Only ``https`` is sent to (a loopback ``http`` stand-in in tests)
 same host (307/308, which keep the POST), never to another host. Whatever goes wrong (no variable, a secret that
 cannot be read, a refused connection, no answer, a 4xx/5xx, a redirect elsewhere) is one ``warning:`` line and
 :func:`send` returns False: a failing notification never fails the run.
+
+Why not ``jobs.cloud.clients.http`` (every other plain HTTP call's way): it repeats a call after a 5xx or a lost
+answer (a webhook would post the message twice), follows a redirect to another host (it keeps only the Google token
+from going there; here the message itself, with its run's cause and lines, must not go to a host the user never
+named), and its failure lines describe the ``requests`` exception, whose text names the URL. The timeouts are the
+policy's (``jobs.cloud.policy``), as everywhere.
 """
 from __future__ import annotations
 

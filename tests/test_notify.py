@@ -442,3 +442,32 @@ def test_a_local_run_that_fails_sends_its_cause_and_a_failing_webhook_changes_no
         if path.is_file():
             everything += path.read_text(errors="replace")
     assert secret not in everything
+
+
+# ---- the Vertex CustomJob step records why it failed -------------------------------------------------------------
+
+def test_a_failed_custom_job_leaves_its_cause_and_its_replicas_lines_for_the_message(tmp_path):
+    from tests.standins.cloud_logging import LoggingStandIn
+    from tests.standins.vertex import VertexStandIn
+    from tests.test_custom_job import _compiled, _inputs, _pools, run_executor
+
+    traceback = ["Epoch 1/3", "Traceback (most recent call last):", '  File "/app/trainer/task.py", line 12, in <module>',
+                 "ValueError: --learning_rate must be > 0, got -1.0"]
+    base = tmp_path / "run"
+    error = "The replica workerpool0-0 exited with a non-zero status of 1."
+    with VertexStandIn(custom_states=("RUNNING", "FAILED"), custom_error=error) as vertex, LoggingStandIn() as logging:
+        logging.lines("1000", "workerpool0-0", traceback)
+        proc = run_executor(_compiled(tmp_path), _inputs(_pools(), vertex.url, logging_endpoint=logging.url,
+                                                          base_output_directory=str(base)), tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    record = records.read_at(str(base), records.FAILURE_RECORD)
+    assert record["run"] == "" and record["step"] == "custom-training-job" and record["replica"] == "chief-0"
+    assert record["job"] == "projects/my-proj/locations/europe-west4/customJobs/1000"
+    assert record["cause"]["kind"] == "user_code" and record["last_lines"] == traceback
+    cfg = config_lib.load("local", [f"output.base_dir={base}"])
+    msg = notify_message.message(cfg, "FAILED", run_id="uuid", run_created="2020-01-01T00:00:00Z", on_vertex=True)
+    assert msg["text"].splitlines()[1] == ("cause in step custom-training-job: a Python exception in your code: CustomJob "
+                                           "projects/my-proj/locations/europe-west4/customJobs/1000 ended FAILED: " + error)
+    assert "hint: your code raised: ValueError: --learning_rate must be > 0, got -1.0" in msg["text"]
+    assert msg["links"]["job"] == ("https://console.cloud.google.com/agent-platform/locations/europe-west4/training/1000"
+                                   "?project=my-proj")

@@ -27,19 +27,12 @@ from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.secret_manager import SecretManager
 from tests.standins.webhook import SECRET_PATH, WebhookStandIn
+from tests.test_project import fast_policy  # noqa: F401  (autouse: the policy's 1 s timeouts, 2 s of retries)
 from trainers import config as config_lib
 from trainers.config_notify import Webhook
 from trainers.errors import ConfigError
 
 SECRET = "projects/my-proj/secrets/run-webhook/versions/latest"
-
-
-@pytest.fixture(autouse=True)
-def fast_policy(monkeypatch):
-    for key, value in {"VTP_CLOUD_CONNECT_TIMEOUT_S": "1", "VTP_CLOUD_READ_TIMEOUT_S": "1",
-                       "VTP_CLOUD_RETRY_TOTAL_S": "2", "VTP_CLOUD_RETRY_FIRST_S": "0.05",
-                       "VTP_CLOUD_RETRY_MAX_S": "0.2"}.items():
-        monkeypatch.setenv(key, value)
 
 
 def job(tmp_path: Path, *overrides: str) -> config_lib.JobConfig:

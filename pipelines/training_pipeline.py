@@ -188,7 +188,7 @@ def _vertex_body(c, plan: PipelinePlan, *, config_json, location, build_context_
     if data is not None:
         data.after(checked)
     if plan.tuned:
-        training, model, measured, reported = _vertex_study(c, plan, job, config, data, location)
+        training, model, measured, reported = _vertex_study(c, plan, job, config, data, location, checked)
     else:
         training, model, measured, reported = _vertex_training(c, job, location)
     training.after(checked)
@@ -241,7 +241,7 @@ def _vertex_training(c, job, location):
     return training, model, dict(tensorboard=logs.output), {"tensorboard": logs.output}
 
 
-def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
+def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
     """One HyperparameterTuningJob whose every trial is the CustomJob spec the training step would send, with
     the job as it stands beside it when ``tuning.baseline``; the better model goes on (pick_model). Returns
     what :func:`_vertex_training` returns."""
@@ -256,6 +256,7 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
                                job.outputs["baseline_output_directory"]).set_display_name("baseline")
+        baseline.after(checked)  # created only once the plan's checks pass, as the study is
         if data is not None:
             baseline.after(data)
         # the better of the two goes on; a failed baseline leaves the best trial to go on (its record says so)

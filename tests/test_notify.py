@@ -360,6 +360,14 @@ def test_on_vertex_the_plan_check_comes_before_anything_is_created(tmp_path):
     assert check["require_checks"] == {"componentInputParameter": "require_checks"}
     assert check["config_json"]["taskOutputParameter"]["producerTask"] == "validate-config"
     assert "train" not in tasks and "notify" not in tasks  # no notify section: no exit handler
+    from pipelines.training_pipeline import compile_pipeline
+
+    study = config_lib.load("tuning", [f"container.image_uri={IMAGE}", "output.base_dir=gs://team/runs/t",
+                                       "data.source=none", "trainer.module=trainer.task"])
+    tasks = yaml.safe_load(Path(compile_pipeline(study, str(tmp_path / "study.yaml"))).read_text())["root"]["dag"]["tasks"]
+    created = [n for n, t in tasks.items() if t["componentRef"]["name"].startswith(("comp-custom-training-job",
+                                                                                      "comp-hyperparameter-tuning-job"))]
+    assert len(created) == 2 and all("check-plan" in tasks[n]["dependentTasks"] for n in created)
 
 
 def test_vertexs_email_is_an_exit_handler_too_beside_the_webhook(tmp_path):

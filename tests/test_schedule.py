@@ -256,7 +256,7 @@ def test_a_scheduled_run_whose_quota_check_fails_sends_its_message_and_creates_n
     assert "limit is 0" in text[1]
     assert text[2].startswith("hint: vtp plan --config JOB --project PROJECT shows every check")
     console = [line for line in text if line.startswith("console: ")]
-    assert console == ["console: https://console.cloud.google.com/vertex-ai/locations/L/pipelines/runs/"
+    assert console == [f"console: https://console.cloud.google.com/vertex-ai/locations/{REGION}/pipelines/runs/"
                        "flowers-local-20261130080000?project=my-proj"]
     # the run's own folder (folder_per_run): the failure was recorded there, for this run
     recorded = tmp_path / "gcs" / "my-pipelines" / "runs" / "flowers" / "flowers-local-20261130080000" / "failure.json"

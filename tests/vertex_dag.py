@@ -29,11 +29,13 @@ class Run:
     def __init__(self, spec: dict, parameter_values: dict[str, Any], *, project: str, job_name: str, uuid: str,
                  created: str, api_endpoint: str):
         self.spec, self.api_endpoint = spec, api_endpoint
-        self.placeholders = {"{{$.pipeline_google_cloud_project_id}}": project, "{{$.pipeline_job_name}}": job_name,
-                             "{{$.pipeline_job_uuid}}": uuid, "{{$.pipeline_job_create_time_utc}}": created,
-                             "{{$.pipeline_job_resource_name}}": f"projects/{project}/locations/L/pipelineJobs/{job_name}"}
         defaults = {k: v.get("defaultValue") for k, v in spec["root"]["inputDefinitions"]["parameters"].items()}
         self.root_inputs = {**defaults, **parameter_values}
+        location = self.root_inputs.get("location") or "us-central1"  # the run's region: the pipeline job's
+        self.placeholders = {"{{$.pipeline_google_cloud_project_id}}": project, "{{$.pipeline_job_name}}": job_name,
+                             "{{$.pipeline_job_uuid}}": uuid, "{{$.pipeline_job_create_time_utc}}": created,
+                             "{{$.pipeline_job_resource_name}}":
+                                 f"projects/{project}/locations/{location}/pipelineJobs/{job_name}"}
         self.ran: list[str] = []       # tasks that ran, in order
         self.failed: list[str] = []    # tasks that failed
         self.skipped: list[str] = []   # tasks never started: an upstream task failed

@@ -292,7 +292,7 @@ def check_plan(cfg: config_lib.JobConfig, project: str, location: str, *, run_id
         cause = {"kind": "plan", "what": "the plan's checks failed before any job was created",
                  "hint": "vtp plan --config JOB --project PROJECT shows every check; the run created nothing"}
         records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "check-plan", plan.errors[0], cause=cause,
-                              lines=plan.errors)
+                              lines=plan.errors[1:])
     else:
         log(f"the plan's checks passed: {plan.option}")
     return list(plan.errors)

@@ -180,7 +180,7 @@ def text(msg: dict[str, Any]) -> str:
     tail += [f"{name}: {url}" for name, url in (("console", links.get("console")), ("job", links.get("job")),
                                                  ("report", links.get("report"))) if url]
     lines = list((cause or {}).get("last_lines") or [])
-    who = (cause or {}).get("replica") or "the failing replica"
+    who = (cause or {}).get("replica") or f"step {(cause or {}).get('step') or '?'}"
     while True:
         body = [f"last {len(lines)} lines of {who}:", *(f"  {x}" for x in lines)] if lines else []
         out = "\n".join(head + body + tail)

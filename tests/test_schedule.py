@@ -276,3 +276,34 @@ def test_with_the_quota_back_the_same_walk_creates_the_job(cloud, capsys, monkey
     (created,) = cloud.vertex.custom_jobs.values()
     assert created.job_spec.base_output_directory.output_uri_prefix == \
         "gs://my-pipelines/runs/flowers/flowers-local-20261130080000"
+
+
+def test_a_schedule_of_a_template_uploaded_before(cloud, tmp_path):
+    """``--template https://REGION-kfp.pkg.dev/...``: downloaded over https (a TLS proxy carries the real host name to
+    the repository stand-in, certificate verified), its images checked, its spec and URI in every run."""
+    from tests.standins.tls_proxy import TlsProxy
+    from tests.test_submit import _cli, clean_env
+
+    assert run_main("upload-template", "--host", cloud.registry.host, "--tag", "v1", *JOB[2:]) == 0
+    assert run_main("upload-template", "--host", cloud.registry.host, "--tag", "quiet", *JOB[2:], "--set",
+                    "notify.webhook.url_secret=", "--set", "notify.webhook.format=auto") == 0
+    (content,) = [v["content"] for v in cloud.registry.packages["flowers-local"].values() if "v1" in v["tags"]]
+    template = f"https://{REGION}-kfp.pkg.dev/{PROJECT}/pipelines/flowers-local/v1"
+    proxy = TlsProxy(cloud.registry, [f"{REGION}-kfp.pkg.dev"], tmp_path).start()
+    try:
+        quiet, _ = _cli(["schedule", "create", *JOB, "--cron", CRON, "--pipeline-root", "gs://my-pipelines/root",
+                         "--template", template.replace("/v1", "/quiet"), *cloud.common()],
+                        clean_env(tmp_path, **proxy.env()))
+        proc, _ = _cli(["schedule", "create", *JOB, "--cron", CRON, "--pipeline-root", "gs://my-pipelines/root",
+                        "--template", template, *cloud.common()], clean_env(tmp_path, **proxy.env()))
+    finally:
+        proxy.stop()
+    # a template compiled without the job's notify section would not send a thing: refused, nothing created
+    assert quiet.returncode == 2 and quiet.stderr.strip().splitlines()[-1].startswith(
+        f"error: --template: {template.replace('/v1', '/quiet')} was compiled without notify:"), quiet.stderr
+    assert proc.returncode == 0, proc.stderr
+    (body,) = cloud.schedules.created
+    job = body["createPipelineJobRequest"]["pipelineJob"]
+    assert job["templateUri"] == template and job["pipelineSpec"] == yaml.safe_load(content)
+    assert job["runtimeConfig"]["parameterValues"]["folder_per_run"] is True
+    assert "uploaded the template" not in proc.stderr  # nothing compiled or uploaded again

@@ -34,6 +34,7 @@ and the command that lists them). Exit status: 0 done, 2 bad input or a prefligh
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -94,6 +95,26 @@ def _state(schedule) -> str:
 # create
 
 
+def template_lacks(path: str, cfg, template: str) -> list:
+    """What an uploaded template (``--template``) lacks that every scheduled run needs: the plan's checks at its start
+    (``check-plan``), the parameters a schedule sets, and the exit handler ``notify:`` asks for (its structure is
+    the template's, whatever the config says)."""
+    import yaml
+
+    spec = yaml.safe_load(Path(path).read_text()) or {}
+    tasks = json.dumps(spec.get("components", {})) + json.dumps(spec.get("root", {}))
+    parameters = set(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {})
+    again = ["upload it again from this job file (vtp upload-template), or give --host to compile and upload it now"]
+    out = []
+    if '"comp-check-plan"' not in tasks or not {"folder_per_run", "require_checks"} <= parameters:
+        out.append(problem("--template", f"{template} was compiled by an earlier version: its runs would not make "
+                                         "the plan's checks when they start, nor each write a folder of its own", again))
+    if (cfg.notify.webhook.url_secret or cfg.notify.webhook.url_env) and '"comp-notify"' not in tasks:
+        out.append(problem("--template", f"{template} was compiled without notify: (no exit handler sends the run's "
+                                         "end): the job file's notify.webhook would do nothing", again))
+    return out
+
+
 def _create(args: argparse.Namespace, compile_pipeline) -> int:
     err = lambda line: print(line, file=sys.stderr)  # noqa: E731 (stdout is the schedule's name, for scripts)
     problems = cron_rules.cron_problems(args.cron) + checks.project_problems("--project", args.project)
@@ -145,7 +166,8 @@ def _create(args: argparse.Namespace, compile_pipeline) -> int:
             if args.template:
                 path, template_uri = templates.download(args.template, str(Path(tmp) / "template.yaml"),
                                                         args.api_endpoint), args.template
-                if checks.say(*submit.template_problems(path, args.project, region), err):
+                errors, warnings = submit.template_problems(path, args.project, region)
+                if checks.say([*errors, *template_lacks(path, cfg, args.template)], warnings, err):
                     return 2
             else:
                 path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)

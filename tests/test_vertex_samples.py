@@ -276,6 +276,26 @@ def test_each_replica_runs_in_its_own_copy_of_the_code_and_the_source_folder_is_
     assert any("each replica runs in its own working folder, a copy of the 4 file(s)" in line for line in said), said
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_the_working_directory_sample_trains_twice_and_its_folder_stays_as_it_was(tmp_path):
+    """The sample that "downloads" its data into its working directory, as it is: the data lands in the replica's
+    own folder (gone with it), the project's folder keeps its files and its code's SHA-256, so a second run in the
+    same output folder is the same job, not "a finished run of another job" (one tf_keras epoch on 32 rows)."""
+    from jobs.images.user_code import trainer_version
+
+    folder = sample(tmp_path, "workdir_writer")
+    cfg = config_lib.load(str(folder / "job.yaml"))
+    before, version = tree(folder), trainer_version(cfg)
+    said: list[str] = []
+    for _ in range(2):
+        custom_job.launch(cfg, str(folder / "runs" / "workdir-writer"), log=said.append)
+    downloads = [line for line in said if "] downloaded data/rows.csv into " in line]
+    assert len(downloads) == 2 and all(f"into {tempfile.gettempdir()}/vtp-chief-0-" in line for line in downloads)
+    assert tree(folder) == before and trainer_version(cfg) == version
+    assert (folder / "runs" / "workdir-writer" / "model" / "saved_model.pb").is_file()
+
+
 def test_a_replicas_folder_holds_exactly_the_files_the_images_workdir_holds(tmp_path):
     """The process runner's copy and the image (``vtp build``'s code layer, its WORKDIR) are the same files: the
     docker runner's replica is a container of that image, in that WORKDIR, so both runners agree."""

@@ -10,7 +10,7 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
           tensorboard: Output[Artifact], dataset: Input[Dataset] = None):
     """Run every replica of the job's pools (chief, workers, parameter servers, evaluators) as a real process
     on loopback with Vertex's ``CLUSTER_SPEC``/``TF_CONFIG``/``AIP_*`` (``jobs.local.launch``): the built-in
-    trainer, or a user's ``python -m <trainer.module>`` in ``trainer.source_dir``. A replica that dies
+    trainer, or a user's ``python -m <trainer.module>`` in its own copy of ``trainer.source_dir``. A replica that dies
     restarts the job (``scheduling.max_restarts``); the trainer resumes from its checkpoints.
 
     ``dataset`` (optional): TFRecord shards as ``prepare_data`` writes them, read by the built-in trainer

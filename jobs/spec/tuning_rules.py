@@ -21,7 +21,7 @@ from typing import Any
 from jobs.spec import saved_model
 
 #: A trial's state, as the local study records it and as Vertex names it (``Trial.State``): ACTIVE (running),
-#: SUCCEEDED (exit 0 and the metric), FAILED (the job failed), INFEASIBLE (exit 0 without a finite metric;
+#: SUCCEEDED (exit 0, the metric and a model), FAILED (the job failed, or no model), INFEASIBLE (exit 0 without a finite metric;
 #: Vertex's word for a trial without the metric), STOPPED (Ctrl-C, or the study stopped it).
 SUCCEEDED, FAILED, INFEASIBLE, STOPPED, ACTIVE = "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", "ACTIVE"
 

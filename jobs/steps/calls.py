@@ -66,9 +66,9 @@ def console_log(line: str) -> None:
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
     """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.launch.custom_job``,
     the one local launch): every replica runs THE job spec's worker command with the job's declared variables
-    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its
-    ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
-    image and each replica is a container of its pool's ``container_spec``.
+    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its own copy of
+    ``trainer.source_dir`` (the image's WORKDIR: ``jobs.local.launch.workdir``). Under ``run.py --runner docker`` this
+    step runs in the job's image and each replica is a container of its pool's ``container_spec``.
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL

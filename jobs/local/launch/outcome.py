@@ -40,7 +40,7 @@ class ReplicaFailure:
     #: closes it>`` when its message spans lines, as a tensor's repr does), its last ``error:`` line, or
     #: argparse's usage error (``task.py: error: unrecognized arguments: ...``)
     error_line: str | None = None
-    #: the replicas' working directory (the trainer's code) and the job's declared variables: a hint says what
+    #: the trainer's code (``trainer.source_dir``) and the job's declared variables: a hint says what
     #: works for that code (``jobs.local.launch.hints``)
     source_dir: str | None = None
     env: dict[str, str] = dataclasses.field(default_factory=dict)

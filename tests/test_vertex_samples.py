@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import tomllib
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from jobs.spec import image_requirements, saved_model, trial_files, tuning_rules
 from jobs.spec.validate import validate
 from jobs.steps import calls as steps
 from tests.conftest import ROOT
+from tests.test_trainer_failures import project
 from trainers import config as config_lib
 from trainers import paths
 
@@ -48,15 +48,6 @@ def tree(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (runs/ aside) and the SHA-256 of its bytes."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
             if p.is_file() and "runs" not in p.relative_to(folder).parts}
-
-
-def project(tmp_path: Path, task: str, job: str, name: str = "project") -> Path:
-    folder = tmp_path / name
-    (folder / "trainer").mkdir(parents=True)
-    (folder / "trainer" / "__init__.py").write_text("")
-    (folder / "trainer" / "task.py").write_text(textwrap.dedent(task))
-    (folder / "job.yaml").write_text(textwrap.dedent(job))
-    return folder
 
 
 def touch_model(folder: Path) -> Path:
@@ -353,8 +344,8 @@ def test_pins_the_image_satisfies_or_that_do_not_apply_to_it_pass(tmp_path, pins
 
 
 def test_a_tpu_jobs_image_holds_tensorflow_tpu_2_20():
-    assert image_requirements.image_pin_problems(None, "tensorflow-tpu==2.20.*\n", "tpu") == []
-    [p] = image_requirements.image_pin_problems(None, "tensorflow==2.21.0\n", "tpu")
+    assert image_requirements.image_pin_problems("tensorflow-tpu==2.20.*\n", "tpu") == []
+    [p] = image_requirements.image_pin_problems("tensorflow==2.21.0\n", "tpu")
     assert "installs a second TensorFlow (tensorflow) over the image's tensorflow-tpu 2.20" in str(p)
 
 

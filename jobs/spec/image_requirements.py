@@ -32,7 +32,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from trainers import config as config_lib
 from trainers.errors import Problem, problem
 from trainers.fileio import NotARegularFile, read_regular
 
@@ -150,7 +149,7 @@ def _companion_problem(pin: Pin, field: str, variant: str) -> Problem | None:
     return None
 
 
-def image_pin_problems(cfg: config_lib.JobConfig, text: str, variant: str) -> list[Problem]:
+def image_pin_problems(text: str, variant: str) -> list[Problem]:
     """One problem per line of the requirements ``text`` that cannot install in the job's image (``variant``: its
     TensorFlow) or would replace the TensorFlow, tf_keras or Keras it holds (see the module doc)."""
     field, out = "trainer.requirements", []

@@ -167,5 +167,5 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))
         elif t.requirements:  # pins the image cannot install, or that would replace its TensorFlow
-            p += image_pin_problems(cfg, read_text(str(root / t.requirements)), variant_for(cfg))
+            p += image_pin_problems(read_text(str(root / t.requirements)), variant_for(cfg))
     return p

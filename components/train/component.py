@@ -10,11 +10,12 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
           tensorboard: Output[Artifact], dataset: Input[Dataset] = None, run_id: str = ""):
     """Run every replica of the job's pools (chief, workers, parameter servers, evaluators) as a real process
     on loopback with Vertex's ``CLUSTER_SPEC``/``TF_CONFIG``/``AIP_*`` (``jobs.local.launch``): the built-in
-    trainer, or a user's ``python -m <trainer.module>`` in ``trainer.source_dir``. A replica that dies
+    trainer, or a user's ``python -m <trainer.module>`` in its own copy of ``trainer.source_dir``. A replica that dies
     restarts the job (``scheduling.max_restarts``); the trainer resumes from its checkpoints.
 
     ``dataset`` (optional): TFRecord shards as ``prepare_data`` writes them, read by the built-in trainer
-    (its URI replaces ``data.path``). Outputs: ``model``, URI = the SavedModel folder (``AIP_MODEL_DIR``);
+    (its URI replaces ``data.path``). Outputs: ``model``, URI = the SavedModel folder (``AIP_MODEL_DIR``, or the
+    one folder below it that holds the SavedModel: ``model/1``, TensorFlow Serving's layout; ``jobs.spec.saved_model``);
     ``metrics``: the final training figures; ``checkpoints`` and ``tensorboard``: their folders. On Vertex
     the same pools run as a CustomJob instead (``custom_training_job``). A failed job's cause (the replica, its error
     line and hint, its last lines) is recorded for the run ``run_id`` (``<base>/failure.json``: the end message's)."""
@@ -47,6 +48,6 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
         metrics.log_metric(key.replace("/", "_"), float(value))
     metrics.log_metric("restarts", float(len(record["restarts"])))
     dirs = record["dirs"]
-    model.uri, checkpoints.uri, tensorboard.uri = dirs["model"], dirs["checkpoints"], dirs["logs"]
+    model.uri, checkpoints.uri, tensorboard.uri = record["model"], dirs["checkpoints"], dirs["logs"]
     model.metadata.update({"framework": "tensorflow", "job": cfg.name, "trainer": record["trainer"],
                            "strategy": cfg.topology.strategy})

@@ -3,7 +3,7 @@ anything is spent.
 
 :func:`trainer_shape_problems` needs no file system (the module's name, command vs module, arguments, the
 environment's names and size); :func:`trainer_file_problems` reads this machine (the source folder, the module
-in it, the requirements file), as ``jobs.spec.validate`` does with ``check_data`` and ``vtp build`` does before it
+in it, the requirements file and its pins against the image, ``jobs.spec.image_requirements``), as ``jobs.spec.validate`` does with ``check_data`` and ``vtp build`` does before it
 writes a build context. No TensorFlow, no cloud client.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ import os
 import re
 from pathlib import Path
 
+from jobs.spec.image_requirements import image_pin_problems, read_text
+from jobs.spec.job_image import variant_for
 from jobs.spec.replica_env import is_vertex_variable
 from trainers import config as config_lib
 from trainers.cluster import LOCAL_LAUNCHER_ENV
@@ -164,4 +166,6 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         if t.requirements and not (root / t.requirements).is_file():
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))
+        elif t.requirements:  # pins the image cannot install, or that would replace its TensorFlow
+            p += image_pin_problems(read_text(str(root / t.requirements)), variant_for(cfg))
     return p

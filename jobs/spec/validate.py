@@ -34,7 +34,7 @@ from jobs.spec.notify_section import notify_problems, notify_warnings
 from jobs.spec.placement import placement_problems
 from jobs.spec.scheduling_section import scheduling_problems
 from jobs.spec.trainer_section import trainer_file_problems, trainer_shape_problems
-from jobs.spec.tuning_section import flag_value, tuning_problems
+from jobs.spec.tuning_section import flag_value, tuning_problems, tuning_warnings
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 IMAGE_EXT = {".jpg", ".jpeg", ".png"}
@@ -263,7 +263,7 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings
-                  + notify_warnings(cfg))
+                  + notify_warnings(cfg) + tuning_warnings(cfg))
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:

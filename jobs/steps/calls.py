@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs.spec import records
+from jobs.spec import records, saved_model
 from trainers import config as config_lib
 from trainers import fileio
 from trainers.paths import join
@@ -66,9 +66,9 @@ def console_log(line: str) -> None:
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
     """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.launch.custom_job``,
     the one local launch): every replica runs THE job spec's worker command with the job's declared variables
-    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its
-    ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
-    image and each replica is a container of its pool's ``container_spec``.
+    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its own copy of
+    ``trainer.source_dir`` (the image's WORKDIR: ``jobs.local.launch.workdir``). Under ``run.py --runner docker`` this
+    step runs in the job's image and each replica is a container of its pool's ``container_spec``.
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
@@ -131,22 +131,25 @@ def _earlier_checkpoints_warning(found: dict[str, Any]) -> str | None:
 
 
 class NoModel(RuntimeError):
-    """The job ended (every replica exit 0) without a SavedModel in ``AIP_MODEL_DIR``: the train step fails
-    itself (one line, the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
+    """The job ended (every replica exit 0) without a SavedModel where ``jobs.spec.saved_model`` looks (in
+    ``AIP_MODEL_DIR`` or one folder below): the train step fails itself (one line listing what the folder holds, and
+    the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
 
 
-def _require_model(cfg: config_lib.JobConfig, model_dir: str) -> None:
-    import os
-
-    # lazy: one step: _require_model
+def require_model(cfg: config_lib.JobConfig, model_dir: str) -> saved_model.FoundModel:
+    """The job's model under ``model_dir`` (``AIP_MODEL_DIR``: THE rule, ``jobs.spec.saved_model``); raises
+    :class:`NoModel` (one line) when the chief ended without one. A ``gs://`` folder is Vertex's job's: as given."""
+    # lazy: one step: require_model
     from jobs.spec import job_spec
     from jobs.local.launch.hints import no_model_hint
 
-    if "://" in model_dir or any(os.path.exists(os.path.join(model_dir, name))
-                                 for name in ("saved_model.pb", "saved_model.pbtxt")):
-        return
-    raise NoModel(f"the chief ended (exit 0) without writing a model: {model_dir} holds no saved_model.pb; "
-                  f"{no_model_hint(cfg.trainer.source_dir or None, job_spec.declared_env(cfg))}")
+    if "://" in model_dir:
+        return saved_model.FoundModel(model_dir.rstrip("/"), model_dir.rstrip("/"), checked=False)
+    try:
+        return saved_model.find_saved_model(model_dir)
+    except saved_model.NoSavedModel as exc:
+        raise NoModel(f"the chief ended (exit 0) without writing a model: {exc}; "
+                      f"{no_model_hint(cfg.trainer.source_dir or None, job_spec.declared_env(cfg))}") from None
 
 
 def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
@@ -155,7 +158,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...). For a user's
     trainer, checkpoints already in the folder are recorded as ``resumed_from_existing_checkpoints``
     (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config.
-    Raises :class:`NoModel` when the job ended without a SavedModel in ``AIP_MODEL_DIR``."""
+    ``model``: the SavedModel folder (``AIP_MODEL_DIR`` or one folder below it: :func:`require_model`, said in one
+    line when below). Raises :class:`NoModel` when the job ended without one."""
     # lazy: one step: train_local
     from jobs.spec.job_spec import shown_command
     from jobs.spec.tensorboard import last_values, read_scalars
@@ -168,14 +172,16 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
         log(warning)
     result = run_local(cfg, log=log)
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
-    _require_model(cfg, dirs["model"])
+    found = require_model(cfg, dirs["model"])
+    if found.line:
+        log(found.line)
     record: dict[str, Any] = {
         "trainer": cfg.trainer.module or "trainers.task (built-in)",
         "command": shown_command(cfg),
         "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
-        "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
+        "seconds": round(time.monotonic() - started, 1), "dirs": dirs, "model": found.path,
     }
     if earlier:
         record["resumed_from_existing_checkpoints"] = earlier

@@ -69,9 +69,13 @@ class Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
     def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env=None,
-                 stop=None):
+                 stop=None, workdirs=None, failure_context=None):
         self.number, self.log, self.on_line, self.stop = number, log, on_line, stop
         self.cwd, self.env = cwd, dict(env or {})
+        # each replica's own working folder (``jobs.local.launch.workdir``), else ``cwd``; the trainer's code for hints
+        self.workdirs, self.folders = workdirs, []
+        self.source_dir = workdirs.source_dir if workdirs is not None else cwd
+        self.failure_context = dict(failure_context or {})
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
@@ -88,8 +92,12 @@ class Attempt:
                     base_env, extra, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
                 r.logfile.write(separator(number, r.name).encode())
+                folder = cwd
+                if workdirs is not None:
+                    folder = workdirs.make(r.name)
+                    self.folders.append(folder)
                 r.proc = subprocess.Popen(
-                    list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                    list(command), env=child_env, cwd=folder, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                     bufsize=0, preexec_fn=lifeline.preexec())
                 r.fd = r.proc.stdout.fileno()
@@ -243,6 +251,9 @@ class Attempt:
                     r.fd = None
                     if r.logfile is not None:
                         r.logfile.close()
+            for folder in self.folders:  # the replicas' own working folders go with them, as a container's do
+                self.workdirs.remove(folder)
+            self.folders = []
             self.sel.close()
             if stuck:
                 self.log("[launcher] survived SIGKILL for 30 s: " + ", ".join(stuck))
@@ -289,7 +300,8 @@ class Attempt:
             error = f"{error.rstrip()} … {r._error_close.strip()}"
         return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
                               last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
-                              error_line=error, source_dir=self.cwd, env=self.env, **extra)
+                              error_line=error, source_dir=self.source_dir, env=self.env,
+                              **self.failure_context, **extra)
 
 
 def _open_brackets(text: str) -> int:

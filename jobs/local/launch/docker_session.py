@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from jobs.spec.image_reference import parse_reference
+from jobs.spec.image_requirements import read_pins
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
 from trainers.config import resolved_base_dir
@@ -48,25 +49,13 @@ PROJECT_MODULES = ("kfp", "trainers.task", "jobs.steps.calls", "components")
 
 
 def requirement_names(cfg) -> list[tuple[str, str, Any]]:
-    """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
+    """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file, read as the image's
+    pip reads it (``jobs.spec.image_requirements.read_pins``: markers for the image's Python on Linux)."""
     t = cfg.trainer
     if not (t.module and t.requirements):
         return []
     path = Path(t.source_dir or ".") / t.requirements
-    out = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue  # `run.py build` refuses these; the probe checks what it can read
-        if req.marker is None or req.marker.evaluate():
-            out.append((line, req.name, req.specifier))
-    return out
+    return [(pin.text, pin.name, pin.specifier) for pin in read_pins(path.read_text(encoding="utf-8"))]
 
 
 def probe_problems(c, image: str, cfg, settings: Settings) -> list[str]:

@@ -112,7 +112,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
            on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
            base_env: Mapping[str, str] | None = None, replica_env: Callable[[str, int], Mapping[str, str]] | None = None,
-           stop: threading.Event | None = None, permanent_statuses: Collection[int] = PERMANENT_STATUSES) -> JobResult:
+           stop: threading.Event | None = None, permanent_statuses: Collection[int] = PERMANENT_STATUSES,
+           workdirs=None, failure_context: Mapping[str, str] | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -128,6 +129,10 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     replica SIGTERM, ``grace_s``, SIGKILL; then :class:`Stopped` is raised): the main thread alone gets Ctrl-C,
     and a job run in a worker thread must still stop the preemption way.
     ``permanent_statuses``: exit statuses that end the job at once, restarts left or not (see the module doc).
+    ``workdirs``: a ``jobs.local.launch.workdir.ReplicaWorkdirs``: every replica of every attempt runs in its own
+    working folder holding the trainer's code, as a Vertex replica in its container (``cwd`` is then unused).
+    ``failure_context``: what a failed replica's hint reads beside its code (``ReplicaFailure``'s ``requirements``
+    and ``runner``).
     """
     counts = validate_replica_counts(replica_counts)
     _check_arguments(command, base_output_dir, cwd, max_restarts, timeout_s, grace_s, done_when, on_worker_failure)
@@ -160,7 +165,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
 
     while True:
         number += 1
-        attempt = Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env, stop)
+        attempt = Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env, stop,
+                          workdirs, failure_context)
         outcome, failure = _run_attempt(attempt, deadline, timeout_s, grace_s, done_when, on_worker_failure,
                                         after_attempt, log)
         tolerated.extend(attempt.tolerated)

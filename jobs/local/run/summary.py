@@ -144,7 +144,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     """The console summary; every field may be missing or null (an old or partial record)."""
     dirs, t, v = s.get("dirs") or {}, s.get("training") or {}, s.get("verification") or {}
     lines = ["=" * 72, f"pipeline {s.get('name', '?')} finished in {_num(s.get('elapsed_s'), '.0f')} s",
-             f"  model (SavedModel)  {dirs.get('model', 'n/a')}",
+             f"  model (SavedModel)  {v.get('model_dir') or dirs.get('model', 'n/a')}",
              f"  checkpoints         {dirs.get('checkpoints', 'n/a')}",
              f"  TensorBoard logs    {dirs.get('logs', 'n/a')}    (tensorboard --logdir {dirs.get('logs', '.')})",
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",

@@ -25,12 +25,14 @@ from trainers import config as config_lib
 PROJECT = _placeholders.PROJECT_ID_PLACEHOLDER
 
 
-def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image: str = None):
+def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image: str = None,
+                   placement: dict = None):
     """The pipeline function of ``cfg`` for ``target`` (``vertex`` | ``local``); its config is the default of
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
     code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
-    any other local path before anything is compiled). What it holds is decided in ``jobs.steps.pipeline_plan``."""
-    plan = plan_pipeline(cfg, target)
+    any other local path before anything is compiled), and the placement judgement (``placement``: ``vtp plan``'s)
+    the default of ``placement_plan``. What it holds is decided in ``jobs.steps.pipeline_plan``."""
+    plan = plan_pipeline(cfg, target, placement)
     c = components.published(base_image or plan.image or DEFAULT_IMAGE)
     return _local_pipeline(c, plan) if target == "local" else _vertex_pipeline(c, plan)
 
@@ -97,13 +99,17 @@ def _vertex_pipeline(c, plan: PipelinePlan):
     @dsl.pipeline(name=cfg.name, description=plan.description)
     def vertex_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
                         build_context_uri: str = "", service_account: str = "", network: str = "",
-                        sample_request: str = plan.sample_request, eval_data: str = cfg.serving.eval_data):
+                        sample_request: str = plan.sample_request, eval_data: str = cfg.serving.eval_data,
+                        placement_plan: dict = plan.placement):
         # service_account / network (run.py --service-account / --network): the training replicas run as
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
+        # placement_plan: vtp plan's judgement of the options, with prices and the budget's bars (jobs.spec.ranking);
+        # the run's own id names every job it creates (labels: jobs.spec.labels).
         image = c.build_image(config_json=config_json, build_context_uri=build_context_uri)
         job = c.validate_config(config_json=config_json, image_uri=image.output, location=location,
-                                service_account=service_account, network=network)
+                                service_account=service_account, network=network, placement_plan=placement_plan,
+                                run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
         config = job.outputs["config_json"]
         data, dataset = _prepared(c, plan, config)
         if plan.tuned:
@@ -124,7 +130,7 @@ def _vertex_pipeline(c, plan: PipelinePlan):
     return vertex_pipeline
 
 
-def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory):
+def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory, labels):
     """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
     that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
     return c.custom_training_job(
@@ -144,7 +150,9 @@ def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_d
         reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
         psc_network_attachment=job.outputs["psc_network_attachment"],
         tensorboard=job.outputs["tensorboard"],
-        placement=job.outputs["placement"],  # the fall-over order when Vertex has no capacity
+        placement=job.outputs["placement"],  # the plan's judgement: ranked again when Vertex has no capacity
+        budget=job.outputs["budget"],
+        labels=labels,
         location=location,
         project=PROJECT,
     )
@@ -154,7 +162,7 @@ def _vertex_training(c, job, location):
     """One CustomJob; its model and TensorBoard logs as artifacts. Returns (the training task, the model, what
     the gate measures, what the report reads)."""
     training = _custom_job(c, job, location, job.outputs["display_name"], job.outputs["worker_pool_specs"],
-                           job.outputs["base_output_directory"])
+                           job.outputs["base_output_directory"], job.outputs["labels"])
     # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
     model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
     logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
@@ -167,7 +175,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
     what :func:`_vertex_training` returns."""
     training = c.hyperparameter_tuning_job(
         display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
-        trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT)
+        trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT,
+        labels=job.outputs["tuning_labels"], placement=job.outputs["placement"], budget=job.outputs["budget"])
     picking = dict(config_json=config, tuning_study=training.outputs["study"],
                    record_dir=job.outputs["base_output_directory"])
     if plan.baseline:
@@ -175,7 +184,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
         # reports the study's metric to a file there (jobs.spec.job_spec.baseline_job_spec)
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
-                               job.outputs["baseline_output_directory"]).set_display_name("baseline")
+                               job.outputs["baseline_output_directory"],
+                               job.outputs["baseline_labels"]).set_display_name("baseline")
         if data is not None:
             baseline.after(data)
         # the better of the two goes on; a failed baseline leaves the best trial to go on (its record says so)
@@ -188,7 +198,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location):
 
 
 def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, target: str = "vertex",
-                     base_image: str = None) -> str:
-    """Compile the ``target`` pipeline of ``cfg`` to ``package_path``."""
-    compiler.Compiler().compile(build_pipeline(cfg, target, base_image), package_path=package_path)
+                     base_image: str = None, placement: dict = None) -> str:
+    """Compile the ``target`` pipeline of ``cfg`` to ``package_path`` (``placement``: ``vtp plan``'s judgement of
+    the options, the default of ``placement_plan``)."""
+    compiler.Compiler().compile(build_pipeline(cfg, target, base_image, placement), package_path=package_path)
     return package_path

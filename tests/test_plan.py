@@ -14,6 +14,7 @@ from jobs.cloud import plan as planning
 from jobs.cloud.plan_cli import options_table
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.catalog import load_catalog
+from jobs.spec import ranking
 from jobs.spec.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import finish, start_step, task_inputs
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "us-central1-docker.pkg.dev/acme-ml/training/tf-trainer-gpu:ctx-1@sha256:" + "b" * 64
 JOB = [f"container.image_uri={IMAGE}", "output.base_dir=gs://acme-runs/mw", "data.path=gs://acme-data/flower_photos"]
 H200_JOB = str(ROOT / "examples" / "h200-flex" / "job.yaml")
+A3 = {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB", "accelerator_count": 8}
 
 
 class FakeProject(Project):
@@ -175,8 +177,20 @@ def test_an_unknown_figure_is_unknown_not_a_guess():
     cfg = config_lib.load(H200_JOB)
     c = prices.cost(cfg)
     assert c.per_hour is None and c.most is None and "NVIDIA_H200_141GB" in c.job.unknown
-    bars = prices.unpriced_bars(cfg.with_overrides(["budget.max_total=1000"]), c)
-    assert bars and "not checked" in bars[0] and "NVIDIA_H200_141GB" in bars[0]
+    assert "gpus.NVIDIA_H200_141GB.hour" in c.job.missing  # the key a price file gives it by
+
+
+def test_every_source_says_whether_its_figures_were_seen_or_recalled_and_the_h100_figure_is_the_seen_one():
+    table = prices.load_prices()
+    for key, src in table["sources"].items():
+        assert src.get("status") in ("seen", "recalled") and src.get("url") and src.get("read"), key
+    h100 = table["gpus"]["NVIDIA_H100_80GB"]
+    assert h100["hour"] == 9.79655057 and table["sources"][h100["source"]]["status"] == "seen"
+    n1 = table["families"]["n1"]
+    assert 4 * n1["vcpu"] + 15 * n1["gb"] == pytest.approx(0.21849885, abs=1e-6)  # n1-standard-4, seen
+    for gpu in ("NVIDIA_H100_MEGA_80GB", "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_L4",
+                "NVIDIA_RTX_PRO_6000"):
+        assert table["gpus"][gpu]["hour"] is None and "searched" in table["gpus"][gpu]["note"]  # never invented
 
 
 # ---- the budget --------------------------------------------------------------------------------
@@ -184,15 +198,111 @@ def test_an_unknown_figure_is_unknown_not_a_guess():
 def test_the_budget_refuses_a_plan_above_it_naming_the_bar_the_figure_and_what_fits():
     cfg = config_lib.load("multiworker", [*JOB, "budget.max_per_hour=2", "budget.max_total=50"])
     c = prices.cost(cfg)
-    problems = prices.budget_problems(cfg, c)
-    assert [p.field for p in problems] == ["budget.max_per_hour", "budget.max_total"]
-    assert prices.money(c.per_hour) in problems[0].message and "$2.00" in problems[0].message
-    assert prices.money(c.most) in problems[1].message and "$50.00" in problems[1].message
-    hours = 50 / c.job.per_hour
-    assert f"scheduling.timeout={int(hours * 3600)}s" in problems[1].valid
-    assert prices.budget_problems(cfg.with_overrides(["budget.max_per_hour=0", "budget.max_total=0"]), c) == []
-    (flag,) = prices.budget_problems(cfg.with_overrides(["budget.max_per_hour=0"]), c, max_cost=10)
-    assert flag.field == "--max-cost"
+    price = ranking.Priced.of(c)
+    bars = ranking.Bars.of(cfg)
+    why = ranking.budget_verdict(price, bars)
+    assert why.startswith("over budget: budget.max_per_hour: ") and prices.money(c.per_hour) in why and "$2.00" in why
+    total = ranking.budget_verdict(price, ranking.Bars.of(cfg.with_overrides(["budget.max_per_hour=0"])))
+    assert total.startswith("over budget: budget.max_total: up to ") and prices.money(c.most) in total
+    assert ranking.budget_verdict(price, ranking.Bars.of(cfg.with_overrides(["budget.max_per_hour=0",
+                                                                            "budget.max_total=0"]))) == ""
+    flag = ranking.Bars.of(cfg.with_overrides(["budget.max_per_hour=0"]), max_cost=10)
+    assert ranking.budget_verdict(price, flag).startswith("over budget: --max-cost: ")
+
+
+def test_remedies_are_only_what_would_fit_never_a_strategy_priced_the_same():
+    """Over --max-cost 50 the multiworker preset (SPOT, no Spot figure: priced as on-demand) is told a shorter timeout
+    and fewer workers, each checked to fit; never [SPOT, STANDARD, FLEX_START], all priced alike."""
+    cfg = config_lib.load("multiworker", JOB)
+    plan = planning.decide(cfg, "acme-ml", project=FakeProject(), max_cost=50)
+    (error,) = plan.errors
+    assert "placement.strategies" not in error
+    fixes = error.split("valid choices: ", 1)[1].split(", ")
+    timeout = next(f for f in fixes if f.startswith("scheduling.timeout="))
+    shorter = cfg.with_overrides([timeout])
+    assert prices.cost(shorter).most <= 50 < prices.cost(cfg).most
+    workers = next((f for f in fixes if f.startswith("topology.worker.replica_count=")), None)
+    if workers:
+        fewer = cfg.with_overrides([workers])
+        assert prices.cost(fewer).most <= 50 and fewer.topology.worker.replica_count < cfg.topology.worker.replica_count
+    assert fixes[-1].startswith("--max-cost ")  # the bar itself, last
+
+
+def test_a_study_over_the_hourly_bar_is_told_how_many_trials_at_once_fit():
+    cfg = config_lib.load("tuning", ["tuning.max_trials=8", "tuning.parallel_trials=4"])
+    job = prices.cost(cfg).job.per_hour
+    over = cfg.with_overrides([f"budget.max_per_hour={job * 3.5}"])  # room for 3 jobs: 2 trials + the baseline
+    plan = planning.decide(over, "acme-ml", project=FakeProject())
+    (error,) = plan.errors
+    assert "over budget: budget.max_per_hour" in error and "tuning.parallel_trials=2" in error
+
+
+def test_a_studys_budget_counts_every_trial_and_the_baseline():
+    cfg = config_lib.load("tuning")  # 4 trials + the baseline, 1 h each
+    c = prices.cost(cfg)
+    trials_only = c.job.per_hour * c.hours * 4
+    between = cfg.with_overrides([f"budget.max_total={trials_only + c.job.per_hour * 0.5}"])
+    plan = planning.decide(between, "acme-ml", project=FakeProject())
+    assert plan.pick is None and "4 trials + the baseline" in plan.errors[0]
+
+
+def test_an_unpriced_job_under_a_budget_is_refused_naming_the_missing_figures_and_the_price_file(tmp_path):
+    """The issue's jobs: a chief + 1 worker a3-highgpu-8g (16 H100s, SPOT) under budget.max_per_hour=1, and 8 H100s
+    under --max-cost 100: exit 2, nothing fits, the missing figures and how to give them named."""
+    a3 = tmp_path / "a3.yaml"
+    a3.write_text(yaml.safe_dump({
+        "name": "a3-demo", "topology": {"strategy": "multi_worker", "chief": {"replica_count": 1, **A3},
+                                        "worker": {"replica_count": 1, **A3}},
+        "scheduling": {"strategy": "SPOT", "restart_job_on_worker_restart": True}, "budget": {"max_per_hour": 1},
+        "container": {"image_uri": IMAGE}, "output": {"base_dir": "gs://acme-runs/a3"},
+        "data": {"path": "gs://acme-data/f"}}))
+    proc = _run("--config", str(a3), "--project", "acme-ml")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (error,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert error.startswith("error: budget.max_per_hour: the price of this job cannot be computed")
+    assert "families.a3.vcpu, families.a3.gb" in error and "budget.prices" in error and "--prices FILE" in error
+    assert "not checked" not in error
+    one = _run("--config", str(a3), "--set", "topology.worker.replica_count=0", "--set", "budget.max_per_hour=0",
+               "--set", "topology.strategy=one_device", "--max-cost", "100", "--project", "acme-ml")
+    assert one.returncode == 2
+    (error,) = [ln for ln in one.stderr.splitlines() if ln.startswith("error: ")]
+    assert error.startswith("error: --max-cost: the price of this job cannot be computed")
+
+
+def test_a_user_price_file_wins_over_the_table_and_is_shown_as_theirs(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("families:\n  a3: {vcpu: 0.04, gb: 0.005}\ngpus:\n  NVIDIA_H100_80GB: {hour: 7.5}\n")
+    cfg = config_lib.from_dict({"topology": {"strategy": "one_device", "chief": {"replica_count": 1, **A3}},
+                                "budget": {"prices": str(mine)}})
+    table = prices.price_table(str(mine))
+    c = prices.cost(cfg, table=table)
+    assert c.job.per_hour == pytest.approx(208 * 0.04 + 1872 * 0.005 + 8 * 7.5)
+    assert c.job.theirs == ("a3 vCPUs", "a3 memory", "NVIDIA_H100_80GB")
+    assert prices.cost(cfg).job.unknown == ("a3 vCPUs", "a3 memory")  # the table alone: unknown
+    proc = _run("--config", "multiworker", *[a for s in JOB for a in ("--set", s)], "--project", "acme-ml",
+                "--prices", str(mine), "--set", "topology.chief.machine_type=a3-highgpu-8g",
+                "--set", "topology.chief.accelerator_type=NVIDIA_H100_80GB", "--set", "topology.chief.accelerator_count=8",
+                "--set", "topology.worker.machine_type=a3-highgpu-8g",
+                "--set", "topology.worker.accelerator_type=NVIDIA_H100_80GB",
+                "--set", "topology.worker.accelerator_count=8")
+    assert proc.returncode == 0, proc.stderr
+    assert f"yours: a3 vCPUs, a3 memory, NVIDIA_H100_80GB at your figures (your price file ({mine}" in proc.stdout
+
+
+@pytest.mark.parametrize("text,field", [
+    ("gpus:\n  NVIDIA_H100_80GB: {hour: -1}\n", "--prices: gpus.NVIDIA_H100_80GB.hour"),
+    ("gpus:\n  NVIDIA_H100: {hour: 9}\n", "--prices: gpus.NVIDIA_H100"),
+    ("machines:\n  a3-highgpu-8g: 9\n", "--prices: machines"),
+    ("families: [1, 2]\n", "--prices: families"),
+    ("[", "--prices"),
+])
+def test_a_malformed_price_file_is_one_error_naming_the_key(tmp_path, text, field):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    proc = _run("--config", "multiworker", *[a for s in JOB for a in ("--set", s)], "--prices", str(bad))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (error,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert error.startswith(f"error: {field}"), error
 
 
 # ---- placement ---------------------------------------------------------------------------------
@@ -368,14 +478,6 @@ def test_submit_sends_the_plans_pick_and_a_plan_over_budget_sends_nothing(vertex
     assert len(vertex.calls("POST", "/pipelineJobs$")) == 1  # nothing more was sent
     (error,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert error.startswith("error: placement: no option fits") and "over budget" in error and "--max-cost" in error
-
-
-def test_a_study_over_the_hourly_bar_is_told_how_many_trials_at_once_fit():
-    cfg = config_lib.load("tuning", ["tuning.max_trials=8", "tuning.parallel_trials=4"])
-    job = prices.cost(cfg).job.per_hour
-    over = cfg.with_overrides([f"budget.max_per_hour={job * 3.5}"])  # room for 3 jobs: 2 trials + the baseline
-    (p,) = prices.budget_problems(over, prices.cost(over))
-    assert p.field == "budget.max_per_hour" and p.valid[0] == "tuning.parallel_trials=2"
 
 
 @pytest.mark.parametrize("location,where", [("US-CENTRAL1", "North America"), ("US", "North America"),

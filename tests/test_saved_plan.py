@@ -192,3 +192,13 @@ def test_a_plan_with_errors_is_not_saved(tmp_path, trainer, project, capsys):
                                  "--out", str(tmp_path / "plan.json")])
     said = capsys.readouterr()
     assert code == 2 and "plan not saved to" in said.out and not (tmp_path / "plan.json").exists()
+
+
+def test_a_quota_that_moved_without_changing_the_verdict_does_not_make_the_plan_stale(tmp_path, trainer, project,
+                                                                                        capsys):
+    _plan(trainer, tmp_path / "plan.json", capsys)
+    project.limit = 32  # still covers the job's 8
+    with VertexStandIn() as vertex:
+        code, err = _apply(tmp_path / "plan.json", vertex, capsys)
+        assert code == 0, err
+        assert len(vertex.calls("POST", "/pipelineJobs")) == 1

@@ -189,7 +189,7 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
             for j, why in ranked.skipped:  # one line for each option passed over, said once
                 if j.option not in blocked and j.option not in said:
                     said.add(j.option)
-                    log(f"fall-over: skipped {j.option}: {why}")
+                    log(f"fall-over: skipped {j.option}: {ranking.brief(why)}")
             nxt = ranked.pick
             if nxt is None:
                 _record(base, attempts)

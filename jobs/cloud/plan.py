@@ -306,12 +306,14 @@ def _nothing_fits(cfg: config_lib.JobConfig, verdicts: list[Verdict], judged: li
         fixes.append("another region in placement.regions (vtp hardware --accelerator TYPE lists where the catalog "
                      "offers it)")
     unpriced = [v for v in verdicts if v.why.startswith("price unknown")]
-    if unpriced and len(unpriced) == len(verdicts):  # a budget over a price nobody can compute: refused, said so
-        field = " and ".join(bars.named())
+    refused = [v for v in verdicts if v not in unpriced and not v.why.startswith("over budget")]
+    if unpriced and len(unpriced) + len(refused) == len(verdicts):  # a budget over a price nobody can compute
         first = next(j for j in judged if j.option == unpriced[0].option)
-        return str(problem(field, f"the price of this job cannot be computed, so the budget cannot be checked and "
-                                  f"nothing is sent: {unpriced[0].why.split(': ', 1)[1]}; "
-                                  f"{ranking.supply_line(first.price)}", fixes))
+        others = "".join(f"; {v.option}: {ranking.brief(v.why)}" for v in refused)
+        return str(problem(" and ".join(bars.named()), (
+            f"the price of this job cannot be computed, so the budget cannot be checked and nothing is sent: "
+            f"{unpriced[0].why.split(': ', 1)[1]} ({', '.join(str(v.option) for v in unpriced)}); "
+            f"{ranking.supply_line(first.price)}{others}"), fixes))
     reasons = "; ".join(f"{v.option}: {v.why}" for v in verdicts)
     return str(problem("placement", f"no option fits ({reasons})", fixes))
 
@@ -331,5 +333,5 @@ def short_lines(plan: Plan) -> list[str]:
             lines.append(f"{PREFIX}{v.option} fits too: {prices.money(v.cost.per_hour)} an hour, at most "
                          f"{prices.money(v.cost.most)}")
         else:
-            lines.append(f"{PREFIX}{v.option} skipped: {v.why}")
+            lines.append(f"{PREFIX}{v.option} skipped: {ranking.brief(v.why)}")
     return lines

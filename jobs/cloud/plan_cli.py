@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs.spec import validate
+from jobs.spec import ranking, validate
 from jobs.spec.command_line import shown
 from jobs.cloud import preflight as checks
 from jobs.cloud.lines import run_command
@@ -32,7 +32,7 @@ from trainers.errors import ConfigError, problem
 def options_table(plan: Plan) -> list[str]:
     rows = [("option", "per hour", "at most", "")]
     for v in plan.verdicts:
-        verdict = f"taken: {v.why}" if v.taken else ("fits" if v.fits else f"skipped: {v.why}")
+        verdict = f"taken: {v.why}" if v.taken else ("fits" if v.fits else f"skipped: {ranking.brief(v.why)}")
         rows.append((str(v.option), prices.money(v.cost.per_hour), prices.money(v.cost.most), verdict))
     w0, w1, w2 = (max(len(r[i]) for r in rows) for i in range(3))
     return [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}  {d}".rstrip() for a, b, c, d in rows]

@@ -158,6 +158,12 @@ def budget_verdict(price: Priced, bars: Bars, hours: float | None = None, table_
     return ""
 
 
+def brief(why: str) -> str:
+    """A reason's first clause (up to its first ``; ``), for a table cell or a line per option: a quota's finding
+    goes on with the regions that would fit and the command that asks for more, which the error line keeps."""
+    return why.split("; ", 1)[0]
+
+
 @dataclasses.dataclass
 class Ranking:
     """What :func:`rank` decided: the options that fit, best first (the pick is the first), and every other one

@@ -39,7 +39,7 @@ from jobs.cloud import plan as planning, plan_cli, preflight, submit
 from jobs.cloud.lines import run_command
 from jobs.images.user_code import trainer_version
 from jobs.local.run.folder import config_diff
-from jobs.spec import placement, validate
+from jobs.spec import placement, ranking, validate
 from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.catalog import CATALOG_PATH, load_catalog
@@ -225,22 +225,23 @@ def changes(doc: dict[str, Any], project: placement.Project, require_checks: boo
 
 def _quota_changes(recorded: list[dict[str, Any]], now: config_lib.JobConfig, project: placement.Project,
                    unchecked: list[str]) -> list[str]:
-    """Each option's quota findings asked again and compared with the plan's."""
+    """Each option's quota findings asked again: a verdict that is not the plan's (a quota that covered the job and
+    no longer does, or the other way round) makes it stale; the same verdict at another limit does not change the
+    plan. A finding that cannot be asked again is said as not checked."""
     out = []
     for entry in recorded:
         region, strategy = entry["option"].split(" ", 1)
         option = placement.Option(region, strategy)
-        found = project.quota(placement.with_option(now, option), option)
-        then = [(f.get("ok"), f.get("line")) for f in entry.get("findings") or []]
-        again = [(f.ok, f.line) for f in found]
-        if again != then:
-            gone = [line for ok, line in then if (ok, line) not in again]
-            new = [line for ok, line in again if (ok, line) not in then]
-            if all(ok is None for ok, _ in again) and again:
-                unchecked.append(f"quota in {option} not checked again: {again[0][1]}")
-                continue
-            out.append(f"quota in {option}: now {'; '.join(new) or 'no finding'} (the plan saw "
-                       f"{'; '.join(gone) or 'no finding'})")
+        then = [(f.get("ok"), f.get("line") or "") for f in entry.get("findings") or []]
+        again = [(f.ok, f.line) for f in project.quota(placement.with_option(now, option), option)]
+        if again and all(ok is None for ok, _ in again) and any(ok is not None for ok, _ in then):
+            unchecked.append(f"quota in {option} not checked again: {ranking.brief(again[0][1])}")
+            continue
+        if [ok for ok, _ in again] != [ok for ok, _ in then]:
+            new = [ranking.brief(line) for (ok, line), (was, _) in zip(again, then + [(None, "")] * len(again))
+                   if ok != was] or ["no finding"]
+            old = [ranking.brief(line) for ok, line in then if (ok, line) not in again] or ["no finding"]
+            out.append(f"quota in {option}: now {'; '.join(new)} (the plan saw {'; '.join(old)})")
     return out
 
 
@@ -290,7 +291,7 @@ def _apply(argv: list[str], compile_pipeline) -> int:
         errors=[f"not checked: {u} (--require-checks)" for u in unchecked] if strict else [],
         warnings=[f"not checked: {u}" for u in unchecked] + list(doc.get("warnings") or []))
     ns = argparse.Namespace(
-        project=doc["project"], region=pick.region, pipeline_root=args.pipeline_root,
+        project=doc["project"], region=None, pipeline_root=args.pipeline_root,  # the pick's, as the plan made it
         service_account=sub.get("service_account") or None, network=sub.get("network") or None, labels=args.labels,
         no_wait=args.no_wait, no_cache=args.no_cache, api_endpoint=args.api_endpoint, template=None,
         poll_seconds=args.poll_seconds, image=sub.get("image") or None, max_cost=sub.get("max_cost"),

@@ -495,3 +495,16 @@ def test_validate_ends_with_where_to_see_the_plan(capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("see the exact Vertex request, its price and where it can run: ") and \
         last.endswith(f"plan --config {H200_JOB}")
+
+
+def test_a_job_files_price_file_is_relative_to_it_and_checked_with_the_job(tmp_path):
+    from jobs.spec import validate
+
+    (tmp_path / "prices.yaml").write_text("gpus:\n  NVIDIA_L4: {hour: 0.7}\n")
+    (tmp_path / "job.yaml").write_text("budget: {prices: prices.yaml}\n")
+    cfg = config_lib.load(str(tmp_path / "job.yaml"))
+    assert cfg.budget.prices == str(tmp_path / "prices.yaml") and cfg.for_vertex().budget.prices == ""
+    assert validate.price_file_problems(cfg) == []
+    (tmp_path / "prices.yaml").write_text("gpus:\n  NVIDIA_L4: {hour: lots}\n")
+    (problem,) = validate.price_file_problems(cfg)
+    assert problem.field == "budget.prices: gpus.NVIDIA_L4.hour" and "not a price in US dollars" in problem.message

@@ -8,6 +8,7 @@
     python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
     python pipelines/run.py validate JOB [gcloud-style flags]     # check a config, print worker pools
     python pipelines/run.py plan --config JOB [--project P] [--region R] [--out plan.json]   # the Vertex request, price, placement
+    python pipelines/run.py apply plan.json --pipeline-root gs://B/root   # submit a saved plan exactly (or refuse it stale)
     python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
     python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
     python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
@@ -38,7 +39,8 @@ from jobs.spec.command_line import survives_closed_pipe  # noqa: E402
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": run_command.Subcommand("jobs.spec.validate_cli", "validate_main"),
-    "plan": run_command.Subcommand("jobs.cloud.plan_cli"),
+    "plan": run_command.Subcommand("jobs.steps.saved_plan", "plan_main"),
+    "apply": run_command.Subcommand("jobs.steps.saved_plan", "apply_main", compiles=True),
     "hardware": run_command.Subcommand("jobs.spec.hardware.listing"),
     "build": run_command.Subcommand("jobs.images.build"),
     "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),

@@ -34,12 +34,14 @@ from trainers import config as config_lib
 PROJECT = _placeholders.PROJECT_ID_PLACEHOLDER
 
 
-def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image: str = None):
+def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image: str = None,
+                   placement: dict = None):
     """The pipeline function of ``cfg`` for ``target`` (``vertex`` | ``local``); its config is the default of
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
     code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
-    any other local path before anything is compiled). What it holds is decided in ``jobs.steps.pipeline_plan``."""
-    plan = plan_pipeline(cfg, target)
+    any other local path before anything is compiled), and the placement judgement (``placement``: ``vtp plan``'s)
+    the default of ``placement_plan``. What it holds is decided in ``jobs.steps.pipeline_plan``."""
+    plan = plan_pipeline(cfg, target, placement)
     c = components.published(base_image or plan.image or DEFAULT_IMAGE)
     return _local_pipeline(c, plan) if target == "local" else _vertex_pipeline(c, plan)
 
@@ -130,15 +132,19 @@ def _vertex_pipeline(c, plan: PipelinePlan):
     def vertex_pipeline(config_json: str = cfg.to_json(), location: str = cfg.topology.region,
                         build_context_uri: str = "", service_account: str = "", network: str = "",
                         sample_request: str = plan.sample_request, eval_data: str = cfg.serving.eval_data,
-                        folder_per_run: bool = False, require_checks: bool = False):
+                        folder_per_run: bool = False, require_checks: bool = False,
+                        placement_plan: dict = plan.placement):
         # service_account / network (run.py --service-account / --network): the training replicas run as
         # the pipeline's account, in its network; empty: Vertex's defaults.
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
         # folder_per_run (a schedule's runs): each run writes into <output.base_dir>/<its pipeline job name>;
         # require_checks: a plan check that could not be made fails the run (check_plan)
+        # placement_plan: vtp plan's judgement of the options, with prices and the budget's bars (jobs.spec.ranking);
+        # the run's own id names every job it creates (labels: jobs.spec.labels).
         given = dict(config_json=config_json, location=location, build_context_uri=build_context_uri,
                      service_account=service_account, network=network, sample_request=sample_request,
-                     eval_data=eval_data, folder_per_run=folder_per_run, require_checks=require_checks)
+                     eval_data=eval_data, folder_per_run=folder_per_run, require_checks=require_checks,
+                     placement_plan=placement_plan)
         notify = _notify(c, plan, config_json, run_created=dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER,
                          folder_per_run=folder_per_run, pipeline_job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
         if emailed is not None:  # one exit handler per scope: the e-mail's is the sub-pipeline's
@@ -157,11 +163,13 @@ def _emailed_run(c, plan: PipelinePlan):
 
     @dsl.pipeline(name=f"{plan.cfg.name}-run", description="The run, with Vertex's e-mail as its exit handler.")
     def emailed(config_json: str, location: str, build_context_uri: str, service_account: str, network: str,
-                sample_request: str, eval_data: str, folder_per_run: bool, require_checks: bool):
+                sample_request: str, eval_data: str, folder_per_run: bool, require_checks: bool,
+                placement_plan: dict):
         with dsl.ExitHandler(_email(plan)):
             _vertex_body(c, plan, config_json=config_json, location=location, build_context_uri=build_context_uri,
                          service_account=service_account, network=network, sample_request=sample_request,
-                         eval_data=eval_data, folder_per_run=folder_per_run, require_checks=require_checks)
+                         eval_data=eval_data, folder_per_run=folder_per_run, require_checks=require_checks,
+                         placement_plan=placement_plan)
 
     return emailed
 
@@ -173,12 +181,13 @@ def _email(plan: PipelinePlan):
 
 
 def _vertex_body(c, plan: PipelinePlan, *, config_json, location, build_context_uri, service_account, network,
-                 sample_request, eval_data, folder_per_run, require_checks):
+                 sample_request, eval_data, folder_per_run, require_checks, placement_plan):
     """Everything a Vertex run does, as the pipeline (or its e-mailed sub-pipeline) runs it."""
     image = c.build_image(config_json=config_json, build_context_uri=build_context_uri)
     job = c.validate_config(config_json=config_json, image_uri=image.output, location=location,
                             service_account=service_account, network=network, folder_per_run=folder_per_run,
-                            pipeline_job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
+                            pipeline_job_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER, placement_plan=placement_plan,
+                            run_id=dsl.PIPELINE_JOB_NAME_PLACEHOLDER)
     config = job.outputs["config_json"]
     # the plan's checks when the run starts, before anything is created: quota, budget, the project
     checked = c.check_plan(config_json=config, location=location, project=PROJECT,
@@ -204,7 +213,7 @@ def _vertex_body(c, plan: PipelinePlan, *, config_json, location, build_context_
                       pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
 
 
-def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory):
+def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory, labels):
     """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
     that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
     return c.custom_training_job(
@@ -224,7 +233,9 @@ def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_d
         reserved_ip_ranges=job.outputs["reserved_ip_ranges"],
         psc_network_attachment=job.outputs["psc_network_attachment"],
         tensorboard=job.outputs["tensorboard"],
-        placement=job.outputs["placement"],  # the fall-over order when Vertex has no capacity
+        placement=job.outputs["placement"],  # the plan's judgement: ranked again when Vertex has no capacity
+        budget=job.outputs["budget"],
+        labels=labels,
         location=location,
         project=PROJECT,
     )
@@ -234,7 +245,7 @@ def _vertex_training(c, job, location):
     """One CustomJob; its model and TensorBoard logs as artifacts. Returns (the training task, the model, what
     the gate measures, what the report reads)."""
     training = _custom_job(c, job, location, job.outputs["display_name"], job.outputs["worker_pool_specs"],
-                           job.outputs["base_output_directory"])
+                           job.outputs["base_output_directory"], job.outputs["labels"])
     # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
     model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
     logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
@@ -247,7 +258,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
     what :func:`_vertex_training` returns."""
     training = c.hyperparameter_tuning_job(
         display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
-        trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT)
+        trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT,
+        labels=job.outputs["tuning_labels"], placement=job.outputs["placement"], budget=job.outputs["budget"])
     picking = dict(config_json=config, tuning_study=training.outputs["study"],
                    record_dir=job.outputs["base_output_directory"])
     if plan.baseline:
@@ -255,7 +267,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
         # reports the study's metric to a file there (jobs.spec.job_spec.baseline_job_spec)
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
-                               job.outputs["baseline_output_directory"]).set_display_name("baseline")
+                               job.outputs["baseline_output_directory"],
+                               job.outputs["baseline_labels"]).set_display_name("baseline")
         baseline.after(checked)  # created only once the plan's checks pass, as the study is
         if data is not None:
             baseline.after(data)
@@ -269,7 +282,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
 
 
 def compile_pipeline(cfg: config_lib.JobConfig, package_path: str, target: str = "vertex",
-                     base_image: str = None) -> str:
-    """Compile the ``target`` pipeline of ``cfg`` to ``package_path``."""
-    compiler.Compiler().compile(build_pipeline(cfg, target, base_image), package_path=package_path)
+                     base_image: str = None, placement: dict = None) -> str:
+    """Compile the ``target`` pipeline of ``cfg`` to ``package_path`` (``placement``: ``vtp plan``'s judgement of
+    the options, the default of ``placement_plan``)."""
+    compiler.Compiler().compile(build_pipeline(cfg, target, base_image, placement), package_path=package_path)
     return package_path

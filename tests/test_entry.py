@@ -49,7 +49,7 @@ def test_vtp_runs_from_any_folder_and_says_vtp(tmp_path):
     assert ok.stdout.startswith("valid project job config: strategy multi_worker")
     typo = subprocess.run([vtp, "valdate", "local"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and typo.stderr.strip() == (
-        "error: 'valdate' is not a command (did you mean 'validate'?); valid choices: validate, plan, hardware, build, "
+        "error: 'valdate' is not a command (did you mean 'validate'?); valid choices: validate, plan, apply, hardware, build, "
         "upload-template, schedule, register-model, components, runs, logs, ci-local, or none to run the pipeline (see "
         "--help)")
     runs = subprocess.run([vtp, "runs", "list", "--root", str(tmp_path)], cwd=tmp_path, capture_output=True,

@@ -10,6 +10,8 @@ walk creating one: the walk would have seen it).
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -143,7 +145,9 @@ def test_create_list_pause_resume_delete(cloud, capsys, tmp_path):
     job = request.pipeline_job
     # labels and the service account in the pipeline job every run is made from (python-aiplatform#2929, #4039)
     assert job.service_account == SA
-    assert dict(job.labels) == {"team": "vision", "vtp-job": "flowers-local", "vtp-schedule": "flowers-local"}
+    got = dict(job.labels)
+    assert re.fullmatch(r"[0-9a-f]{16}", got.pop("vtp-config"))  # the config's hash (jobs.spec.labels.config_hash)
+    assert got == {"team": "vision", "vtp-job": "flowers-local", "vtp-schedule": "flowers-local"}
     values = dict(job.runtime_config.parameter_values)
     assert values["folder_per_run"] is True and values["require_checks"] is False and values["location"] == REGION
     assert "notify" in values["config_json"] and SECRET in values["config_json"]
@@ -158,7 +162,8 @@ def test_create_list_pause_resume_delete(cloud, capsys, tmp_path):
     assert lines[0].startswith(f"uploaded the template: {package}/sha256:")
     assert lines[1] == (f"created schedule {name}: 'flowers-local' at 0 3 * * * (America/New_York), state ACTIVE, next "
                         "run 2026-11-30 08:00 UTC")
-    assert f"as {SA}, labels team=vision, vtp-job=flowers-local, vtp-schedule=flowers-local" in lines[2]
+    assert f"as {SA}, labels team=vision, vtp-config={job.labels['vtp-config']}, vtp-job=flowers-local, " \
+           "vtp-schedule=flowers-local" in lines[2]
     assert "at most 1 run at a time (a run due meanwhile is skipped, not queued)" in lines[3]
 
     sid = name.rsplit("/", 1)[-1]

@@ -381,10 +381,12 @@ class JobConfig:
     def for_vertex(self) -> "JobConfig":
         """The config as a Vertex run carries it: no path of the submitter's machine. A user trainer's code is
         the image's WORKDIR there (``trainer.source_dir`` is dropped); the sample request travels as the
-        pipeline's ``sample_request`` parameter (its path is dropped). Other local paths (``output.base_dir``,
+        pipeline's ``sample_request`` parameter (its path is dropped); a price file's figures travel in the placement
+        the plan hands the pipeline (``budget.prices`` is dropped). Other local paths (``output.base_dir``,
         ``data.path``) are refused by the preflight, not rewritten."""
         return dataclasses.replace(self, trainer=dataclasses.replace(self.trainer, source_dir=""),
-                                   serving=dataclasses.replace(self.serving, sample_request=""))
+                                   serving=dataclasses.replace(self.serving, sample_request=""),
+                                   budget=dataclasses.replace(self.budget, prices=""))
 
     @property
     def user_trainer(self) -> bool:

@@ -97,7 +97,7 @@ def found_elsewhere(path: str, folders: list[str]) -> list[str]:
 
 #: Paths a job file may give relative to its own folder (see the module docstring).
 RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "serving.eval_data", "data.path",
-                    "data.prepared_dir", "output.base_dir")
+                    "data.prepared_dir", "output.base_dir", "budget.prices")
 
 
 def _is_local_relative(value: Any) -> bool:

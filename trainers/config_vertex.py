@@ -102,7 +102,12 @@ class Placement:
 @dataclasses.dataclass
 class Budget:
     """The most the job may cost on Vertex, in US dollars at the price table's list prices (``vtp plan``); 0: no
-    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``)."""
+    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``), and so is a plan whose price cannot
+    be computed under a bar (a budget never fails open: ``jobs.spec.hardware.prices``)."""
     max_per_hour: float = 0.0
     #: the job at its ``scheduling.timeout`` (a study: every trial and the baseline)
     max_total: float = 0.0
+    #: your own price file (negotiated or committed-use figures, or those the table lacks), in the form of
+    #: ``jobs/spec/hardware/prices.yaml``: its figures win over the table's and the plan names them as yours
+    #: (``--prices`` wins over this); relative to the job file
+    prices: str = ""

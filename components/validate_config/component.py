@@ -9,7 +9,7 @@ from components.base import component
 @component
 def validate_config(config_json: str, image_uri: str = "", location: str = "", check_files: bool = False,
                     service_account: str = "", network: str = "", folder_per_run: bool = False,
-                    pipeline_job_name: str = "") -> NamedTuple(
+                    pipeline_job_name: str = "", placement_plan: dict = {}, run_id: str = "") -> NamedTuple(
         "ValidatedJob", [("config_json", str), ("display_name", str), ("worker_pool_specs", list),
                          ("base_output_directory", str), ("scheduling_strategy", str),
                          ("restart_job_on_worker_restart", bool), ("timeout", str), ("tensorboard", str),
@@ -20,7 +20,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("service_account", str), ("network", str), ("disable_retries", bool),
                          ("enable_web_access", bool), ("enable_dashboard_access", bool), ("reserved_ip_ranges", list),
                          ("psc_network_attachment", str), ("baseline_worker_pool_specs", list),
-                         ("baseline_output_directory", str), ("baseline_display_name", str), ("placement", list)]):
+                         ("baseline_output_directory", str), ("baseline_display_name", str), ("placement", list),
+                         ("budget", dict), ("labels", dict), ("baseline_labels", dict), ("tuning_labels", dict)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -44,13 +45,17 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     ``baseline_display_name``: with a ``tuning`` section whose ``baseline`` is on, the baseline CustomJob's pools,
     folder and name for a second ``custom_training_job`` beside the tuning job (``jobs.spec.job_spec.baseline_job_spec``:
     the job as it stands in ``<base>/baseline``, its chief reporting its metric to a file there), else ``[]``,
-    ``""`` and ``""``; ``placement``: the job's placement options in order (``jobs.spec.placement.options``: ``[{"region",
-    "strategy"}]``), which the training step falls over along when Vertex has no capacity."""
+    ``""`` and ``""``; ``placement`` and ``budget``: the plan's judgement of the job's placement options
+    (``placement_plan``, as ``vtp plan`` made it with the project: each option with its price and the plan's verdict,
+    the fitting ones ranked first; empty: the same judgement made here without the project, by THE placement
+    procedure ``jobs.spec.ranking``) and the budget's bars, which the training step ranks again when Vertex has no
+    capacity; ``labels``, ``baseline_labels``, ``tuning_labels``: the labels of the run's CustomJob, the baseline's and
+    the tuning job (``jobs.spec.labels``: the run ``run_id``, the trial, the config's hash)."""
     import dataclasses
     import inspect
 
     # lazy: KFP component body
-    from jobs.spec import job_spec, placement, validate
+    from jobs.spec import job_spec, labels, ranking, validate
     # lazy: KFP component body
     from jobs.steps import calls as steps
     # lazy: KFP component body
@@ -70,6 +75,11 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         report = validate.validate_or_raise(cfg, check_data=check_files)
         spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
         serving = steps.serving_fields(cfg, location or cfg.topology.region)
+        wrong = ranking.doc_problems(placement_plan) if placement_plan else ""
+        if wrong:
+            print(f"error: placement_plan: {wrong} (vtp plan --out writes one)")
+            raise SystemExit(2)
+        judged = placement_plan or ranking.offline_doc(cfg, location)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}")
@@ -91,4 +101,6 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         baseline_worker_pool_specs=baseline["worker_pool_specs"],
         baseline_output_directory=baseline["base_output_directory"],
         baseline_display_name=f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "",
-        placement=[{"region": o.region, "strategy": o.strategy} for o in placement.options(cfg, location)])
+        placement=list(judged["options"]), budget=dict(judged.get("bars") or {}),
+        labels=labels.for_job(cfg, run_id, "none"), baseline_labels=labels.for_job(cfg, run_id, "baseline"),
+        tuning_labels=labels.for_job(cfg, run_id, "study"))

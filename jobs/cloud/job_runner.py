@@ -74,11 +74,12 @@ class JobType:
 
 class JobFailed(CloudError):
     """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
-    out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
+    out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over); ``job``: the
+    job as last read (its start and end times)."""
 
-    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None, lines=()):
+    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None, lines=(), job=None):
         super().__init__(line)
-        self.name, self.state, self.message, self.cause = name, state, message, cause
+        self.name, self.state, self.message, self.cause, self.job = name, state, message, cause, job
         self.lines = list(lines)  # the failed replicas' last lines the runner showed (Cloud Logging)
 
 
@@ -237,7 +238,7 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
             cause = job_logs.explain_failure(job, name, project=project, location=location,
                                              endpoint=logging_endpoint, log=log, seen=seen)
             raise JobFailed(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}", name=name,
-                            state=state, message=message, cause=cause, lines=seen)
+                            state=state, message=message, cause=cause, lines=seen, job=job)
         sleep(min(interval, policy().poll_s))
         interval *= 2
 

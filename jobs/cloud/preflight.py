@@ -25,6 +25,7 @@ from jobs.spec.hardware.names import REGION_RE, region_verdict
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import PLACEHOLDER_PROJECT, component_image, job_image
 from jobs.spec.notify_section import vertex_problems as notify_problems
+from jobs.spec.labels import LABEL_KEY_RE, LABEL_VALUE_RE
 from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE, sample_request_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
@@ -38,8 +39,6 @@ PLACEHOLDER_BUCKET = "my-bucket"
 BUCKET_FORM = "<your bucket>"
 PROJECT_FORM = "<your project id>"
 MULTI_REGIONS = ("us", "europe", "asia")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
 def vertex_regions() -> list[str]:

@@ -31,7 +31,7 @@ from jobs.cloud import clients, gcs, iam, quotas, registry, service_usage, verte
 from jobs.cloud.lines import run_command
 from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
 from jobs.spec.errors import CloudError
-from jobs.spec.image_reference import parse_reference
+from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import job_image
 from jobs.spec.placement import Finding, Option, Project, options, with_option
 from trainers import config as config_lib
@@ -138,6 +138,23 @@ class CloudProject(Project):
                 found = Finding(what, None, f"APIs not checked: {exc}")
             self._apis[key] = [found]
         return self._apis[key]
+
+    def image_digest(self, image: str) -> tuple[str | None, str]:
+        """The digest ``image``'s tag (``:latest`` when none) points at in its registry now (``None`` and why when it
+        cannot be read): what a saved plan records of the image and ``vtp apply`` compares."""
+        try:
+            ref = parse_reference(image)
+            # the tag as it moves (the digest beside it is what the plan pinned); a bare digest: whether it is there
+            tagged = (parse_reference(f"{ref.repository}:{ref.tag}") if ref.tag else ref if ref.digest
+                      else parse_reference(f"{image}:latest"))
+            google = may_receive_google_token(registry.registry_url(tagged))
+            token = access_token("Artifact Registry") if google else None
+            answer = registry.registry_digest(tagged, google_token=token)
+        except (CloudError, BuildError) as exc:
+            return None, str(exc)
+        if answer.digest:
+            return answer.digest, ""
+        return None, f"registry {tagged.registry} answered {answer.why or answer.status}"
 
     def _image(self, cfg) -> Finding:
         what = "the job's image"

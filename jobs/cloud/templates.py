@@ -110,6 +110,12 @@ def main(argv: list[str], compile_pipeline) -> int:
     return run_command(lambda a: _main(a, compile_pipeline), argv)
 
 
+def _fail(problems) -> int:
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    return 2
+
+
 def _main(argv: list[str], compile_pipeline) -> int:
     p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="local", help="preset or YAML file")
@@ -119,6 +125,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
     p.add_argument("--tag", dest="tags", action="append", default=[], help="tag of the uploaded version (repeatable)")
     p.add_argument("--image", help="base image for the pipeline's components")
     p.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total)")
+    p.add_argument("--prices", default="", metavar="FILE", help="your own price file (as budget.prices)")
     p.add_argument("--require-checks", action="store_true",
                    help="a check of the project that could not be made (no credentials or permission) is an error")
     args = p.parse_args(argv)
@@ -133,14 +140,19 @@ def _main(argv: list[str], compile_pipeline) -> int:
         cfg = None
         problems += [str(e) for e in exc.problems]
     match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
+    placement = None
     if cfg is not None and match:
-        # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy)
-
-        plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
-                               require_checks=args.require_checks)
+        # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy) and the
+        # judgement of every option (the default of its placement_plan parameter)
+        try:
+            plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
+                                   require_checks=args.require_checks, price_file=args.prices)
+        except ConfigError as exc:
+            return _fail(exc.problems)
         for line in planning.short_lines(plan):
             print(line, file=sys.stderr)  # stdout is the uploaded version, read by scripts (cloudbuild.yaml)
         cfg = plan.cfg
+        placement = plan.placement_doc() if plan.pick is not None else None
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")
         problems += plan.errors + [str(e) for e in errors]
@@ -149,7 +161,8 @@ def _main(argv: list[str], compile_pipeline) -> int:
         return 2
     cfg = preflight.placeholder_free(cfg)
     with tempfile.TemporaryDirectory() as tmp:
-        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)
+        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image,
+                                placement=placement)
         package, version = upload(path, args.host, args.tags)
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version

@@ -23,6 +23,10 @@ STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
 @dataclasses.dataclass(frozen=True)
 class Option:
+    """One way the job may run. Its fields are what :func:`with_option` applies to the job, and all that THE
+    placement procedure (``jobs.spec.ranking``) and the plan carried to the pipeline know of it: a later alternative of
+    hardware (a machine type, accelerator and replica counts) is one more field here, enumerated by :func:`options`
+    and applied by :func:`with_option`; the ranking and the fall-over stay as they are."""
     region: str
     strategy: str
 
@@ -113,6 +117,11 @@ class Project(abc.ABC):
     def bucket_location(self, uri: str) -> tuple[str | None, list[Finding]]:
         """The Cloud Storage location of ``uri``'s bucket (``US-CENTRAL1``, ``US``, ``EU``...), or None with
         the finding that says why it is not known (the bucket is missing, no permission...)."""
+
+    def image_digest(self, image: str) -> tuple[str | None, str]:
+        """(the digest ``image``'s tag points at in its registry now, or None; why it is not known): what a saved
+        plan records and ``vtp apply`` compares. Default: not known."""
+        return None, "this project cannot read registries"
 
     @abc.abstractmethod
     def setup(self, cfg: config_lib.JobConfig, option: Option) -> list[Finding]:

@@ -27,6 +27,7 @@ from trainers.prepare_beam import beam_missing_problems, dataflow_problems
 from jobs.spec.evaluation import eval_data_problems, settings_problems as eval_settings_problems
 from jobs.spec.gate_section import gate_problems
 from jobs.spec.hardware.rules import Report, check_job
+from jobs.spec.hardware import prices
 from jobs.spec.hardware.names import REGION_RE
 from jobs.spec.hardware.today import retired_problems
 from jobs.spec.hardware.vertex_rules import vertex_problems
@@ -255,13 +256,24 @@ def serving_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+def price_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``budget.prices``, read on this machine: in the price table's form (``jobs.spec.hardware.prices``)."""
+    if not cfg.budget.prices:
+        return []
+    try:
+        prices.read_price_file(cfg.budget.prices)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
 def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     report = check_job(cfg.to_dict())
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
               + tuned_range_problems(cfg) + placement_problems(cfg) + notify_problems(cfg))
     if check_data:
-        errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg)
+        errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg) + price_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings
                   + notify_warnings(cfg) + tuning_warnings(cfg))
 

@@ -13,7 +13,8 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``custom_jobs`` (what would be sent to Vertex: the worker pools by position);
 * ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states`` (or ``custom_by_location[L]``'s
   states and error for a job created in L); a FAILED end carries ``custom_error``; ``on_custom_state(job,
-  state)`` is called as a job enters a state (a test "runs" the job: writes its checkpoint); ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
+  state)`` is called as a job enters a state (a test "runs" the job: writes its checkpoint); ``start_time`` is set as
+  it first runs and ``end_time`` 30 minutes later as it ends, as Vertex sets them; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
 * ``POST .../hyperparameterTuningJobs`` (a ``HyperparameterTuningJob``) -> the job with a server-assigned id,
   state PENDING; kept in ``tuning_jobs``; ``GET .../hyperparameterTuningJobs/ID`` -> its state advancing through
   ``tuning_states``, its ``trials`` filled from ``tuning_trials`` as they end (each ``{"id", "parameters",
@@ -159,6 +160,10 @@ class VertexStandIn(StandIn):
             job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
             if state == "FAILED":
                 job.error = {"code": 3, "message": error}
+            if entered and state == "RUNNING":  # as Vertex: the first time it runs, and when it ends (30 min later)
+                job.start_time = "2026-11-22T08:01:00Z"
+            if entered and state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                job.end_time = "2026-11-22T08:31:00Z"
             if entered and self.on_custom_state is not None:
                 self.on_custom_state(job, state)
         return 200, typed(req, job)

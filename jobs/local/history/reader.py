@@ -39,7 +39,7 @@ import os
 import re
 from typing import Any
 
-from jobs.spec import records
+from jobs.spec import records, run_cost
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
 from jobs.local.history.record_check import (NESTED_TYPES, parse_time, read_record_strictly, record_problem,
                                              type_problem)
@@ -174,6 +174,7 @@ class Run:
     study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial, baseline, handed_on}
     gate: dict[str, Any] | None = None   # {passed, missed, lines}
     tool_version: str | None = None     # this tool's git commit, when code_version is a user trainer's hash
+    cost: dict[str, Any] | None = None  # jobs.spec.run_cost: a Vertex run's CustomJobs, or a local run's estimate
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -254,7 +255,17 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
                step_times=[s for s in step_times if isinstance(s, dict)],
                code_version=trainer_code(trainer) or code.get("text"),
                tool_version=code.get("text") if trainer_code(trainer) else None,
-               study=study_outcome(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate)
+               study=study_outcome(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate,
+               cost=_cost(path, summary if status == "finished" else {}))
+
+
+def _cost(path: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the run cost (``jobs.spec.run_cost``): its Vertex CustomJobs' (``vertex_jobs.json``), else the estimate a
+    finished local run recorded."""
+    attempts = records.read_at(path, records.VERTEX_JOBS_RECORD).get("attempts")
+    if isinstance(attempts, list) and attempts:
+        return run_cost.vertex_estimate(attempts)
+    return summary.get("cost") if isinstance(summary.get("cost"), dict) else None
 
 
 def _status(path: str, record: dict[str, Any], steps_record: dict[str, Any], logs: list[str],

@@ -97,7 +97,7 @@ def _short(value: Any) -> str:
         return type(value).__name__
 SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trainer": dict, "verification": dict,
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
-                 "model_scalars": dict}
+                 "model_scalars": dict, "cost": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
                 "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict}
 

@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs.spec import gate_section as gate_spec, provenance, records, trial_files, tuning_rules
+from jobs.spec import gate_section as gate_spec, provenance, records, run_cost, trial_files, tuning_rules
 from jobs.images.user_code import trainer_version
 from jobs.spec.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
@@ -38,7 +38,8 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
             "trainer": records.read_training(cfg), "verification": verification,
             "evaluation": records.read_evaluation(cfg), "tuning": tuning,
             "verified_trial": str(trial.get("id")) if trial else None, "gate": records.read_gate(cfg),
-            "log_file": log_file, "report": join(base, records.REPORT_PAGE)}
+            "log_file": log_file, "report": join(base, records.REPORT_PAGE),
+            "cost": run_cost.local_estimate(cfg, run_cost.training_seconds(steps or []))}
 
 
 def _num(value: Any, spec: str) -> str:
@@ -169,6 +170,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     steps = s.get("steps") or []
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))
+    if isinstance(s.get("cost"), dict):
+        lines.append(f"  cost                {run_cost.line(s['cost'])}")
     code = s.get("code_version") if isinstance(s.get("code_version"), dict) else {}
     trainer = s.get("trainer_version") if isinstance(s.get("trainer_version"), dict) else {}
     if trainer.get("text"):

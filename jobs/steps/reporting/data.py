@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from jobs.images.user_code import trainer_version
+from jobs.spec import run_cost
 from jobs.spec import provenance, records, trial_files, tuning_rules
 from jobs.steps.reporting import page as report, sections
 from jobs.spec.tensorboard import read_scalars
@@ -205,10 +206,17 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     scalars = read_scalars(readable(logs)) if logs else {}
     if expect_gate:
         gate = sections.checked_gate(cfg, figures, scalars, study, verification)
+    run_rows = provenance_rows(base, steps, verification, cfg)
+    # what it cost: a Vertex run's CustomJobs by their own times; a local run, what its option would have cost
+    cost = (run_cost.vertex_estimate(placement) if placement else
+            run_cost.local_estimate(cfg, run_cost.training_seconds(steps.get("steps") or []))
+            if cfg is not None and where and "://" not in where else None)
+    if cost:
+        run_rows.append(("estimated cost", run_cost.line(cost)))
     return report.build(title=title, rows=job_rows(cfg, training), scalars=scalars,
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
+                 steps=steps, provenance=run_rows, train=figures,
                  restarts=restarts, vertex_attempts=placement, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)

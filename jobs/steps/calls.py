@@ -167,6 +167,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     if warning:
         log(warning)
     result = run_local(cfg, log=log)
+    for note in result.notes:  # replicas that never joined, or several that wrote the model: said before it is used
+        log(f"warning: {note}")
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     _require_model(cfg, dirs["model"])
     record: dict[str, Any] = {
@@ -175,7 +177,7 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
         "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
-        "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
+        "seconds": round(time.monotonic() - started, 1), "dirs": dirs, "warnings": list(result.notes),
     }
     if earlier:
         record["resumed_from_existing_checkpoints"] = earlier

@@ -39,6 +39,7 @@ import re
 from typing import Any, Callable
 
 from jobs.spec import records
+from jobs.spec.trainer_section import reads_nothing
 from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio
@@ -178,7 +179,8 @@ def _changes(before: dict[str, Any], now: dict[str, Any], ignore: tuple[str, ...
     (key ``trainer code``: files changed or removed; files only added change nothing the run was made from,
     :func:`added_code`); the dotted keys in ``ignore`` are not compared."""
     out = [(d["key"], f"{d['key']} {json.dumps(d['a'])} -> {json.dumps(d['b'])}")
-           for d in config_diff(comparable(before["config"]), comparable(now["config"])) if d["key"] not in ignore]
+           for d in config_diff(comparable(before["config"]), comparable(now["config"])) if d["key"] not in ignore
+           and not reads_nothing(d["key"], now["config"])]  # a user trainer's job: training.* etc. make nothing
     diff = code_difference(before, now)
     if diff and (diff["changed"] is None or diff["changed"] or diff["removed"]):
         out.append(("trainer code", _code_phrase(before, now, diff)))

@@ -93,7 +93,7 @@ def builtin_only_problems(doc: dict, cfg: config_lib.JobConfig) -> list[Problem]
             args[args.index(flag) + 1] = text
         else:
             args = [a for a in args if not a.startswith(flag + "=")] + [flag, text]
-    suggestion = "--set 'trainer.args=" + json.dumps(args) + "'"
+    suggestion = "--set 'trainer.args=" + json.dumps(args, separators=(",", ":")) + "'"  # one choice: no ", "
     out = []
     for dotted, _, _ in fields:
         reader = "the built-in trainer's data preparation" if dotted.startswith("data.") else "the built-in trainer"

@@ -14,9 +14,10 @@ import pytest
 
 from jobs.images import user as user_image
 from jobs.images.user_code import collect_code
-from jobs.local.run.folder import check_folder, making, starts_over, write_making, write_record
+from jobs.local.run.folder import check_folder, making, starts_over, write_making
 from jobs.local.run.lock import NotThisJob
 from jobs.spec import own_outputs, records
+from tests.conftest import finished_run
 from tests.snapshots import tree_bytes
 from trainers import config as config_lib
 
@@ -125,18 +126,8 @@ def test_a_real_compiled_pipeline_and_a_real_plan_are_recognised(project):
 
 
 # -- the folder's run: refused only for what it was made from --------------------------------------------------
-def _finished(project: Path) -> Path:
-    cfg = _cfg(project)
-    base = Path(config_lib.resolved_base_dir(cfg))
-    (base / "model").mkdir(parents=True)
-    (base / "model" / "saved_model.pb").write_bytes(b"the finished model")
-    write_making(str(base), making(cfg))
-    write_record(str(base), cfg.to_json(), {"name": cfg.name})
-    return base
-
-
 def test_files_only_added_are_said_and_the_finished_run_stands(project):
-    base = _finished(project)
+    base = finished_run(project / "job.yaml")
     (project / "NOTES.md").write_text("notes\n")
     said = []
     assert check_folder(str(base), making(_cfg(project)), say=said.append)["status"] == "succeeded"
@@ -151,7 +142,7 @@ def test_files_only_added_are_said_and_the_finished_run_stands(project):
 
 
 def test_a_changed_or_removed_file_is_refused_by_name(project):
-    base = _finished(project)
+    base = finished_run(project / "job.yaml")
     (project / "trainer" / "task.py").write_text(TRAINER + "# tuned\n")
     (project / "trainer" / "__init__.py").unlink()
     (project / "util.py").write_text("")
@@ -162,7 +153,7 @@ def test_a_changed_or_removed_file_is_refused_by_name(project):
 
 
 def test_an_old_provenance_record_is_read_and_the_refusal_says_it_cannot_name_files(project):
-    base = _finished(project)
+    base = finished_run(project / "job.yaml")
     made = json.loads((base / records.PROVENANCE_RECORD).read_text())
     del made["trainer_code"]["file_sha256"]  # as provenance.json was written before the list (count and hash)
     (base / records.PROVENANCE_RECORD).write_text(json.dumps(made))

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.run.folder import making, write_making, write_record
 from jobs.local.run.lock import RunLock
 from jobs.moved import COMMANDS, EXIT_MOVED
 from jobs.spec import validate
-from trainers import config as config_lib
+from tests.conftest import finished_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,16 +65,6 @@ def vtp(tmp_path):
     return run
 
 
-def _finished(project: Path, *overrides: str) -> Path:
-    cfg = config_lib.load(str(project / "job.yaml"), list(overrides))
-    base = Path(config_lib.resolved_base_dir(cfg))
-    (base / "model").mkdir(parents=True)
-    (base / "model" / "saved_model.pb").write_bytes(b"model")
-    write_making(str(base), making(cfg))
-    write_record(str(base), cfg.to_json(), {"name": cfg.name})
-    return base
-
-
 def _errors(proc: subprocess.CompletedProcess) -> list[str]:
     assert "Traceback" not in proc.stdout + proc.stderr
     return [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
@@ -87,7 +76,7 @@ def _choices(line: str) -> list[str]:
 
 # -- 3: nothing accepted that does nothing ------------------------------------------------------------------
 def test_a_field_only_the_builtin_trainer_reads_is_a_warning_and_its_remedy_reaches_the_trainer(project, vtp):
-    _finished(project)
+    finished_run(project / "job.yaml")
     proc = vtp("--config", "job.yaml", "--set", "training.epochs=10", cwd=project)
     warnings = [x for x in proc.stderr.splitlines() if x.startswith("warning: ")]
     assert warnings == [
@@ -104,7 +93,7 @@ def test_a_field_only_the_builtin_trainer_reads_is_a_warning_and_its_remedy_reac
 
 
 def test_an_unknown_replica_is_an_error_naming_the_runs_replicas_and_the_one_named_works(project, vtp):
-    base = _finished(project)
+    base = finished_run(project / "job.yaml")
     (base / "logs" / "replicas" / "attempt-1").mkdir(parents=True)
     (base / "logs" / "replicas" / "attempt-1" / "chief-0.log").write_text("epoch 1/2 loss 0.5\n")
     proc = vtp("logs", "runs/myclf", "--replica", "worker-0", cwd=project)
@@ -167,7 +156,7 @@ def test_a_number_in_args_says_to_quote_it_and_quoted_it_validates(project, vtp)
 
 
 def test_the_wait_running_out_says_how_to_wait_longer_and_that_works(project, vtp):
-    base = _finished(project)
+    base = finished_run(project / "job.yaml")
     lock = RunLock(str(base)).acquire()
     try:
         proc = vtp("--config", "job.yaml", "--wait", "1", cwd=project)
@@ -185,8 +174,8 @@ def test_the_wait_running_out_says_how_to_wait_longer_and_that_works(project, vt
 
 
 def test_a_mistyped_run_name_gets_a_did_you_mean_that_works(project, vtp):
-    _finished(project)
-    _finished(project, f"output.base_dir={project / 'runs' / 'other'}")
+    finished_run(project / "job.yaml")
+    finished_run(project / "job.yaml", f"output.base_dir={project / 'runs' / 'other'}")
     for command in (["compare", "other", "mycfl"], ["show", "mycfl"]):
         proc = vtp("runs", *command, cwd=project)
         (line,) = _errors(proc)
@@ -196,7 +185,7 @@ def test_a_mistyped_run_name_gets_a_did_you_mean_that_works(project, vtp):
 
 
 def test_the_commands_a_user_guesses_point_at_the_one_that_works_or_work(project, vtp):
-    _finished(project)
+    finished_run(project / "job.yaml")
     for guess in (["job.yaml"], ["run", "--config", "job.yaml"]):
         proc = vtp(*guess, cwd=project)
         (line,) = _errors(proc)

@@ -8,7 +8,9 @@ this job's):
 * **finished before, same making** -> nothing runs: the run says the job is complete, prints that run's
   summary (from ``run.json``, written when a run succeeds) and exits 0. ``--fresh`` is one flag away.
 * **finished before, made of another config or other trainer code** -> refused (exit 2) in one line naming
-  what changed and the two ways on: ``--fresh`` (the finished run is kept whole as ``<base>.<time>``) or another
+  what changed (the config keys; the trainer's files changed, removed or added, by name: ``provenance.json`` keeps
+  each file's SHA-256; a record written before that list is read, and the line says it cannot name files) and the
+  two ways on: ``--fresh`` (the finished run is kept whole as ``<base>.<time>``) or another
   ``output.base_dir``. A finished model is never overwritten, never deleted, without ``--fresh``.
 * **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
   checkpoint-resume feature) when it is made of the same config and code; made of another, it is refused the
@@ -16,6 +18,10 @@ this job's):
   no model, no study), in which case this run simply starts there, or only the ``serving`` section changed
   (:data:`AFTER_TRAINING`: a gate that refused the model, rerun with other bars) or the built-in trainer's
   ``training.steps`` (:data:`BUILTIN_RESUMABLE`: the same model trained on to the new count).
+* **trainer files only added** (a notes file, a data file) change nothing that run was made from: it stands (or
+  resumes), and one line names the files (:func:`added_code`). The trainer's files are those its image takes
+  (``jobs.images.user_code.collect_code``: never this product's own job files, compiled pipelines, plans, runs), and
+  with a user's trainer the fields only the built-in trainer reads (``training.*``...) are not compared.
 * ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole, with a
   ``.fresh-copy.json`` saying so: ``runs prune`` removes only such copies) and the run starts from step 0 in
   an empty ``<base>``.
@@ -249,8 +255,7 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = (),
     if before is None:
         return None  # a new folder, or one no run of this version started in: it resumes as before
     changed = _changes(before, now, ignore)
-    went_on = _went_on(base, before, now, changed, finished)
-    if went_on is False:
+    if not _may_go_on(base, now, changed, finished):
         kind = "a finished" if finished else "an unfinished"
         shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
         raise NotThisJob(
@@ -262,10 +267,9 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = (),
     return record if finished and not changed else None
 
 
-def _went_on(base: str, before: dict[str, Any], now: dict[str, Any], changed: list[tuple[str, str]],
-             finished: bool) -> bool:
-    """Whether a run made of ``now`` may go on in a folder whose run was made of ``before`` and differs by
-    ``changed`` (see the module doc)."""
+def _may_go_on(base: str, now: dict[str, Any], changed: list[tuple[str, str]], finished: bool) -> bool:
+    """Whether a run made of ``now`` may go on in ``base``, whose run differs from it by ``changed`` (see the module
+    doc)."""
     if not changed:
         return True
     if not finished and not _has_training_state(base):

@@ -101,9 +101,15 @@ def image_problem(cfg: config_lib.JobConfig) -> tuple[str, Problem | None]:
         return cfg.container.image_uri, None
     try:
         repository = build_repository(cfg)
-    except BuildError as exc:
-        return "", problem("container.image_uri", shown(f"is empty and nothing builds an image: {exc}"),
-                           [shown("python pipelines/run.py build --config JOB --image REPO, then "
+    except BuildError:  # its remedies are vtp build's (--image there is the repository): the plan's are these
+        given = cfg.container.image_repository
+        why = (f"container.image_repository {given} still names the presets' placeholder project" if given else
+               "no container.image_repository either")
+        return "", problem("container.image_uri", f"is empty and nothing builds an image ({why}); plan's --image is "
+                                                  "the pipeline components' image, not the one the replicas run",
+                           [f"--set container.image_repository={cfg.topology.region}-docker.pkg.dev/PROJECT/training/"
+                            "tf-trainer (the plan then shows the image vtp build makes there)",
+                            shown("python pipelines/run.py build --config JOB --image REPO, then "
                                   "--set container.image_uri=<the reference it prints>")])
     return f"{repository}:<content tag>@sha256:<digest> (the image `vtp build` will make)", None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs.spec import ranking, validate
-from jobs.spec.command_line import shown
+from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
 from jobs.cloud import preflight as checks
 from jobs.cloud.lines import run_command
 from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument, config_changes, decide,
@@ -150,8 +150,8 @@ def main(argv: list[str], save: Callable[..., str] | None = None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py plan"), description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="local", help="preset or YAML file")
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py plan"), description=plain(__doc__.split("\n\n")[0]))
+    add_job_arguments(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--project", help="the Google Cloud project (default: PROJECT, and no project check)")
     p.add_argument("--region", help="the submission's region (default: topology.region; placement.regions wins)")
@@ -170,7 +170,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _main(argv: list[str], save) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    args.config = job_of(p, args)
     problems: list[Any] = []
     if args.max_cost is not None and not (args.max_cost >= 0 and args.max_cost != float("inf")):
         problems.append(problem("--max-cost", f"{args.max_cost} is not a price in US dollars", ["100"]))

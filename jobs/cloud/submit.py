@@ -32,7 +32,7 @@ from typing import Any
 from jobs.cloud import clients, plan as planning, preflight as checks, templates, vertex
 from jobs.cloud.lines import ended, keeps_running, run_command
 from jobs.spec import labels as run_labels
-from jobs.spec.command_line import seconds_problem, shown
+from jobs.spec.command_line import plain, seconds_problem, shown
 from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
@@ -292,13 +292,13 @@ def _parameters(path: str) -> set[str]:
 
 
 def register_main(argv: list[str]) -> int:
-    """``run.py register-model``: register an exported SavedModel folder (gs://) in the Model Registry
-    with the same request the pipeline's Vertex branch sends (``jobs.cloud.vertex.model_upload_request``)."""
+    """``python pipelines/run.py register-model``: register an exported SavedModel folder (gs://) in the Model
+    Registry with the same request the pipeline's Vertex branch sends."""
     return run_command(_register, argv)
 
 
 def _register(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=plain(register_main.__doc__))
     p.add_argument("--config", default="local")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")

@@ -32,7 +32,7 @@ from jobs.cloud.policy import CREATE_OWN_ID
 from jobs.cloud.lines import http_message, run_command
 from jobs.cloud.credentials import access_token, is_local_endpoint
 from jobs.spec import validate
-from jobs.spec.command_line import shown
+from jobs.spec.command_line import plain, shown
 from jobs.spec.errors import CloudError
 from trainers.config_files import load_document
 from trainers.errors import ConfigError
@@ -117,7 +117,7 @@ def _fail(problems) -> int:
 
 
 def _main(argv: list[str], compile_pipeline) -> int:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=plain(__doc__.split("\n\n")[0]))
     p.add_argument("--config", default="local", help="preset or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
@@ -166,6 +166,6 @@ def _main(argv: list[str], compile_pipeline) -> int:
         package, version = upload(path, args.host, args.tags)
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version
-    print(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root gs://BUCKET/PATH "
-          f"--template {args.host.rstrip('/')}/{package}/{ref}", file=sys.stderr)
+    print(shown(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root "
+                f"gs://BUCKET/PATH --template {args.host.rstrip('/')}/{package}/{ref}"), file=sys.stderr)
     return 0

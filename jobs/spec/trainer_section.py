@@ -9,6 +9,7 @@ writes a build context. No TensorFlow, no cloud client.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from pathlib import Path
@@ -48,6 +49,60 @@ def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
                                         "needs images or TFRecords; set trainer.module to your own trainer",
                          ["synthetic", "images", "tfrecord"]))
     return p
+
+
+#: the sections only the built-in trainer reads (``trainers.task``): with a user's trainer they change nothing
+BUILTIN_ONLY = ("training", "model", "checkpoint")
+
+
+def reads_nothing(dotted: str, config: dict) -> bool:
+    """Whether the dotted config key ``dotted`` is read by nothing in a job of ``config`` (a resolved config as a
+    dict) that runs a user's own trainer: a field of :data:`BUILTIN_ONLY`, or of ``data`` when the trainer reads its
+    own data (``data.source: none``). A run's folder is not compared by such keys (``jobs.local.run.folder``)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if not trainer.get("module"):
+        return False
+    section = dotted.split(".", 1)[0]
+    return section in BUILTIN_ONLY or (section == "data" and data.get("source") == "none" and dotted != "data.source")
+
+
+def builtin_only_problems(doc: dict, cfg: config_lib.JobConfig) -> list[Problem]:
+    """Fields the job sets (``doc``: the job file with its ``--set`` overrides, before defaults) that only the
+    built-in trainer reads, in a job that runs a user's own trainer: each a warning naming the field and where
+    the trainer's own flags go (``trainer.args``), with ``trainer.args`` as it would be with all of them given as
+    flags. Not said: ``training.seed`` where a study or the prepare step reads it; ``data.*`` where the pipeline
+    prepares data (``data.source`` other than ``none``: its own warning, ``jobs.spec.validate``)."""
+    if not cfg.user_trainer:
+        return []
+    fields = []  # (dotted, key, value)
+    for section in (*BUILTIN_ONLY, "data"):
+        given = doc.get(section) if isinstance(doc.get(section), dict) else {}
+        for key, value in given.items():
+            dotted = f"{section}.{key}"
+            if section == "data" and (cfg.data.source != "none" or key == "source"):
+                continue
+            if dotted == "training.seed" and (cfg.tuning.enabled or cfg.data.source != "none"):
+                continue
+            if not isinstance(value, dict):
+                fields.append((dotted, key, value))
+    if not fields:
+        return []
+    args = list(cfg.trainer.args)
+    for _, key, value in fields:
+        flag, text = f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)
+        if flag in args and args.index(flag) + 1 < len(args):
+            args[args.index(flag) + 1] = text
+        else:
+            args = [a for a in args if not a.startswith(flag + "=")] + [flag, text]
+    suggestion = "--set 'trainer.args=" + json.dumps(args, separators=(",", ":")) + "'"  # one choice: no ", "
+    out = []
+    for dotted, _, _ in fields:
+        reader = "the built-in trainer's data preparation" if dotted.startswith("data.") else "the built-in trainer"
+        out.append(problem(dotted, f"only {reader} reads it, and this job runs your trainer (python -m "
+                                   f"{cfg.trainer.module}): it changes nothing; your trainer's own flags go in "
+                                   "trainer.args", [suggestion]))
+    return out
 
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -34,7 +34,7 @@ from jobs.spec.hardware.vertex_rules import vertex_problems
 from jobs.spec.notify_section import notify_problems, notify_warnings
 from jobs.spec.placement import placement_problems
 from jobs.spec.scheduling_section import scheduling_problems
-from jobs.spec.trainer_section import trainer_file_problems, trainer_shape_problems
+from jobs.spec.trainer_section import builtin_only_problems, trainer_file_problems, trainer_shape_problems
 from jobs.spec.tuning_section import flag_value, tuning_problems, tuning_warnings
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
@@ -296,7 +296,8 @@ def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.Jo
         seen = {p.field for p in shape}
         raw = check_job(_with_defaults(config_lib.JobConfig().to_dict(), doc))
         return None, Report(errors=shape + [p for p in raw.errors if p.field not in seen], warnings=list(raw.warnings))
-    return cfg, validate(cfg, check_data)
+    report = validate(cfg, check_data)
+    return cfg, Report(errors=report.errors, warnings=[*report.warnings, *builtin_only_problems(doc, cfg)])
 
 
 def load(config: str, overrides: list[str], region: str | None = None, check_data: bool = True,

@@ -38,7 +38,7 @@ from trainers.errors import ConfigError, Problem
 USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)
        python pipelines/run.py validate FILE.yaml [gcloud-style flags] [-- USER_ARGS]  (an AI Platform config)
 
-Checks a job before anything is spent, with every rule `run.py` applies (the config's fields and values,
+Checks a job before anything is spent, with every rule a run applies (the config's fields and values,
 the data folder, a user trainer's files, the hardware catalog's machine, accelerator, region and strategy
 rules), and prints the Vertex worker pools the job would get (chief 0, workers 1, parameter servers 2,
 evaluator 3). One `error:` line per problem, naming the field, the rule and valid choices; exit 0 valid,

@@ -171,6 +171,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     if warning:
         log(warning)
     result = run_local(cfg, log=log)
+    for note in result.notes:  # replicas that never joined, or several that wrote the model: said before it is used
+        log(f"warning: {note}")
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
     found = require_model(cfg, dirs["model"])
     if found.line:
@@ -182,6 +184,7 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
         "seconds": round(time.monotonic() - started, 1), "dirs": dirs, "model": found.path,
+        "warnings": list(result.notes),
     }
     if earlier:
         record["resumed_from_existing_checkpoints"] = earlier

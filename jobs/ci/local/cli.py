@@ -23,7 +23,7 @@ from jobs.ci.local.source import checkout_root, fill_workspace, head_commit, pre
 from jobs.ci.local.standins import (Local, cloud_problems, docker_problem, image_problems, install_small_images,
                                     link_wheels, local_problems)
 from jobs.ci.local.substitutions import builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud
-from jobs.spec.command_line import seconds_problem
+from jobs.spec.command_line import plain, seconds_problem, shown
 from jobs.cloud.preflight import project_problems
 
 DEFAULT_PROJECT = "local-project"
@@ -38,7 +38,7 @@ def _package_doc() -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vtp ci-local", description=_package_doc().split("\n")[0],
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py ci-local"), description=plain(_package_doc().split("\n\n")[0]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", type=Path, help="the build file (default: cloudbuild.yaml at the checkout's root)")
     p.add_argument("--as", dest="mode", choices=("trigger", "submit"), default="trigger",

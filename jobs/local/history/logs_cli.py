@@ -29,7 +29,7 @@ from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
 from jobs.local.history.reader import UsageError, lock_held
 
-PROG = "logs"
+PROG = "python pipelines/run.py logs"
 JOB_RE = re.compile(r"^projects/[^/]+/locations/[^/]+/(customJobs|hyperparameterTuningJobs)/[^/]+$")
 #: how often --follow looks again: a local file, Cloud Logging
 LOCAL_POLL_S, CLOUD_POLL_S = 0.5, 10.0
@@ -167,6 +167,11 @@ def _local_files(base: str, replica: str | None) -> list[tuple[str, str, str]]:
 
 def _local(base: str, args, out: Callable[[str], None], sleep: Callable[[float], None]) -> int:
     offsets: dict[str, int] = {}
+    if args.replica and not _local_files(base, args.replica) and not (args.follow and lock_held(base)):
+        names = sorted({who for _, who, _ in _local_files(base, None)})
+        raise UsageError(f"--replica {args.replica}: {base} has no replica {args.replica} "
+                         + (f"(its replicas: {', '.join(names)}); e.g. --replica {names[0]}" if names else
+                            "(no replica has written a log there yet); leave --replica out to see every replica"))
 
     def show() -> int:
         shown = 0

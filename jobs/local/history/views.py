@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from jobs.spec import run_cost, tuning_rules
-from jobs.spec.command_line import rich_console
+from jobs.spec.command_line import rich_console, shown
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
 from jobs.local.run.folder import config_diff
@@ -123,6 +123,29 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
     for r in found:
         if r.note and r.status != "finished":
             out.write(f"  {r.name}: {r.status}: {r.note}\n")
+
+
+def show_run(r: Run, as_json: bool, out=None) -> None:
+    """``runs show RUN``: one run whole, the way its folder's records tell it, its cause when it failed (the failing
+    replica's error line and hint, as the console said them last)."""
+    out = out or sys.stdout
+    if as_json:
+        out.write(json_text(r.as_dict()) + "\n")
+        return
+    note = r.note[:-len(r.cause[0])].rstrip() if r.cause and r.note.endswith(r.cause[0]) else r.note  # said below
+    rows = [("run", r.name), ("folder", _shown_path(r.path)), ("job", r.job or "-"), ("status", r.status),
+            ("note", note or None), *[("cause" if i == 0 else "", line) for i, line in enumerate(r.cause)],
+            ("steps", _steps_text(r)), ("wall", _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else None),
+            ("when", _when(r.when)), ("code version", r.code_version), ("tool version", r.tool_version),
+            ("study", _study_text(r.study)), ("best trial", _best_text(r.study)), ("gate", _gate_text(r.gate)),
+            *[(key, _cell(value)) for key, value in r.metrics.items()],
+            ("report", _shown_path(r.report) if r.report else None),
+            ("logs", shown(f"python pipelines/run.py logs {_shown_path(r.path)}") if os.path.isdir(os.path.join(r.path, "logs", "replicas"))
+             else None)]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        if value not in (None, ""):
+            out.write(f"{label:<{width}}  {value}\n")
 
 
 #: the widest each fixed column of ``runs list`` gets; ``run`` (never cut: it is what ``compare`` takes) is as

@@ -14,9 +14,10 @@ import time
 from typing import Sequence
 
 from jobs.local.launch.hints import ARGPARSE_ERROR
+from jobs.local.launch.model_watch import ModelWatch
 from jobs.local.launch.outcome import ReplicaFailure, Stopped, status_text
 from jobs.local.process import lifeline
-from jobs.spec.replica_env import POOL_NAMES, ROLES, replica_environment, vertex_environment
+from jobs.spec.replica_env import POOL_NAMES, ROLES, aip_variables, replica_environment, vertex_environment
 
 #: a replica's last lines kept for its failure report
 TAIL_LINES = 20
@@ -81,10 +82,13 @@ class Attempt:
         os.makedirs(self.dir, exist_ok=True)
         self.replicas = [Replica(p, i, os.path.join(self.dir, f"{ROLES[p]}-{i}.log"))
                          for p in range(len(counts)) for i in range(counts[p])]
-        ports = iter(_free_ports(len(self.replicas)))
-        addresses = {POOL_NAMES[p]: [f"127.0.0.1:{next(ports)}" for _ in range(counts[p])]
+        port_of = dict(zip((r.name for r in self.replicas), _free_ports(len(self.replicas))))
+        addresses = {POOL_NAMES[p]: [f"127.0.0.1:{port_of[f'{ROLES[p]}-{i}']}" for i in range(counts[p])]
                      for p in range(len(counts)) if counts[p]}
         self.sel = selectors.DefaultSelector()
+        # the training replicas (chief, workers): whether each joins its cluster, and who writes the model folder
+        self.watch = ModelWatch(aip_variables(base)["AIP_MODEL_DIR"],
+                                {r.name: port_of[r.name] for r in self.replicas if r.role in ("chief", "worker")})
         try:
             for r in self.replicas:
                 extra = {**(env or {}), **(replica_env(r.role, r.index) if replica_env else {})}
@@ -125,6 +129,7 @@ class Attempt:
             if r._error_open <= 0:
                 r._error_open, r._error_close = 0, text
         self.log(f"[{r.name}] {text}")
+        self.watch.line(r.name, text)
         self.on_line(r, text)
 
     def _read(self, r: Replica) -> bool:
@@ -255,6 +260,7 @@ class Attempt:
                 self.workdirs.remove(folder)
             self.folders = []
             self.sel.close()
+            self.watch.close()
             if stuck:
                 self.log("[launcher] survived SIGKILL for 30 s: " + ", ".join(stuck))
         finally:
@@ -274,6 +280,7 @@ class Attempt:
                 raise Stopped()
             now = time.monotonic()
             self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
+            self.watch.sample()
             done = self.reap()
             for r in done:
                 if r.returncode == 0:

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from jobs.spec.command_line import shown
 from jobs.spec.image_reference import parse_reference
 from jobs.spec.image_requirements import read_pins
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
@@ -82,12 +83,12 @@ def probe_problems(c, image: str, cfg, settings: Settings) -> list[str]:
     line = next((ln for ln in text.splitlines() if ln.startswith("VTP-PROBE ")), None)
     if code != 0 or line is None:
         last = (text.strip().splitlines() or ["(no output)"])[-1]
-        return [f"--image {image}: `python` in the image failed (exit {code}): {last}; an image for this project "
-                "has python 3.11 on PATH: build it with python pipelines/run.py build"]
+        return [shown(f"--image {image}: `python` in the image failed (exit {code}): {last}; an image for this "
+                      "project has python 3.11 on PATH: build it with python pipelines/run.py build")]
     found = json.loads(line[len("VTP-PROBE "):])
     problems = []
-    rebuild = ("python pipelines/run.py build --config JOB --image REPO" if user_module
-               else "python pipelines/run.py build")
+    rebuild = shown("python pipelines/run.py build --config JOB --image REPO" if user_module
+                    else "python pipelines/run.py build")
     if found["modules"].get("tensorflow") != "ok":
         problems.append(f"--image {image}: tensorflow is not installed in the image (every replica imports it); "
                         f"build the image with {rebuild}")

@@ -27,6 +27,14 @@ _MAX_FILES = 300
 MULTI_WORKER_FIT = re.compile(r"Attempt to convert a value \(PerReplica|Invalid reduction dimension 0 for input with "
                               r"0 dimensions")
 NO_TF_KERAS = re.compile(r"No module named '?tf_keras")
+#: two replicas saving a SavedModel (or a checkpoint) into one folder at once: the first to merge its variables
+#: removes the temporary folder the other is still merging from (seen as NotFoundError or InvalidArgumentError)
+MERGE_V2_CHECKPOINTS = re.compile(r"MergeV2Checkpoints.*variables_temp|variables_temp.*MergeV2Checkpoints")
+#: the one rule for a model written by more than one replica (TensorFlow's multi-worker guide), said by every hint
+#: that leads to a save and by the launcher's check of the model folder (``jobs.local.launch.model_watch``)
+SAVE_RULE = ("only the chief writes AIP_MODEL_DIR; every other replica saves to a throwaway folder of its own "
+             "(TensorFlow's multi-worker guide): trainers.outputs.model_dir() gives each replica its folder in one call "
+             "(docs/trainer.md)")
 #: argparse's usage error, as ``parser.error`` prints it: ``task.py: error: unrecognized arguments: --x=1``
 ARGPARSE_ERROR = re.compile(r"^[\w.\-/]+: error: (.+)$")
 UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
@@ -100,7 +108,7 @@ def multi_worker_fit_hint(source_dir: str | None = None, env: Mapping[str, str] 
     the code in ``source_dir`` run with ``env`` (the job's declared variables)."""
     head = ("this is Keras 3's Model.fit under a multi-worker strategy, which fails at its first step "
             "(keras-team/keras#20585); ")
-    loop = "or train with a custom loop (strategy.run)"
+    loop = f"or train with a custom loop (strategy.run); and save as the strategy needs: {SAVE_RULE}"
     imports = keras_imports(source_dir)
     declare = ('declare trainer.env: {TF_USE_LEGACY_KERAS: "1"} in the job file (set before TensorFlow is imported, '
                "in every replica here and on Vertex; your shell's is not passed on)")
@@ -124,15 +132,28 @@ def no_model_hint(source_dir: str | None = None, env: Mapping[str, str] | None =
     imports = keras_imports(source_dir)
     legacy = bool(imports.get(LEGACY)) or (bool(imports.get(TF_KERAS)) and legacy_keras_set(env))
     keras3 = bool(imports.get(KERAS3)) or (bool(imports.get(TF_KERAS)) and not legacy_keras_set(env))
-    export = "model.export(os.environ['AIP_MODEL_DIR']), on the chief only (its model.save takes only a .keras file)"
-    save = ("model.save(os.environ['AIP_MODEL_DIR']) (tf_keras: under a multi-worker strategy every worker saves, "
-            "the others to a temporary folder)")
+    export = ("model.export(os.environ['AIP_MODEL_DIR']) (its model.save takes only a .keras file); with more than "
+              f"one replica, {SAVE_RULE}: model.export(model_dir())")
+    save = ("model.save(os.environ['AIP_MODEL_DIR']); with more than one replica (under a multi-worker strategy every "
+            f"worker must save), {SAVE_RULE}: model.save(model_dir())")
     if keras3 and not legacy:
         return f"the trainer must write a SavedModel to AIP_MODEL_DIR; your code uses Keras 3: {export}"
     if legacy and not keras3:
         return f"the trainer must write a SavedModel to AIP_MODEL_DIR; your code uses tf_keras (Keras 2): {save}"
     return (f"the trainer must write a SavedModel to AIP_MODEL_DIR: Keras 3: {export}; tf_keras (Keras 2, "
             f"TF_USE_LEGACY_KERAS=1): {save}; tf.Module: tf.saved_model.save(model, os.environ['AIP_MODEL_DIR'])")
+
+
+def merge_checkpoints_hint(source_dir: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """Two replicas saved into one folder at once (:data:`MERGE_V2_CHECKPOINTS`): the save rule, in the call the
+    trainer's Keras makes."""
+    imports = keras_imports(source_dir)
+    legacy = bool(imports.get(LEGACY)) or (bool(imports.get(TF_KERAS)) and legacy_keras_set(env))
+    call = "model.save(model_dir())" if legacy or not (imports.get(KERAS3) or imports.get(TF_KERAS)) else \
+        "model.export(model_dir())"
+    return ("more than one replica saved into the same folder at once (under MultiWorkerMirroredStrategy every replica "
+            "must save: the save is a collective), and one replica's temporary variable files were merged away under "
+            f"the other's; {SAVE_RULE}: from trainers.outputs import model_dir, then {call}")
 
 
 def argparse_flag(error: str | None, flags: Iterable[str] = ()) -> str | None:
@@ -170,6 +191,8 @@ def hint_for(lines: Iterable[str], source_dir: str | None = None, env: Mapping[s
     text = "\n".join(line for line in given if line)
     if MULTI_WORKER_FIT.search(text):
         return multi_worker_fit_hint(source_dir, env)
+    if MERGE_V2_CHECKPOINTS.search(text):
+        return merge_checkpoints_hint(source_dir, env)
     if NO_TF_KERAS.search(text):
         return ("TF_USE_LEGACY_KERAS=1 and `import tf_keras` need the tf_keras package: it is in the trainer image "
                 "and the dev extra (pip install -e '.[cpu]'); add tf_keras to your requirements for another image")

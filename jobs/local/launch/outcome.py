@@ -105,6 +105,9 @@ class JobResult:
     log_dir: str                # <base>/logs/replicas
     elapsed_s: float = 0.0
     tolerated: list[ReplicaFailure] = dataclasses.field(default_factory=list)  # on_worker_failure="tolerate"
+    #: what a successful job's replicas did that makes its model doubtful (never joined their cluster, several wrote
+    #: the model folder: ``jobs.local.launch.model_watch``), one line each, to be said before the model is used
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def message(self) -> str:

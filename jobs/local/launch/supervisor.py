@@ -153,8 +153,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
             if m:
                 restarts[-1].resumed_step = int(m.group(1))
 
-    def result(rc: int, failure: ReplicaFailure | None) -> JobResult:
-        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start, tolerated)
+    def result(rc: int, failure: ReplicaFailure | None, notes: list[str] | None = None) -> JobResult:
+        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start, tolerated, list(notes or []))
         if failure is not None:
             log(f"[launcher] job failed: {failure.describe().splitlines()[0]}")
             if check:
@@ -171,7 +171,7 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
                                         after_attempt, log)
         tolerated.extend(attempt.tolerated)
         if outcome == "ok":
-            return result(0, None)
+            return result(0, None, attempt.watch.findings())
         if outcome == "timeout":
             failure.exit_status = 124
             return result(124, failure)

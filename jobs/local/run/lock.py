@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from jobs.local.process.lifeline import start_time
+from jobs.spec.command_line import invoked_as
 from trainers.fileio import open_regular
 
 LOCK_NAME = ".run.lock"
@@ -79,15 +80,17 @@ class RunLock:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise FolderBusy(
-                        f"output.base_dir: {self.base} is in use by {self.describe_holder()}; wait for it "
-                        "(--wait), or run elsewhere with --set output.base_dir=OTHER_DIR") from None
+                    wait = ("wait for it (--wait)" if wait_s <= 0 else
+                            f"waited {wait_s:g} s; wait longer (--wait with no number waits up to a day; or "
+                            f"--wait {max(3600, int(wait_s) * 10)})")
+                    raise FolderBusy(f"output.base_dir: {self.base} is in use by {self.describe_holder()}; {wait}, or "
+                                     "run elsewhere with --set output.base_dir=OTHER_DIR") from None
                 if not told:
                     log(f"waiting for {self.describe_holder()} to finish with {self.base}")
                     told = True
                 time.sleep(poll_s)
         stop_leftovers(self.holder().get("children"), log)  # what a killed run left, before anything starts
-        self._info = {"pid": os.getpid(), "started": now_iso(), "command": " ".join(["python"] + sys.argv),
+        self._info = {"pid": os.getpid(), "started": now_iso(), "command": " ".join([invoked_as(), *sys.argv[1:]]),
                       "children": []}
         self._fd = fd
         self._write()

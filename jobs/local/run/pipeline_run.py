@@ -150,7 +150,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 lock.release()
                 lock = RunLock(base).acquire(wait_s=opts.wait_s)
         else:
-            record = check_folder(base, made)  # another job's run here: NotThisJob, below
+            record = check_folder(base, made, say=lambda line: print(f"note: {line}"))  # another job's: NotThisJob
             if record:
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")

@@ -26,8 +26,8 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
     upload = join(base, records.UPLOAD_REQUEST_RECORD)
     extra: dict[str, Any] = {"upload_request": upload} if os.path.exists(upload) else {}
     trainer = trainer_version(cfg)
-    if trainer:
-        extra["trainer_version"] = trainer
+    if trainer:  # each file's hash is provenance.json's (what a rerun is compared with), not the summary's
+        extra["trainer_version"] = {k: v for k, v in trainer.items() if k != "file_sha256"}
     if trial:  # the model that went on is a trial's: its TensorBoard scalars are the run's (runs list, compare)
         extra["model_scalars"] = last_values(read_scalars(trial_files.trial_dirs(base, trial)["logs"]))
     return {**extra, "name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),

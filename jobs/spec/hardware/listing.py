@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from jobs.spec.command_line import plain, shown
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog
 from jobs.spec.hardware.shared import region_problems
 
@@ -144,7 +145,7 @@ def lines(region: str = "", accelerator: str = "", family: str = "", sources: bo
 
 def main(argv: Sequence[str]) -> int:
     cat = load_catalog()
-    p = argparse.ArgumentParser(prog="vtp hardware", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py hardware"), description=plain(__doc__.split("\n\n")[0]))
     p.add_argument("--region", default="", help="keep what this region offers, as the catalog knows")
     p.add_argument("--accelerator", default="", help="keep the machine types that carry or take this accelerator")
     p.add_argument("--family", default="", help="keep one machine family (e2, n1, a3, v5e, ...)")

@@ -20,6 +20,7 @@ from jobs.local.process import lifeline
 from jobs.local.run.lock import LOCK_NAME, RunLock
 from tests.conftest import ROOT, assert_no_processes_left
 from jobs.local.process.faults import pids_with_env
+from jobs.spec.command_line import start_ticks
 
 BOUND_S = 60
 
@@ -37,7 +38,7 @@ def pids_with_cmdline(needle: str) -> list[int]:
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if needle.encode() in f.read() and lifeline.start_time(int(entry)) is not None:
+                    if needle.encode() in f.read() and start_ticks(int(entry)) is not None:
                         found.append(int(entry))
             except OSError:
                 continue
@@ -51,52 +52,40 @@ def kill9(proc: subprocess.Popen) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("parent_dies_before_prctl", [False, True])
-def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, parent_dies_before_prctl):
-    """kfp.local's step processes (``run_local_subprocess``, what ``SubprocessRunner`` calls) get the parent-death
-    signal and are recorded, with their start time, in the run's lock; kill -9 of the run: no step left."""
+def test_a_kfp_step_dies_with_the_run_grandchildren_included(tmp_path, parent_dies_before_prctl):
+    """kfp.local's step processes (``run_local_subprocess``, what ``SubprocessRunner`` calls) are kfp's real shape,
+    ``sh -ec SCRIPT`` whose Python is the shell's *child* (dash does not exec the last command), and that Python
+    starts a process of its own: kill -9 of the run leaves none of them (the tree supervisor,
+    ``lifeline.guarded``)."""
     marker = uuid.uuid4().hex
+    step_code = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
     code = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from jobs.local.process import lifeline
-        from jobs.local.run.lock import RunLock, record_child
         from kfp.local import subprocess_task_handler as handler
-        lock = RunLock({str(tmp_path / 'run')!r}).acquire()
-        lifeline.kfp_steps_die_with_this_process(on_start=record_child)
-        step = [sys.executable, "-c", "import time; time.sleep(300)"]
+        lifeline.kfp_steps_die_with_this_process()
+        step = ["sh", "-ec", "x=$(echo)\\n" + {sys.executable!r} + " -c " + {repr(step_code)!r} + "\\n"]
         if {parent_dies_before_prctl!r}:  # the step's preexec runs after its parent is gone: it must end at once
-            import os, signal
             real = lifeline.preexec
-            def late():
-                ready = real()
+            def late(*args):
+                ready = real(*args)
                 def in_child():
                     time.sleep(1.0)
                     ready()
                 return in_child
             lifeline.preexec = late
+        print("started", flush=True)
         handler.run_local_subprocess(step, env_vars={{"VTP_TEST_MARKER": {marker!r}}})
     """)
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        assert parent.stdout.readline() == b"started\n"
         if parent_dies_before_prctl:
             time.sleep(0.3)  # not a race of the test: the step, whenever it gets there, finds its parent gone
-            wait_for(lambda: (tmp_path / "run" / LOCK_NAME).is_file(), "the lock")
-            kill9(parent)
         else:
-            wait_for(lambda: pids_with_env(marker), "the step process")
-            (step,) = pids_with_env(marker)
-            lock = tmp_path / "run" / LOCK_NAME
-            # the step is recorded once it has started (on_start, after Popen returns): wait for the record
-            def recorded():
-                try:
-                    return json.loads(lock.read_text()).get("children")
-                except ValueError:  # caught between the lock's truncation and its write
-                    return None
-            wait_for(recorded, "the step in the lock")
-            held = json.loads(lock.read_text())
-            assert held["pid"] == parent.pid
-            assert held["children"] == [{"pid": step, "start": lifeline.start_time(step)}]
-            kill9(parent)
+            wait_for(lambda: len(pids_with_env(marker)) >= 4, "the supervisor, the shell, the step and its child")
+        kill9(parent)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -104,36 +93,47 @@ def test_a_kfp_step_dies_with_the_run_and_is_recorded_in_its_lock(tmp_path, pare
     assert_no_processes_left(marker, wait_s=BOUND_S)
 
 
-def test_a_rerun_stops_what_a_killed_run_left_and_nothing_else(tmp_path):
-    """The lock of a killed run names a step still running (no parent-death signal reached it, e.g. off Linux)
-    and a pid that has since been reused: the rerun stops the first, never the second (its start time differs)."""
-    marker = uuid.uuid4().hex
+def test_a_rerun_stops_what_carries_the_killed_runs_token_and_nothing_a_lock_names_by_pid(tmp_path):
+    """The lock of a killed run names its token, and (a copy's stale lock, or one edited by hand) the pid and start
+    time of a process of the user's: the rerun stops the process carrying the token, never the one named by pid."""
+    marker, token = uuid.uuid4().hex, uuid.uuid4().hex
     left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
-                            env=dict(os.environ, VTP_TEST_MARKER=marker))
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+                            env=dict(os.environ, VTP_TEST_MARKER=marker, **{lifeline.TOKEN_ENV: token}))
+    users = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
-        wait_for(lambda: lifeline.start_time(left.pid) is not None, "the leftover")
+        wait_for(lambda: lifeline.carrying(token) == [left.pid], "the leftover")
         base = tmp_path / "run"
         base.mkdir()
-        (base / LOCK_NAME).write_text(json.dumps({"pid": 999999, "children": [
-            {"pid": left.pid, "start": lifeline.start_time(left.pid)},
-            {"pid": bystander.pid, "start": (lifeline.start_time(bystander.pid) or 0) - 1},  # a reused pid
-            {"pid": 1, "start": lifeline.start_time(1)}, {"pid": "x"}, "garbage"]}))
+        (base / LOCK_NAME).write_text(json.dumps({"pid": users.pid, "token": token, "children": [
+            {"pid": users.pid, "start": start_ticks(users.pid)}, {"pid": 1, "start": start_ticks(1)}]}))
         said = []
         lock = RunLock(str(base)).acquire(log=said.append)
         try:
             left.wait(timeout=BOUND_S)
-            assert bystander.poll() is None  # untouched
+            assert users.poll() is None  # untouched
             assert said == [f"stopping 1 process(es) a killed run left in this folder: pid {left.pid}"]
-            assert json.loads((base / LOCK_NAME).read_text())["children"] == []
+            held = json.loads((base / LOCK_NAME).read_text())
+            assert held["token"] == lock.token != token and "children" not in held
         finally:
             lock.release()
     finally:
-        for p in (left, bystander):
+        for p in (left, users):
             if p.poll() is None:
                 p.kill()
                 p.wait()
     assert_no_processes_left(marker)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"children": 5}', '{"token": 5}', '{"token": "x; rm -rf ~"}',
+                                  "[" * 100000 + "]" * 100000, '{"pid": 1, "started": "x"}'])
+def test_a_damaged_lock_stops_nothing_and_is_no_traceback(tmp_path, text):
+    base = tmp_path / "run"
+    base.mkdir()
+    (base / LOCK_NAME).write_text(text)
+    said = []
+    lock = RunLock(str(base)).acquire(log=said.append)
+    lock.release()
+    assert said == []
 
 
 @pytest.mark.timeout(240)

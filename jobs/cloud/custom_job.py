@@ -47,6 +47,7 @@ from jobs.spec.errors import CloudError
 from jobs.spec.job_spec import job_spec
 from jobs.spec.placement import STRATEGIES, Option
 from trainers.cluster import output_dirs
+from trainers import record_reader
 from trainers.paths import readable
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
@@ -152,8 +153,10 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
     base = spec.get("base_output_directory") or ""
     attempts: list[dict[str, Any]] = []
     if earlier and base:  # the attempts before this task was retried stay in the record
-        attempts = [a for a in records.read_at(base, JOBS_RECORD).get("attempts") or []
-                    if isinstance(a, dict) and a.get("job") != earlier]
+        try:  # THE reader: a damaged record is started again, never a failed step
+            attempts = [a for a in records.vertex_attempts(base) if a.get("job") != earlier]
+        except record_reader.Unreadable as exc:
+            log(f"warning: {exc}; the attempts before this one are not repeated in it")
     for i in range(start, len(tried)):
         option = tried[i]
         this = dict(spec, scheduling_strategy=option.strategy)

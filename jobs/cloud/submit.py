@@ -30,7 +30,7 @@ from pathlib import Path
 from jobs.cloud import clients, plan as planning, preflight as checks, templates, vertex
 from jobs.cloud.lines import ended, keeps_running, run_command
 from jobs.spec.command_line import seconds_problem, shown
-from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
+from jobs.spec.hardware.vertex_rules import identity_problems, peering_problems
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
 
@@ -108,14 +108,9 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
             errors.append(problem("name", f"the job id {job_id!r} would break Vertex's rule ^[a-z][-a-z0-9]{{0,127}}$ "
                                           "(it is the name plus '-', a 14-digit UTC time, '-' and 4 random "
                                           "characters)", [fixed]))
-    if service_account and not SERVICE_ACCOUNT_RE.match(service_account):
-        errors.append(problem("--service-account", f"{service_account!r} is not a service account email",
-                              [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
-    if network and not NETWORK_RE.match(network):
-        errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
-                                           "(Vertex wants the project number, not its id)",
-                              ["projects/123456789012/global/networks/default"]))
-    elif network:
+    identity = identity_problems(service_account, network, project)
+    errors += identity
+    if network and not any(p.field == "--network" for p in identity):
         errors += peering_problems("--network", network, cfg)
     if cfg.output.tensorboard and not (service_account or cfg.vertex.service_account):
         errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "

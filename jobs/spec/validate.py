@@ -24,10 +24,10 @@ from trainers.config_files import RELATIVE_RULE, found_elsewhere, load_document
 from trainers.errors import ConfigError, Problem, problem
 from trainers.fileio import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems
+from trainers.resource_names import REGION_RE, fits
 from jobs.spec.evaluation import eval_data_problems, settings_problems as eval_settings_problems
 from jobs.spec.gate_section import gate_problems
 from jobs.spec.hardware.rules import Report, check_job
-from jobs.spec.hardware.names import REGION_RE
 from jobs.spec.hardware.today import retired_problems
 from jobs.spec.hardware.vertex_rules import vertex_problems
 from jobs.spec.placement import placement_problems
@@ -291,7 +291,7 @@ def load(config: str, overrides: list[str], region: str | None = None, check_dat
     and, for a job submitted to ``--region``, that region (its machines and accelerators are checked there;
     a malformed region is left to the submit preflight to report). Each warning goes to ``warn`` first,
     errors or not; raises :class:`ConfigError` with every problem at once."""
-    region_set = [f"topology.region={region}"] if region and REGION_RE.match(region) else []
+    region_set = [f"topology.region={region}"] if region and fits(REGION_RE, region) else []
     cfg, report = validate_document(load_document(config, list(overrides) + region_set), check_data)
     for warning in report.warnings:
         warn(warning)

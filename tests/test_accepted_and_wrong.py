@@ -10,7 +10,7 @@ Classes and owners:
   (catalog data with sources; ``jobs.spec.hardware.vertex_rules``);
 * ``serving.eval_data``: a NaN in an instance, labels of the wrong kind for ``eval_task``, labels that are no class
   of the model (``jobs.spec.evaluation``);
-* a flag that overrides a different value of the job file (``jobs.cloud.submit.flag_file_warnings``);
+* a flag that overrides a different value of the job file (``jobs.spec.flag_file.flag_file_warnings``);
 * ``tuning`` with ``baseline: false`` and nothing to search (``jobs.spec.tuning_section.section_problems``).
 """
 from __future__ import annotations
@@ -233,7 +233,7 @@ def test_labels_the_model_has_are_judged():
 
 # ---- a flag and the file -------------------------------------------------------------------------------------------
 def test_a_flag_that_overrides_the_file_says_which_wins():
-    from jobs.cloud.submit import flag_file_warnings
+    from jobs.spec.flag_file import flag_file_warnings
 
     cfg = config_lib.from_dict({"topology": {"region": "us-central1"},
                                 "vertex": {"service_account": "trainer@p.iam.gserviceaccount.com",

@@ -51,8 +51,7 @@ def service_account_problem(value: str) -> str | None:
     if value.startswith("serviceAccount:"):
         return (f"{value!r} is an IAM member, not a service account's email: drop the 'serviceAccount:' prefix "
                 f"({value[len('serviceAccount:'):]})")
-    return (f"{value!r} is not a service account's email (NAME@PROJECT.iam.gserviceaccount.com, or the Compute "
-            "Engine default NUMBER-compute@developer.gserviceaccount.com)")
+    return f"{value!r} is not a service account's email"
 
 
 def network_problem(value: str) -> str | None:
@@ -60,6 +59,6 @@ def network_problem(value: str) -> str | None:
     if fits(NETWORK_RE, value):
         return None
     if re.fullmatch(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?", value or ""):
-        return (f"{value!r} is a network's short name: Vertex wants its full name with the project number, "
-                f"projects/PROJECT_NUMBER/global/networks/{value}")
-    return f"{value!r} is not projects/PROJECT_NUMBER/global/networks/NAME (Vertex wants the project number, not its id)"
+        return (f"{value!r} is not a VPC network's full name (a short name: Vertex wants "
+                f"projects/PROJECT_NUMBER/global/networks/{value})")
+    return f"{value!r} is not a VPC network's full name (Vertex wants the project number, not its id)"

@@ -240,6 +240,7 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         job = placement.with_option(cfg, option)
         v = Verdict(option, prices.cost(job, option.region, option.strategy))
         report = validate.validate(job, check_data=False)
+        report = _named_by(report, placement.region_field(cfg, option))
         if report.errors:
             v.fits, v.why = False, f"the hardware catalog: {report.errors[0]}"
             verdicts.append(v)
@@ -286,6 +287,13 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         elif f.ok is False:
             (errors if f.severity == "error" else warnings).append(line)
     return Plan(chosen, project_id or PROJECT_PLACEHOLDER, verdicts, pick, findings, errors, warnings, unchecked)
+
+
+def _named_by(report, field: str):
+    """``report`` with its ``topology.region`` problems named by ``field`` (where the option's region comes from)."""
+    def named(problems):
+        return [dataclasses.replace(p, field=field) if p.field == "topology.region" else p for p in problems]
+    return dataclasses.replace(report, errors=named(report.errors), warnings=named(report.warnings))
 
 
 def _alternatives(cfg: config_lib.JobConfig, verdicts: list[Verdict], max_cost: float | None) -> list[str]:

@@ -4,7 +4,9 @@ the options of ``placement`` with why each was taken or skipped, and one line pe
 
 ``vtp plan [--config JOB] [--project P] [--region R] [--out plan.json]`` says the plan ``jobs.cloud.plan``
 decides: the request(s) as the client's JSON, the options of ``placement`` with why each was taken or
-skipped, the cost, one line per check of the project; ``--out`` writes it all as JSON, atomically. Exit status:
+skipped, the cost, one line per check of the project; ``--out`` writes it all as JSON, atomically, under THE output
+rule (``jobs.spec.output_file``: never over the job file or anything ``vtp plan`` did not write, never through a
+link). A flag that overrides the job file says which wins (``jobs.spec.flag_file``). Exit status:
 0 a plan that fits, 2 a problem (bad input, nothing fits, over budget, a check failed or, with
 ``--require-checks``, was not made).
 """
@@ -13,15 +15,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from jobs.spec import validate
+from jobs.spec import output_file, validate
+from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
+from jobs.spec.hardware.vertex_rules import identity_problems
 from jobs.spec.command_line import shown
 from jobs.cloud import preflight as checks
+from jobs.cloud.credentials import endpoint_problem
 from jobs.cloud.lines import run_command
 from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument, config_changes, decide,
                              image_problem, requests, shortened)
@@ -83,8 +85,13 @@ def say(plan: Plan, reqs: list[Request], out=print) -> None:
             out(f"  ok: {f.line}")
 
 
-def write_json(plan: Plan, reqs: list[Request], path: str) -> None:
-    """The plan as JSON, written to a temporary file beside ``path`` and renamed over it."""
+#: what ``--out``'s file says wrote it (THE output rule replaces only a file it names)
+WRITER = "vtp plan"
+
+
+def write_json(plan: Plan, reqs: list[Request], path: str, inputs: tuple[str, ...] = ()) -> None:
+    """The plan as JSON, written under THE output rule (``jobs.spec.output_file``: a temporary file beside ``path``
+    renamed over it, only where it may be written; :class:`output_file.OutputRefused` otherwise)."""
     pick = plan.pick
     doc = {"project": plan.project, "pick": str(pick.option) if pick else None,
            "region": pick.option.region if pick else None, "strategy": pick.option.strategy if pick else None,
@@ -97,15 +104,7 @@ def write_json(plan: Plan, reqs: list[Request], path: str) -> None:
                      "prices_date": prices.load_prices()["prices"]["date"]} if pick else None),
            "checks": [dataclasses.asdict(f) for f in plan.findings],
            "errors": plan.errors, "warnings": plan.warnings, "unchecked": plan.unchecked}
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    output_file.write_json_output(path, doc, "--out", WRITER, inputs=inputs)
 
 
 def verdict_lines(plan: Plan, err) -> bool:
@@ -131,20 +130,23 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--out", metavar="plan.json", help="write the plan (whole requests, options, cost, checks) as JSON")
     p.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total)")
     p.add_argument("--require-checks", action="store_true", help="what could not be checked is an error (for CI)")
-    p.add_argument("--service-account", default="", help="as submit's --service-account")
-    p.add_argument("--network", default="", help="as submit's --network")
+    p.add_argument("--service-account", default=None, help="as submit's --service-account")
+    p.add_argument("--network", default=None, help="as submit's --network")
     p.add_argument("--image", default="", help="the components' image, as submit's --image")
     p.add_argument("--api-endpoint", default="", help="the project checks' endpoint (a local stand-in)")
     args = p.parse_args(argv)
-    problems: list[Any] = []
-    if args.max_cost is not None and not (args.max_cost >= 0 and args.max_cost != float("inf")):
-        problems.append(problem("--max-cost", f"{args.max_cost} is not a price in US dollars", ["100"]))
+    problems: list[Any] = max_cost_problems(args.max_cost) + empty_flag_problems(args)
+    problems += identity_problems(args.service_account, args.network, args.project or "")
+    if endpoint_problem(args.api_endpoint):
+        problems.append(problem("--api-endpoint", endpoint_problem(args.api_endpoint), ["http://127.0.0.1:PORT"]))
     if args.project is not None:
         problems += checks.project_problems("--project", args.project)
     if args.region is not None:
         problems += checks.region_problems("--region", args.region)
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        problems.append(problem("--out", f"the folder of {args.out} does not exist", ["plan.json"]))
+    inputs = (args.config,)
+    if args.out is not None:
+        refused = output_file.output_problem(args.out, "--out", WRITER, inputs=inputs)
+        problems += [refused] if refused else []
     if problems:
         return _fail(problems)
     said: list[str] = []
@@ -167,12 +169,17 @@ def _main(argv: list[str]) -> int:
     plan = decide(cfg, args.project, region, max_cost=args.max_cost, require_checks=args.require_checks,
                   api_endpoint=args.api_endpoint)
     reqs = requests(plan.cfg, image=image or "<no image: see the error on container.image_uri>",
-                    service_account=args.service_account, network=args.network)
+                    service_account=args.service_account or "", network=args.network or "")
     say(plan, reqs)
-    if args.out:
-        write_json(plan, reqs, args.out)
-        print(f"plan written to {args.out}")
-    plan.warnings = list(dict.fromkeys(str(w) for w in [*said, *warnings, *plan.warnings]))
+    if args.out is not None:
+        try:
+            write_json(plan, reqs, args.out, inputs)
+        except output_file.OutputRefused as exc:
+            plan.errors.append(str(exc))
+        else:
+            print(f"plan written to {args.out}")
+    overridden = flag_file_warnings(cfg, args.region or "", args.service_account, args.network, args.max_cost)
+    plan.warnings = list(dict.fromkeys(str(w) for w in [*overridden, *said, *warnings, *plan.warnings]))
     plan.errors = [str(e) for e in errors] + plan.errors
     return 2 if verdict_lines(plan, lambda line: print(line, file=sys.stderr)) else 0
 

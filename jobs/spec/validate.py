@@ -30,7 +30,8 @@ from jobs.spec.gate_section import gate_problems
 from jobs.spec.hardware.rules import Report, check_job
 from jobs.spec.hardware.today import retired_problems
 from jobs.spec.hardware.vertex_rules import vertex_problems
-from jobs.spec.placement import placement_problems
+from jobs.spec.placement import STRATEGIES, placement_problems
+from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.scheduling_section import scheduling_problems
 from jobs.spec.trainer_section import trainer_file_problems, trainer_shape_problems
 from jobs.spec.tuning_section import flag_value, tuning_problems
@@ -254,7 +255,28 @@ def serving_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+def list_limit_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """One problem per list of the job file longer than Vertex could ever use, said with the limit: ``placement.regions``
+    at most the regions Vertex AI serves (each at most once), ``placement.strategies`` its three scheduling
+    strategies. Checked before the lists' entries are (a 1,000-region list is one line at once, not 1,000 checks per
+    option of a plan)."""
+    from_catalog = len(load_catalog().known_regions)
+    out = []
+    for field, items, limit, why in (
+            ("placement.regions", cfg.placement.regions, from_catalog,
+             f"the {from_catalog} regions Vertex AI serves (the hardware catalog), each at most once"),
+            ("placement.strategies", cfg.placement.strategies, len(STRATEGIES),
+             f"Vertex's {len(STRATEGIES)} scheduling strategies ({', '.join(STRATEGIES)}), each at most once")):
+        if len(items) > limit:
+            out.append(problem(field, f"lists {len(items):,} entries, more than {why}: at most {limit}",
+                               list(STRATEGIES) if field == "placement.strategies" else ["us-central1", "europe-west4"]))
+    return out
+
+
 def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    limits = list_limit_problems(cfg)
+    if limits:  # nothing else is checked of a list no job could use: it is one line, at once
+        return Report(errors=limits, warnings=[])
     report = check_job(cfg.to_dict())
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors

@@ -218,6 +218,8 @@ def test_labels_of_the_wrong_kind_for_eval_task_are_refused_before_anything_runs
     ({"scores": np.eye(3)[[0, 1, 2, 0]]}, [0, -1, 2, 0], "label(s) -1 are no class"),
     ({"probabilities": np.eye(2)[[0, 1, 1]]}, ["cat", "dog", "bird"], "label(s) 'bird' name no class of the model"),
     ({"score": np.asarray([[0.1], [0.9], [0.7]])}, [0, 1, 2], "label(s) 2 are no class of a binary classifier"),
+    # a class-name output: the model's metadata.json lists what it can answer (issue 56: was judged without a word)
+    ({"class": np.asarray([[b"cat"], [b"dog"], [b"cat"]])}, ["cat", "dog", "bird"], "label(s) 'bird' name no class"),
 ])
 def test_labels_that_are_no_class_of_the_model_stop_the_verdict(outputs, labels, fragment):
     classes = ["cat", "dog"] if isinstance(labels[0], str) else None

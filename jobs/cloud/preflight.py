@@ -106,7 +106,7 @@ def parse_labels(items: Iterable[str], field: str = "--labels") -> tuple[dict[st
     labels, problems = {}, []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
+        if not sep or not LABEL_KEY_RE.fullmatch(key) or not LABEL_VALUE_RE.fullmatch(value):
             fixed = re.sub(r"[^a-z0-9_-]", "-", key.lower()).lstrip("-_0123456789")[:63] or "label"
             problems.append(problem(field, f"{item!r}: a label is key=value, key starting with a lower-case "
                                            "letter, both only lower-case letters, digits, '_' and '-' (<= 63)",
@@ -190,7 +190,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     Model Registry fields, and the config's own rules with region = ``region``."""
     errors: list[Problem] = []
     warnings: list[str] = []
-    if not PIPELINE_NAME_RE.match(cfg.name):
+    if not PIPELINE_NAME_RE.fullmatch(cfg.name):
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:100] or "tf-train"
         errors.append(problem("name", f"{cfg.name!r} is not a pipeline name (^[a-z0-9][a-z0-9-]{{0,127}}$)", [fixed]))
     errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://{BUCKET_FORM}/runs/{cfg.name}")

@@ -247,7 +247,7 @@ class CloudProject(Project):
         client = None
         for value in values:
             what = f"reservation {value}"
-            m = RESERVATION_RE.match(value)
+            m = RESERVATION_RE.fullmatch(value)
             if not m:
                 out.append(Finding(what, False, f"{value!r} is not projects/PROJECT/zones/ZONE/reservations/NAME"))
                 continue

@@ -100,9 +100,9 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
     errors = checks.project_problems("--project", project) + checks.region_problems("--region", region)
     errors += checks.gcs_problems("--pipeline-root", pipeline_root, f"gs://{checks.BUCKET_FORM}/pipeline-root")
     region_ok = not any(p.field == "--region" for p in errors)
-    if checks.PIPELINE_NAME_RE.match(cfg.name):
+    if checks.PIPELINE_NAME_RE.fullmatch(cfg.name):
         job_id = job_id_for(cfg.name)
-        if not JOB_ID_RE.match(job_id):
+        if not JOB_ID_RE.fullmatch(job_id):
             fixed = ("tf-" + cfg.name if not cfg.name[0].isalpha() else cfg.name)[:108]
             errors.append(problem("name", f"the job id {job_id!r} would break Vertex's rule ^[a-z][-a-z0-9]{{0,127}}$ "
                                           "(it is the name plus '-', a 14-digit UTC time, '-' and 4 random "
@@ -118,7 +118,7 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
                               [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
     parsed, label_problems = checks.parse_labels(list(labels))
     errors += label_problems
-    if template and not TEMPLATE_RE.match(template):
+    if template and not TEMPLATE_RE.fullmatch(template):
         errors.append(problem("--template", f"{template!r} is not a template in Artifact Registry (it is "
                                             "https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG-or-sha256:HEX)",
                               [f"https://{region}-kfp.pkg.dev/{project}/REPO/{cfg.name}/latest"]))

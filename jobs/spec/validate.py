@@ -47,7 +47,7 @@ def _positive(problems: list[Problem], field: str, value: float, minimum: float 
 
 def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     p: list[Problem] = []
-    if not NAME_RE.match(cfg.name):
+    if not NAME_RE.fullmatch(cfg.name):
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:128] or "tf-train"
         p.append(problem("name", f"{cfg.name!r} is not a valid Vertex pipeline/job name (lower-case letters, "
                                  "digits and '-', starting with a letter or digit)", [fixed]))
@@ -185,7 +185,7 @@ def tensorboard_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if not tb:
         return []
     region = cfg.topology.region
-    m = TENSORBOARD_RE.match(tb)
+    m = TENSORBOARD_RE.fullmatch(tb)
     if not m:
         return [problem("output.tensorboard", f"{tb!r} is not a Vertex TensorBoard resource name",
                         [f"projects/PROJECT/locations/{region}/tensorboards/1234567890"])]

@@ -41,8 +41,8 @@ from typing import Any
 
 from jobs.spec import records
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
-from jobs.local.history.record_check import (NESTED_TYPES, parse_time, read_record_strictly, record_problem,
-                                             type_problem)
+from jobs.local.history.record_check import (NESTED_TYPES, figure_problem, parse_time, read_record_strictly,
+                                             record_problem, type_problem)
 from jobs.local.run.folder import last_checkpoint
 from jobs.local.run.lock import LOCK_NAME
 from trainers.errors import problem
@@ -203,6 +203,7 @@ def read_run(path: str) -> Run:
     why = why or record_problem(record)
     for name, doc in docs.items():
         why = why or type_problem(doc, {**NESTED_TYPES, "steps": list, "running": list}, f"{name}: ")
+    why = why or figure_problem(docs[records.TUNING_RECORD], f"{records.TUNING_RECORD}: ")
     if why:
         return _unreadable(path, why)
     try:

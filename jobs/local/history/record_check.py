@@ -56,7 +56,23 @@ SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trai
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
                  "model_scalars": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
-                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict}
+                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict,
+                "passed": bool}
+
+
+def figure_problem(study: Any, where: str) -> str | None:
+    """A study record's figures that are not numbers (``"metric": "abc"`` in a trial, the best trial, the baseline or
+    the run handed on): the first one, or None. A history shows a figure only when a run wrote one."""
+    if not isinstance(study, dict):
+        return None
+    runs = [(f"trials[{i}]", t) for i, t in enumerate(study.get("trials") or []) if isinstance(t, dict)]
+    runs += [(key, study[key]) for key in ("best_trial", tuning_rules.BASELINE, tuning_rules.HANDED_ON)
+             if isinstance(study.get(key), dict)]
+    for name, run in runs:
+        found = type_problem(run, {"metric": (int, float)}, f"{where}{name}.")
+        if found:
+            return found
+    return None
 
 
 def type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:
@@ -89,6 +105,10 @@ def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> st
                 found = type_problem(part, NESTED_TYPES, f"{name}: {where}{key}.")
                 if found:
                     return found
+    for where, study in (("tuning.", record.get("tuning")), ("summary.tuning.", summary.get("tuning"))):
+        found = figure_problem(study, f"{name}: {where}")
+        if found:
+            return found
     for where, items in (("steps", record.get("steps")), ("tuning.trials", (record.get("tuning") or {}).get("trials"))):
         bad = next((x for x in items or [] if not isinstance(x, dict)), None)
         if bad is not None:

@@ -85,7 +85,7 @@ def machine_verdict(name: str, known: Iterable[str], not_listed: Iterable[str] =
     known = list(known)
     parts = name.split("-")
     series, words, size = parts[0], parts[1:-1], parts[-1]
-    if len(parts) >= 3 and SERIES_RE.match(series) and SIZE_RE.match(size):
+    if len(parts) >= 3 and SERIES_RE.fullmatch(series) and SIZE_RE.fullmatch(size):
         wrong = [w for w in words if w not in CLASS_WORDS]
         if not wrong:
             family = [k for k in known if k.split("-", 1)[0] == series]
@@ -115,12 +115,12 @@ def accelerator_verdict(name: str, known: Iterable[str]) -> Verdict:
     """Judge an accelerator type name absent from the catalog (see the module doc)."""
     known = list(known)
     generation = [k for k in known if edits(name, k)[1]]  # NVIDIA_B300 beside NVIDIA_B200
-    if ACCELERATOR_RE.match(name) and generation:
+    if ACCELERATOR_RE.fullmatch(name) and generation:
         return Verdict("new", tuple(generation[:3]), f"a generation beside {generation[0]}")
     near = near_misses(name, known)
     if near:
         return Verdict("near", tuple(near))
-    if ACCELERATOR_RE.match(name):
+    if ACCELERATOR_RE.fullmatch(name):
         return Verdict("new")
     return Verdict("malformed")
 

@@ -81,14 +81,14 @@ def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
             ipaddress.ip_address(m.server)
             server_ok = True
         except ValueError:
-            server_ok = bool(HOST_RE.match(m.server)) and not m.server.replace(".", "").isdigit()
+            server_ok = bool(HOST_RE.fullmatch(m.server)) and not m.server.replace(".", "").isdigit()
         if not server_ok:
             out.append(problem(f"{field}.server", f"{m.server!r} is not the NFS server's IP address (or host name)",
                                ["an address such as 10.0.0.2 (the Filestore instance's IP)"]))
         if not m.path.startswith("/"):
             out.append(problem(f"{field}.path", f"{m.path!r}: the exported path starts with '/'",
                                ["/<the share's export path>"]))
-        if not NAME_RE.match(m.mount_point.replace("_", "-")):
+        if not NAME_RE.fullmatch(m.mount_point.replace("_", "-")):
             out.append(problem(f"{field}.mount_point", f"{m.mount_point!r} is not a folder name: the share is mounted "
                                                        "at /mnt/nfs/<mount_point>", ["<a lower-case name, e.g. data>"]))
         elif m.mount_point in seen:
@@ -165,7 +165,7 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         errors += peering_problems("vertex.network", v.network, cfg)
     errors += spot_problems(cfg)
     for i, r in enumerate(v.reserved_ip_ranges):
-        if not NAME_RE.match(r):
+        if not NAME_RE.fullmatch(r):
             errors.append(problem(f"vertex.reserved_ip_ranges[{i}]", f"{r!r} is not the name of a reserved IP range "
                                                                       "(lower-case letters, digits and '-')",
                                   ["<the range's name, e.g. vertex-ai-range>"]))
@@ -178,8 +178,8 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
                                 []))
     attachment = v.psc_interface_config.network_attachment
     if attachment:
-        m = ATTACHMENT_RE.match(attachment)
-        if not m and not NAME_RE.match(attachment):
+        m = ATTACHMENT_RE.fullmatch(attachment)
+        if not m and not NAME_RE.fullmatch(attachment):
             errors.append(problem("vertex.psc_interface_config.network_attachment",
                                   f"{attachment!r} is neither a network attachment's name nor its full name",
                                   [f"projects/<project>/regions/{cfg.topology.region}/networkAttachments/<name>"]))
@@ -194,4 +194,9 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         warnings.append(problem("scheduling.restart_job_on_worker_restart", "is overridden by scheduling.disable_retries "
                                                                             "(Vertex then restarts nothing); keep one",
                                 ["false"]))
+    if s.disable_retries and s.max_restarts:
+        warnings.append(problem("scheduling.max_restarts", f"{s.max_restarts} is overridden by "
+                                                           "scheduling.disable_retries (the local launcher then "
+                                                           "restarts nothing, as Vertex retries nothing); keep one",
+                                ["0"]))
     return errors, warnings

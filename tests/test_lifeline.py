@@ -188,3 +188,62 @@ def test_the_supervisor_passes_the_status_and_refuses_a_bad_command_line():
     bad = subprocess.run([sys.executable, "-I", lifeline.__file__, "x"], capture_output=True, text=True,
                          timeout=BOUND_S)
     assert bad.returncode == 2 and bad.stderr.startswith("usage: ")
+
+
+def _trial_chiefs(base: str) -> list[str]:
+    """The trial ids of the chief replicas now running under ``base`` (one entry per process)."""
+    found = []
+    for pid in pids_with_env(base):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if b'"type": "workerpool0"' in env.get(b"CLUSTER_SPEC", b"") and b"CLOUD_ML_TRIAL_ID" in env:
+            found.append(env[b"CLOUD_ML_TRIAL_ID"].decode())
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_kill_9_of_vtp_running_a_study_leaves_nothing_and_the_rerun_never_runs_a_trial_twice(tmp_path):
+    """Issue 56: ``vtp --config <a study>`` killed with -9 as a user's terminal would (the top process only), on a
+    loaded machine (a busy loop beside it): within a few seconds no process of the run is left (the tune step's
+    process, kfp's ``sh -ec`` child, survived before: the tree supervisor ends it), and the rerun runs no trial twice
+    at once. A fake trainer (NumPy, seconds per epoch): the smallest study that proves it."""
+    base = tmp_path / "study"
+    job = ROOT / "tests" / "fakes" / "tuning_project" / "job.yaml"
+    command = [sys.executable, str(ROOT / "pipelines" / "run.py"), "--config", str(job), "--set",
+               f"output.base_dir={base}", "--set", 'trainer.args=["--epochs", "400", "--seconds_per_epoch", "0.1"]']
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    procs = []
+    try:
+        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(tmp_path))
+        procs.append(run)
+        wait_for(lambda: len(_trial_chiefs(str(base))) >= 2, "two trials' chiefs running", bound_s=400)
+        token = json.loads((base / LOCK_NAME).read_text())["token"]
+        assert lifeline.carrying(token)  # the steps carry the run's token
+        kill9(run)
+        killed = time.monotonic()
+        deadline = killed + 20
+        while (lifeline.carrying(token) or pids_with_env(str(base))) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lifeline.carrying(token) == [] and pids_with_env(str(base)) == [], "a process of the killed run lived on"
+        gone_s = time.monotonic() - killed
+        rerun = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(tmp_path))
+        procs.append(rerun)
+        seen: set[str] = set()
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and rerun.poll() is None and len(seen) < 3:
+            chiefs = _trial_chiefs(str(base))
+            assert len(chiefs) == len(set(chiefs)), f"a trial runs twice at once: {sorted(chiefs)}"
+            seen |= set(chiefs)
+            time.sleep(0.1)
+        assert len(seen) >= 3, f"the rerun did not get to a third trial (saw {sorted(seen)})"
+        print(f"nothing of the killed run left {gone_s:.1f} s after kill -9")
+    finally:
+        for p in [*procs, busy]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert_no_processes_left(str(base), wait_s=BOUND_S)

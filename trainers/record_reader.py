@@ -181,8 +181,9 @@ def read(path: str, *, types: Mapping[str, Any] | None = None, required: Sequenc
         return None
     doc = parse(data, path)
     if not is_a(doc, kind):
-        article = "an" if _names(kind)[0] in "aeiou" else "a"
-        raise Unreadable(path, f"a JSON {type(doc).__name__}, not {article} {_names(kind)}".replace("dict", "object"))
+        wanted = _names(kind).replace("dict", "object")
+        raise Unreadable(path, f"a JSON {type(doc).__name__.replace('dict', 'object')}, not "
+                               f"{'an' if wanted[0] in 'aeiou' else 'a'} {wanted}")
     if isinstance(doc, dict):
         why = shape_problem(doc, types, required)
         if why:

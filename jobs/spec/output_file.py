@@ -18,7 +18,7 @@ import json
 import os
 import stat
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from trainers import record_reader
 from trainers.errors import Problem, problem
@@ -55,10 +55,12 @@ def _name_max(folder: str) -> int:
         return 255
 
 
-def output_problem(path: str, field: str, writer: str, *, inputs: Sequence[str] = (), example: str = "plan.json"
-                   ) -> Problem | None:
+def output_problem(path: str, field: str, writer: str, *, inputs: Sequence[str] = (), example: str = "plan.json",
+                   ours: Callable[[str], bool] | None = None) -> Problem | None:
     """Why ``path`` may not be written by ``writer`` (the module docstring's rule), or None. ``inputs``: the files
-    the command reads (a path that names one of them is refused)."""
+    the command reads (a path that names one of them is refused); ``ours``: how to tell an existing regular file
+    ``writer`` wrote (default: :func:`written_by`; a writer with a mark of its own, e.g. a saved plan's ``kind``,
+    passes its own test)."""
     if not isinstance(path, str) or not path.strip():
         return problem(field, "is empty: name the file to write, or leave the flag out", [example])
     if "\0" in path:
@@ -87,7 +89,7 @@ def output_problem(path: str, field: str, writer: str, *, inputs: Sequence[str] 
                                           "written over", [example])
             except OSError:
                 continue
-        if not written_by(path, writer):
+        if not (ours or (lambda p: written_by(p, writer)))(path):
             return problem(field, f"{path} exists and is not a file {writer} wrote: it is not written over; "
                                   "choose a new name, or remove it first", [example])
     if not os.path.isdir(folder):
@@ -97,10 +99,11 @@ def output_problem(path: str, field: str, writer: str, *, inputs: Sequence[str] 
     return None
 
 
-def write_output(path: str, data: bytes, field: str, writer: str, *, inputs: Sequence[str] = ()) -> None:
+def write_output(path: str, data: bytes, field: str, writer: str, *, inputs: Sequence[str] = (),
+                 ours: Callable[[str], bool] | None = None) -> None:
     """``data`` to ``path`` by temp-and-rename beside it, once :func:`output_problem` (checked again now) allows
     it; :class:`OutputRefused` otherwise, or when the file system refuses (one line, no temporary file left)."""
-    found = output_problem(path, field, writer, inputs=inputs)
+    found = output_problem(path, field, writer, inputs=inputs, ours=ours)
     if found is not None:
         raise OutputRefused(str(found))
     folder = os.path.dirname(os.path.abspath(path)) or "/"

@@ -282,9 +282,9 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
     seconds to stopping."""
     try:
-        with open(os.path.join(checkpoint_dir, "checkpoint")) as f:
+        with fileio.open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
             m = _STATE_RE.search(f.read())
-    except OSError:
+    except (OSError, ValueError):  # NotARegularFile is a ValueError: a pipe is no checkpoint state, never waited on
         return None
     if not m:
         return None

@@ -164,6 +164,8 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY if isinstance(exc, FolderBusy) else 2
     finally:
+        if os.environ.get(lifeline.TOKEN_ENV) == lock.token:  # a later run in this process has a token of its own
+            del os.environ[lifeline.TOKEN_ENV]
         lock.release()
 
 

@@ -185,9 +185,29 @@ def test_kill_9_of_a_local_study_leaves_no_trial_running(tmp_path):
 def test_the_supervisor_passes_the_status_and_refuses_a_bad_command_line():
     assert subprocess.run(lifeline.supervised([sys.executable, "-c", "raise SystemExit(7)"]),
                           timeout=BOUND_S).returncode == 7
+    assert subprocess.run(lifeline.guarded([sys.executable, "-c", "raise SystemExit(9)"]), timeout=BOUND_S).returncode == 9
     bad = subprocess.run([sys.executable, "-I", lifeline.__file__, "x"], capture_output=True, text=True,
                          timeout=BOUND_S)
     assert bad.returncode == 2 and bad.stderr.startswith("usage: ")
+
+
+def test_a_guarded_steps_ctrl_c_is_its_own_and_the_supervisor_waits_for_it():
+    """Ctrl-C reaches the whole foreground group: the step handles it (here: exits 130 after a last line) and the
+    tree supervisor neither dies of it nor cuts the step short."""
+    code = ("import signal, sys, time\n"
+            "def bye(*a):\n    time.sleep(0.5); print('stopped cleanly', flush=True); sys.exit(130)\n"
+            "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen(lifeline.guarded([sys.executable, "-c", code]), stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=BOUND_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and out == "stopped cleanly\n"
 
 
 def _trial_chiefs(base: str) -> list[str]:

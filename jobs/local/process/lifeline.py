@@ -1,12 +1,12 @@
 """Every process this product starts dies with the process that started it, whatever kills that one (kill -9
-included): the one rule for child processes, and its three tools.
+included): the one rule for child processes, and its tools.
 
 * :func:`preexec` (a ``preexec_fn`` for ``subprocess.Popen``): Linux ``prctl(PR_SET_PDEATHSIG)`` in the child
   before it runs anything, so the kernel signals it when its parent goes; if the parent is already gone by then
   (it died between the fork and the prctl), the child ends at once. The signal is tied to the *thread* that
   started the child, so a child must be started by a thread that outlives it (the launcher's, a study's trial
   thread and ci-local's step threads each wait for their child). Elsewhere than Linux it is a no-op and the
-  lock's record of children (``jobs.local.run.lock.RunLock``) is what a rerun goes by.
+  run's token (below) is what a rerun goes by.
 * :func:`supervised`: a command wrapped in a small supervisor (``python -I .../lifeline.py PARENT -- CMD``)
   for a child that starts processes of its own which cannot be given a parent-death signal (a build step's bash
   script and what it runs): the supervisor leads the process group, gets SIGTERM when its parent dies, and then

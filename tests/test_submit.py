@@ -185,7 +185,7 @@ BAD = {
                          "topology.chief.accelerator_count=2", "--set", "topology.worker.replica_count=0"],
                         "error: topology.region: europe-west4 does not offer NVIDIA_TESLA_K80"),  # --region's
     "service account": (["--service-account", "runner"], "error: --service-account: 'runner' is not a service account"),
-    "network": (["--network", "vpc"], "error: --network: 'vpc' is not projects/PROJECT_NUMBER/global/networks/NAME"),
+    "network": (["--network", "vpc"], "error: --network: 'vpc' is not a VPC network's full name (a short name"),
     "label": (["--labels", "Team=Vision"], "error: --labels: 'Team=Vision': a label is key=value"),
     "model label": (["--set", "serving.labels={Team: x}"], "error: serving.labels: 'Team=x': a label is key=value"),
     "job id": (["--set", "name=9flowers"], "error: name: the job id '9flowers-"),

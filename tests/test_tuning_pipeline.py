@@ -302,7 +302,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     with VertexStandIn(tuning_trials=VERTEX_TRIALS) as vertex:
         inputs = as_json_numbers({"display_name": validated.display_name, "tuning": validated.tuning,
                                    "trial_job_spec": validated.custom_job_spec, "location": location,
-                                   "project": "team", "api_endpoint": vertex.url})
+                                   "project": "team-project", "api_endpoint": vertex.url})
         run = finish(start_step(container, "hyperparameter-tuning-job", inputs, tmp_path,
                                 parameters=("gcp_resources", "best_trial", "best_model_dir"),
                                 artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
@@ -311,7 +311,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/hyperparameterTuningJobs$")
         (job,) = vertex.tuning_jobs.values()  # decoded strictly as aiplatform_v1.HyperparameterTuningJob
-    assert create.path == f"/v1/projects/team/locations/{location}/hyperparameterTuningJobs"
+    assert create.path == f"/v1/projects/team-project/locations/{location}/hyperparameterTuningJobs"
     doc = job_file(project)
     tuning = doc["tuning"]
 

@@ -262,9 +262,10 @@ def test_each_replica_runs_in_its_own_copy_of_the_code_and_the_source_folder_is_
     assert len({r["cwd"] for r in replicas}) == 4  # one folder per replica and attempt
     for r in replicas:
         assert os.path.dirname(r["cwd"]) == tempfile.gettempdir() and not os.path.exists(r["cwd"])  # removed
-        assert r["util"] == "util" and ".env" not in r["files"] and "job.yaml" in r["files"]
+        # the image's code: the job file is not in it (jobs.spec.own_outputs), nor a credential file
+        assert r["util"] == "util" and ".env" not in r["files"] and "job.yaml" not in r["files"]
         assert "data/rows.csv" in r["files"]
-    assert any("each replica runs in its own working folder, a copy of the 4 file(s)" in line for line in said), said
+    assert any("each replica runs in its own working folder, a copy of the 3 file(s)" in line for line in said), said
 
 
 @pytest.mark.integration

@@ -51,7 +51,7 @@ import logging
 import os
 import time
 from typing import Any, Callable, Iterable, Literal, Mapping
-from trainers import fileio
+from trainers import fileio, record_reader
 from trainers.paths import join
 
 log = logging.getLogger(__name__)
@@ -364,6 +364,10 @@ def machine_fields(device: Device) -> dict[str, Any]:
             "compute_capability": list(device.compute_capability or ())}
 
 
+#: the most examples a second a cached rate may say (no machine trains a model a billion examples a second)
+MAX_RATE = 1e9
+
+
 def cache_key(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps({**fields, "cache_version": CACHE_VERSION}, sort_keys=True,
                                      default=str).encode()).hexdigest()[:20]
@@ -382,14 +386,21 @@ def cache_dir(base_dir: str) -> str:
 
 def read_cached(directory: str, fields: Mapping[str, Any], cands: tuple[str, ...]) -> dict[str, Any] | None:
     """The cached decision for ``fields`` or None (none, unreadable, another key's, or not a decision among
-    ``cands``: such an entry is measured again and replaced)."""
+    ``cands``: such an entry is measured again and replaced). Read by THE record reader
+    (``trainers.record_reader``: a damaged entry, too deep, a 400-digit rate, a pipe, is measured again, never a
+    failed train step); each rate a number of examples a second a machine can do."""
     path = join(directory, cache_key(fields) + ".json")
-    entry = fileio.read_json(path)
-    if not isinstance(entry, dict) or entry.get("fields") != json.loads(json.dumps(fields, default=str)):
+    try:
+        entry = record_reader.read(path, types={"policy": str, "rates": dict, "fields": dict}, required=("policy", "rates"),
+                                   limit=1 << 20)
+    except record_reader.Unreadable as exc:
+        print(f"warning: the cached precision measurement is damaged ({exc.why}); measuring again", flush=True)
         return None
-    rates = entry.get("rates")
-    if (entry.get("policy") not in cands or not isinstance(rates, dict) or set(rates) != set(cands)
-            or not all(isinstance(v, (int, float)) and v > 0 for v in rates.values())):
+    if entry is None or entry.get("fields") != json.loads(json.dumps(fields, default=str)):
+        return None
+    rates = entry["rates"]
+    if (entry["policy"] not in cands or set(rates) != set(cands)
+            or not all(record_reader.is_a(v, (int, float)) and 0 < v < MAX_RATE for v in rates.values())):
         return None
     return {**entry, "path": path}
 

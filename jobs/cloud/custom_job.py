@@ -55,6 +55,7 @@ from jobs.spec.job_spec import job_spec
 from jobs.spec.placement import Option
 from jobs.spec.vertex_failures import failed_tasks, replica_of
 from trainers.cluster import output_dirs
+from trainers import record_reader
 from trainers.paths import readable
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
@@ -164,8 +165,10 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
     attempts: list[dict[str, Any]] = []
     earlier = job_runner.existing_job(gcp_resources)
     if earlier and base:  # a retried task: the attempts before it stay in the record, their options blocked
-        attempts = [a for a in records.read_at(base, JOBS_RECORD).get("attempts") or []
-                    if isinstance(a, dict) and a.get("job") != earlier]
+        try:  # THE reader: a damaged record is started again, never a failed step
+            attempts = [a for a in records.vertex_attempts(base) if a.get("job") != earlier]
+        except record_reader.Unreadable as exc:
+            log(f"warning: {exc}; the attempts before this one are not repeated in it")
         blocked.update({Option(str(a.get("region")), str(a.get("strategy"))): f"CustomJob {a.get('job')} ended "
                         f"{a.get('state')} ({a.get('cause')})" for a in attempts if a.get("state") != "SUCCEEDED"})
     follow = earlier.split("/")[3] if earlier else ""

@@ -5,7 +5,9 @@ the options of ``placement`` with why each was taken or skipped, and one line pe
 ``vtp plan [--config JOB] [--project P] [--region R] [--out plan.json]`` says the plan ``jobs.cloud.plan``
 decides: the request(s) as the client's JSON, the options of ``placement`` with why each was taken or
 skipped, the cost, one line per check of the project; ``--out`` saves it (``jobs.steps.saved_plan``: with what it was
-computed from, for ``vtp apply plan.json``, which submits exactly it or refuses it as stale). Exit status:
+computed from, for ``vtp apply plan.json``, which submits exactly it or refuses it as stale), atomically, under THE
+output rule (``jobs.spec.output_file``: never over the job file or anything ``vtp plan`` did not write, never
+through a link). A flag that overrides the job file says which wins (``jobs.spec.flag_file``). Exit status:
 0 a plan that fits, 2 a problem (bad input, nothing fits, over budget, a check failed or, with
 ``--require-checks``, was not made).
 """
@@ -15,12 +17,14 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
-from jobs.spec import ranking, validate
+from jobs.spec import output_file, own_outputs, ranking, validate
 from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
+from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
+from jobs.spec.hardware.vertex_rules import identity_problems
 from jobs.cloud import preflight as checks
+from jobs.cloud.credentials import endpoint_problem
 from jobs.cloud.lines import run_command
 from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument, config_changes, decide,
                              image_problem, requests, short_lines, shortened)
@@ -109,6 +113,10 @@ def say(plan: Plan, reqs: list[Request], out=print) -> None:
             out(f"  ok: {f.line}")
 
 
+#: the command that writes ``--out`` (THE output rule names it)
+WRITER = "vtp plan"
+
+
 def document(plan: Plan, reqs: list[Request]) -> dict[str, Any]:
     """What the plan decided, as a saved plan records it (``jobs.steps.saved_plan`` adds what it was computed
     from): the whole requests, every option with its verdict and price, the cost, the checks, the placement
@@ -162,8 +170,8 @@ def parser() -> argparse.ArgumentParser:
                                                                 "jobs/spec/hardware/prices.yaml): its figures win over "
                                                                 "the table's (as budget.prices)")
     p.add_argument("--require-checks", action="store_true", help="what could not be checked is an error (for CI)")
-    p.add_argument("--service-account", default="", help="as submit's --service-account")
-    p.add_argument("--network", default="", help="as submit's --network")
+    p.add_argument("--service-account", default=None, help="as submit's --service-account")
+    p.add_argument("--network", default=None, help="as submit's --network")
     p.add_argument("--image", default="", help="the components' image, as submit's --image")
     p.add_argument("--api-endpoint", default="", help="the project checks' endpoint (a local stand-in)")
     return p
@@ -173,17 +181,20 @@ def _main(argv: list[str], save) -> int:
     p = parser()
     args = p.parse_args(argv)
     args.config = job_of(p, args)
-    problems: list[Any] = []
-    if args.max_cost is not None and not (args.max_cost >= 0 and args.max_cost != float("inf")):
-        problems.append(problem("--max-cost", f"{args.max_cost} is not a price in US dollars", ["100"]))
+    problems: list[Any] = max_cost_problems(args.max_cost) + empty_flag_problems(args)
+    problems += identity_problems(args.service_account, args.network, args.project or "")
+    if endpoint_problem(args.api_endpoint):
+        problems.append(problem("--api-endpoint", endpoint_problem(args.api_endpoint), ["http://127.0.0.1:PORT"]))
     if args.project is not None:
         problems += checks.project_problems("--project", args.project)
     if args.region is not None:
         problems += checks.region_problems("--region", args.region)
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        problems.append(problem("--out", f"the folder of {args.out} does not exist", ["plan.json"]))
-    if args.out and save is None:
-        problems.append(problem("--out", "this command cannot save a plan", ["vtp plan --out plan.json"]))
+    inputs = (args.config,)
+    if args.out is not None:
+        refused = output_file.output_problem(args.out, "--out", WRITER, inputs=inputs, ours=own_outputs.is_saved_plan)
+        problems += [refused] if refused else []
+        if save is None:
+            problems.append(problem("--out", "this command cannot save a plan", ["vtp plan --out plan.json"]))
     if problems:
         return _fail(problems)
     said: list[str] = []
@@ -211,14 +222,18 @@ def _main(argv: list[str], save) -> int:
         return _fail(exc.problems)
     run_id = job_id_for(plan.cfg.name) if args.out else ""  # a saved plan names the run it will be
     reqs = requests(plan.cfg, image=image or "<no image: see the error on container.image_uri>",
-                    service_account=args.service_account, network=args.network, run_id=run_id)
+                    service_account=args.service_account or "", network=args.network or "", run_id=run_id)
     say(plan, reqs)
-    plan.warnings = list(dict.fromkeys(str(w) for w in [*said, *warnings, *plan.warnings]))
+    overridden = flag_file_warnings(cfg, args.region or "", args.service_account, args.network, args.max_cost)
+    plan.warnings = list(dict.fromkeys(str(w) for w in [*overridden, *said, *warnings, *plan.warnings]))
     plan.errors = [str(e) for e in errors] + plan.errors
     if args.out and plan.errors:
         print(f"plan not saved to {args.out}: it has errors (below); nothing to apply")
     elif args.out:
-        print(save(args, loaded, plan, {**document(plan, reqs), "job_id": run_id}))
+        try:
+            print(save(args, loaded, plan, {**document(plan, reqs), "job_id": run_id}))
+        except output_file.OutputRefused as exc:  # the file changed since it was checked: said, nothing written
+            plan.errors.append(str(exc))
     return 2 if verdict_lines(plan, lambda line: print(line, file=sys.stderr)) else 0
 
 

@@ -27,15 +27,16 @@ import re
 import sys
 from typing import Any, Callable
 
-from jobs.cloud import clients, gcs, iam, quotas, registry, service_usage, vertex
+from jobs.cloud import clients, gcs, iam, preflight, quotas, registry, service_usage, vertex
 from jobs.cloud.lines import run_command
-from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
+from jobs.cloud.credentials import (access_token, client_kwargs, endpoint_problem, is_local_endpoint,
+                                    may_receive_google_token)
 from jobs.spec.errors import CloudError
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import job_image
 from jobs.spec.placement import Finding, Option, Project, options, with_option
 from trainers import config as config_lib
-from trainers.errors import ConfigError
+from trainers.errors import ConfigError, problem
 
 #: the APIs every Vertex training job of this product uses (docs/vertex.md's one-time set-up)
 BASE_APIS = ("aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com")
@@ -244,7 +245,7 @@ class CloudProject(Project):
         if not network:
             return []
         what = f"network {network}"
-        m = NETWORK_RE.match(network)
+        m = NETWORK_RE.fullmatch(network)
         if not m:
             return [Finding(what, False, f"vertex.network {network!r} is not projects/PROJECT_NUMBER/global/networks/NAME")]
         try:
@@ -263,7 +264,7 @@ class CloudProject(Project):
         client = None
         for value in values:
             what = f"reservation {value}"
-            m = RESERVATION_RE.match(value)
+            m = RESERVATION_RE.fullmatch(value)
             if not m:
                 out.append(Finding(what, False, f"{value!r} is not projects/PROJECT/zones/ZONE/reservations/NAME"))
                 continue
@@ -328,10 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="", help="the job's region (default: topology.region)")
     parser.add_argument("--api-endpoint", default="", help="a loopback stand-in of every API (tests)")
     args = parser.parse_args(argv)
+    problems = ((preflight.project_problems("--project", args.project) if args.project else [])
+                + (preflight.region_problems("--region", args.region) if args.region else []))
+    if endpoint_problem(args.api_endpoint):
+        problems.append(problem("--api-endpoint", endpoint_problem(args.api_endpoint), ["http://127.0.0.1:PORT"]))
     try:
         cfg = config_lib.load(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        problems += exc.problems
+    if problems:  # by their forms, before any of them is used
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
         return 2
     project = CloudProject.from_environment(args.project or None, args.api_endpoint or None)
     bad = 0

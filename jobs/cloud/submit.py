@@ -33,7 +33,8 @@ from jobs.cloud import clients, plan as planning, preflight as checks, templates
 from jobs.cloud.lines import ended, keeps_running, run_command
 from jobs.spec import labels as run_labels
 from jobs.spec.command_line import plain, seconds_problem, shown
-from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
+from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
+from jobs.spec.hardware.vertex_rules import identity_problems, peering_problems
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
 
@@ -88,9 +89,7 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
     if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
         out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
                                              f"{POLL_MAX_S:g}, got {args.poll_seconds:g}", ["20"]))
-    max_cost = getattr(args, "max_cost", None)
-    if max_cost is not None and not (max_cost >= 0 and max_cost != float("inf")):
-        out.append(problem("--max-cost", f"{max_cost:g} is not a price in US dollars", ["100"]))
+    out += max_cost_problems(getattr(args, "max_cost", None)) + empty_flag_problems(args)
     return out
 
 
@@ -102,26 +101,21 @@ def job_id_for(name: str, now: float | None = None) -> str:
 
 def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_root: str, *,
               service_account: str = "", network: str = "", labels: list[str] = (), template: str = "",
-              components_image: str = "") -> tuple[list[Problem], list[str], dict[str, str]]:
+              components_image: str = "", max_cost: float | None = None) -> tuple[list[Problem], list[str], dict[str, str]]:
     """Every problem Vertex would have (errors), what it would do surprisingly (warnings), the labels."""
     errors = checks.project_problems("--project", project) + checks.region_problems("--region", region)
     errors += checks.gcs_problems("--pipeline-root", pipeline_root, f"gs://{checks.BUCKET_FORM}/pipeline-root")
     region_ok = not any(p.field == "--region" for p in errors)
-    if checks.PIPELINE_NAME_RE.match(cfg.name):
+    if checks.PIPELINE_NAME_RE.fullmatch(cfg.name):
         job_id = job_id_for(cfg.name)
-        if not JOB_ID_RE.match(job_id):
+        if not JOB_ID_RE.fullmatch(job_id):
             fixed = ("tf-" + cfg.name if not cfg.name[0].isalpha() else cfg.name)[:108]
             errors.append(problem("name", f"the job id {job_id!r} would break Vertex's rule ^[a-z][-a-z0-9]{{0,127}}$ "
                                           "(it is the name plus '-', a 14-digit UTC time, '-' and 4 random "
                                           "characters)", [fixed]))
-    if service_account and not SERVICE_ACCOUNT_RE.match(service_account):
-        errors.append(problem("--service-account", f"{service_account!r} is not a service account email",
-                              [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
-    if network and not NETWORK_RE.match(network):
-        errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
-                                           "(Vertex wants the project number, not its id)",
-                              ["projects/123456789012/global/networks/default"]))
-    elif network:
+    identity = identity_problems(service_account, network, project)
+    errors += identity
+    if network and not any(p.field == "--network" for p in identity):
         errors += peering_problems("--network", network, cfg)
     if cfg.output.tensorboard and not (service_account or cfg.vertex.service_account):
         errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "
@@ -130,37 +124,17 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
                               [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
     parsed, label_problems = checks.parse_labels(list(labels))
     errors += label_problems
-    if template and not TEMPLATE_RE.match(template):
+    if template and not TEMPLATE_RE.fullmatch(template):
         errors.append(problem("--template", f"{template!r} is not a template in Artifact Registry (it is "
                                             "https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG-or-sha256:HEX)",
                               [f"https://{region}-kfp.pkg.dev/{project}/REPO/{cfg.name}/latest"]))
-    warnings: list[str] = flag_file_warnings(cfg, region, service_account, network)
+    warnings: list[str] = flag_file_warnings(cfg, region, service_account, network, max_cost)
     if region_ok:  # the job's own rules need a real region
         job_errors, job_warnings = checks.job_problems(cfg, project, region, components_image=components_image,
                                                        replicas_only=bool(template))
         errors += job_errors
         warnings += job_warnings
     return errors, warnings, parsed
-
-
-def flag_file_warnings(cfg: config_lib.JobConfig, region: str, service_account: str, network: str) -> list[str]:
-    """One ``warning:`` line for each flag that overrides a different value of the job file, naming which wins: a
-    flag of the submission wins over its field (``--region`` over ``topology.region``, ``--service-account`` over
-    ``vertex.service_account``, ``--network`` over ``vertex.network``), except the job file's ``placement.regions``,
-    which decide where the training job runs over ``--region`` (the pipeline job itself runs in ``--region``)."""
-    out = []
-    if region and region != cfg.topology.region:
-        out.append(f"--region: {region} wins over the job file's topology.region ({cfg.topology.region}): the job "
-                   f"runs in {region}")
-    if region and cfg.placement.regions and list(cfg.placement.regions) != [region]:
-        out.append(f"placement.regions: the job file's {', '.join(cfg.placement.regions)} win over --region {region} "
-                   f"for the training job (the pipeline job runs in {region})")
-    for flag, value, field, current in (("--service-account", service_account, "vertex.service_account",
-                                         cfg.vertex.service_account),
-                                        ("--network", network, "vertex.network", cfg.vertex.network)):
-        if value and current and value != current:
-            out.append(f"{flag}: {value} wins over the job file's {field} ({current})")
-    return out
 
 
 def template_problems(path: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
@@ -235,7 +209,8 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
         errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
                                              service_account=args.service_account or "", network=args.network or "",
                                              labels=args.labels or [], template=args.template or "",
-                                             components_image=getattr(args, "image", None) or "")
+                                             components_image=getattr(args, "image", None) or "",
+                                             max_cost=getattr(args, "max_cost", None))
         if decision is not None:
             warnings = [*decision.warnings, *warnings]
             errors = [*decision.errors, *errors]

@@ -33,6 +33,7 @@ from jobs.cloud.lines import http_message, run_command
 from jobs.cloud.credentials import access_token, is_local_endpoint
 from jobs.spec import validate
 from jobs.spec.command_line import plain, shown
+from jobs.spec.flag_file import flag_file_warnings, max_cost_problems
 from jobs.spec.errors import CloudError
 from trainers.config_files import load_document
 from trainers.errors import ConfigError
@@ -45,7 +46,7 @@ STAND_IN_TOKEN = "local-stand-in"
 
 def host_problem(host: str) -> str | None:
     """None when ``host`` is an Artifact Registry KFP repository (or a loopback stand-in), else why not."""
-    if AR_HOST_RE.match(host) or LOCAL_HOST_RE.match(host):
+    if AR_HOST_RE.fullmatch(host) or LOCAL_HOST_RE.fullmatch(host):
         return None
     return (f"--host: {host!r} is not a Kubeflow Pipelines repository in Artifact Registry; expected "
             "https://REGION-kfp.pkg.dev/PROJECT/REPO (create one with: gcloud artifacts repositories create REPO "
@@ -131,7 +132,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
     args = p.parse_args(argv)
     problems = [host_problem(args.host)] + [
         f"--tag: {t!r} is not a tag (letters, digits, '.', '_', '-'; not sha256:...); valid choices: latest, v1"
-        for t in args.tags if not TAG_RE.match(t)]
+        for t in args.tags if not TAG_RE.fullmatch(t)] + [str(e) for e in max_cost_problems(args.max_cost)]
     warnings: list[str] = []
     try:
         cfg, report = validate.validate_document(load_document(args.config, args.overrides), check_data=False)
@@ -139,7 +140,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
     except ConfigError as exc:
         cfg = None
         problems += [str(e) for e in exc.problems]
-    match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
+    match = AR_HOST_RE.fullmatch(args.host) or LOCAL_HOST_RE.fullmatch(args.host)
     placement = None
     if cfg is not None and match:
         # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy) and the
@@ -156,7 +157,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")
         problems += plan.errors + [str(e) for e in errors]
-        warnings = [*plan.unchecked, *plan.warnings, *warnings]
+        warnings = [*flag_file_warnings(cfg, "", "", "", args.max_cost), *plan.unchecked, *plan.warnings, *warnings]
     if preflight.say(problems, warnings):
         return 2
     cfg = preflight.placeholder_free(cfg)

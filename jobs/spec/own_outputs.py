@@ -17,7 +17,6 @@ never passes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import yaml
 
 from jobs.spec import records
-from trainers import config as config_lib
+from trainers import config as config_lib, record_reader
 from trainers.fileio import NotARegularFile, read_regular
 
 #: folders this product writes at any depth of a project: the precision measurements' cache
@@ -33,7 +32,9 @@ from trainers.fileio import NotARegularFile, read_regular
 CACHE_DIRS = (".vtp-cache",)
 #: what the KFP compiler writes at the top of a pipeline spec (``jobs.steps.compiled``)
 _PIPELINE_KEYS = ("pipelineInfo", "root", "deploymentSpec")
-#: what ``vtp plan --out`` writes at the top of a plan (``jobs.cloud.plan_cli.write_json``)
+#: what ``vtp plan --out`` writes at the top of a plan (``jobs.steps.saved_plan``): its kind, and the keys every plan
+#: since the first carries (a plan saved by an earlier version has no kind)
+SAVED_PLAN_KIND = "vtp-plan"
 PLAN_KEYS = ("project", "requests", "options", "checks")
 #: a job file, a plan: never this big (a compiled pipeline of a big study is about 200 KB)
 _JOB_LIMIT, _DOC_LIMIT = 256 * 1024, 16 * 1024 * 1024
@@ -56,15 +57,10 @@ def is_compiled_pipeline(path: str | os.PathLike) -> bool:
 
 
 def is_saved_plan(path: str | os.PathLike) -> bool:
-    """A plan ``vtp plan --out`` wrote: a JSON object with :data:`PLAN_KEYS` at its top."""
-    text = _text(str(path), _DOC_LIMIT)
-    if text is None or not text.lstrip().startswith("{"):
-        return False
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(doc, dict) and all(key in doc for key in PLAN_KEYS)
+    """A plan ``vtp plan --out`` wrote: a JSON object of kind :data:`SAVED_PLAN_KIND`, or with :data:`PLAN_KEYS` at
+    its top (read by THE reader: a damaged or huge file is no plan)."""
+    doc = _record(os.path.dirname(os.fspath(path)) or ".", os.path.basename(os.fspath(path)))
+    return doc.get("kind") == SAVED_PLAN_KIND or all(key in doc for key in PLAN_KEYS)
 
 
 def _section_fields() -> dict[str, set[str] | None]:
@@ -103,12 +99,15 @@ def is_job_file(path: str | os.PathLike) -> bool:
 
 
 def _record(folder: str, name: str) -> dict[str, Any]:
-    text = _text(os.path.join(folder, name), _DOC_LIMIT)
-    try:
-        doc = json.loads(text) if text else {}
-    except ValueError:
+    """The JSON object ``name`` in ``folder`` by THE reader ({} when none, damaged, a link or not an object)."""
+    path = os.path.join(folder, name)
+    if os.path.islink(path):
         return {}
-    return doc if isinstance(doc, dict) else {}
+    try:
+        found = record_reader.read(path, limit=_DOC_LIMIT)
+    except record_reader.Unreadable:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def is_run_folder(folder: str | os.PathLike) -> bool:

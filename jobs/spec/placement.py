@@ -49,6 +49,13 @@ def options(cfg: config_lib.JobConfig, region: str = "") -> list[Option]:
     return seen
 
 
+def region_field(cfg: config_lib.JobConfig, option: Option) -> str:
+    """Where ``option``'s region comes from, as a line names it: ``placement.regions[i]`` when the section lists it,
+    else ``topology.region`` (a problem of the region under :func:`with_option` is the section's, not the flag's)."""
+    regions = list(cfg.placement.regions)
+    return f"placement.regions[{regions.index(option.region)}]" if option.region in regions else "topology.region"
+
+
 def with_option(cfg: config_lib.JobConfig, option: Option) -> config_lib.JobConfig:
     """The job as it runs under ``option``: its region and scheduling strategy replaced (``max_wait_duration``,
     FLEX_START's own field, kept only under FLEX_START)."""

@@ -216,7 +216,7 @@ def judge_options(cfg: config_lib.JobConfig, region: str = "", table: Mapping[st
     for option in placement.options(cfg, region):
         job = placement.with_option(cfg, option)
         price = Priced.of(prices.cost(job, option.region, option.strategy, table))
-        report = validate.validate(job, check_data=False)
+        report = _named_by(validate.validate(job, check_data=False), placement.region_field(cfg, option))
         if report.errors:
             out.append(Judged(option, price, f"the hardware catalog: {report.errors[0]}"))
             continue
@@ -225,6 +225,14 @@ def judge_options(cfg: config_lib.JobConfig, region: str = "", table: Mapping[st
         out.append(Judged(option, price, short[0].line if short else "", findings,
                           tuple(str(w) for w in report.warnings)))
     return out
+
+
+def _named_by(report, field: str):
+    """``report`` with its ``topology.region`` problems named by ``field`` (where the option's region comes from:
+    ``jobs.spec.placement.region_field``), so a region the section lists is not blamed on ``--region``."""
+    def named(problems):
+        return [dataclasses.replace(p, field=field) if p.field == "topology.region" else p for p in problems]
+    return dataclasses.replace(report, errors=named(report.errors), warnings=named(report.warnings))
 
 
 def to_doc(judged: Iterable[Judged], bars: Bars, ranking: Ranking | None = None, source: str = "") -> dict[str, Any]:

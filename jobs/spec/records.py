@@ -17,12 +17,10 @@ words (``jobs.spec.gate_section.gate_missed_bar``).
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from trainers import config as config_lib, fileio
-from trainers.fileio import open_regular
+from trainers import config as config_lib, fileio, record_reader
 from trainers.paths import join, readable
 
 # -- the records' names --------------------------------------------------------------------------------------
@@ -60,21 +58,33 @@ REPORT_PAGE = "report.html"
 def artifact_json(path: str, field: str, what: str, choices: str) -> Any:
     """The JSON record an upstream step's artifact holds (``verification``, ``study``...), for a component that
     takes one; ValueError with the one line to say (``FIELD: PATH is not WHAT (why); valid choices: CHOICES``)
-    when it cannot be read or is not JSON."""
+    when it cannot be read or is not JSON (``trainers.record_reader``)."""
     try:
-        with open_regular(path, field) as f:
-            return json.load(f)
-    except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError
-        raise ValueError(f"{field}: {path} is not {what} ({' '.join(str(exc).split())[:200]}); valid choices: "
-                         f"{choices}") from None
+        found = record_reader.read(path, kind=object)
+    except record_reader.Unreadable as exc:
+        why = exc.why
+    else:
+        if found is not None:
+            return found
+        why = "no such file"
+    raise ValueError(f"{field}: {path} is not {what} ({why[:200]}); valid choices: {choices}")
 
 
 def read_at(base: str, name: str) -> dict[str, Any]:
-    """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object):
-    for readers that have a folder and no config (the report of a KFP user's run, ``runs list``). A ``gs://``
-    folder is read through Vertex's ``/gcs`` mount where there is one."""
-    found = fileio.read_json(readable(join(base, name)))
+    """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object): for a
+    run's steps, which may do without a record (the report of a KFP user's run). A ``gs://`` folder is read through
+    Vertex's ``/gcs`` mount where there is one. Readers that must tell a damaged record from none (history, a rerun,
+    ``vtp logs``) call :func:`read_checked`."""
+    found = record_reader.read_or_none(readable(join(base, name)))
     return found if isinstance(found, dict) else {}
+
+
+def read_checked(base: str, name: str, types: dict[str, Any] | None = None, required: tuple[str, ...] = ()
+                 ) -> dict[str, Any] | None:
+    """The record ``name`` in the run folder ``base`` read by THE reader (``trainers.record_reader.read``): None when
+    there is none; ``record_reader.Unreadable`` (``unreadable: PATH: why``) when it is there and damaged (too big,
+    too deep, a pipe, not an object, a field of ``types`` of another type, a ``required`` one missing)."""
+    return record_reader.read(readable(join(base, name)), types=types, required=required)
 
 
 def write_at(base: str, name: str, record: Any) -> str:
@@ -83,6 +93,35 @@ def write_at(base: str, name: str, record: Any) -> str:
     path = join(readable(base), name)
     fileio.write_json_atomic(path, record)
     return path
+
+
+#: an attempt's fields in ``vertex_jobs.json`` and their types (``jobs.cloud.custom_job`` writes them)
+VERTEX_ATTEMPT_TYPES = {"region": str, "strategy": str, "job": str, "state": str, "error": str, "cause": str,
+                        "fell_over_to": str}
+#: at most this many attempts are read back (one per placement option, each option at most once)
+MAX_VERTEX_ATTEMPTS = 1000
+
+
+def vertex_attempts(base: str) -> list[dict[str, Any]]:
+    """The CustomJob attempts a Vertex run's ``vertex_jobs.json`` in ``base`` records ([] when there is none), read
+    by THE reader; ``record_reader.Unreadable`` when the record is damaged (``attempts`` not a list, an attempt
+    not an object or a field of another type, too many)."""
+    doc = read_checked(base, VERTEX_JOBS_RECORD, types={"attempts": list}, required=("attempts",))
+    if doc is None:
+        return []
+    attempts = doc["attempts"]
+    where = readable(join(base, VERTEX_JOBS_RECORD))
+    if len(attempts) > MAX_VERTEX_ATTEMPTS:
+        raise record_reader.Unreadable(where, f"{len(attempts):,} attempts, more than a run makes "
+                                              f"({MAX_VERTEX_ATTEMPTS:,} at most)")
+    for i, attempt in enumerate(attempts):
+        if not isinstance(attempt, dict):
+            raise record_reader.Unreadable(where, f"attempts[{i}] is {type(attempt).__name__} "
+                                                  f"{record_reader.short(attempt)}, not an object")
+        why = record_reader.shape_problem(attempt, VERTEX_ATTEMPT_TYPES, where=f"attempts[{i}].")
+        if why:
+            raise record_reader.Unreadable(where, why)
+    return attempts
 
 
 def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """The ``trainer`` section's rules that need no file system."""
     t, p = cfg.trainer, []
-    if t.module and not MODULE_RE.match(t.module):
+    if t.module and not MODULE_RE.fullmatch(t.module):
         p.append(problem("trainer.module", f"{t.module!r} is not a Python module name (python -m MODULE)",
                          ["trainer.task"]))
     if t.module and list(cfg.container.command) != config_lib.BUILTIN_COMMAND:
@@ -113,7 +113,7 @@ def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     for every replica: a declared ``TF_CONFIG`` or ``AIP_MODEL_DIR`` would fight the cluster's own."""
     p = []
     for name in cfg.trainer.env:
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.fullmatch(name):
             p.append(problem(f"trainer.env.{name}", "is not an environment variable name (letters, digits and '_', "
                                                     "not starting with a digit)", ["TF_USE_LEGACY_KERAS"]))
         elif is_vertex_variable(name) or name == LOCAL_LAUNCHER_ENV:

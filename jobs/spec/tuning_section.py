@@ -230,7 +230,7 @@ def _builtin_problems(cfg: config_lib.JobConfig, name: str, field: str, p: confi
 
 def _parameter_problems(t: config_lib.Tuning, name: str, param: config_lib.Parameter) -> list[Problem]:
     field = f"tuning.parameters.{name}"
-    if not NAME_RE.match(str(name)):
+    if not NAME_RE.fullmatch(str(name)):
         return [problem(field, f"{name!r} is not a flag name (--NAME=VALUE): letters, digits, '_', '.', '-'",
                         [re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_") or "learning_rate"])]
     if param.type is None:

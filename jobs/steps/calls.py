@@ -18,7 +18,7 @@ from typing import Any
 
 from jobs.spec import records, saved_model
 from trainers import config as config_lib
-from trainers import fileio
+from trainers import record_reader
 from trainers.paths import join
 
 def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
@@ -348,8 +348,8 @@ def report(config_json: str = "", verification_file: str = "", logs_uri: str = "
     from jobs.steps.reporting import data as report_data
 
     cfg = config_lib.load_json(config_json) if config_json else None
-    verification = (fileio.read_json(verification_file) or {}) if verification_file else None
-    study = (fileio.read_json(study_file) or {}) if study_file else None
+    verification = (record_reader.read_or_none(verification_file) or {}) if verification_file else None
+    study = (record_reader.read_or_none(study_file) or {}) if study_file else None
     content = report_data.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
                                 checkpoints_uri=checkpoints_uri, study=study)
     if not record_dir:

@@ -30,24 +30,22 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from jobs.cloud import plan as planning, plan_cli, preflight, submit
 from jobs.cloud.lines import run_command
 from jobs.images.user_code import trainer_version
 from jobs.local.run.folder import config_diff
-from jobs.spec import placement, ranking, validate
+from jobs.spec import output_file, own_outputs, placement, ranking, validate
 from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.catalog import CATALOG_PATH, load_catalog
-from trainers import config as config_lib
+from trainers import config as config_lib, record_reader
 from trainers.config_files import is_preset
 from trainers.errors import ConfigError, problem
 
-KIND, VERSION = "vtp-plan", 1
+KIND, VERSION = own_outputs.SAVED_PLAN_KIND, 1
 #: a saved plan older than this is stale (quotas and capacity move within a day)
 MAX_AGE_S = 24 * 3600
 #: the clock a plan's age is read by (a test moves it)
@@ -63,30 +61,25 @@ def _checksum(doc: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def write_plan(path: str, doc: dict[str, Any]) -> None:
-    """THE write of a plan file: ``doc`` with its checksum, to a temporary file beside ``path`` renamed over it."""
+def write_plan(path: str, doc: dict[str, Any], inputs: tuple[str, ...] = ()) -> None:
+    """THE write of a plan file: ``doc`` with its checksum, under THE output rule (``jobs.spec.output_file``: a
+    temporary file beside ``path`` renamed over it, never over one of ``inputs`` (the job file) or a file that is not a
+    saved plan, never through a link); ``output_file.OutputRefused`` (one line) otherwise."""
     doc = {**doc, "sha256": _checksum(doc)}
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    output_file.write_output(path, (json.dumps(doc, indent=1) + "\n").encode("utf-8"), "--out", plan_cli.WRITER,
+                             inputs=inputs, ours=own_outputs.is_saved_plan)
 
 
 def read_plan(path: str, field: str = "PLAN") -> dict[str, Any]:
     """THE read of a plan file: a ConfigError with one line when it cannot be read, is not a saved plan of this
     version, or was edited after it was written."""
     fix = shown("python pipelines/run.py plan --config JOB --project P --out plan.json")
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([problem(field, f"cannot read {path}: {exc.strerror or exc}", [fix])]) from None
-    except ValueError as exc:
-        raise ConfigError([problem(field, f"{path} is not JSON ({exc})", [fix])]) from None
+    try:  # THE reader: size, depth, a pipe or a folder refused at once
+        doc = record_reader.read(path)
+    except record_reader.Unreadable as exc:
+        raise ConfigError([problem(field, f"{exc}", [fix])]) from None
+    if doc is None:
+        raise ConfigError([problem(field, f"cannot read {path}: there is no such file", [fix])])
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise ConfigError([problem(field, f"{path} is not a plan saved by vtp plan --out", [fix])])
     if doc.get("version") != VERSION:
@@ -157,7 +150,7 @@ def save(args: argparse.Namespace, loaded: config_lib.JobConfig, plan: planning.
              "submission": {"service_account": args.service_account, "network": args.network, "image": args.image,
                             "max_cost": args.max_cost, "require_checks": bool(args.require_checks),
                             "checks_endpoint": args.api_endpoint}}
-    write_plan(args.out, saved)
+    write_plan(args.out, saved, inputs=(args.config,))
     return (f"plan saved to {args.out} (run {doc['job_id']}): apply it within {MAX_AGE_S // 3600} h with "
             + shown(f"python pipelines/run.py apply {args.out} --pipeline-root gs://BUCKET/PATH"))
 

@@ -35,17 +35,17 @@ import dataclasses
 import datetime as dt
 import difflib
 import fcntl
-import json
 import os
 import re
 from typing import Any
 
 from jobs.spec import records, run_cost
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
-from jobs.local.history.record_check import (NESTED_TYPES, parse_time, read_record_strictly, record_problem,
-                                             type_problem)
+from jobs.local.history.record_check import (NESTED_TYPES, figure_problem, parse_time, read_record_strictly,
+                                             record_problem, type_problem)
 from jobs.local.run.folder import last_checkpoint
 from jobs.local.run.lock import LOCK_NAME
+from trainers import record_reader
 from trainers.errors import problem
 from trainers.fileio import NotARegularFile, open_regular
 
@@ -160,12 +160,15 @@ def validated_config(path: str) -> dict[str, Any] | None:
     except OSError:
         return None
     for name in attempts:
-        try:
-            with open(os.path.join(root, name, "validate-config", "executor_output.json"), encoding="utf-8") as f:
-                text = json.load(f)["parameterValues"]["config_json"]
-            return json.loads(text)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        try:  # THE reader (a regular file, bounded, not too deep), then the config it holds, the same way
+            doc = record_reader.read(os.path.join(root, name, "validate-config", "executor_output.json"),
+                                     types={"parameterValues": dict}, required=("parameterValues",))
+            text = (doc or {}).get("parameterValues", {}).get("config_json")
+            config = record_reader.parse(text, "config_json") if isinstance(text, str) else None
+        except record_reader.Unreadable:
             continue
+        if isinstance(config, dict):
+            return config
     return None
 
 
@@ -223,6 +226,7 @@ def read_run(path: str) -> Run:
     why = why or record_problem(record)
     for name, doc in docs.items():
         why = why or type_problem(doc, {**NESTED_TYPES, "steps": list, "running": list}, f"{name}: ")
+    why = why or figure_problem(docs[records.TUNING_RECORD], f"{records.TUNING_RECORD}: ")
     if why:
         return _unreadable(path, why)
     try:

@@ -47,12 +47,20 @@ def _days(text: str) -> float:
     return value
 
 
+def _root(text: str) -> str:
+    """A folder named: an empty one is refused (it would silently mean the default, which the user did not name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"--root is empty: name the folder that holds the run folders (e.g. --root "
+                                         f"{DEFAULT_ROOT}), or leave --root out for {DEFAULT_ROOT}")
+    return text
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = _Parser(prog=shown(PROG), description="List, show, compare and prune the local runs under an output root.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
     ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
-    ls.add_argument("--root", default=None, help=root_help)
+    ls.add_argument("--root", type=_root, default=None, help=root_help)
     ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     one = sub.add_parser("show", help="one run whole: status, its cause when it failed (the failing replica's error "
                                       "line and hint), steps, metrics, code version, report")
@@ -62,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
     cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
     cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
-    cmp.add_argument("--root", default=None, help=root_help)
+    cmp.add_argument("--root", type=_root, default=None, help=root_help)
     cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
                                       "run, never a run folder itself")
@@ -72,7 +80,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                     help="only remove copies made (by --fresh) more than DAYS days ago")
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
-    pr.add_argument("--root", default=None, help=root_help)
+    pr.add_argument("--root", type=_root, default=None, help=root_help)
     return p.parse_args(argv)
 
 

@@ -48,7 +48,7 @@ from jobs.spec import records
 from jobs.spec.trainer_section import reads_nothing
 from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
-from trainers import fileio
+from trainers import fileio, record_reader
 from trainers.cluster import output_dirs
 from trainers.config import BUILTIN_COMMAND
 
@@ -85,6 +85,10 @@ BUILTIN_RESUMABLE = ("training.steps",)
 AFTER_TRAINING = ("serving.",)
 #: what a --fresh copy holds to say it is one (``runs prune`` removes only folders holding it)
 COPY_RECORD = ".fresh-copy.json"
+#: provenance.json's fields and their types (``making``)
+PROVENANCE_TYPES = {"config": dict, "image": str, "trainer_code": dict, "written": str}
+#: a --fresh copy's record's fields (``archive``); ``runs prune`` needs ``copy`` and ``copy_of``
+COPY_TYPES = {"copy_of": str, "copy": str, "made": str, "by": str}
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -132,9 +136,14 @@ def _made_of(base: str, record: dict[str, Any]) -> dict[str, Any] | None:
     """What made the run in ``base``: its ``provenance.json``; for a finished run written before that record
     existed, its ``run.json`` (config, and the trainer code's hash from the summary); None when neither says.
     The one reader of ``provenance.json``: one written before the per-file list (``trainer_code`` with
-    ``sha256`` and a count of ``files`` only) is read as it is, and a refusal then says it cannot name files."""
-    made = records.read_at(base, records.PROVENANCE_RECORD)
-    if isinstance(made.get("config"), dict):
+    ``sha256`` and a count of ``files`` only) is read as it is, and a refusal then says it cannot name files. A
+    ``provenance.json`` that is there and damaged (THE reader, ``trainers.record_reader``) is :class:`NotThisJob`: a
+    folder whose making cannot be read is never taken for a new one."""
+    try:
+        made = records.read_checked(base, records.PROVENANCE_RECORD, types=PROVENANCE_TYPES, required=("config",))
+    except record_reader.Unreadable as exc:
+        raise NotThisJob(f"output.base_dir: {base}: {exc}; nothing in the folder was changed. {_ways_on(base)}") from None
+    if made is not None:
         return made
     if isinstance(record.get("config"), dict):
         summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
@@ -224,6 +233,15 @@ def _has_training_state(base: str) -> bool:
     return any(files for folder in folders for _, _, files in os.walk(folder))
 
 
+def _has_model(base: str) -> bool:
+    """Whether ``base`` holds an exported model (``model/saved_model.pb``, or a trial's)."""
+    try:
+        names = [""] + [n for n in os.listdir(base) if os.path.isdir(os.path.join(base, n))]
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(base, n, "model", "saved_model.pb")) for n in names)
+
+
 def other_base_dir(base: str) -> str:
     """A folder beside ``base`` that does not exist yet (``<base>-2``, ...), as the user would type it."""
     n = 2
@@ -253,6 +271,11 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = (),
             f"folder was changed. {_ways_on(base)}")
     before = _made_of(base, record)
     if before is None:
+        if finished or _has_model(base):  # a finished model whose making no record says: never trained over
+            raise NotThisJob(
+                f"output.base_dir: {base} holds a {'finished run' if finished else 'trained model'} whose config no "
+                f"record says ({records.PROVENANCE_RECORD} is missing and {records.RUN_RECORD} names no config): "
+                f"it is not trained over in place; nothing in the folder was changed. {_ways_on(base)}")
         return None  # a new folder, or one no run of this version started in: it resumes as before
     changed = _changes(before, now, ignore)
     if not _may_go_on(base, now, changed, finished):
@@ -333,9 +356,11 @@ def archive(base: str) -> str | None:
 
 
 def copy_record(path: str) -> dict[str, Any]:
-    """A folder's :data:`COPY_RECORD` ({} when it has none, or it is not an object)."""
-    found = records.read_at(path, COPY_RECORD)
-    return found if isinstance(found, dict) else {}
+    """A folder's :data:`COPY_RECORD` ({} when it has none, or it is damaged: THE reader's rules)."""
+    try:
+        return record_reader.read(os.path.join(path, COPY_RECORD), types=COPY_TYPES, limit=1 << 20) or {}
+    except record_reader.Unreadable:
+        return {}
 
 
 _STATE_RE = re.compile(r'^model_checkpoint_path:\s*"([^"]+)"', re.MULTILINE)
@@ -347,9 +372,9 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
     seconds to stopping."""
     try:
-        with open(os.path.join(checkpoint_dir, "checkpoint")) as f:
+        with fileio.open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
             m = _STATE_RE.search(f.read())
-    except OSError:
+    except (OSError, ValueError):  # NotARegularFile is a ValueError: a pipe is no checkpoint state, never waited on
         return None
     if not m:
         return None

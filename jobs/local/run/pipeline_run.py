@@ -38,7 +38,7 @@ from jobs.local.launch import docker_session
 from jobs.local.launch.containers import ContainerError
 from jobs.local.process import lifeline
 from jobs.local.run.folder import archive, check_folder, last_checkpoint, making, write_making, write_record
-from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock, record_child
+from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
 from jobs.spec.replica_env import PROJECT_ROOT
@@ -158,6 +158,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 print(f"to train again from step 0 (this run is kept): {resume_command(opts)} --fresh")
                 return 0
         write_making(base, made)
+        os.environ[lifeline.TOKEN_ENV] = lock.token  # every process this run starts carries it (a rerun's proof)
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
         if image:
@@ -167,6 +168,8 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY if isinstance(exc, FolderBusy) else 2
     finally:
+        if os.environ.get(lifeline.TOKEN_ENV) == lock.token:  # a later run in this process has a token of its own
+            del os.environ[lifeline.TOKEN_ENV]
         lock.release()
 
 
@@ -233,7 +236,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
     # kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
-    lifeline.kfp_steps_die_with_this_process(on_start=record_child)  # kill -9 of this run leaves no step
+    lifeline.kfp_steps_die_with_this_process()  # kill -9 of this run leaves no step
     local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg, "local", base_image=session.image if session else None)
     started = time.monotonic()

@@ -88,6 +88,10 @@ def lines(region: str = "", accelerator: str = "", family: str = "", sources: bo
         out.append(f"  {region}: the catalog has no region data for it (a job there gets a warning, not a refusal)")
     elif region:
         out.append(f"  {region} offers (as the catalog knows): {', '.join(sorted(offers)) or 'no accelerators'}")
+    if accelerator and accelerator in cat.gpus and not cat.regions_offering(accelerator):
+        out.append(f"  {accelerator}: the catalog has no region data for it (no region list it was read from names "
+                   "it)" + (f": whether {region} offers it is not known" if region else "")
+                   + "; a job with it gets a warning, not a refusal")
 
     def wanted(machine: str) -> bool:
         m = cat.machines[machine]
@@ -161,6 +165,10 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if args.region:
         bad = region_problems("--region", args.region)
+        if not bad and args.region not in cat.known_regions:  # well-formed, and no list the catalog has names it
+            bad = [f"--region: {args.region!r} is not a region Vertex AI serves as the catalog of {cat.date} and the "
+                   "installed google-cloud-aiplatform list them: there is nothing to list for it; valid choices: "
+                   + ", ".join(sorted(cat.known_regions))]
         if bad:
             print(f"error: {bad[0]}", file=sys.stderr)
             return 2

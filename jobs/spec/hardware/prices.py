@@ -295,7 +295,7 @@ TIMEOUT_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s$")
 
 def timeout_hours(cfg: config_lib.JobConfig) -> float:
     """``scheduling.timeout`` in hours (Vertex's default of 7 days when it is not a duration)."""
-    m = TIMEOUT_RE.match(cfg.scheduling.timeout or "")
+    m = TIMEOUT_RE.fullmatch(cfg.scheduling.timeout or "")
     return float(m.group(1)) / 3600 if m else 7 * 24.0
 
 

@@ -7,16 +7,30 @@ import pytest
 
 from trainers import config as config_lib
 from trainers.config_files import load_document, presets
-from trainers import precision as p
+from trainers import precision as p, precision_auto as a, precision_priors
 
+#: a CPU with the bf16 flag of a kind the priors do not know (no vendor, family, model): auto measures when worth it
 BF16_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC 9B45", cores=2)
 AMX_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "amx_bf16", "amx_tile"}))
 PLAIN_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "fma", "avx512f"}))
+#: the CPU kinds measured (trainers/precision_priors.yaml): bf16 faster on AMD Zen 4 and Zen 5, slower on the Xeon
+ZEN4 = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC", cores=2,
+                vendor="AuthenticAMD", family=0x19, model=0x11)
+ZEN5 = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC", cores=2,
+                vendor="AuthenticAMD", family=0x1A, model=0x02)
+XEON_NO_AMX = p.Device("cpu", cpu_flags=frozenset({"avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni"}),
+                       name="Intel(R) Xeon(R) Processor", cores=2, vendor="GenuineIntel", family=6, model=0x8F)
+ZEN3 = p.Device("cpu", cpu_flags=frozenset({"avx2", "fma"}), name="AMD EPYC", cores=2, vendor="AuthenticAMD",
+                family=0x19, model=0x01)
 
 
 @pytest.mark.parametrize("device,policy", [
-    (BF16_CPU, "mixed_bfloat16"),
-    (AMX_CPU, "mixed_bfloat16"),
+    (ZEN4, "mixed_bfloat16"),
+    (ZEN5, "mixed_bfloat16"),
+    (XEON_NO_AMX, "float32"),
+    (ZEN3, "float32"),
+    (BF16_CPU, "float32"),  # a kind with no figures: the safe choice
+    (AMX_CPU, "float32"),
     (PLAIN_CPU, "float32"),
     (p.Device("cpu"), "float32"),
     (p.Device("tpu", accelerator_type="TPU_V3"), "mixed_bfloat16"),
@@ -94,8 +108,13 @@ def test_detect_describes_this_machine_as_a_cpu_with_its_flags(monkeypatch):
 
 
 def test_the_log_line_names_policy_request_and_reason():
+    line = p.choose("auto", ZEN4).line("auto")
+    assert line == ("precision: mixed_bfloat16 (training.precision=auto; auto: bf16, the faster on AMD Zen 4 "
+                    "(AuthenticAMD family 0x19 model 0x11, avx512_bf16; bf16 1.70x float32, 2026-11-29: "
+                    "precision_priors.yaml))")
     line = p.choose("auto", BF16_CPU).line("auto")
-    assert line == "precision: mixed_bfloat16 (training.precision=auto; auto: CPU has avx512_bf16: native bf16 in oneDNN)"
+    assert line == ("precision: float32 (training.precision=auto; auto: float32, the safe choice: no figures for "
+                    "this CPU kind (unknown vendor, avx512_bf16) say bf16 is faster)")
 
 
 def test_cpu_flags_reads_the_first_processor(tmp_path):
@@ -179,7 +198,7 @@ def fake_measure(clock: FakeClock, rates: dict, calls: list, batch: int = 32):
         def step():
             clock.now += batch / rates[policy]
 
-        return p.time_steps(step, batch, clock=clock)
+        return a.time_steps(step, batch, clock=clock)
 
     return measure
 
@@ -191,7 +210,7 @@ LONG_RUN = 1000
 
 def decide(tmp_path, rates, device=BF16_CPU, steps=LONG_RUN, fields=FIELDS, directory="cache"):
     clock, calls = FakeClock(), []
-    choice = p.decide_auto(device, steps, fake_measure(clock, rates, calls), fields,
+    choice = a.decide_auto(device, steps, fake_measure(clock, rates, calls), fields,
                            str(tmp_path / directory) if directory else None, clock=clock)
     return choice, calls
 
@@ -201,10 +220,10 @@ def test_time_steps_times_only_the_steps_after_warm_up():
 
     def step():
         seen.append(clock.now)
-        clock.now += 0.5 if len(seen) <= p.WARMUP_STEPS else 0.1  # the warm-up steps are slow (tracing)
+        clock.now += 0.5 if len(seen) <= a.WARMUP_STEPS else 0.1  # the warm-up steps are slow (tracing)
 
-    rate = p.time_steps(step, 32, clock=clock)
-    assert len(seen) == p.WARMUP_STEPS + p.MEASURE_STEPS
+    rate = a.time_steps(step, 32, clock=clock)
+    assert len(seen) == a.WARMUP_STEPS + a.MEASURE_STEPS
     assert rate == pytest.approx(320.0)  # 32 examples / 0.1 s: the slow warm-up left out
 
 
@@ -245,18 +264,101 @@ def test_a_bf16_within_the_noise_margin_keeps_float32(tmp_path):
 
 def test_float16_on_a_pre_ampere_gpu_gets_loss_scaling_when_it_wins(tmp_path):
     t4 = p.Device("gpu", accelerator_type="NVIDIA_TESLA_T4")
-    choice, _ = decide(tmp_path, {"float32": 900.0, "mixed_float16": 2400.0}, device=t4)
+    choice, _ = decide(tmp_path, {"float32": 900.0, "mixed_float16": 2400.0}, device=t4, steps=100_000)
     assert (choice.policy, choice.loss_scaling) == ("mixed_float16", True)
     assert "on this GPU" in choice.reason
 
 
-def test_a_run_too_short_to_repay_measuring_keeps_float32_unmeasured(tmp_path):
-    short = p.measuring_steps(2) * 9  # measuring would be 11 % of it
-    choice, calls = decide(tmp_path, {"float32": 1.0, "mixed_bfloat16": 1000.0}, steps=short)
+#: the issue's run: 2 epochs of 2,936 training images at batch 32
+SHORT_RUN = 182
+
+
+def test_a_short_run_where_bf16_is_known_faster_takes_bf16_unmeasured(tmp_path):
+    for device in (ZEN4, ZEN5):
+        choice, calls = decide(tmp_path, {"float32": 1.0, "mixed_bfloat16": 1.0}, device=device, steps=SHORT_RUN)
+        assert calls == [] and (choice.policy, choice.loss_scaling) == ("mixed_bfloat16", False)
+        assert not choice.measured and not (tmp_path / "cache").exists()
+        assert choice.reason.startswith("auto: bf16, the faster on AMD Zen ")
+        assert f"not measured: a {SHORT_RUN}-step run would gain about 6 steps from measuring float32 and bf16, " \
+               "which costs about 46" in choice.reason
+
+
+def test_a_short_run_where_bf16_is_known_slower_keeps_float32_unmeasured(tmp_path):
+    choice, calls = decide(tmp_path, {"float32": 1.0, "mixed_bfloat16": 1000.0}, device=XEON_NO_AMX, steps=SHORT_RUN)
     assert calls == [] and choice.policy == "float32" and not choice.measured
-    assert f"a {short}-step run is too short to measure float32 and bf16" in choice.reason
-    assert not (tmp_path / "cache").exists()
-    assert not p.too_short(p.measuring_steps(2) * 10, 2)
+    assert choice.reason.startswith("auto: float32, the faster on Intel Xeon with avx512_bf16 and avx512_fp16, no AMX "
+                                    "(GenuineIntel family 0x6 model 0x8f, avx512_bf16 avx512_fp16; bf16 0.79x float32")
+
+
+def test_an_unknown_cpu_kind_measures_when_the_run_repays_it_and_keeps_float32_when_not(tmp_path):
+    threshold = a.measuring_steps(2) / (a.UNKNOWN_DOUBT * precision_priors.spread())  # ~260 steps
+    choice, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0}, steps=int(threshold) - 1)
+    assert calls == [] and choice.policy == "float32" and "the safe choice: no figures for this CPU kind" in choice.reason
+    assert "not measured" in choice.reason
+    choice, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0}, steps=int(threshold) + 1)
+    assert calls == ["float32", "mixed_bfloat16"] and choice.policy == "mixed_bfloat16"
+    assert f"no figures for this kind; a {int(threshold) + 1}-step run repays measuring" in choice.reason
+    assert SHORT_RUN < threshold < 300
+
+
+def test_a_known_kind_is_confirmed_by_measuring_only_on_a_long_run_and_the_measurement_wins(tmp_path):
+    confirm = a.measuring_steps(2) / (a.PRIOR_DOUBT * precision_priors.spread())  # ~1,300 steps
+    _, calls = decide(tmp_path, {"float32": 400.0, "mixed_bfloat16": 200.0}, device=ZEN4, steps=int(confirm) - 1)
+    assert calls == []
+    # this machine disagrees with its kind's figures: what it measured is kept (and cached for every later run)
+    choice, calls = decide(tmp_path, {"float32": 400.0, "mixed_bfloat16": 200.0}, device=ZEN4, steps=int(confirm) + 1)
+    assert calls == ["float32", "mixed_bfloat16"] and choice.policy == "float32"
+    assert "the figures for this kind said bf16; a" in choice.reason and "repays confirming them" in choice.reason
+    again, calls = decide(tmp_path, {}, device=ZEN4, steps=SHORT_RUN)
+    assert calls == [] and again.policy == "float32" and "cached in" in again.reason
+
+
+@pytest.mark.parametrize("accelerator,policy,loss_scaling", [
+    ("NVIDIA_TESLA_A100", "mixed_bfloat16", False), ("NVIDIA_H100_80GB", "mixed_bfloat16", False),
+    ("NVIDIA_TESLA_T4", "mixed_float16", True), ("NVIDIA_TESLA_V100", "mixed_float16", True),
+    ("NVIDIA_TESLA_P100", "mixed_float16", True)])
+def test_gpus_take_the_same_rule_short_runs_their_generations_choice_long_runs_confirm(tmp_path, accelerator, policy,
+                                                                                       loss_scaling):
+    gpu = p.Device("gpu", accelerator_type=accelerator, name="NVIDIA X x1")
+    other = p.candidates(gpu)[1]
+    assert other == policy
+    choice, calls = decide(tmp_path, {}, device=gpu, steps=SHORT_RUN)
+    assert calls == [] and (choice.policy, choice.loss_scaling) == (policy, loss_scaling)
+    assert "NVIDIA" in choice.reason and "not measured" in choice.reason
+    # where this GPU measures float32 faster (a model too small to use the tensor cores), a long run finds out
+    choice, calls = decide(tmp_path, {"float32": 3000.0, other: 2000.0}, device=gpu, steps=100_000)
+    assert calls == ["float32", other] and (choice.policy, choice.loss_scaling) == ("float32", False)
+
+
+def test_the_priors_are_data_with_a_source_and_each_kind_measured_is_recognised():
+    entries = precision_priors.priors()
+    assert {e.name for e in entries} >= {"AMD Zen 4", "AMD Zen 5", "Intel Xeon with avx512_bf16 and avx512_fp16, no AMX"}
+    assert all(e.source and e.seen and e.policy in precision_priors.POLICIES for e in entries)
+    assert p.prior_for(ZEN4).ratio == pytest.approx(1.70) and p.prior_for(XEON_NO_AMX).policy == "float32"
+    assert p.prior_for(BF16_CPU) is None and p.prior_for(AMX_CPU) is None
+    # the same Xeon with AMX passed through is another kind: not known, measured when worth it
+    assert p.prior_for(p.Device("cpu", cpu_flags=XEON_NO_AMX.cpu_flags | {"amx_bf16"}, vendor="GenuineIntel")) is None
+    assert p.prior_for(p.Device("gpu", compute_capability=(8, 9))).name == "NVIDIA Ampere or newer"
+    assert p.prior_for(p.Device("gpu", compute_capability=(6, 1))) is None  # P4: one candidate anyway
+    assert 0.3 < precision_priors.spread() < 0.4
+
+
+def test_a_malformed_priors_file_is_refused_naming_the_entry(tmp_path):
+    bad = tmp_path / "priors.yaml"
+    bad.write_text("priors:\n  - {name: X, device: cpu, match: {}, policy: bf16, ratio: 2, seen: today, source: me}\n")
+    with pytest.raises(ValueError, match=r"priors\[0\] \(X\): .*policy one of float32"):
+        precision_priors.priors(str(bad))
+    bad.write_text("priors:\n  - {name: X, device: cpu}\n")
+    with pytest.raises(ValueError, match=r"priors\[0\]: needs exactly the fields name, device, match"):
+        precision_priors.priors(str(bad))
+
+
+def test_cpu_kind_reads_vendor_family_and_model(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                    "model name\t: AMD EPYC\nflags\t\t: fpu avx512_bf16\n")
+    assert p.cpu_kind(str(info)) == ("AuthenticAMD", 0x19, 0x11)
+    assert p.cpu_kind(str(tmp_path / "missing")) == ("", None, None)
 
 
 def test_nothing_is_measured_where_there_is_one_candidate(tmp_path):
@@ -341,10 +443,44 @@ def test_an_unwritable_cache_is_one_warning_and_the_decision_stands(tmp_path, ca
     assert len(warnings) == 1 and "not cached" in warnings[0]
 
 
-def test_the_cache_sits_beside_the_output_folder_so_reruns_and_trials_find_it():
-    assert p.cache_dir("/work/runs/local") == "/work/runs/.vtp-cache/precision"
-    assert p.cache_dir("gs://bucket/jobs/flowers") == "gs://bucket/jobs/.vtp-cache/precision"
-    assert p.cache_dir("gs://bucket") == "gs://bucket/.vtp-cache/precision"
+def test_the_cache_is_the_users_folder_and_beside_a_bucket_output_folder(tmp_path):
+    env = {"HOME": "/home/u"}
+    assert p.cache_dirs("/work/runs/local", env) == ("/home/u/.cache/vtp/precision",)
+    assert p.cache_dirs("runs/local", {**env, "XDG_CACHE_HOME": "/var/cache/u"}) == ("/var/cache/u/vtp/precision",)
+    assert p.cache_dirs("x", {**env, "XDG_CACHE_HOME": "relative"}) == ("/home/u/.cache/vtp/precision",)  # XDG: ignored
+    assert p.cache_dirs("gs://bucket/jobs/flowers", env) == ("/home/u/.cache/vtp/precision",
+                                                             "gs://bucket/jobs/.vtp-cache/precision")
+    assert p.cache_dirs("gs://bucket", env)[1] == "gs://bucket/.vtp-cache/precision"
+    assert p.cache_dirs("/gcs/bucket/jobs/flowers", env)[1] == "/gcs/bucket/jobs/.vtp-cache/precision"
+
+
+def test_a_second_project_starts_with_the_decision_the_first_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    first_project, second_project = str(tmp_path / "a" / "runs" / "flowers"), str(tmp_path / "b" / "out")
+    clock, calls = FakeClock(), []
+    measure = fake_measure(clock, {"float32": 247.0, "mixed_bfloat16": 412.0}, calls)
+    first = a.decide_auto(BF16_CPU, LONG_RUN, measure, FIELDS, p.cache_dirs(first_project), clock=clock)
+    assert calls == ["float32", "mixed_bfloat16"] and first.policy == "mixed_bfloat16"
+    [entry] = list((tmp_path / "xdg" / "vtp" / "precision").glob("*.json"))
+    assert first.measured["written"] == [str(entry)]
+    # another project, a short run: the measurement of this machine is read, nothing measured
+    again = a.decide_auto(BF16_CPU, 30, measure, FIELDS, p.cache_dirs(second_project), clock=clock)
+    assert calls == ["float32", "mixed_bfloat16"] and again.policy == "mixed_bfloat16"
+    assert again.measured["cached"] == str(entry)
+    assert not (tmp_path / "a" / "runs" / ".vtp-cache").exists() and not (tmp_path / "b" / ".vtp-cache").exists()
+
+
+def test_an_unwritable_cache_folder_decides_without_caching_in_one_warning_line(tmp_path, capsys):
+    blocked = tmp_path / "home"
+    blocked.write_text("a file where HOME's folder should be")
+    dirs = p.cache_dirs(str(tmp_path / "out"), {"HOME": str(blocked)}) + (str(tmp_path / "also-a-file"),)
+    (tmp_path / "also-a-file").write_text("x")
+    clock, calls = FakeClock(), []
+    choice = a.decide_auto(BF16_CPU, LONG_RUN, fake_measure(clock, {"float32": 247.0, "mixed_bfloat16": 412.0}, calls),
+                           FIELDS, dirs, clock=clock)
+    assert choice.policy == "mixed_bfloat16" and choice.measured["written"] == []
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "not cached" in warnings[0] and "the next run here measures again" in warnings[0]
 
 
 def test_cpu_name_and_cores_describe_the_machine(tmp_path):
@@ -356,10 +492,11 @@ def test_cpu_name_and_cores_describe_the_machine(tmp_path):
 
 def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path, prepared_data, monkeypatch):
     """The real ``trainers.train.measure_precision`` on the job's model and a real batch of its data, through
-    ``decide_precision``: figures for each candidate, the decision cached beside the output folder, the next
+    ``decide_precision``: figures for each candidate, the decision cached in the user's cache folder, the next
     decision read from there, and the initial weights after it those of a run that measured nothing. Where the
     CPU has no bf16 there is one candidate, so the list is forced to float32 and bf16 (bf16 emulated: slow,
-    but it runs); which one wins is the machine's business, not asserted."""
+    but it runs), and the CPU's kind is taken as unknown so that a 1,000-step run measures whatever this machine
+    is; which one wins is the machine's business, not asserted."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -371,6 +508,8 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
     from trainers.plan import make_plan
 
     monkeypatch.setattr(p, "candidates", lambda device: ("float32", "mixed_bfloat16"))
+    monkeypatch.setattr(p, "prior_for", lambda device: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cfg = job_config(tmp_path / "runs" / "job", prepared_data, "topology.strategy=one_device",
                      "topology.worker.replica_count=0", "training.steps=1000")
     plan = make_plan(cfg, 1)
@@ -384,7 +523,7 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
         assert set(measured["rates"]) == {"float32", "mixed_bfloat16"} and all(r > 0 for r in measured["rates"].values())
         assert measured["cached"] is None and measured["seconds"] > 0 and choice.policy in measured["rates"]
         assert choice.reason.startswith(f"auto: {p.SHORT[choice.policy]} ")
-        [entry] = list((tmp_path / "runs" / ".vtp-cache" / "precision").glob("*.json"))
+        [entry] = list((tmp_path / "xdg" / "vtp" / "precision").glob("*.json"))
         p.apply(p.choose("float32", device))
         after = [w.copy() for w in build_model(cfg.model.name, plan.image_size, len(plan.classes)).get_weights()]
         keras.utils.set_random_seed(cfg.training.seed)
@@ -409,7 +548,7 @@ def test_a_candidate_that_fails_to_measure_is_dropped_with_one_warning(tmp_path,
             raise MemoryError("out of memory under bf16")
         return measure(policy)
 
-    choice = p.decide_auto(BF16_CPU, LONG_RUN, failing, FIELDS, str(tmp_path / "cache"), clock=clock)
+    choice = a.decide_auto(BF16_CPU, LONG_RUN, failing, FIELDS, str(tmp_path / "cache"), clock=clock)
     assert choice.policy == "float32" and "could not be measured" in choice.reason
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "bf16 could not be measured (MemoryError" in warnings[0]

@@ -452,6 +452,8 @@ def test_the_cache_is_the_users_folder_and_beside_a_bucket_output_folder(tmp_pat
                                                              "gs://bucket/jobs/.vtp-cache/precision")
     assert p.cache_dirs("gs://bucket", env)[1] == "gs://bucket/.vtp-cache/precision"
     assert p.cache_dirs("/gcs/bucket/jobs/flowers", env)[1] == "/gcs/bucket/jobs/.vtp-cache/precision"
+    # a replica with no home to speak of: no user folder (never a relative "~" folder in the working directory)
+    assert p.cache_dirs("/work/runs/local", {"HOME": "~"}) == ()
 
 
 def test_a_second_project_starts_with_the_decision_the_first_measured(tmp_path, monkeypatch):

@@ -354,14 +354,17 @@ def cache_key(fields: Mapping[str, Any]) -> str:
                                      default=str).encode()).hexdigest()[:20]
 
 
-def user_cache_dir(env: Mapping[str, str] | None = None) -> str:
+def user_cache_dir(env: Mapping[str, str] | None = None) -> str | None:
     """This user's cache folder for vtp: ``$XDG_CACHE_HOME/vtp`` where that is an absolute path, else
-    ``~/.cache/vtp`` (the XDG Base Directory rule, which is what Linux containers and workstations follow; written
-    here rather than taking ``platformdirs``, a dependency the project does not otherwise need, for two lines)."""
+    ``$HOME/.cache/vtp`` (the XDG Base Directory rule, which Linux workstations and containers follow; written here
+    rather than taking ``platformdirs``, a dependency the project does not otherwise need, for three lines). None
+    where neither gives an absolute path (no HOME and no home in the password database)."""
     env = os.environ if env is None else env
     xdg = env.get("XDG_CACHE_HOME", "")
-    root = xdg if os.path.isabs(xdg) else os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "vtp")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "vtp")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".cache", "vtp") if os.path.isabs(home) else None
 
 
 def cache_dirs(base_dir: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -370,7 +373,8 @@ def cache_dirs(base_dir: str, env: Mapping[str, str] | None = None) -> tuple[str
     the job's output is in a bucket (``gs://``, Vertex's ``/gcs/`` mount), beside that output folder
     (``<parent of output.base_dir>/.vtp-cache/precision``): a Vertex replica starts in a fresh container, so
     the next job and the trials of a study under the same folder find it there."""
-    dirs = [join(user_cache_dir(env), "precision")]
+    user = user_cache_dir(env)
+    dirs = [join(user, "precision")] if user else []
     if not fileio.is_local(base_dir):
         parent, _ = fileio.split_parent(base_dir)
         if parent.endswith(":") or "/" not in parent:  # gs://bucket itself: inside it

@@ -313,6 +313,17 @@ def test_a_known_kind_is_confirmed_by_measuring_only_on_a_long_run_and_the_measu
     assert calls == [] and again.policy == "float32" and "cached in" in again.reason
 
 
+def test_a_small_input_counts_building_and_tracing_as_more_of_its_cheaper_steps(tmp_path):
+    assert a.setup_steps(180) == a.SETUP_STEPS and a.setup_steps(360) == a.SETUP_STEPS
+    assert a.setup_steps(32) == 317  # 10 x (180/32)^2: the same seconds of tracing, 32x cheaper steps
+    clock, calls = FakeClock(), []
+    measure = fake_measure(clock, {"float32": 247.0, "mixed_bfloat16": 412.0}, calls)
+    choice = a.decide_auto(BF16_CPU, 1000, measure, FIELDS, None, clock=clock, setup=a.setup_steps(32))
+    assert calls == [] and "which costs about 660" in choice.reason  # a 1,000-step run of 32x32 images: not worth it
+    a.decide_auto(BF16_CPU, 1000, measure, FIELDS, None, clock=clock, setup=a.setup_steps(180))
+    assert calls == ["float32", "mixed_bfloat16"]
+
+
 @pytest.mark.parametrize("accelerator,policy,loss_scaling", [
     ("NVIDIA_TESLA_A100", "mixed_bfloat16", False), ("NVIDIA_H100_80GB", "mixed_bfloat16", False),
     ("NVIDIA_TESLA_T4", "mixed_float16", True), ("NVIDIA_TESLA_V100", "mixed_float16", True),
@@ -497,7 +508,7 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
     ``decide_precision``: figures for each candidate, the decision cached in the user's cache folder, the next
     decision read from there, and the initial weights after it those of a run that measured nothing. Where the
     CPU has no bf16 there is one candidate, so the list is forced to float32 and bf16 (bf16 emulated: slow,
-    but it runs), and the CPU's kind is taken as unknown so that a 1,000-step run measures whatever this machine
+    but it runs), and the CPU's kind is taken as unknown so that a 100,000-step run measures whatever this machine
     is; which one wins is the machine's business, not asserted."""
     import keras
     import numpy as np
@@ -513,7 +524,7 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
     monkeypatch.setattr(p, "prior_for", lambda device: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cfg = job_config(tmp_path / "runs" / "job", prepared_data, "topology.strategy=one_device",
-                     "topology.worker.replica_count=0", "training.steps=1000")
+                     "topology.worker.replica_count=0", "training.steps=100000")
     plan = make_plan(cfg, 1)
     info = cluster_lib.read_cluster({})
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

@@ -29,6 +29,7 @@ all-reduce). The console line says what was decided and from what.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -37,10 +38,10 @@ from trainers.precision import SHORT, Choice, Device, choice_of, choose, prior_c
 
 #: per candidate: untimed steps first (tracing, oneDNN's kernel selection, allocator warm-up), then timed ones
 WARMUP_STEPS, MEASURE_STEPS = 3, 10
-#: what building and tracing a candidate's model and step cost, counted in steps of it: 2-16 for the seed CNN
-#: (``benchmarks/precision_auto.py``, 2026-11-27: 180x180 call 125 s of which 109 s the 13 steps; 64x64 11.4 s
-#: of which 5.1 s the steps); a bigger model's trace grows with it, its steps too
-SETUP_STEPS = 10
+#: what building and tracing a candidate's model and step cost, counted in steps of it, for the seed CNN at
+#: :data:`SETUP_IMAGE_SIZE` (``benchmarks/precision_auto.py``, 2026-11-27: 180x180 call 125 s of which 109 s the 13
+#: steps; 64x64 11.4 s of which 5.1 s the steps); a bigger model's trace grows with it, its steps too
+SETUP_STEPS, SETUP_IMAGE_SIZE = 10, 180
 #: another precision is kept only when it beats float32 by this factor: a 10-step figure moves by a few
 #: percent between identical runs, and float32 is the safe choice (no rounding, no loss scaling)
 MARGIN = 1.05
@@ -52,9 +53,16 @@ PRIOR_DOUBT = 0.1
 UNKNOWN_DOUBT = 0.5
 
 
-def measuring_steps(n_candidates: int) -> int:
-    """What measuring ``n_candidates`` costs, in steps: build and trace, warm-up, timed steps, each."""
-    return n_candidates * (SETUP_STEPS + WARMUP_STEPS + MEASURE_STEPS)
+def setup_steps(image_size: int) -> int:
+    """:data:`SETUP_STEPS` at ``image_size``: building and tracing take about the same seconds at any input size
+    while a convolution's step shrinks with its pixels, so at 32x32 (the default job) they are ~30x as many steps
+    (2026-11-29, Zen 4: 4-6 s a candidate under load 10 against 28-48 ms steps)."""
+    return max(SETUP_STEPS, math.ceil(SETUP_STEPS * (SETUP_IMAGE_SIZE / max(1, image_size)) ** 2))
+
+
+def measuring_steps(n_candidates: int, setup: int = SETUP_STEPS) -> int:
+    """What measuring ``n_candidates`` costs, in steps: build and trace (``setup``), warm-up, timed steps, each."""
+    return n_candidates * (setup + WARMUP_STEPS + MEASURE_STEPS)
 
 
 def expected_gain(total_steps: int, known: bool) -> float:
@@ -63,8 +71,8 @@ def expected_gain(total_steps: int, known: bool) -> float:
     return total_steps * (PRIOR_DOUBT if known else UNKNOWN_DOUBT) * precision_priors.spread()
 
 
-def worth_measuring(total_steps: int, n_candidates: int, known: bool) -> bool:
-    return expected_gain(total_steps, known) > measuring_steps(n_candidates)
+def worth_measuring(total_steps: int, n_candidates: int, known: bool, setup: int = SETUP_STEPS) -> bool:
+    return expected_gain(total_steps, known) > measuring_steps(n_candidates, setup)
 
 
 def time_steps(step: Callable[[], Any], examples_per_step: int, warmup: int = WARMUP_STEPS,
@@ -102,21 +110,22 @@ def measured_reason(policy: str, rates: Mapping[str, float], device: Device, sec
     return f"auto: {SHORT[policy]} {rates[policy]:.0f} ex/s vs {others} on {where} ({how}{note})"
 
 
-def _not_measured(device: Device, total_steps: int, cands: tuple[str, ...], known: bool) -> Choice:
+def _not_measured(device: Device, total_steps: int, cands: tuple[str, ...], known: bool, setup: int) -> Choice:
     static = prior_choice(device)
     gain = expected_gain(total_steps, known)
     return choice_of(static.policy, f"{static.reason}; not measured: a {total_steps}-step run would gain about "
                                     f"{gain:.0f} step{'' if round(gain) == 1 else 's'} from measuring {' and '.join(SHORT[p] for p in cands)}, "
-                                    f"which costs about {measuring_steps(len(cands))}")
+                                    f"which costs about {measuring_steps(len(cands), setup)}")
 
 
 def decide_auto(device: Device, total_steps: int, measure: Callable[[str], float], fields: Mapping[str, Any],
-                directory: str | Sequence[str] | None, clock: Callable[[], float] = time.perf_counter) -> Choice:
+                directory: str | Sequence[str] | None, clock: Callable[[], float] = time.perf_counter,
+                setup: int = SETUP_STEPS) -> Choice:
     """``auto`` on ``device`` for a run of ``total_steps`` (module doc): the static choice where there is one
     candidate, else a decision cached in ``directory`` (one folder or several, read in order; None: no cache),
     else a measurement where :func:`worth_measuring` (``measure(policy)`` -> examples/s: it applies the policy and
     times the job's own step), cached in every folder, else the kind's figures. ``fields``: the cache key's fields
-    (the machine's are added)."""
+    (the machine's are added); ``setup``: building and tracing a candidate, in its steps (:func:`setup_steps`)."""
     cands = precision_lib.candidates(device)
     if len(cands) < 2:
         return choose("auto", device)
@@ -130,8 +139,8 @@ def decide_auto(device: Device, total_steps: int, measure: Callable[[str], float
             return choice_of(cached["policy"], measured_reason(cached["policy"], cached["rates"], device, 0.0,
                                                                cached["path"]), measured)
     known = precision_lib.prior_for(device) is not None
-    if not worth_measuring(total_steps, len(cands), known):
-        return _not_measured(device, total_steps, cands, known)
+    if not worth_measuring(total_steps, len(cands), known, setup):
+        return _not_measured(device, total_steps, cands, known, setup)
     started = clock()
     rates = {}
     for policy in cands:

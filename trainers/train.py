@@ -199,7 +199,8 @@ def decide_precision(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, s
     if info.is_chief or not multi_worker:
         measure = measure or measure_precision
         choice = precision_auto.decide_auto(device, plan.total_steps, lambda policy: measure(cfg, plan, policy),
-                                            fields, precision_lib.cache_dirs(base))
+                                            fields, precision_lib.cache_dirs(base),
+                                            setup=precision_auto.setup_steps(plan.image_size))
         if cfg.training.deterministic:
             keras.utils.set_random_seed(cfg.training.seed)
     if multi_worker:

@@ -373,7 +373,7 @@ def report_to_hypertune(result: dict[str, Any], info: cluster_lib.ClusterInfo, b
     """Report the final validation figures with ``cloudml-hypertune`` (the file Vertex reads in a tuning trial:
     ``CLOUD_ML_HP_METRIC_FILE``, default ``/tmp/hypertune/output.metrics``), so the built-in job can be tuned.
     A replica of the local launcher (which gives it no ``CLOUD_ML_*`` variable) writes
-    ``<base>/hypertune/output.metrics`` instead: a local run touches nothing outside its folder. A file that
+    ``<base>/hypertune/output.metrics`` instead: a local run keeps its records in its folder. A file that
     cannot be written is a warning, never a failed job: the model is already exported."""
     if result.get("val_accuracy") is None:
         return

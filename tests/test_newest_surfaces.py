@@ -32,7 +32,7 @@ from jobs.local.run.lock import LOCK_NAME, RunLock
 from jobs.spec import records
 from tests.conftest import ROOT
 from tests.standins.cloud_logging import LoggingStandIn
-from trainers import config as config_lib, precision, record_reader
+from trainers import config as config_lib, precision, precision_auto, record_reader
 
 BOUND_S = 120
 
@@ -366,7 +366,7 @@ def test_a_damaged_precision_cache_entry_is_measured_again(tmp_path, text, capsy
         os.mkfifo(entry)
     else:
         entry.write_text(text)
-    choice = precision.decide_auto(device, 10_000, measure, fields, str(tmp_path / "cache"))
+    choice = precision_auto.decide_auto(device, 10_000, measure, fields, str(tmp_path / "cache"))
     assert sorted(measured) == sorted(cands) and choice.policy in cands
 
 

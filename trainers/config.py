@@ -151,10 +151,11 @@ class Training:
     seed: int = 42
     #: seeded, op-deterministic: a resumed run ends bitwise equal to an uninterrupted one.
     deterministic: bool = True
-    #: ``auto`` (``trainers.precision``) measures where the device has more than one candidate (a CPU with
-    #: AVX512_BF16/AMX: float32 vs bf16; Ampere+ GPUs: float32 vs bf16; V100/T4/P100: float32 vs float16 + loss
-    #: scaling) on the job's own step and keeps the faster, cached beside ``output.base_dir``; runs too short to
-    #: repay measuring keep float32; TPUs bf16; float32 elsewhere. An explicit value is never overridden.
+    #: ``auto`` (``trainers.precision_auto``), where the device has two candidates (a CPU with AVX512_BF16/AMX:
+    #: float32 vs bf16; Ampere+ GPUs: float32 vs bf16; V100/T4/P100: float32 vs float16 + loss scaling): a decision
+    #: measured earlier on this machine (the user's cache folder), else a measurement of the job's own step where
+    #: the run repays it, else the faster seen on the device's kind (``trainers/precision_priors.yaml``; float32
+    #: where nothing is known); TPUs bf16; float32 elsewhere. An explicit value is never overridden.
     precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     #: deprecated: use ``precision`` (true meant "mixed where the device supports it" = ``auto``).
     mixed_precision: bool = False

@@ -213,7 +213,7 @@ def _vertex_body(c, plan: PipelinePlan, *, config_json, location, build_context_
                       pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER)
 
 
-def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory, labels):
+def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory, labels, hardware):
     """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
     that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
     return c.custom_training_job(
@@ -235,6 +235,7 @@ def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_d
         tensorboard=job.outputs["tensorboard"],
         placement=job.outputs["placement"],  # the plan's judgement: ranked again when Vertex has no capacity
         budget=job.outputs["budget"],
+        hardware=hardware,  # the worker pools of every rung of the hardware ladder (placement.hardware)
         labels=labels,
         location=location,
         project=PROJECT,
@@ -245,7 +246,7 @@ def _vertex_training(c, job, location):
     """One CustomJob; its model and TensorBoard logs as artifacts. Returns (the training task, the model, what
     the gate measures, what the report reads)."""
     training = _custom_job(c, job, location, job.outputs["display_name"], job.outputs["worker_pool_specs"],
-                           job.outputs["base_output_directory"], job.outputs["labels"])
+                           job.outputs["base_output_directory"], job.outputs["labels"], job.outputs["hardware"])
     # What the job's chief wrote to AIP_MODEL_DIR and AIP_TENSORBOARD_LOG_DIR, as artifacts.
     model = dsl.importer(artifact_uri=job.outputs["model_dir"], artifact_class=Model).after(training).output
     logs = dsl.importer(artifact_uri=job.outputs["tensorboard_dir"], artifact_class=Artifact).after(training)
@@ -259,7 +260,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
     training = c.hyperparameter_tuning_job(
         display_name=job.outputs["display_name"], tuning=job.outputs["tuning"],
         trial_job_spec=job.outputs["custom_job_spec"], location=location, project=PROJECT,
-        labels=job.outputs["tuning_labels"], placement=job.outputs["placement"], budget=job.outputs["budget"])
+        labels=job.outputs["tuning_labels"], placement=job.outputs["placement"], budget=job.outputs["budget"],
+        hardware=job.outputs["hardware"])
     picking = dict(config_json=config, tuning_study=training.outputs["study"],
                    record_dir=job.outputs["base_output_directory"])
     if plan.baseline:
@@ -268,7 +270,8 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
                                job.outputs["baseline_output_directory"],
-                               job.outputs["baseline_labels"]).set_display_name("baseline")
+                               job.outputs["baseline_labels"],
+                               job.outputs["baseline_hardware"]).set_display_name("baseline")
         baseline.after(checked)  # created only once the plan's checks pass, as the study is
         if data is not None:
             baseline.after(data)

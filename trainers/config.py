@@ -16,8 +16,9 @@ A job config describes everything needed to run one training job, locally or on 
   sample request the verify step sends to the exported model, and the gate before registration.
 * ``vertex``     what only Vertex does with the job: service account, network, web access, reserved IP ranges,
   Private Service Connect (per pool: ``topology.<pool>.disk_spec`` and ``nfs_mounts``);
-* ``placement``  the regions and scheduling strategies Vertex may run the job in, in order (``vtp plan`` picks
-  the cheapest that fits; a capacity failure falls over to the next);
+* ``placement``  the regions and scheduling strategies Vertex may run the job in, and a ladder of hardware
+  alternatives to ``topology`` (``hardware``), in order (``vtp plan`` picks the first rung that fits, the cheapest
+  option of it; a capacity failure falls over to the next);
 * ``budget``     the most the job may cost per hour and in all (``vtp plan`` refuses a plan above it);
 * ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning

@@ -21,7 +21,8 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("enable_web_access", bool), ("enable_dashboard_access", bool), ("reserved_ip_ranges", list),
                          ("psc_network_attachment", str), ("baseline_worker_pool_specs", list),
                          ("baseline_output_directory", str), ("baseline_display_name", str), ("placement", list),
-                         ("budget", dict), ("labels", dict), ("baseline_labels", dict), ("tuning_labels", dict)]):
+                         ("budget", dict), ("labels", dict), ("baseline_labels", dict), ("tuning_labels", dict),
+                         ("hardware", list), ("baseline_hardware", list)]):
     """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
@@ -50,7 +51,10 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     the fitting ones ranked first; empty: the same judgement made here without the project, by THE placement
     procedure ``jobs.spec.ranking``) and the budget's bars, which the training step ranks again when Vertex has no
     capacity; ``labels``, ``baseline_labels``, ``tuning_labels``: the labels of the run's CustomJob, the baseline's and
-    the tuning job (``jobs.spec.labels``: the run ``run_id``, the trial, the config's hash)."""
+    the tuning job (``jobs.spec.labels``: the run ``run_id``, the trial, the config's hash); ``hardware`` and
+    ``baseline_hardware``: with a hardware ladder (``placement.hardware``), the worker pools of the job (and of the
+    baseline) on every rung, THE spec of the job on that rung (``jobs.spec.job_spec.rung_pools``), which the training
+    step creates the job with when it runs an option of that rung; ``[]`` without a ladder."""
     import dataclasses
     import inspect
 
@@ -80,6 +84,16 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
             print(f"error: placement_plan: {wrong} (vtp plan --out writes one)")
             raise SystemExit(2)
         judged = placement_plan or ranking.offline_doc(cfg, location)
+        ladder = {"service_account": service_account, "network": network}
+        hardware = job_spec.rung_pools(cfg, **ladder)
+        rungs = max([int(o.get("rung") or 0) for o in judged["options"]] + [0])
+        if rungs >= max(len(hardware), 1):
+            print(f"error: placement_plan: it has options on rung {rungs} of a hardware ladder the job does not have "
+                  f"(placement.hardware has {len(cfg.placement.hardware)} alternative(s)): a plan of another job "
+                  "file; make it again (vtp plan --out)")
+            raise SystemExit(2)
+        baseline_hardware = (job_spec.rung_pools(cfg, job_spec.baseline_job_spec, **ladder)
+                             if cfg.tuning.enabled and cfg.tuning.baseline else [])
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}")
@@ -93,7 +107,9 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     # is a TypeError). Under kfp's executor ``validate_config`` is this function; imported, its component.
     outputs = inspect.signature(getattr(validate_config, "python_func", validate_config)).return_annotation
     return outputs(
-        config_json=cfg.to_json(), display_name=cfg.name, **job_spec.parts(spec),  # the spec's parts, by name
+        config_json=cfg.to_json(), display_name=cfg.name,
+        # the spec's parts, by name; FLEX_START's wait whatever the strategy: an option under FLEX_START takes it
+        **{**job_spec.parts(spec), "max_wait_duration": cfg.scheduling.max_wait_duration},
         base_dir=config_lib.resolved_base_dir(cfg), model_dir=dirs["model"], tensorboard_dir=dirs["logs"],
         model_display_name=serving["display_name"], model_labels=serving["labels"],
         serving_image=serving["serving_image"], parent_model=serving["parent_model"],
@@ -103,4 +119,4 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
         baseline_display_name=f"{cfg.name}-baseline" if baseline["worker_pool_specs"] else "",
         placement=list(judged["options"]), budget=dict(judged.get("bars") or {}),
         labels=labels.for_job(cfg, run_id, "none"), baseline_labels=labels.for_job(cfg, run_id, "baseline"),
-        tuning_labels=labels.for_job(cfg, run_id, "study"))
+        tuning_labels=labels.for_job(cfg, run_id, "study"), hardware=hardware, baseline_hardware=baseline_hardware)

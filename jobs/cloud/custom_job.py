@@ -35,7 +35,9 @@ creates a job in an option the plan refused (the hardware catalog, the quota), r
 option's own price (an unknown price under a bar does not fit), and says in one line why each option it passes over
 was skipped; with none left it stops with one error line and creates nothing. Never for the user's code, a bad
 request or quota. Each fall-over is one console line (what failed, where it goes next and at what price, from which
-checkpoint step: :func:`resume_point`). ``gcp_resources`` names the job that runs now (GCPC cancels through it);
+checkpoint step: :func:`resume_point`). An option on a later rung of the job's hardware ladder (``placement.hardware``)
+is created with that rung's worker pools (``hardware``: validate_config's, THE spec of the job on that rung;
+:func:`rung_spec`), in the same output directory: the built-in trainer resumes with the global batch kept. ``gcp_resources`` names the job that runs now (GCPC cancels through it);
 every attempt is recorded in ``<base>/vertex_jobs.json`` (:data:`JOBS_RECORD`) with its option, price an hour and
 the job's start and end times, which the report, ``vtp logs`` and ``vtp runs list`` read (its estimated cost).
 """
@@ -148,12 +150,30 @@ def record_failure(base: str, run_id: str, exc: CloudError) -> None:
                           replica=replica, lines=getattr(failed, "lines", ()), job=getattr(failed, "name", None))
 
 
+def rung_spec(spec: dict[str, Any], option: Option, hardware: list | tuple) -> dict[str, Any]:
+    """The step's spec parts under ``option``: its scheduling strategy (FLEX_START's ``max_wait_duration`` only under
+    FLEX_START) and, on a later rung of the hardware ladder, that rung's worker pools (``hardware``, validate_config's:
+    THE spec of the job on each rung). A rung the step has no pools for is a CloudError: never the wrong hardware."""
+    this = dict(spec, scheduling_strategy=option.strategy,
+                max_wait_duration=spec.get("max_wait_duration") if option.strategy == "FLEX_START" else "")
+    if option.rung:
+        pools = hardware[option.rung] if option.rung < len(hardware) else None
+        if not isinstance(pools, list) or not pools:
+            raise CloudError(f"placement: {option} is on rung {option.rung + 1} of the hardware ladder, and the step "
+                             f"was given the worker pools of {len(hardware)} rung(s) (--hardware): nothing was created "
+                             "for it; compile the pipeline again from the job file")
+        this["worker_pool_specs"] = pools
+    return this
+
+
 def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = "", logging_endpoint: str = "",
-        placement: list | tuple = (), budget: dict | None = None, log: Callable[[str], None] = print,
-        sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic, **spec) -> str:
+        placement: list | tuple = (), budget: dict | None = None, hardware: list | tuple = (),
+        log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic, **spec) -> str:
     """Create (or resume) the CustomJob in the option THE placement procedure ranks first and follow it to the end
     (``jobs.cloud.job_runner.run``); when Vertex ends it for capacity, block that option and ask the procedure again
-    (module docstring). Returns the name of the job that succeeded. A failed, cancelled or expired job, no option
+    (module docstring). ``hardware``: the worker pools of every rung of the job's hardware ladder
+    (:func:`rung_spec`). Returns the name of the job that succeeded. A failed, cancelled or expired job, no option
     left, or a give-up of the policy, is a CloudError with one line."""
     judged = ranking.carried(placement, location, spec.get("scheduling_strategy") or "STANDARD")
     bars = ranking.Bars.from_dict(budget)
@@ -169,25 +189,32 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
             attempts = [a for a in records.vertex_attempts(base) if a.get("job") != earlier]
         except record_reader.Unreadable as exc:
             log(f"warning: {exc}; the attempts before this one are not repeated in it")
-        blocked.update({Option(str(a.get("region")), str(a.get("strategy"))): f"CustomJob {a.get('job')} ended "
-                        f"{a.get('state')} ({a.get('cause')})" for a in attempts if a.get("state") != "SUCCEEDED"})
+        blocked.update({_attempted(a): f"CustomJob {a.get('job')} ended {a.get('state')} ({a.get('cause')})"
+                        for a in attempts if a.get("state") != "SUCCEEDED"})
     follow = earlier.split("/")[3] if earlier else ""
     left = total_s  # of scheduling.timeout, after each failed job
     while True:
         ranked = ranking.rank(judged, bars, blocked, None if left is None else left / 3600)
         option = ranked.pick
         if follow:  # a retried task: go on with the job it created, in the option it runs in
-            option = next((j for j in judged if j.option.region == follow), option)
+            if option is None or option.option.region != follow:
+                option = next((j for j in judged if j.option.region == follow), option)
             follow = ""
         if option is None:
             _record(base, attempts)
             why = "; ".join(f"{j.option}: {w}" for j, w in ranked.skipped)
             raise CloudError(f"placement: no option is left to create the CustomJob in ({why})")
-        this = dict(spec, scheduling_strategy=option.option.strategy)
+        try:
+            this = rung_spec(spec, option.option, hardware)
+        except CloudError:
+            _record(base, attempts)
+            raise
         if left is not None and attempts:  # a job after a fall-over gets what is left of the timeout
             this["timeout"] = f"{max(int(left), 1)}s"
         attempt: dict[str, Any] = {"region": option.option.region, "strategy": option.option.strategy,
                                    "per_hour": option.price.job_per_hour}
+        if option.option.hardware:  # a rung of the hardware ladder: which one
+            attempt.update(rung=option.option.rung, hardware=option.option.hardware)
         try:
             job = job_runner.run(CUSTOM_JOB, custom_job(**this), project=project, location=option.option.region,
                                  gcp_resources=gcp_resources, api_endpoint=api_endpoint, log=log, sleep=sleep,
@@ -232,6 +259,12 @@ def run(*, project: str, location: str, gcp_resources: str, api_endpoint: str = 
         return job.name
 
 
+def _attempted(attempt: dict[str, Any]) -> Option:
+    """The option an attempt of ``vertex_jobs.json`` ran in."""
+    return Option(str(attempt.get("region")), str(attempt.get("strategy")), int(attempt.get("rung") or 0),
+                  str(attempt.get("hardware") or ""))
+
+
 def _times(job) -> dict[str, str]:
     """A job's own start and end times (RFC 3339), as Vertex gives them: what its cost is estimated from."""
     out = {}
@@ -266,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                  "restart_job_on_worker_restart", "scheduling_strategy", "timeout", "max_wait_duration",
                  "persistent_resource_id", "service_account", "network", "location", "project", "gcp_resources",
                  "api_endpoint", "disable_retries", "enable_web_access", "enable_dashboard_access",
-                 "reserved_ip_ranges", "psc_network_attachment", "logging_endpoint", "placement", "budget", "labels"):
+                 "reserved_ip_ranges", "psc_network_attachment", "logging_endpoint", "placement", "budget", "labels",
+                 "hardware"):
         p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "worker_pool_specs", "location",
                                                                  "project", "gcp_resources"))
     args = p.parse_args(argv)
@@ -299,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     pools = json_list("worker_pool_specs", "worker pools")
     ranges = json_list("reserved_ip_ranges", "range names", optional=True) if pools is not None else None
     placement = json_list("placement", "{region, strategy} options", optional=True) if ranges is not None else None
-    if placement is None:
+    hardware = json_list("hardware", "worker pools per rung", optional=True) if placement is not None else None
+    if hardware is None:
         return 1
     wrong = ranking.doc_problems({"options": placement})
     if wrong:
@@ -315,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         max_wait_duration=args.max_wait_duration, persistent_resource_id=args.persistent_resource_id,
         service_account=args.service_account, network=args.network, location=args.location, project=args.project,
         gcp_resources=args.gcp_resources, api_endpoint=args.api_endpoint, logging_endpoint=args.logging_endpoint,
-        placement=placement, budget=budget, labels=labels or None, disable_retries=args.disable_retries.lower() == "true", enable_web_access=args.enable_web_access.lower() == "true",
+        placement=placement, budget=budget, hardware=hardware, labels=labels or None, disable_retries=args.disable_retries.lower() == "true", enable_web_access=args.enable_web_access.lower() == "true",
         enable_dashboard_access=args.enable_dashboard_access.lower() == "true", reserved_ip_ranges=ranges,
         psc_network_attachment=args.psc_network_attachment)
 

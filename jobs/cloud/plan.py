@@ -9,13 +9,14 @@ project, decided before anything is sent.
   where the REST transport sends their numbers). The built-in trainer's ``--config-json`` argument is shown
   shortened in the request and decoded beside it (the fields that differ from the defaults); ``--out`` writes
   the whole request, unshortened, atomically. Vertex AI Pipelines adds the run's system labels at run time.
-* The options (``jobs.spec.placement.options``), judged and ranked by THE placement procedure
-  (``jobs.spec.ranking``: the hardware catalog's rules in that region and strategy, the project's quota there
-  (``Project.quota``), the price (``jobs.spec.hardware.prices``, the user's price file over the table) and the budget,
-  which refuses an unknown price); the bucket's continent against the region's (another continent: a warning naming
-  egress and latency). The cheapest option that fits is taken (the user's order breaks ties and orders unknown
-  prices). The judgement travels to the pipeline (:meth:`Plan.placement_doc`), whose training step falls over along
-  the same ranking.
+* The options (``jobs.spec.placement.options``: every rung of the hardware ladder in every region and strategy),
+  judged and ranked by THE placement procedure (``jobs.spec.ranking``: the hardware catalog's rules in that region and
+  strategy, the project's quota there (``Project.quota``), the price (``jobs.spec.hardware.prices``, the user's price
+  file over the table) and the budget, which refuses an unknown price); the bucket's continent against the region's
+  (another continent: a warning naming egress and latency). The first that fits is taken: the first rung of the
+  ladder that has one, the cheapest option of it (the user's order breaks ties and orders unknown prices). The
+  judgement travels to the pipeline (:meth:`Plan.placement_doc`), whose training step falls over along the same
+  ranking.
 * The project (``Project``, ``jobs.spec.placement``): through :data:`PROJECT_FACTORY`. A finding that could not be
   checked (no credentials, no permission) is one ``warning: not checked`` line and the plan goes on;
   ``--require-checks`` makes each an error (for CI).
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 from jobs.cloud import custom_job, tuning_job
 from jobs.cloud.project import CloudProject
-from jobs.spec import job_spec, labels, placement, ranking
+from jobs.spec import job_spec, ladder, labels, placement, ranking
 from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
 from jobs.spec.image_reference import BuildError
@@ -131,25 +132,27 @@ class Request:
 
 
 def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str = "", network: str = "",
-             run_id: str = "") -> list[Request]:
+             run_id: str = "", labelled: config_lib.JobConfig | None = None) -> list[Request]:
     """The request(s) the compiled pipeline's training step sends for ``cfg`` started with its defaults: the
     config as the pipeline carries it (``JobConfig.for_vertex``), the image the build step hands on, the spec's
     parts as ``validate_config`` outputs them, converted by the step's own code, with the run's labels
-    (``jobs.spec.labels``: ``run_id`` is the pipeline job's id, which a saved plan names)."""
+    (``jobs.spec.labels``: ``run_id`` is the pipeline job's id, which a saved plan names; ``labelled``: the config the
+    pipeline carries, whose hash they name, when ``cfg`` is the job on a later rung of its hardware ladder)."""
     cfg = cfg.for_vertex().with_image(image) if image else cfg.for_vertex()
+    named = (labelled or cfg).for_vertex()  # the image does not change the hash (jobs.spec.labels.config_hash)
     spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
     if not cfg.tuning.enabled:
         return [Request("CustomJob", "customJobs", custom_job.custom_job(
-            display_name=cfg.name, labels=labels.for_job(cfg, run_id, "none"), **job_spec.parts(spec)))]
+            display_name=cfg.name, labels=labels.for_job(named, run_id, "none"), **job_spec.parts(spec)))]
     out = [Request("HyperparameterTuningJob", "hyperparameterTuningJobs", tuning_job.tuning_job(
         display_name=cfg.name, tuning=tuning_job.study_of(cfg.tuning), trial_job_spec=spec,
-        labels=labels.for_job(cfg, run_id, "study")))]
+        labels=labels.for_job(named, run_id, "study")))]
     if cfg.tuning.baseline:  # named as validate_config names it
         base = job_spec.parts(job_spec.baseline_job_spec(cfg, service_account=service_account, network=network))
         parts = {**job_spec.parts(spec), "worker_pool_specs": base["worker_pool_specs"],
                  "base_output_directory": base["base_output_directory"]}
         out.append(Request("CustomJob (the baseline beside the study)", "customJobs", custom_job.custom_job(
-            display_name=f"{cfg.name}-baseline", labels=labels.for_job(cfg, run_id, "baseline"), **parts)))
+            display_name=f"{cfg.name}-baseline", labels=labels.for_job(named, run_id, "baseline"), **parts)))
     return out
 
 
@@ -212,11 +215,13 @@ class Verdict:
     taken: bool = False
     findings: list[Finding] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    #: its place in the ranking, the order the training step tries the options in (1: the pick); 0: skipped
+    order: int = 0
 
 
 @dataclasses.dataclass
 class Plan:
-    cfg: config_lib.JobConfig  # the job under the pick (its region and strategy)
+    cfg: config_lib.JobConfig  # the job under the pick (its region, strategy and rung of the hardware ladder)
     project: str
     verdicts: list[Verdict]
     pick: Verdict | None
@@ -227,6 +232,19 @@ class Plan:
     judged: list[ranking.Judged] = dataclasses.field(default_factory=list)
     bars: ranking.Bars = dataclasses.field(default_factory=ranking.Bars)
     table: Any = None  # the price table the figures came from (the user's file laid over the built-in one)
+    #: the job as written (its hardware ladder whole); None: :attr:`cfg`
+    job: config_lib.JobConfig | None = None
+
+    @property
+    def written(self) -> config_lib.JobConfig:
+        return self.job if self.job is not None else self.cfg
+
+    @property
+    def submitted(self) -> config_lib.JobConfig:
+        """The config a submission sends as the pipeline's ``config_json`` (``jobs.spec.placement.submitted``): the job
+        under the pick on the topology's rung, the job as written when the pick is on a later rung of its hardware
+        ladder (the training step applies the rung from the judgement)."""
+        return placement.submitted(self.written, self.pick.option) if self.pick else self.cfg
 
     @property
     def option(self) -> Option | None:
@@ -278,6 +296,8 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         verdicts.append(v)
     by_option = {v.option: v for v in verdicts}
     fitting = [by_option[j.option] for j in ranked.order]
+    for n, v in enumerate(fitting, 1):
+        v.order = n
     pick = fitting[0] if fitting else None
     findings: list[Finding] = []
     if pick is None:
@@ -285,9 +305,14 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         chosen = cfg
     else:
         pick.taken = True
-        known = [v for v in fitting if v.cost.most is not None]
+        mine = [v for v in fitting if v.option.rung == pick.option.rung]
+        known = [v for v in mine if v.cost.most is not None]
         pick.why = ("the only one that fits" if len(fitting) == 1 else "the cheapest that fits" if known
                     else "the first that fits (price unknown)")
+        if cfg.placement.hardware:  # the first rung that has an option that fits, then the price within it
+            pick.why = (f"rung {pick.option.rung + 1} ({ladder_rung(pick.option.rung)}) is the first that fits; "
+                        + ("its only option" if len(mine) == 1 else "its cheapest option" if known
+                           else "its first option (price unknown)"))
         chosen = placement.with_option(cfg, pick.option)
         warnings += pick.warnings
         findings = [*pick.findings, *bucket_findings, *project.setup(chosen, pick.option)]
@@ -299,7 +324,12 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
         elif f.ok is False:
             (errors if f.severity == "error" else warnings).append(line)
     return Plan(chosen, project_id or PROJECT_PLACEHOLDER, verdicts, pick, findings, errors, warnings, unchecked,
-                judged, bars, table)
+                judged, bars, table, cfg)
+
+
+def ladder_rung(rung: int) -> str:
+    """A rung as the plan names it, in the job file's terms: ``topology``, ``placement.hardware[0]``..."""
+    return ladder.field(rung) if rung else "topology"
 
 
 def _nothing_fits(cfg: config_lib.JobConfig, verdicts: list[Verdict], judged: list[ranking.Judged],

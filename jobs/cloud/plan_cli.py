@@ -19,7 +19,8 @@ import json
 import sys
 from typing import Any, Callable
 
-from jobs.spec import output_file, own_outputs, ranking, validate
+from jobs.spec import output_file, own_outputs, placement, ranking, validate
+from jobs.spec.hardware.rules import num_replicas
 from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
 from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
 from jobs.spec.hardware.vertex_rules import identity_problems
@@ -27,19 +28,55 @@ from jobs.cloud import preflight as checks
 from jobs.cloud.credentials import endpoint_problem
 from jobs.cloud.lines import run_command
 from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument, config_changes, decide,
-                             image_problem, requests, short_lines, shortened)
+                             image_problem, ladder_rung, requests, short_lines, shortened)
 from jobs.cloud.submit import job_id_for
 from jobs.spec.hardware import prices
 from trainers.errors import ConfigError, problem
 
 
 def options_table(plan: Plan) -> list[str]:
-    rows = [("option", "per hour", "at most", "")]
-    for v in plan.verdicts:
+    """One row per option with its price and verdict. With a hardware ladder, in the order the training step tries
+    them (``try``: 1 the pick, then where a stockout falls over to; ``-`` skipped), the skipped ones after."""
+    ladder = bool(plan.written.placement.hardware)
+    verdicts = sorted(plan.verdicts, key=lambda v: (not v.order, v.order)) if ladder else plan.verdicts
+    rows = [("try",) * ladder + ("option", "per hour", "at most", "")]
+    for v in verdicts:
         verdict = f"taken: {v.why}" if v.taken else ("fits" if v.fits else f"skipped: {ranking.brief(v.why)}")
-        rows.append((str(v.option), prices.money(v.cost.per_hour), prices.money(v.cost.most), verdict))
-    w0, w1, w2 = (max(len(r[i]) for r in rows) for i in range(3))
-    return [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}  {d}".rstrip() for a, b, c, d in rows]
+        rows.append((str(v.order or "-"),) * ladder + (str(v.option), prices.money(v.cost.per_hour),
+                                                       prices.money(v.cost.most), verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for row in rows:
+        cells = [f"{c:<{w}}" if i < len(widths) - 2 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(row, widths))]
+        out.append(("  " + "  ".join(cells) + "  " + row[-1]).rstrip())
+    return out
+
+
+def ladder_lines(plan: Plan, cfg) -> list[str]:
+    """The hardware ladder (``placement.hardware``) as the plan ranks it: each rung in the user's order with its
+    hardware, strategy, scheduling strategies and global batch (replicas x per-replica batch), and how preference
+    and price combine (``jobs.spec.ranking``)."""
+    if not cfg.placement.hardware:
+        return []
+    rows = [("rung", "job file", "hardware", "strategy", "scheduling", "global batch")]
+    batch = placement.global_batch(cfg)
+    for k in range(len(cfg.placement.hardware) + 1):
+        job = placement.on_rung(cfg, k)
+        name = placement.rung_name(cfg, k)
+        label = placement.hardware_label(job.topology)
+        shown_as = f"{name}: {label}" if name != label else label
+        strategies = ", ".join(job.placement.strategies or [cfg.scheduling.strategy]) if k else \
+            ", ".join(cfg.placement.strategies or [cfg.scheduling.strategy])
+        n = num_replicas(job.to_dict())
+        share = "your trainer's" if cfg.user_trainer else f"{batch} = {n} x {batch // n}"
+        rows.append((str(k + 1), ladder_rung(k), shown_as, job.topology.strategy,
+                     strategies, share))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["ladder (placement.hardware): a rung is tried before the next, the cheapest of its options first; the "
+             "global batch is kept on every rung"]
+    for row in rows:
+        lines.append(("  " + "  ".join(f"{c:<{w}}" for c, w in zip(row, widths)) + "  " + row[-1]).rstrip())
+    return lines
 
 
 def cost_lines(plan: Plan) -> list[str]:
@@ -101,7 +138,10 @@ def say(plan: Plan, reqs: list[Request], out=print) -> None:
             for k, v in config_changes(config_json).items():
                 out(f"    {k}: {json.dumps(v)}")
     out("  (+ the run's system labels, added by Vertex AI Pipelines when it runs)")
-    out("options (placement):")
+    for line in ladder_lines(plan, plan.written):
+        out(line)
+    out("options (placement, in the order the training step tries them):" if plan.written.placement.hardware
+        else "options (placement):")
     for line in options_table(plan):
         out(line)
     for line in cost_lines(plan):
@@ -126,6 +166,7 @@ def document(plan: Plan, reqs: list[Request]) -> dict[str, Any]:
     table = plan.table or prices.load_prices()
     return {"project": plan.project, "pick": str(pick.option) if pick else None,
             "region": pick.option.region if pick else None, "strategy": pick.option.strategy if pick else None,
+            "rung": pick.option.rung if pick else None, "hardware": pick.option.hardware if pick else None,
             "requests": [{"title": r.title, "url": r.url(plan.project, region), "body": r.body()} for r in reqs],
             "options": [{"option": str(v.option), "fits": v.fits, "taken": v.taken, "why": v.why,
                          "per_hour": v.cost.per_hour, "at_most": v.cost.most} for v in plan.verdicts],
@@ -137,7 +178,7 @@ def document(plan: Plan, reqs: list[Request]) -> dict[str, Any]:
                       for v in plan.verdicts],
             "placement_plan": plan.placement_doc() if pick else None,
             "lines": short_lines(plan),
-            "config_json": plan.cfg.for_vertex().to_json(),
+            "config_json": plan.submitted.for_vertex().to_json(),
             "errors": plan.errors, "warnings": plan.warnings, "unchecked": plan.unchecked}
 
 
@@ -222,7 +263,8 @@ def _main(argv: list[str], save) -> int:
         return _fail(exc.problems)
     run_id = job_id_for(plan.cfg.name) if args.out else ""  # a saved plan names the run it will be
     reqs = requests(plan.cfg, image=image or "<no image: see the error on container.image_uri>",
-                    service_account=args.service_account or "", network=args.network or "", run_id=run_id)
+                    service_account=args.service_account or "", network=args.network or "", run_id=run_id,
+                    labelled=plan.submitted)
     say(plan, reqs)
     overridden = flag_file_warnings(cfg, args.region or "", args.service_account, args.network, args.max_cost)
     plan.warnings = list(dict.fromkeys(str(w) for w in [*overridden, *said, *warnings, *plan.warnings]))

@@ -222,7 +222,10 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     if region.split("-")[0] not in MULTI_REGIONS and not cfg.serving.image_uri:
         warnings.append(f"serving.image_uri: Google publishes no prebuilt prediction container in {region}'s family; "
                         "the model is registered with the us-docker.pkg.dev one (pulled across regions)")
-    in_region = cfg.with_overrides([f"topology.region={region}"]) if fits(REGION_RE, region) else cfg
+    # a job with a hardware ladder runs on the rung the plan picks in its region (the plan judged every rung there):
+    # its topology as written is checked where it was written
+    moved = fits(REGION_RE, region) and not cfg.placement.hardware
+    in_region = cfg.with_overrides([f"topology.region={region}"]) if moved else cfg
     report = validate.validate(in_region, check_data=False)
     errors += [Problem(p.field if p.field != "topology.region" else "--region", p.message, p.valid)
                for p in report.errors if p.field != "name"]

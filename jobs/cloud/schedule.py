@@ -145,7 +145,7 @@ def _create(args: argparse.Namespace, compile_pipeline) -> int:
         for line in planning.short_lines(plan):
             err(line)
         if plan.pick is not None:
-            cfg, region = plan.cfg, plan.option.region
+            cfg, region = plan.submitted, plan.option.region
         errors, warnings, labels = submit.preflight(
             cfg, args.project, region, args.pipeline_root or "", service_account=args.service_account or "",
             network=args.network or "", labels=args.labels or [], template=args.template or "",
@@ -157,7 +157,7 @@ def _create(args: argparse.Namespace, compile_pipeline) -> int:
         if checks.say([*plan.errors, *errors], warnings, err):
             return 2
         cfg = checks.placeholder_free(cfg)
-        if region != cfg.topology.region:
+        if region != cfg.topology.region and plan.pick is None:
             cfg = cfg.with_overrides([f"topology.region={region}"])
         params = {"config_json": cfg.for_vertex().to_json(), "location": region,
                   "service_account": args.service_account or "", "network": args.network or "",

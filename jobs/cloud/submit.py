@@ -177,7 +177,7 @@ def decide(cfg: config_lib.JobConfig, args: argparse.Namespace, region: str) -> 
     except ConfigError as exc:
         return Decision(None, region, None, errors=list(exc.problems))
     picked = plan.pick is not None
-    return Decision(plan.cfg if picked else None, plan.option.region if picked else region,
+    return Decision(plan.submitted if picked else None, plan.option.region if picked else region,
                     plan.placement_doc() if picked else None, lines=planning.short_lines(plan), errors=plan.errors,
                     warnings=[*plan.unchecked, *plan.warnings])
 
@@ -217,8 +217,8 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
         if checks.say(errors, warnings, err):
             return 2
         cfg = checks.placeholder_free(cfg)
-        if region != cfg.topology.region:  # said by a flag_file_warnings line
-            cfg = cfg.with_overrides([f"topology.region={region}"])
+        if region != cfg.topology.region and not (decision is not None and decision.cfg is not None):
+            cfg = cfg.with_overrides([f"topology.region={region}"])  # said by a flag_file_warnings line
         job_id = (decision.job_id if decision is not None else "") or job_id_for(cfg.name)
         labels = {**labels, **run_labels.for_job(cfg.for_vertex(), job_id, trial="")}  # the run, by id and config
         params = {"config_json": cfg.for_vertex().to_json(), "location": region,

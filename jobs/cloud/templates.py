@@ -152,7 +152,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
             return _fail(exc.problems)
         for line in planning.short_lines(plan):
             print(line, file=sys.stderr)  # stdout is the uploaded version, read by scripts (cloudbuild.yaml)
-        cfg = plan.cfg
+        cfg = plan.submitted
         placement = plan.placement_doc() if plan.pick is not None else None
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")

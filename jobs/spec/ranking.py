@@ -21,17 +21,24 @@ them. :func:`remedies` offers only what would fit: a shorter ``scheduling.timeou
 another region or strategy whose known price is under the bar (never a strategy priced like the current one), a
 price file, the bar itself.
 
-An option is ``jobs.spec.placement.Option`` (a region and a strategy today); a later alternative of hardware (a
-ladder of machine types and counts) becomes one more field of it that ``jobs.spec.placement.with_option`` applies:
-:func:`judge_options` judges whatever the options enumerate and :func:`rank` orders them, unchanged.
+An option is ``jobs.spec.placement.Option``: a region, a strategy and a rung of the hardware ladder
+(``placement.hardware``, which ``jobs.spec.placement.with_option`` applies): :func:`judge_options` judges every rung
+in every region and strategy as it judges one, and :func:`rank` orders them.
+
+**Preference and price.** The ladder is the user's order of preference, and the price decides within a rung: every
+option of a rung that fits comes before any option of a later rung, and within a rung the cheapest comes first (the
+user's order breaks ties). Why not the price across rungs: the price an hour of different hardware does not compare
+(sixteen A100 for an hour are not an hour of eight H100: the same training takes another time), and a ladder says
+"this hardware, else that one". The budget still bars every option at its own price, on every rung.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from jobs.spec import placement, validate
+from jobs.spec import ladder, placement, validate
 from jobs.spec.hardware import prices
+from jobs.spec.hardware.rules import num_replicas
 from jobs.spec.placement import Finding, Option
 from trainers import config as config_lib
 
@@ -89,8 +96,8 @@ class Judged:
     def from_dict(cls, doc: Mapping[str, Any]) -> "Judged":
         """An option of a ``placement_plan`` (:meth:`to_dict`), or of the list earlier pipelines carried
         (``{"region", "strategy"}``: fits, price unknown). Numbers as Vertex passes them (JSON floats)."""
-        names = [f.name for f in dataclasses.fields(Option)]
-        option = Option(**{n: str(doc[n]) for n in names if n in doc})
+        kinds = {f.name: (int if f.name == "rung" else str) for f in dataclasses.fields(Option)}
+        option = Option(**{n: kind(doc[n]) for n, kind in kinds.items() if n in doc})
         raw = doc.get("price") if isinstance(doc.get("price"), Mapping) else {}
         fields = {f.name for f in dataclasses.fields(Priced)}
         kept = {k: v for k, v in raw.items() if k in fields}
@@ -183,9 +190,10 @@ def rank(judged: Sequence[Judged], bars: Bars = Bars(), blocked: Mapping[Option,
          hours_left: float | None = None, table_date: str = "") -> Ranking:
     """THE placement procedure. An option fits when it is not blocked (it failed already: ``blocked`` says why), the
     plan did not refuse it (the hardware catalog, the quota) and its price is under every bar over ``hours_left``
-    (default: one run's timeout; an unknown price under a bar does not fit). The options that fit come cheapest
-    first (the most they can cost, then per hour); the user's order breaks ties and orders unknown prices (only
-    possible without a bar) after every known one."""
+    (default: one run's timeout; an unknown price under a bar does not fit). The options that fit come rung by rung
+    of the hardware ladder (the user's preference: module docstring), within a rung cheapest first (the most they
+    can cost, then per hour); the user's order breaks ties and orders unknown prices (only possible without a bar)
+    after every known one of their rung."""
     blocked = blocked or {}
     order: list[tuple[tuple, Judged]] = []
     skipped: list[tuple[Judged, str]] = []
@@ -196,7 +204,7 @@ def rank(judged: Sequence[Judged], bars: Bars = Bars(), blocked: Mapping[Option,
             skipped.append((j, why))
             continue
         most = j.price.most(hours_left)
-        order.append(((most is None, most or 0.0, j.price.per_hour or 0.0, i), j))
+        order.append(((j.option.rung, most is None, most or 0.0, j.price.per_hour or 0.0, i), j))
     return Ranking([j for _, j in sorted(order, key=lambda kv: kv[0])], skipped)
 
 
@@ -209,16 +217,18 @@ QuotaCheck = Callable[[config_lib.JobConfig, Option], list[Finding]]
 
 def judge_options(cfg: config_lib.JobConfig, region: str = "", table: Mapping[str, Any] | None = None,
                   quota: QuotaCheck | None = None) -> list[Judged]:
-    """Every option of ``cfg`` (``jobs.spec.placement.options``, in the user's order) judged: the hardware catalog's
-    rules for the job under it (``jobs.spec.validate``), its price at ``table``'s figures, and, with ``quota``, the
-    project's quota there (a short quota refuses it; an unchecked one is a finding, not a refusal)."""
+    """Every option of ``cfg`` (``jobs.spec.placement.options``, in the user's order: every rung of the hardware
+    ladder in every region and strategy) judged: the hardware catalog's rules for the job under it
+    (``jobs.spec.validate``; a rung's fields named as the job file names them, ``jobs.spec.ladder.renamed``), its
+    price at ``table``'s figures, and, with ``quota``, the project's quota there (a short quota refuses it; an
+    unchecked one is a finding, not a refusal)."""
     out = []
     for option in placement.options(cfg, region):
         job = placement.with_option(cfg, option)
         price = Priced.of(prices.cost(job, option.region, option.strategy, table))
         report = _named_by(validate.validate(job, check_data=False), placement.region_field(cfg, option))
         if report.errors:
-            out.append(Judged(option, price, f"the hardware catalog: {report.errors[0]}"))
+            out.append(Judged(option, price, f"the hardware catalog: {ladder.renamed(report.errors[0], option.rung)}"))
             continue
         findings = tuple(quota(job, option)) if quota is not None else ()
         short = [f for f in findings if f.ok is False and f.severity == "error"]
@@ -271,6 +281,9 @@ def doc_problems(doc: Any) -> str:
     for o in options:
         if str(o["strategy"]) not in placement.STRATEGIES:
             return f"strategy {o['strategy']!r} of {o['region']} is not one of {', '.join(placement.STRATEGIES)}"
+        rung = o.get("rung", 0)
+        if isinstance(rung, bool) or not isinstance(rung, (int, float)) or rung < 0 or rung != int(rung):
+            return f"rung {rung!r} of {o['region']} {o['strategy']} is not a rung of the hardware ladder (0, 1, 2...)"
     return ""
 
 
@@ -317,11 +330,14 @@ def remedies(cfg: config_lib.JobConfig, bars: Bars, judged: Sequence[Judged], re
             trial = job.with_overrides([f"tuning.parallel_trials={at_once}"])
             if fits(prices.cost(trial, best.option.region, best.option.strategy, table)):
                 out.append(f"tuning.parallel_trials={at_once}")
-    workers = cfg.topology.worker.replica_count
-    for w in range(workers - 1, 0, -1):  # the most workers that fit
+    workers = job.topology.worker.replica_count
+    pool = f"{ladder.field(best.option.rung)}.worker" if best.option.rung else "topology.worker"
+    for w in range(workers - 1, 0, -1):  # the most workers that fit (and, on a ladder, keep the global batch)
         fewer = job.with_overrides([f"topology.worker.replica_count={w}"])
+        if cfg.placement.hardware and placement.global_batch(cfg) % num_replicas(fewer.to_dict()):
+            continue
         if fits(prices.cost(fewer, best.option.region, best.option.strategy, table)):
-            out.append(f"topology.worker.replica_count={w}")
+            out.append(f"{pool}.replica_count={w}")
             break
     out += _other_options(cfg, bars, judged, best, region, table)
     out.append(f"budget.max_per_hour={price.per_hour:.2f}" if bars.max_per_hour and price.per_hour > bars.max_per_hour
@@ -337,13 +353,14 @@ def _other_options(cfg: config_lib.JobConfig, bars: Bars, judged: Sequence[Judge
     have = {j.option for j in judged}
     out = []
     for strategy in placement.STRATEGIES:
-        option = Option(best.option.region, strategy)
+        option = dataclasses.replace(best.option, strategy=strategy)
         if option in have or not prices.strategy_priced(strategy, table):
             continue  # a strategy without a figure of its own is priced like on-demand: it cannot help
         if _fits_there(cfg, option, bars, best, table):
-            out.append(f"placement.strategies=[{strategy}]")
+            at = f"{ladder.field(option.rung)}.strategies" if option.rung else "placement.strategies"
+            out.append(f"{at}=[{strategy}]")
     for r, entry in sorted((table.get("regions") or {}).items(), key=lambda kv: kv[1].get("factor") or 9):
-        option = Option(r, best.option.strategy)
+        option = dataclasses.replace(best.option, region=r)
         if option in have or entry.get("factor") is None:
             continue
         if _fits_there(cfg, option, bars, best, table):

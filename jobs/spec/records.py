@@ -97,7 +97,7 @@ def write_at(base: str, name: str, record: Any) -> str:
 
 #: an attempt's fields in ``vertex_jobs.json`` and their types (``jobs.cloud.custom_job`` writes them)
 VERTEX_ATTEMPT_TYPES = {"region": str, "strategy": str, "job": str, "state": str, "error": str, "cause": str,
-                        "fell_over_to": str}
+                        "fell_over_to": str, "rung": int, "hardware": str}
 #: at most this many attempts are read back (one per placement option, each option at most once)
 MAX_VERTEX_ATTEMPTS = 1000
 

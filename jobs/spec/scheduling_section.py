@@ -41,9 +41,12 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
                                                              "(\"0s\": wait indefinitely)", ["1800s", "0s"]))
         else:
             p += duration_problems("scheduling.max_wait_duration", s.max_wait_duration, ["86400s", "0s"])
-        if s.strategy != "FLEX_START":
-            p.append(problem("scheduling.max_wait_duration", f"applies to scheduling.strategy FLEX_START only, not "
-                                                             f"{s.strategy}: set the strategy or remove it", ["FLEX_START"]))
+        planned = {s.strategy, *cfg.placement.strategies, *(x for h in cfg.placement.hardware for x in h.strategies)}
+        if "FLEX_START" not in planned:  # an option under FLEX_START gets it (jobs.spec.placement.with_option)
+            p.append(problem("scheduling.max_wait_duration", f"applies to FLEX_START only, and neither "
+                                                             f"scheduling.strategy ({s.strategy}) nor any strategy of "
+                                                             "placement is FLEX_START: set one or remove it",
+                             ["FLEX_START"]))
     if s.strategy == "FLEX_START":
         p += _flex_start_problems(cfg)
     if s.persistent_resource_id and not PERSISTENT_RESOURCE_RE.fullmatch(s.persistent_resource_id):

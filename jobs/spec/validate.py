@@ -7,7 +7,8 @@ rules, strategy vs topology, batch divisibility). It runs at the start of every 
 as the pipeline's first component. No TensorFlow import: it takes well under a second.
 
 The sections with rules of their own have their own spec modules, called from here: ``jobs.spec.scheduling_section``,
-``jobs.spec.trainer_section``, ``jobs.spec.tuning_section``, ``jobs.spec.gate_section``, ``jobs.spec.placement``, ``jobs.spec.notify_section``,
+``jobs.spec.trainer_section``, ``jobs.spec.tuning_section``, ``jobs.spec.gate_section``, ``jobs.spec.placement`` (and its
+hardware ladder, ``jobs.spec.ladder``), ``jobs.spec.notify_section``,
 ``jobs.spec.evaluation`` (serving's held-out data) and the hardware rules (``jobs.spec.hardware``).
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.today import retired_problems
 from jobs.spec.hardware.vertex_rules import vertex_problems
 from jobs.spec.notify_section import notify_problems, notify_warnings
+from jobs.spec.ladder import ladder_problems, ladder_warnings
 from jobs.spec.placement import STRATEGIES, placement_problems
 from jobs.spec.scheduling_section import scheduling_problems
 from jobs.spec.trainer_section import builtin_only_problems, trainer_file_problems, trainer_shape_problems
@@ -294,10 +296,12 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
               + tuned_range_problems(cfg) + placement_problems(cfg) + notify_problems(cfg))
+    if cfg.placement.hardware and not errors:  # each rung judged as this job is (jobs.spec.ladder)
+        errors += ladder_problems(cfg, lambda job: validate(job, check_data=False))
     if check_data:
         errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg) + price_file_problems(cfg)
     return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings
-                  + notify_warnings(cfg) + tuning_warnings(cfg))
+                  + notify_warnings(cfg) + tuning_warnings(cfg) + ladder_warnings(cfg))
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:

@@ -223,8 +223,9 @@ def _quota_changes(recorded: list[dict[str, Any]], now: config_lib.JobConfig, pr
     plan. A finding that cannot be asked again is said as not checked."""
     out = []
     for entry in recorded:
-        region, strategy = entry["option"].split(" ", 1)
-        option = placement.Option(region, strategy)
+        option = next((o for o in placement.options(now) if str(o) == entry["option"]), None)
+        if option is None:  # an option the job no longer has: its config changed, which changes() says
+            continue
         then = [(f.get("ok"), f.get("line") or "") for f in entry.get("findings") or []]
         again = [(f.ok, f.line) for f in project.quota(placement.with_option(now, option), option)]
         if again and all(ok is None for ok, _ in again) and any(ok is not None for ok, _ in then):
@@ -271,8 +272,8 @@ def _apply(argv: list[str], compile_pipeline) -> int:
         return _fail([f"{args.plan} is stale, nothing was sent: " + "; ".join(changed) + "; make it again: "
                       + shown(f"python pipelines/run.py plan ... --out {args.plan}")])
     strict = bool(args.require_checks or sub.get("require_checks"))
-    pick = placement.Option(doc["region"], doc["strategy"])
-    cfg = placement.with_option(preflight.placeholder_free(now), pick)
+    pick = placement.Option(doc["region"], doc["strategy"], int(doc.get("rung") or 0), str(doc.get("hardware") or ""))
+    cfg = placement.submitted(preflight.placeholder_free(now), pick)
     if cfg.for_vertex().to_json() != doc["config_json"]:  # the same inputs must give the same request
         return _fail([f"{args.plan}: the job loads to another config than the plan's under its pick {pick}: make it "
                       "again"])

@@ -14,7 +14,7 @@ lines (what both old and new versions print; new versions also keep them in ``<b
 Also measured, in fresh processes (medians): the fixed cost of one pipeline task (a lightweight component that does
 nothing, under the same kfp.local runner: what every step pays before its own work), a bare interpreter, and the
 imports the parts pay: kfp as ``run.py`` imports it (with and without its API client), the twelve component
-YAMLs loaded as ``run.py`` loads them, ``jobs.steps.calls`` (every step), ``matplotlib.figure`` (the report) and
+YAMLs loaded as ``run.py`` loads them, ``jobs.steps.calls`` (every step), ``matplotlib.figure`` (the report, before) and
 ``tensorflow`` (what each replica pays; verify-model imports only the parts it uses, without Keras:
 ``jobs.steps.tensorflow_import``). Whether Python may cache bytecode is printed with the machine: under
 ``PYTHONDONTWRITEBYTECODE=1`` every process compiles the project's modules from source (~0.1 s a process here).
@@ -114,7 +114,7 @@ IMPORTS = (
      "load_component_from_file as l; [l(str(c.yaml_path(n))) for n in c.NAMES]"),
     ("the 12 component YAMLs, as run.py loads them now", "import components as c; c.published()"),
     ("import jobs.steps.calls (every step)", "import jobs.steps.calls"),
-    ("import matplotlib.figure (report)", "import matplotlib.figure"),
+    ("import matplotlib.figure (what the report paid before its charts were SVG)", "import matplotlib.figure"),
     ("import tensorflow (each replica; verify-model before)", "import tensorflow"),
     ("import tensorflow as verify-model does now (lazily, without Keras)",
      "from jobs.steps.verify import import_tensorflow; import_tensorflow()"),

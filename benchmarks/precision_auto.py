@@ -7,10 +7,10 @@
 
 Per candidate, in this one process and in alternating rounds: the job's own train step alone
 (``trainers.train.measure_precision``: the model, its fused optimizer, one real batch of prepared data;
-``trainers.precision.WARMUP_STEPS`` untimed steps, then ``MEASURE_STEPS`` timed ones), its examples/s, and the
+``trainers.precision_auto.WARMUP_STEPS`` untimed steps, then ``MEASURE_STEPS`` timed ones), its examples/s, and the
 wall time of the whole call (model build, tracing, warm-up, timed steps: what ``auto`` pays per candidate on a
-run's first start). Then what ``decide_auto`` would keep from the best round, and the run length below which
-``auto`` does not measure at all. The examples/s of the step alone is the ceiling an end-to-end epoch of the
+run's first start). Then what ``decide_auto`` would keep from the best round, what the priors say of this CPU's
+kind (``trainers/precision_priors.yaml``), and the run length from which ``auto`` measures here. The examples/s of the step alone is the ceiling an end-to-end epoch of the
 trainer approaches (``benchmarks/reference_vs_ours.py`` gives those). Nothing is asserted.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trainers import config as config_lib
     from trainers.config_files import apply_overrides
-    from trainers import precision as p
+    from trainers import precision as p, precision_auto as a, precision_priors
     from trainers import train
     from trainers.plan import make_plan
     from trainers.prepare import prepare_tfrecords
@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
     device = p.detect("one_device")
     candidates = tuple(args.candidates.split(",")) if args.candidates else p.candidates(device)
-    unknown = [c for c in candidates if c not in p.POLICIES]
+    unknown = [c for c in candidates if c not in precision_priors.POLICIES]
     if unknown:
-        print(f"error: --candidates: {', '.join(unknown)} not among {', '.join(p.POLICIES)}")
+        print(f"error: --candidates: {', '.join(unknown)} not among {', '.join(precision_priors.POLICIES)}")
         return 2
     print(f"machine: {machine.describe(machine.cpuinfo())}; {p.usable_cores()} cores; load "
           f"{os.getloadavg()[0]:.1f}")
@@ -77,19 +77,28 @@ def main(argv: list[str] | None = None) -> int:
         p.apply(p.choose("float32", device))
     best = {c: max(v) for c, v in rates.items()}
     print(f"\n{args.model} {args.image_size}x{args.image_size}, batch {args.batch}; "
-          f"{p.WARMUP_STEPS} warm-up + {p.MEASURE_STEPS} timed steps per candidate")
+          f"{a.WARMUP_STEPS} warm-up + {a.MEASURE_STEPS} timed steps per candidate")
     print("| policy | step alone ex/s (best of rounds) | all rounds | measuring one candidate, s (median) |")
     print("|---|---:|---|---:|")
     for c in candidates:
         print(f"| {c} | {best[c]:.0f} | {' / '.join(f'{x:.0f}' for x in rates[c])} | "
               f"{statistics.median(walls[c]):.1f} |")
     if len(candidates) > 1:
-        kept = p.pick(best)
-        print(f"decide_auto would keep: {kept} ({p.measured_reason(kept, best, device, 0.0).split(' (')[0]})")
+        kept = a.pick(best)
+        print(f"decide_auto would keep: {kept} ({a.measured_reason(kept, best, device, 0.0).split(' (')[0]})")
     cost = sum(statistics.median(walls[c]) for c in candidates)
-    print(f"measuring cost on a run's first start: {cost:.1f} s for {len(candidates)} candidate(s) "
-          f"(a rerun or the next trial reads the cache: 0 s); auto measures only runs of at least "
-          f"{int(p.measuring_steps(len(candidates)) / p.MAX_MEASURE_SHARE)} steps")
+    prior = p.prior_for(device)
+    print(f"this CPU's kind ({p.kind_text(device)}): " + (f"{prior.name}, {p.SHORT[prior.policy]} faster "
+          f"({prior.seen})" if prior else "no figures in trainers/precision_priors.yaml"))
+    n = len(p.candidates(device))
+    if n > 1:
+        doubt = a.PRIOR_DOUBT if prior else a.UNKNOWN_DOUBT
+        print(f"measuring cost on a run's first start: {cost:.1f} s for {len(candidates)} candidate(s) (a later run "
+              f"reads the cache: 0 s); auto measures here from "
+              f"{a.measuring_steps(n) / (doubt * precision_priors.spread()):.0f} steps, shorter runs take "
+              f"{p.SHORT[p.prior_choice(device).policy]} unmeasured")
+    else:
+        print(f"measuring cost on a run's first start: {cost:.1f} s; auto never measures here (one candidate)")
     return 0
 
 

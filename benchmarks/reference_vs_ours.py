@@ -19,8 +19,8 @@ arms alternate within each round and the order flips every round, so a drift in 
 * ``ours-fp32``  the same with ``training.precision=float32``: what a CPU without bf16 gets (a proxy: a real
   such CPU may also lack AVX-512).
 * ``ours-bf16``  the same with ``training.precision=bfloat16`` (issue 42: ``auto`` against both explicit choices).
-  ``ours`` measures the candidates in its first round (the decision is cached beside its output folder, under
-  the work dir, and read by later rounds): its line says what was measured and what measuring cost.
+  ``ours``' line says what ``auto`` decided and from what (the CPU kind's figures, a measurement, or a decision
+  measured earlier); its cache is under the work dir (``XDG_CACHE_HOME``), so round 1 is a first run here.
 * ``ours-jpeg``  ``ours`` with ``data.encoding=jpeg`` (shards ~10x smaller, decoded while training).
 
 Printed per arm: examples/s of each epoch (training only, validation excluded), wall time from JPEG
@@ -156,7 +156,8 @@ def spawn(role: str, images: str, work: Path, tag: str, epochs: int, extra: list
     shutil.rmtree(work / tag, ignore_errors=True)  # a kept checkpoint (--workdir) would resume, not train
     cmd = [sys.executable, __file__, "--role", role, "--images", images, "--out", str(work / tag),
            "--epochs", str(epochs), "--result", str(result)] + [f"--set={s}" for s in extra]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # precision: auto's cache in the work dir, not the user's: round 1 of ``ours`` is a first run on this machine
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XDG_CACHE_HOME": str(work / "cache")}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"{role} failed ({proc.returncode}):\n" + "\n".join((proc.stdout + proc.stderr).splitlines()[-25:]))

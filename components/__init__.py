@@ -27,6 +27,8 @@ gate                   Model, verification, training Metrics, TensorBoard    the
                        logs, tuning metric, config JSON, parent model        bars of serving.gate), Metrics, the record
 upload_model           Model                                                 google.VertexModel (or the request, dry run)
 report                 verification, TensorBoard logs, checkpoints, config   HTML, Markdown, ClassificationMetrics
+check_plan             validated config, location, project                   nothing: fails when the plan's checks fail
+notify                 config JSON, the run's final state (exit handler)     the run's end sent to the job's webhook
 =====================  ====================================================  ==========================================
 
 The pipeline ``run.py`` runs (``pipelines/training_pipeline.py``) is built from :func:`published`: the
@@ -43,8 +45,8 @@ import types
 from pathlib import Path
 
 #: Every component, in pipeline order.
-NAMES = ("validate_config", "build_image", "prepare_data", "train", "tune", "custom_training_job",
-         "hyperparameter_tuning_job", "pick_model", "verify_model", "gate", "upload_model", "report")
+NAMES = ("validate_config", "build_image", "check_plan", "prepare_data", "train", "tune", "custom_training_job",
+         "hyperparameter_tuning_job", "pick_model", "verify_model", "gate", "upload_model", "report", "notify")
 HERE = Path(__file__).resolve().parent
 YAML_NAME = "component.yaml"
 

@@ -16,7 +16,7 @@ import sys
 import components
 from jobs.cloud import templates
 from jobs.cloud.lines import run_command
-from jobs.spec.command_line import shown
+from jobs.spec.command_line import plain, shown
 from jobs.spec.image_reference import BuildError, parse_reference
 
 
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py components"), description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py components"), description=plain(__doc__.split("\n\n")[0]))
     p.add_argument("--image", required=True, help="the trainer image by digest, REPO[:TAG]@sha256:<64 hex>")
     p.add_argument("--out", required=True, help="folder to write <name>/component.yaml into")
     p.add_argument("--host", help="also publish them to this KFP repository: https://REGION-kfp.pkg.dev/PROJECT/REPO")
@@ -38,8 +38,9 @@ def _main(argv: list[str]) -> int:
     problems = []
     try:
         if not parse_reference(args.image).pinned:
-            problems.append(f"--image: {args.image} names no digest; components must run exactly the image you pushed: "
-                            "give REPO:TAG@sha256:<64 hex> (the last line of python pipelines/run.py build)")
+            problems.append(shown(f"--image: {args.image} names no digest; components must run exactly the image you "
+                                  "pushed: give REPO:TAG@sha256:<64 hex> (the last line of python pipelines/run.py "
+                                  "build)"))
     except BuildError as exc:
         problems.append(f"--image: {exc}")
     if args.host and templates.host_problem(args.host):

@@ -13,6 +13,12 @@ its home. An old path that is still a real module (``jobs.steps`` is now the ste
 names through :func:`getter`. ``tests/test_published_compat.py`` reads every import and attribute of the YAMLs of
 the previous version (``tests/published/``) and runs one of them in ``kfp.local``; CHANGELOG.md lists the moves.
 
+The old *commands* moved too (``python -m jobs.local.launcher`` is ``python -m jobs.local.launch``): :data:`COMMANDS`
+maps each old runnable path (CHANGELOG.md) to the command that does its work now, and ``python -m OLD`` answers with
+one ``error:`` line naming it and exit status 2 (:meth:`_Loader.get_code`, what ``runpy`` runs), never a traceback; so
+does ``python -m`` of any path :data:`MOVED` keeps for imports (those were never commands: the line names where their
+names live now).
+
 Why a finder of our own, not one module file per old path: the old paths would put nine stub modules back at the
 top of ``jobs/`` beside the layer folders (the look-alike pairs the new layout removed) and one in ``jobs/local/``;
 the finder keeps them in one table, and the table is data a test checks against the YAMLs themselves.
@@ -80,6 +86,31 @@ MOVED: dict[str, dict[str, str]] = {
 }
 
 
+#: old runnable module (``python -m OLD``, CHANGELOG.md) -> the command now; since 2026-11-27 (issue 43)
+COMMANDS: dict[str, str] = {
+    "jobs.ci.__main__": "python -m jobs.ci.cloudbuild_steps",  # `python -m jobs.ci`: jobs.ci is a package now
+    "jobs.ci_local": "vtp ci-local (python -m jobs.ci.local)",
+    "jobs.local.launcher": "python -m jobs.local.launch",
+    "jobs.local.runs_cli": "vtp runs (python -m jobs.local.history.runs_cli)",
+    "jobs.local.lifeline": "python -m jobs.local.process.lifeline",
+    "jobs.local.replica_container": "python -m jobs.local.launch.replica_container",
+    "jobs.aiplatform.cli": "vtp validate (python -m jobs.spec.validate_cli)",
+}
+#: the old packages that held a command, answered as stand-in packages so ``python -m OLD.sub`` reaches the finder
+_PACKAGES = {name.rsplit(".", 1)[0] for name in COMMANDS} - {"jobs", "jobs.local", "jobs.ci"}
+EXIT_MOVED = 2
+
+
+def moved_line(old: str) -> str:
+    """The one line ``python -m OLD`` answers with."""
+    shown = old[:-len(".__main__")] if old.endswith(".__main__") else old
+    if old in COMMANDS:
+        return f"error: python -m {shown} moved: run {COMMANDS[old]} (CHANGELOG.md, 2026-11-27)"
+    homes = sorted({target.partition(":")[0] for target in MOVED.get(old, {}).values()})
+    return (f"error: {shown} is no command; its names moved to {', '.join(homes) or 'other modules'} "
+            "(CHANGELOG.md, 2026-11-27)")
+
+
 def _resolve(old: str, name: str):
     try:
         target = MOVED[old][name]
@@ -99,19 +130,24 @@ def getter(old: str):
 
 class _Loader(importlib.abc.Loader):
     def create_module(self, spec):
-        module = types.ModuleType(spec.name, f"Moved (see jobs/moved.py): {', '.join(sorted(MOVED[spec.name]))}")
+        module = types.ModuleType(spec.name, f"Moved (see jobs/moved.py): {', '.join(sorted(MOVED.get(spec.name, ())))}")
         module.__getattr__ = getter(spec.name)
         return module
 
     def exec_module(self, module) -> None:
         return None
 
+    def get_code(self, fullname: str):
+        """What ``python -m fullname`` runs (``runpy`` asks the loader for the code): the one moved line, exit 2."""
+        return compile(f"import sys\nprint({moved_line(fullname)!r}, file=sys.stderr)\nraise SystemExit({EXIT_MOVED})\n",
+                       f"<moved {fullname}>", "exec")
+
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED:
+        if fullname not in MOVED and fullname not in COMMANDS and fullname not in _PACKAGES:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=False)
+        return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=fullname in _PACKAGES)
 
 
 def install() -> None:

@@ -1,27 +1,10 @@
-"""Run the training pipeline: on this machine (default), compiled to YAML, or on Vertex AI.
-
-    python pipelines/run.py                                  # the `local` preset, end to end, on this machine
-    python pipelines/run.py --config multiworker --set training.steps=50
-    python pipelines/run.py --config JOB --compile-only job.pipeline.yaml    # YAML for Vertex AI Pipelines
-    python pipelines/run.py --config JOB --compile-only local.yaml --target local   # YAML for kfp.local
-    python pipelines/run.py --project P --region R --pipeline-root gs://B/root   # submit (jobs/cloud/submit.py)
-    python pipelines/run.py --runner docker [--image REPO:TAG@sha256:...]   # every step and replica in the image
-    python pipelines/run.py validate JOB [gcloud-style flags]     # check a config, print worker pools
-    python pipelines/run.py plan --config JOB [--project P] [--region R] [--out plan.json]   # the Vertex request, price, placement
-    python pipelines/run.py hardware [--region R] [--accelerator A]  # what the hardware catalog knows
-    python pipelines/run.py build [--config JOB] [--image REPO]   # the job's image, pushed, by digest
-    python pipelines/run.py upload-template --host https://R-kfp.pkg.dev/P/REPO [--tag T]
-    python pipelines/run.py register-model --project P --region R --model-dir gs://B/runs/x/model
-    python pipelines/run.py components --image REPO@sha256:... --out DIR   # the component YAMLs for an image
-    python pipelines/run.py runs list | compare A B | prune              # past runs under runs/
-    python pipelines/run.py logs RUN_FOLDER|JOB [--replica chief-0] [--follow]   # replica logs, local or Vertex
-    python pipelines/run.py ci-local --registry 127.0.0.1:5000 ...       # cloudbuild.yaml's steps, here (jobs/ci/local/)
+"""``vtp`` (``python pipelines/run.py``): the training pipeline's command line, its entry point.
 
 Wiring only: the command is ``jobs.steps.run_command`` (arguments, validation, dispatch: the local run is
 ``jobs.local.run.pipeline_run``, the Vertex submission ``jobs.cloud.submit``), each subcommand a module of the job
-side (:data:`SUBCOMMANDS`); the pipeline is ``pipelines.training_pipeline``, handed to the command here.
-Exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is in
-use by another run, 130 interrupted (Ctrl-C), 141 the reader of its output went away (``| head``).
+side (:data:`SUBCOMMANDS`); the pipeline is ``pipelines.training_pipeline``, handed to the command here. What a
+user reads in ``--help`` is :data:`USAGE` (plain text, no markup); the exit statuses are
+``jobs.steps.run_command.EXIT_STATUS``.
 """
 from __future__ import annotations
 
@@ -34,13 +17,45 @@ if __name__ == "__main__" and __package__ in (None, ""):  # `python pipelines/ru
 from jobs.steps import run_command
 from jobs.spec.command_line import survives_closed_pipe  # noqa: E402
 
+#: what ``--help`` opens with: what a user can do, as the user typed the command (``jobs.spec.command_line.shown``)
+USAGE = """\
+Train your TensorFlow job from source to a verified, exported model: on this machine (the default), compiled
+for Vertex AI Pipelines, or submitted to Vertex AI.
+
+run the pipeline (no command name):
+  python pipelines/run.py                                   the `local` preset, end to end, on this machine
+  python pipelines/run.py --config job.yaml                 your job file: validate, train, verify, report, here
+  python pipelines/run.py --config job.yaml --set training.steps=50    a field changed for one run (repeatable)
+  python pipelines/run.py --config job.yaml --fresh         train again from step 0 (the old run is kept)
+  python pipelines/run.py --config job.yaml --runner docker --image REPO    every step and replica in a container
+  python pipelines/run.py --config job.yaml --compile-only out.yaml    YAML for Vertex AI Pipelines
+  python pipelines/run.py --config job.yaml --project P ...    run it on Vertex AI (with --region R
+                                                 --pipeline-root gs://B/root)
+
+commands:
+  validate JOB                      check a job file; print its Vertex worker pools
+  plan JOB [--project P] [--out plan.json]    the exact Vertex request, its price, where it can run
+  apply plan.json --pipeline-root gs://B/root   submit a saved plan exactly (or refuse it, stale)
+  hardware [--region R]             the machines, GPUs and TPUs the hardware catalog knows
+  build --config JOB --image REPO   the job's image, pushed, pinned by digest
+  runs list | show RUN | compare A B | prune      your past runs (under runs/)
+  logs RUN_FOLDER [--replica chief-0] [--follow]   a run's replica logs, here or on Vertex
+  schedule create --config JOB --cron "TZ=America/New_York 0 3 * * *" ... | list | pause | resume | delete
+                                    the same job on a schedule, on Vertex AI
+  upload-template, register-model, components, ci-local    templates, the Model Registry, component YAMLs, CI
+
+python pipelines/run.py COMMAND --help: a command's own options. Presets for --config: local (default),
+gpu-1x4, multiworker, parameter-server, tpu, tuning."""
+
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
     "validate": run_command.Subcommand("jobs.spec.validate_cli", "validate_main"),
-    "plan": run_command.Subcommand("jobs.cloud.plan_cli"),
+    "plan": run_command.Subcommand("jobs.steps.saved_plan", "plan_main"),
+    "apply": run_command.Subcommand("jobs.steps.saved_plan", "apply_main", compiles=True),
     "hardware": run_command.Subcommand("jobs.spec.hardware.listing"),
     "build": run_command.Subcommand("jobs.images.build"),
     "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),
+    "schedule": run_command.Subcommand("jobs.cloud.schedule", compiles=True),
     "register-model": run_command.Subcommand("jobs.cloud.submit", "register_main"),
     "components": run_command.Subcommand("components.cli"),
     "runs": run_command.Subcommand("jobs.local.history.runs_cli"),
@@ -63,7 +78,7 @@ def build_pipeline(*args, **kwargs):
     return build_pipeline(*args, **kwargs)
 
 
-PIPELINE = run_command.Pipeline(__doc__, compile_pipeline, build_pipeline)
+PIPELINE = run_command.Pipeline(USAGE, compile_pipeline, build_pipeline)
 
 
 @survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.spec.command_line.CLOSED_PIPE); when the command started

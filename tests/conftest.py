@@ -137,3 +137,19 @@ def without_plan(text: str) -> str:
     and ``warning: not checked: ...`` per project check it could not make), which submit and upload-template say
     before theirs; tests/test_plan.py asserts those."""
     return "\n".join(line for line in text.splitlines() if not line.startswith(("plan: ", "warning: not checked: ")))
+
+
+def finished_run(job_file: Path, *overrides: str) -> Path:
+    """The job's output folder as a finished local run of it leaves it (what made it, ``run.json``, a model), built
+    by hand: what a rerun is checked against before its first step (``jobs.local.run.folder``). Returns the folder."""
+    # lazy: only the tests of a run's folder need the job side
+    from jobs.local.run.folder import making, write_making, write_record
+    from trainers import config as config_lib
+
+    cfg = config_lib.load(str(job_file), list(overrides))
+    base = Path(config_lib.resolved_base_dir(cfg))
+    (base / "model").mkdir(parents=True)
+    (base / "model" / "saved_model.pb").write_bytes(b"the finished model")
+    write_making(str(base), making(cfg))
+    write_record(str(base), cfg.to_json(), {"name": cfg.name})
+    return base

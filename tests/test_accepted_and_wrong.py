@@ -10,7 +10,7 @@ Classes and owners:
   (catalog data with sources; ``jobs.spec.hardware.vertex_rules``);
 * ``serving.eval_data``: a NaN in an instance, labels of the wrong kind for ``eval_task``, labels that are no class
   of the model (``jobs.spec.evaluation``);
-* a flag that overrides a different value of the job file (``jobs.cloud.submit.flag_file_warnings``);
+* a flag that overrides a different value of the job file (``jobs.spec.flag_file.flag_file_warnings``);
 * ``tuning`` with ``baseline: false`` and nothing to search (``jobs.spec.tuning_section.section_problems``).
 """
 from __future__ import annotations
@@ -218,6 +218,8 @@ def test_labels_of_the_wrong_kind_for_eval_task_are_refused_before_anything_runs
     ({"scores": np.eye(3)[[0, 1, 2, 0]]}, [0, -1, 2, 0], "label(s) -1 are no class"),
     ({"probabilities": np.eye(2)[[0, 1, 1]]}, ["cat", "dog", "bird"], "label(s) 'bird' name no class of the model"),
     ({"score": np.asarray([[0.1], [0.9], [0.7]])}, [0, 1, 2], "label(s) 2 are no class of a binary classifier"),
+    # a class-name output: the model's metadata.json lists what it can answer (issue 56: was judged without a word)
+    ({"class": np.asarray([[b"cat"], [b"dog"], [b"cat"]])}, ["cat", "dog", "bird"], "label(s) 'bird' name no class"),
 ])
 def test_labels_that_are_no_class_of_the_model_stop_the_verdict(outputs, labels, fragment):
     classes = ["cat", "dog"] if isinstance(labels[0], str) else None
@@ -233,7 +235,7 @@ def test_labels_the_model_has_are_judged():
 
 # ---- a flag and the file -------------------------------------------------------------------------------------------
 def test_a_flag_that_overrides_the_file_says_which_wins():
-    from jobs.cloud.submit import flag_file_warnings
+    from jobs.spec.flag_file import flag_file_warnings
 
     cfg = config_lib.from_dict({"topology": {"region": "us-central1"},
                                 "vertex": {"service_account": "trainer@p.iam.gserviceaccount.com",

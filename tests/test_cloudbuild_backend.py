@@ -388,8 +388,8 @@ def test_run_py_build_of_a_users_trainer_builds_the_trainer_image_then_the_users
         names = tar.getnames()
         dockerfile = tar.extractfile("Dockerfile").read().decode()
     assert f"FROM us-docker.pkg.dev/proj/repo/tf-trainer@{CloudBuild.digest_for(trainer_image)}\n" in dockerfile
-    assert {"code/trainer/task.py", "code/job.yaml", "requirements/requirements.txt"} <= set(names)
-    assert not [n for n in names if ".env" in n]
+    assert {"code/trainer/task.py", "code/eval.jsonl", "requirements/requirements.txt"} <= set(names)
+    assert not [n for n in names if ".env" in n or n.endswith(("job.yaml", "tune.yaml"))]  # job files are not code
     out = proc.stdout.strip().splitlines()
     assert "excluded .env (always: credential: .env file)" in "\n".join(out)
     assert f"trainer image: {trainer_image}@{CloudBuild.digest_for(trainer_image)}" in out

@@ -176,7 +176,9 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
         (executor,) = doc["deploymentSpec"]["executors"].values()
         published[json.dumps([executor["container"]["command"], executor["container"].get("args")])] = name
     ours = []  # the Vertex pipelines and the local ones, together, of a job with a gate and of a study
-    jobs = [config_lib.load("local", ["serving.gate.thresholds=[accuracy >= 0.5]"]), config_lib.load("tuning")]
+    jobs = [config_lib.load("local", ["serving.gate.thresholds=[accuracy >= 0.5]",
+                                      "notify.webhook.url_secret=projects/p/secrets/s/versions/1"]),
+            config_lib.load("tuning")]
     for n, cfg in enumerate(jobs):
         for target in ("vertex", "local"):
             compiled = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / f"{target}-{n}.yaml"),

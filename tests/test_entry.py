@@ -34,7 +34,7 @@ def test_the_readme_opens_with_the_two_commands_and_they_name_real_extras():
     # the main job needs only the base and a TensorFlow extra; dev is the test tools alone
     assert not any(d.startswith(("apache-beam", "pytest", "selenium", "tensorflow")) for d in project["dependencies"])
     assert all(d.split(">")[0].split("=")[0] in ("pytest", "hypothesis", "pytest-timeout", "pytest-xdist",
-                                                 "cryptography", "selenium") for d in extras["dev"])
+                                                 "cryptography", "selenium", "google-apps-chat") for d in extras["dev"])
     assert project["scripts"] == {"vtp": "pipelines.run:main"}
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install -q -e ".[cpu,beam,dev]"' in ci and "python -m pytest -q" in ci
@@ -50,8 +50,9 @@ def test_vtp_runs_from_any_folder_and_says_vtp(tmp_path):
     assert ok.stdout.startswith("valid project job config: strategy multi_worker")
     typo = subprocess.run([vtp, "valdate", "local"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert typo.returncode == 2 and typo.stderr.strip() == (
-        "error: 'valdate' is not a command (did you mean 'validate'?); valid choices: validate, plan, hardware, build, "
-        "upload-template, register-model, components, runs, logs, ci-local, or none to run the pipeline (see --help)")
+        "error: 'valdate' is not a command (did you mean 'validate'?); valid choices: validate, plan, apply, hardware, build, "
+        "upload-template, schedule, register-model, components, runs, logs, ci-local, or none to run the pipeline (see "
+        "--help)")
     runs = subprocess.run([vtp, "runs", "list", "--root", str(tmp_path)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert runs.returncode == 0, runs.stderr

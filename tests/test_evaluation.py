@@ -196,10 +196,12 @@ def test_many_bad_lines_are_five_lines_and_a_count(tmp_path):
     assert len(problems) == 6 and problems[-1].endswith("7 more line(s) with problems like these")
 
 
-def test_a_missing_file_and_the_settings_without_a_file(tmp_path):
+def test_a_missing_file_and_the_settings_without_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert [str(p) for p in evaluation.eval_data_problems(str(tmp_path / "nope.jsonl"))] == [
         f"serving.eval_data: {tmp_path / 'nope.jsonl'} does not exist (a --set value is relative to the current "
-        "folder, a job file's to the file's folder); valid choices: gs://<your bucket>/eval.jsonl"]
+        "folder, a job file's to the file's folder); valid choices: a JSON Lines file of held-out examples here, one "
+        'per line: {"instance": [0.1, 0.2], "label": 1.5}, no serving.eval_data (no held-out verdict)']
     assert evaluation.eval_data_problems("gs://b/eval.jsonl") == []  # read by the verify step, where it is
     cfg = config_lib.load("local", ["serving.eval_task=regression"])
     assert [p.field for p in evaluation.settings_problems(cfg.serving)] == ["serving.eval_task"]

@@ -35,6 +35,29 @@ def test_every_accelerator_type_of_the_installed_client_is_in_the_catalog():
     assert unknown == [], f"new AcceleratorType values: add them to jobs/spec/hardware/catalog.yaml: {unknown}"
 
 
+def test_legacy_and_retired_gpus_advise_only_what_their_line_lists_as_valid_choices():
+    """The P100 warning once advised NVIDIA_TESLA_V100 and then listed 'valid choices: NVIDIA_TESLA_T4, NVIDIA_L4'
+    (issue 55): what a note names and what the line lists are one list now (``use_instead``), and P100's end of
+    support (2026-09-15, Vertex's pages) is said, reached or not."""
+    import re
+
+    for gpu in (g for g in CAT.gpus.values() if g.status in ("legacy", "retired")):
+        named = set(re.findall(r"NVIDIA_\w+", gpu.advice()[len(gpu.name):]))
+        assert named <= set(gpu.use_instead), (gpu.name, gpu.advice())
+        assert set(gpu.use_instead) <= set(CAT.gpus) and not any(CAT.gpus[u].status != "current" for u in gpu.use_instead)
+    p100 = CAT.gpus["NVIDIA_TESLA_P100"]
+    assert p100.end_of_support == "2026-09-15"
+    assert "reaches end of support on Vertex AI on 2026-09-15" in p100.advice("2026-09-14")
+    assert "reached end of support on Vertex AI on 2026-09-15, so Vertex may refuse the job" in p100.advice("2026-09-15")
+    cfg = config_lib.load("gpu-1x4", ["topology.chief.accelerator_type=NVIDIA_TESLA_P100"])
+    report = validate.validate(cfg, check_data=False)
+    [line] = [str(w) for w in report.warnings if "P100" in str(w)]
+    assert line.startswith("topology.chief.accelerator_type: NVIDIA_TESLA_P100 is legacy: P100 is an older generation; "
+                           "it reache")
+    assert line.endswith("; use NVIDIA_TESLA_T4 or NVIDIA_L4; valid choices: NVIDIA_TESLA_T4, NVIDIA_L4"), line
+    assert "V100" not in line and not [e for e in report.errors if "P100" in str(e)]
+
+
 def test_retired_k80_is_refused_with_the_reason_by_the_job_validation():
     cfg = config_lib.load("gpu-1x4", ["topology.chief.accelerator_type=NVIDIA_TESLA_K80"])
     errors = [str(e) for e in validate.validate(cfg, check_data=False).errors]

@@ -192,7 +192,7 @@ def _as_vtp(*argv: str) -> str:
 def test_help_names_the_command_as_it_was_typed():
     top = _as_vtp("--help")
     assert top.startswith("usage: vtp ") and "python pipelines/run.py" not in top
-    assert "    vtp --config multiworker --set training.steps=50" in top
+    assert "  vtp --config job.yaml --set training.steps=50" in top
     sub = _as_vtp("runs", "--help")
     assert sub.startswith("usage: vtp runs ") and "python pipelines/run.py" not in sub
     for command in ("build", "components", "upload-template", "register-model"):

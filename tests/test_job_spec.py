@@ -62,8 +62,8 @@ def test_one_builder_serves_the_cloud_step_and_the_local_launcher():
 
 @pytest.mark.parametrize("sets,expected", [
     (["scheduling.max_wait_duration=30m"], "scheduling.max_wait_duration: '30m' is not a duration in seconds"),
-    (["scheduling.max_wait_duration=600s"], "scheduling.max_wait_duration: applies to scheduling.strategy FLEX_START "
-                                            "only, not STANDARD"),
+    (["scheduling.max_wait_duration=600s"], "scheduling.max_wait_duration: applies to FLEX_START only, and neither "
+                                            "scheduling.strategy (STANDARD) nor any strategy of placement is FLEX_START"),
     (["scheduling.strategy=FLEX_START"], "topology.chief.accelerator_type: FLEX_START (Dynamic Workload Scheduler) "
                                          "runs training on L4, A100, H100, H200 or B200 GPUs, not no GPU"),
     ([*FLEX, "scheduling.timeout=700000s"], "scheduling.timeout: 700000s is over FLEX_START's 7 days"),

@@ -9,14 +9,28 @@ from trainers import config as config_lib
 from trainers.config_files import load_document, presets
 from trainers import precision as p
 
+#: a CPU with the bf16 flag of a kind the priors do not know (no vendor, family, model): auto measures when worth it
 BF16_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC 9B45", cores=2)
 AMX_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "amx_bf16", "amx_tile"}))
 PLAIN_CPU = p.Device("cpu", cpu_flags=frozenset({"avx2", "fma", "avx512f"}))
+#: the CPU kinds measured (trainers/precision_priors.yaml): bf16 faster on AMD Zen 4 and Zen 5, slower on the Xeon
+ZEN4 = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC", cores=2,
+                vendor="AuthenticAMD", family=0x19, model=0x11)
+ZEN5 = p.Device("cpu", cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16"}), name="AMD EPYC", cores=2,
+                vendor="AuthenticAMD", family=0x1A, model=0x02)
+XEON_NO_AMX = p.Device("cpu", cpu_flags=frozenset({"avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni"}),
+                       name="Intel(R) Xeon(R) Processor", cores=2, vendor="GenuineIntel", family=6, model=0x8F)
+ZEN3 = p.Device("cpu", cpu_flags=frozenset({"avx2", "fma"}), name="AMD EPYC", cores=2, vendor="AuthenticAMD",
+                family=0x19, model=0x01)
 
 
 @pytest.mark.parametrize("device,policy", [
-    (BF16_CPU, "mixed_bfloat16"),
-    (AMX_CPU, "mixed_bfloat16"),
+    (ZEN4, "mixed_bfloat16"),
+    (ZEN5, "mixed_bfloat16"),
+    (XEON_NO_AMX, "float32"),
+    (ZEN3, "float32"),
+    (BF16_CPU, "float32"),  # a kind with no figures: the safe choice
+    (AMX_CPU, "float32"),
     (PLAIN_CPU, "float32"),
     (p.Device("cpu"), "float32"),
     (p.Device("tpu", accelerator_type="TPU_V3"), "mixed_bfloat16"),
@@ -94,8 +108,13 @@ def test_detect_describes_this_machine_as_a_cpu_with_its_flags(monkeypatch):
 
 
 def test_the_log_line_names_policy_request_and_reason():
+    line = p.choose("auto", ZEN4).line("auto")
+    assert line == ("precision: mixed_bfloat16 (training.precision=auto; auto: bf16, the faster on AMD Zen 4 "
+                    "(AuthenticAMD family 0x19 model 0x11, avx512_bf16; bf16 1.70x float32, 2026-11-29: "
+                    "precision_priors.yaml))")
     line = p.choose("auto", BF16_CPU).line("auto")
-    assert line == "precision: mixed_bfloat16 (training.precision=auto; auto: CPU has avx512_bf16: native bf16 in oneDNN)"
+    assert line == ("precision: float32 (training.precision=auto; auto: float32, the safe choice: no figures for "
+                    "this CPU kind (unknown vendor, avx512_bf16) say bf16 is faster)")
 
 
 def test_cpu_flags_reads_the_first_processor(tmp_path):
@@ -155,262 +174,3 @@ def test_mixed_bfloat16_model_outputs_float32_and_export_is_float32(tmp_path):
     sig = tf.saved_model.load(str(tmp_path / "m")).signatures["serving_pixels"]
     assert sig.structured_input_signature[1]["image"].dtype == tf.float32
     assert sig(image=tf.zeros([1, 32, 32, 3]))["probabilities"].dtype == tf.float32
-
-
-# -- auto by measuring (trainers.precision.decide_auto): a fake clock, no TensorFlow ------------------------
-
-class FakeClock:
-    """A clock that moves only when a fake step runs: a step of ``batch`` examples at ``rate`` ex/s takes
-    batch/rate seconds of it."""
-
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def fake_measure(clock: FakeClock, rates: dict, calls: list, batch: int = 32):
-    """``measure(policy)`` as ``trainers.train.measure_precision`` is: ``time_steps`` over a step; here each step
-    advances the fake clock by what the rate says, so the figures come out of the real timing code."""
-    def measure(policy):
-        calls.append(policy)
-
-        def step():
-            clock.now += batch / rates[policy]
-
-        return p.time_steps(step, batch, clock=clock)
-
-    return measure
-
-
-FIELDS = {"tensorflow": "2.21.0", "model": "small_cnn", "input": [180, 180, 3], "per_replica_batch": 32,
-          "strategy": "one_device"}
-LONG_RUN = 1000
-
-
-def decide(tmp_path, rates, device=BF16_CPU, steps=LONG_RUN, fields=FIELDS, directory="cache"):
-    clock, calls = FakeClock(), []
-    choice = p.decide_auto(device, steps, fake_measure(clock, rates, calls), fields,
-                           str(tmp_path / directory) if directory else None, clock=clock)
-    return choice, calls
-
-
-def test_time_steps_times_only_the_steps_after_warm_up():
-    clock, seen = FakeClock(), []
-
-    def step():
-        seen.append(clock.now)
-        clock.now += 0.5 if len(seen) <= p.WARMUP_STEPS else 0.1  # the warm-up steps are slow (tracing)
-
-    rate = p.time_steps(step, 32, clock=clock)
-    assert len(seen) == p.WARMUP_STEPS + p.MEASURE_STEPS
-    assert rate == pytest.approx(320.0)  # 32 examples / 0.1 s: the slow warm-up left out
-
-
-@pytest.mark.parametrize("device,cands", [
-    (BF16_CPU, ("float32", "mixed_bfloat16")),
-    (AMX_CPU, ("float32", "mixed_bfloat16")),
-    (PLAIN_CPU, ("float32",)),
-    (p.Device("cpu", cpu_flags=frozenset({"avx512_bf16"}), onednn=False), ("float32",)),
-    (p.Device("gpu", accelerator_type="NVIDIA_L4"), ("float32", "mixed_bfloat16")),
-    (p.Device("gpu", accelerator_type="NVIDIA_TESLA_T4"), ("float32", "mixed_float16")),
-    (p.Device("gpu", accelerator_type="NVIDIA_TESLA_K80"), ("float32",)),
-    (p.Device("gpu"), ()),
-    (p.Device("tpu"), ()),
-])
-def test_the_candidates_are_what_the_device_allows(device, cands):
-    assert p.candidates(device) == cands
-
-
-def test_a_faster_bf16_is_chosen_with_the_figures_in_its_line(tmp_path):
-    choice, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    assert calls == ["float32", "mixed_bfloat16"]
-    assert (choice.policy, choice.loss_scaling) == ("mixed_bfloat16", False)
-    assert choice.reason.startswith("auto: bf16 412 ex/s vs float32 247 ex/s on this CPU")
-    assert choice.measured["rates"] == pytest.approx({"float32": 247.0, "mixed_bfloat16": 412.0})
-    assert choice.measured["cached"] is None and choice.measured["seconds"] > 0
-
-
-def test_a_slower_bf16_is_refused_as_on_the_xeon_of_issue_42(tmp_path):
-    choice, _ = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 191.0})
-    assert choice.policy == "float32"
-    assert choice.reason.startswith("auto: float32 247 ex/s vs bf16 191 ex/s on this CPU")
-
-
-def test_a_bf16_within_the_noise_margin_keeps_float32(tmp_path):
-    choice, _ = decide(tmp_path, {"float32": 250.0, "mixed_bfloat16": 255.0})  # 1.02x: noise of 10 steps
-    assert choice.policy == "float32" and "the safe choice" in choice.reason
-
-
-def test_float16_on_a_pre_ampere_gpu_gets_loss_scaling_when_it_wins(tmp_path):
-    t4 = p.Device("gpu", accelerator_type="NVIDIA_TESLA_T4")
-    choice, _ = decide(tmp_path, {"float32": 900.0, "mixed_float16": 2400.0}, device=t4)
-    assert (choice.policy, choice.loss_scaling) == ("mixed_float16", True)
-    assert "on this GPU" in choice.reason
-
-
-def test_a_run_too_short_to_repay_measuring_keeps_float32_unmeasured(tmp_path):
-    short = p.measuring_steps(2) * 9  # measuring would be 11 % of it
-    choice, calls = decide(tmp_path, {"float32": 1.0, "mixed_bfloat16": 1000.0}, steps=short)
-    assert calls == [] and choice.policy == "float32" and not choice.measured
-    assert f"a {short}-step run is too short to measure float32 and bf16" in choice.reason
-    assert not (tmp_path / "cache").exists()
-    assert not p.too_short(p.measuring_steps(2) * 10, 2)
-
-
-def test_nothing_is_measured_where_there_is_one_candidate(tmp_path):
-    choice, calls = decide(tmp_path, {}, device=PLAIN_CPU)
-    assert calls == [] and choice == p.choose("auto", PLAIN_CPU)
-    choice, calls = decide(tmp_path, {}, device=p.Device("tpu"))
-    assert calls == [] and choice.policy == "mixed_bfloat16"
-
-
-def test_an_explicit_precision_is_never_measured_nor_overridden(capsys):
-    import types
-
-    asked = []
-
-    def auto(device):
-        asked.append(device)
-        return p.choice_of("mixed_bfloat16", "auto: measured")
-
-    for requested, policy in (("float32", "float32"), ("bfloat16", "mixed_bfloat16"), ("float16", "mixed_float16")):
-        training = types.SimpleNamespace(precision=requested, mixed_precision=False)
-        assert p.setup(training, BF16_CPU, auto=auto).policy == policy
-    assert asked == []
-    training = types.SimpleNamespace(precision="auto", mixed_precision=False)
-    assert p.setup(training, BF16_CPU, auto=auto).reason == "auto: measured" and asked == [BF16_CPU]
-    assert "precision: mixed_bfloat16 (training.precision=auto; auto: measured)" in capsys.readouterr().out
-    p.apply(p.choose("float32", PLAIN_CPU))
-
-
-def test_the_decision_is_cached_and_a_rerun_measures_nothing(tmp_path):
-    first, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    assert len(calls) == 2
-    [entry] = list((tmp_path / "cache").glob("*.json"))
-    saved = __import__("json").loads(entry.read_text())
-    assert saved["policy"] == "mixed_bfloat16" and saved["fields"]["model"] == "small_cnn"
-    assert saved["fields"]["cpu"] == BF16_CPU.name and saved["rates"]["float32"] == pytest.approx(247.0)
-    again, calls = decide(tmp_path, {"float32": 1.0, "mixed_bfloat16": 1.0})
-    assert calls == [] and again.policy == "mixed_bfloat16"
-    assert again.measured["cached"] == str(entry) and "measured earlier, cached in" in again.reason
-    # a short run (a trial, a rerun with fewer steps) takes the cached decision: it costs nothing
-    short, calls = decide(tmp_path, {}, steps=10)
-    assert calls == [] and short.policy == "mixed_bfloat16"
-
-
-@pytest.mark.parametrize("changed", [
-    {"tensorflow": "2.22.0"}, {"model": "resnet50"}, {"input": [96, 96, 3]}, {"per_replica_batch": 64},
-    {"strategy": "mirrored"},
-])
-def test_the_cache_is_keyed_by_what_changes_the_answer(tmp_path, changed):
-    decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    choice, calls = decide(tmp_path, {"float32": 300.0, "mixed_bfloat16": 200.0}, fields={**FIELDS, **changed})
-    assert len(calls) == 2 and choice.policy == "float32"
-    assert len(list((tmp_path / "cache").glob("*.json"))) == 2
-
-
-@pytest.mark.parametrize("other", [
-    p.Device("cpu", cpu_flags=BF16_CPU.cpu_flags, name="Intel(R) Xeon(R) Processor"),   # another CPU model
-    p.Device("cpu", cpu_flags=BF16_CPU.cpu_flags, cores=8),                             # more cores
-    AMX_CPU,                                                                            # other flags
-])
-def test_another_machine_measures_again(tmp_path, other):
-    decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    _, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0}, device=other)
-    assert len(calls) == 2
-
-
-def test_a_damaged_or_foreign_cache_entry_is_measured_again_and_replaced(tmp_path):
-    decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    [entry] = list((tmp_path / "cache").glob("*.json"))
-    for damaged in ("{not json", '{"policy": "mixed_bfloat16"}', entry.read_text().replace('"small_cnn"', '"other"'),
-                    entry.read_text().replace('"mixed_bfloat16": 412', '"mixed_bfloat16": -1')):
-        entry.write_text(damaged)
-        choice, calls = decide(tmp_path, {"float32": 300.0, "mixed_bfloat16": 200.0})
-        assert len(calls) == 2 and choice.policy == "float32"
-        assert __import__("json").loads(entry.read_text())["policy"] == "float32"
-
-
-def test_an_unwritable_cache_is_one_warning_and_the_decision_stands(tmp_path, capsys):
-    (tmp_path / "cache").write_text("a file where the folder should be")
-    choice, calls = decide(tmp_path, {"float32": 247.0, "mixed_bfloat16": 412.0})
-    assert choice.policy == "mixed_bfloat16" and len(calls) == 2
-    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "not cached" in warnings[0]
-
-
-def test_the_cache_sits_beside_the_output_folder_so_reruns_and_trials_find_it():
-    assert p.cache_dir("/work/runs/local") == "/work/runs/.vtp-cache/precision"
-    assert p.cache_dir("gs://bucket/jobs/flowers") == "gs://bucket/jobs/.vtp-cache/precision"
-    assert p.cache_dir("gs://bucket") == "gs://bucket/.vtp-cache/precision"
-
-
-def test_cpu_name_and_cores_describe_the_machine(tmp_path):
-    info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B45\nflags\t\t: fpu avx2\n")
-    assert p.cpu_name(str(info)) == "AMD EPYC 9B45" and p.cpu_name(str(tmp_path / "missing")) == ""
-    assert p.usable_cores() >= 1
-
-
-def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path, prepared_data, monkeypatch):
-    """The real ``trainers.train.measure_precision`` on the job's model and a real batch of its data, through
-    ``decide_precision``: figures for each candidate, the decision cached beside the output folder, the next
-    decision read from there, and the initial weights after it those of a run that measured nothing. Where the
-    CPU has no bf16 there is one candidate, so the list is forced to float32 and bf16 (bf16 emulated: slow,
-    but it runs); which one wins is the machine's business, not asserted."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    from tests.conftest import job_config
-    from trainers import cluster as cluster_lib
-    from trainers import train
-    from trainers.models import build_model
-    from trainers.plan import make_plan
-
-    monkeypatch.setattr(p, "candidates", lambda device: ("float32", "mixed_bfloat16"))
-    cfg = job_config(tmp_path / "runs" / "job", prepared_data, "topology.strategy=one_device",
-                     "topology.worker.replica_count=0", "training.steps=1000")
-    plan = make_plan(cfg, 1)
-    info = cluster_lib.read_cluster({})
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    device = p.detect("one_device")
-    base = str(tmp_path / "runs" / "job")
-    try:
-        choice = train.decide_precision(cfg, info, strategy, plan, device, base)
-        measured = dict(choice.measured)
-        assert set(measured["rates"]) == {"float32", "mixed_bfloat16"} and all(r > 0 for r in measured["rates"].values())
-        assert measured["cached"] is None and measured["seconds"] > 0 and choice.policy in measured["rates"]
-        assert choice.reason.startswith(f"auto: {p.SHORT[choice.policy]} ")
-        [entry] = list((tmp_path / "runs" / ".vtp-cache" / "precision").glob("*.json"))
-        p.apply(p.choose("float32", device))
-        after = [w.copy() for w in build_model(cfg.model.name, plan.image_size, len(plan.classes)).get_weights()]
-        keras.utils.set_random_seed(cfg.training.seed)
-        plain = build_model(cfg.model.name, plan.image_size, len(plan.classes)).get_weights()
-        assert all(np.array_equal(a, b) for a, b in zip(after, plain)), "measuring changed the initial weights"
-
-        def must_not_measure(*_):
-            raise AssertionError("measured although the decision is cached")
-
-        again = train.decide_precision(cfg, info, strategy, plan, device, base, measure=must_not_measure)
-        assert again.policy == choice.policy and again.measured["cached"] == str(entry)
-    finally:
-        p.apply(p.choose("float32", device))
-
-
-def test_a_candidate_that_fails_to_measure_is_dropped_with_one_warning(tmp_path, capsys):
-    clock, calls = FakeClock(), []
-    measure = fake_measure(clock, {"float32": 247.0}, calls)
-
-    def failing(policy):
-        if policy != "float32":
-            raise MemoryError("out of memory under bf16")
-        return measure(policy)
-
-    choice = p.decide_auto(BF16_CPU, LONG_RUN, failing, FIELDS, str(tmp_path / "cache"), clock=clock)
-    assert choice.policy == "float32" and "could not be measured" in choice.reason
-    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "bf16 could not be measured (MemoryError" in warnings[0]
-    assert not (tmp_path / "cache").exists()  # a passing failure is not cached

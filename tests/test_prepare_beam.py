@@ -61,7 +61,7 @@ def test_the_prepare_step_runs_the_runner_named_in_the_config(images, tmp_path):
 
 
 DATAFLOW = config_lib.Dataflow(project="my-project", region="europe-west4", temp_location="gs://my-bucket/tmp",
-                               service_account="prep@my-project.iam.gserviceaccount.com", max_num_workers=8,
+                               service_account="prep-runner@my-project.iam.gserviceaccount.com", max_num_workers=8,
                                machine_type="n1-highcpu-8",
                                sdk_container_image="europe-docker.pkg.dev/my-project/t/beam-prep:1")
 
@@ -74,7 +74,7 @@ def test_dataflow_options_are_built_without_a_cloud_call():
     assert opts.view_as(StandardOptions).runner == "DataflowRunner"
     assert (gcp.project, gcp.region, gcp.temp_location, gcp.staging_location) == (
         "my-project", "europe-west4", "gs://my-bucket/tmp", "gs://my-bucket/tmp")
-    assert gcp.service_account_email == "prep@my-project.iam.gserviceaccount.com"
+    assert gcp.service_account_email == "prep-runner@my-project.iam.gserviceaccount.com"
     assert gcp.job_name.startswith("flowers-prep-")
     assert (worker.max_num_workers, worker.machine_type) == (8, "n1-highcpu-8")
     assert worker.sdk_container_image == DATAFLOW.sdk_container_image

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from trainers import fileio
+from trainers import fileio, record_reader
 
 BOUND_S = 120
 
@@ -64,13 +64,13 @@ def test_the_one_check_names_the_field_and_the_kind(make_path, kind):
         fileio.read_regular(path, "serving.eval_data")
     (problem,) = refused.value.problems
     assert problem.field == "serving.eval_data" and EXPECTED[kind] in problem.message, problem
-    assert fileio.read_json(path) is None  # a record reader: unreadable, not a hang
+    assert record_reader.read_or_none(path) is None  # a record reader: unreadable, not a hang
 
 
 def test_a_regular_file_within_the_bound_is_read_whole(tmp_path):
     path = tmp_path / "ok.json"
     path.write_bytes(b'{"a": 1}')
-    assert fileio.read_regular(str(path), "f") == b'{"a": 1}' and fileio.read_json(str(path)) == {"a": 1}
+    assert fileio.read_regular(str(path), "f") == b'{"a": 1}' and record_reader.read_or_none(str(path)) == {"a": 1}
     assert fileio.read_regular(str(path), "f", limit=8) == b'{"a": 1}'
     with pytest.raises(fileio.NotARegularFile):
         fileio.read_regular(str(path), "f", limit=7)

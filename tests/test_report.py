@@ -236,7 +236,7 @@ def test_the_study_section_lists_every_trial_and_marks_the_best(goal, best, with
     assert (f"4 trials (random search) in 41 s: 3 succeeded, 1 failed; goal: {goal} val_rmse. Best: trial {best}, "
             f"val_rmse {dict(zip('124', ('0.5', '0.2', '0.3')))[best]} with learning_rate={lr}") in page
     assert f"The verified model is trial {best}&#x27;s (the study&#x27;s best)." in page
-    assert page.count("src='data:image/png;base64,") == 4  # per trial, and one per parameter
+    assert page.count("src='data:image/svg+xml;base64,") == 4  # per trial, and one per parameter
     assert "id='study-trials'" in page and page.count("class='study-parameter'") == 3
     md = "\n".join(sections.study_markdown(facts))
     assert "## Hyperparameter study" in md and f"| **{best} ★ best (verified)** |" in md
@@ -263,19 +263,17 @@ def test_the_study_charts_trials_by_id_and_each_parameter_on_its_own_axis():
 
     facts = sections.study_facts(_study("minimize"), {"model_dir": "/r/2/model"})
 
-    def stars(ax):  # the best trial's marker: the one drawn large
-        return [tuple(c.get_offsets()[0]) for c in ax.collections if c.get_sizes()[0] > 100]
-
-    ax = sections.trials_figure(facts).axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3\nfailed", "4"]
-    assert stars(ax) == [(1.0, 0.2)] and ax.get_title() == "val_rmse per trial (minimize)"
-    ax = sections.parameter_figure(facts, "optimizer").axes[0]  # categorical: the declared order, unused slot kept
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["adam", "sgd", "rmsprop"] and stars(ax) == [(0.0, 0.2)]
-    ax = sections.parameter_figure(facts, "learning_rate").axes[0]
-    assert ax.get_xscale() == "log" and stars(ax) == [(0.01, 0.2)]
-    assert sorted(tuple(c.get_offsets()[0]) for c in ax.collections) == [(0.0003, 0.3), (0.001, 0.5), (0.01, 0.2)]
-    ax = sections.parameter_figure(facts, "units").axes[0]
-    assert ax.get_xscale() == "linear" and stars(ax) == [(16.0, 0.2)]
+    chart = sections.trials_figure(facts)
+    assert [label for _, label in chart.xticks] == ["1", "2", "3\nfailed", "4"]
+    assert chart.stars() == [(1.0, 0.2)] and chart.title == "val_rmse per trial (minimize)"
+    assert ">3</text>" in chart.svg() and ">failed</text>" in chart.svg()  # the state under the failed trial's id
+    chart = sections.parameter_figure(facts, "optimizer")  # categorical: the declared order, unused slot kept
+    assert [label for _, label in chart.xticks] == ["adam", "sgd", "rmsprop"] and chart.stars() == [(0.0, 0.2)]
+    chart = sections.parameter_figure(facts, "learning_rate")
+    assert chart.xscale == "log" and chart.stars() == [(0.01, 0.2)]
+    assert sorted(chart.points()) == [(0.0003, 0.3), (0.001, 0.5), (0.01, 0.2)]
+    chart = sections.parameter_figure(facts, "units")
+    assert chart.xscale == "linear" and chart.stars() == [(16.0, 0.2)]
     nothing = sections.study_facts({"metric": "m", "trials": [{"id": "1", "state": "FAILED", "parameters": {"x": 1}}]})
     assert sections.trials_figure(nothing) is None and sections.parameter_figure(nothing, "x") is None
     assert "no trial reported m: nothing to chart" in sections.study_html(nothing, str)
@@ -424,8 +422,8 @@ def test_a_vertex_study_record_is_shown_too():
     assert "3 trials: 2 succeeded, 1 failed; goal: minimize val_rmse. Best: trial 2" in page
     assert "<td>10</td><td>adam</td><td>4</td><td>n/a</td><td class='failed'>INFEASIBLE</td><td>n/a</td>" in page
     assert "Vertex AI HyperparameterTuningJob projects/p/locations/l/hyperparameterTuningJobs/5" in page
-    ax = sections.parameter_figure(facts, "optimizer").axes[0]  # strings: a categorical axis, as they came
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["sgd", "adam"]
+    chart = sections.parameter_figure(facts, "optimizer")  # strings: a categorical axis, as they came
+    assert [label for _, label in chart.xticks] == ["sgd", "adam"]
 
 
 def _beside(best: float, baseline: float, base: str = "/r") -> dict:
@@ -460,8 +458,9 @@ def test_the_report_sets_the_baseline_beside_the_study_and_says_when_the_study_f
     assert ("<td>baseline (the job as it stands) (verified)</td><td>—</td><td>0.166</td><td class=''>SUCCEEDED</td>"
             "<td>21.2</td>") in page
     assert "| baseline (the job as it stands) (verified) | — | 0.166 | SUCCEEDED | 21.2 |" in sections.study_markdown(facts)
-    ax = sections.trials_figure(facts).axes[0]  # the baseline is a line across the trials' chart
-    assert any(line.get_label().startswith("baseline (the job as it stands): 0.166") for line in ax.get_lines())
+    chart = sections.trials_figure(facts)  # the baseline is a line across the trials' chart
+    assert [(level, label) for level, _, label in chart.levels] == [(0.166, "baseline (the job as it stands): 0.166")]
+    assert "baseline (the job as it stands): 0.166</text>" in chart.svg()
     cfg, flags, rows = sections.with_trial(config_lib.load("local"), {"id": "baseline", "parameters": {}})
     assert flags == [] and rows[0][1].startswith("no: the baseline's model, the job as it stands")
     # a study that beat it: the trial goes on, and the sentence says so
@@ -799,14 +798,14 @@ REPORT_IN_A_FRESH_PROCESS = """
 import json, sys
 from jobs import steps
 steps.report("", sys.argv[1] + "/verification.json", sys.argv[1] + "/logs", sys.argv[1] + "/checkpoints", sys.argv[1])
-print(json.dumps(sorted(m for m in ("tensorflow", "keras", "matplotlib.pyplot", "tensorboard.util.tensor_util",
+print(json.dumps(sorted(m for m in ("tensorflow", "keras", "matplotlib", "tensorboard.util.tensor_util",
                                     "tensorboard.compat.tensorflow_stub", "boto3") if m in sys.modules)))
 """
 
 
 @pytest.mark.process
-def test_the_report_step_imports_no_pyplot_no_tensorflow_and_no_tensorboard_stub(run_folder, tmp_path):
-    """The report's process: matplotlib's Figure and Agg (no pyplot), TensorBoard's Event protobuf only (its
+def test_the_report_step_imports_no_matplotlib_no_tensorflow_and_no_tensorboard_stub(run_folder, tmp_path):
+    """The report's process: its charts written as SVG (no matplotlib), TensorBoard's Event protobuf only (its
     tensor_util pulls its TensorFlow stub and boto3), no TensorFlow; and the page has its charts."""
     import subprocess
     import sys

@@ -111,14 +111,12 @@ def test_a_rerun_with_other_args_is_refused_and_the_finished_folder_is_untouched
 def test_a_rerun_after_the_trainer_code_changed_is_refused(project):
     base = _finished_by_hand(project)
     before = tree_bytes(base)
-    made = json.loads((base / records.PROVENANCE_RECORD).read_text())
     (project / "trainer" / "task.py").write_text(TRAINER + "# tuned\n")
     proc = run_py("--config", "job.yaml", cwd=project)
     assert proc.returncode == 2
-    now = making(config_lib.load(str(project / "job.yaml")))["trainer_code"]["sha256"]
     line = _one_error(proc)
-    assert f"holds a finished run of another job (trainer code sha256 {made['trainer_code']['sha256'][:12]} -> " \
-           f"{now[:12]} in {project})" in line and "--fresh" in line and "--set output.base_dir=runs/a-2" in line
+    assert f"holds a finished run of another job (trainer code in {project}: trainer/task.py changed)" in line \
+        and "--fresh" in line and "--set output.base_dir=runs/a-2" in line
     assert tree_bytes(base) == before
 
 
@@ -397,7 +395,7 @@ def test_a_users_finished_model_is_never_overwritten_and_fresh_keeps_it(project)
     assert again.returncode == 2 and 'trainer.args ["--epochs", "1"] -> ["--epochs", "2"]' in _one_error(again)
     (project / "trainer" / "task.py").write_text(TRAINER.replace("sgd", "adam"))
     again = run_py("--config", "job.yaml", cwd=project)
-    assert again.returncode == 2 and "trainer code sha256" in _one_error(again)
+    assert again.returncode == 2 and f"(trainer code in {project}: trainer/task.py changed)" in _one_error(again)
     assert tree_bytes(base) == finished  # byte for byte: the model, the records, the logs
 
     fresh = run_py("--config", "job.yaml", "--fresh", cwd=project, timeout=500)

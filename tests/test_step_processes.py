@@ -109,7 +109,15 @@ class _FakeTF(types.SimpleNamespace):
                          saved_model=types.SimpleNamespace(load=load))
 
 
+def _found_there(monkeypatch):
+    """The folder is taken as the SavedModel's (``jobs.spec.saved_model``'s rule reads the disk; these have none)."""
+    from jobs.spec.saved_model import FoundModel
+
+    monkeypatch.setattr(verify, "find", lambda model_dir: FoundModel(model_dir, model_dir))
+
+
 def test_a_model_that_fails_to_load_lazily_is_loaded_again_with_all_of_tensorflow(monkeypatch):
+    _found_there(monkeypatch)
     tf = _FakeTF(loads_when_complete=True)
     monkeypatch.setattr(verify, "import_tensorflow", lambda: tf)
     monkeypatch.setattr(verify, "complete", lambda module: (setattr(module, "complete", True) or True))
@@ -118,6 +126,7 @@ def test_a_model_that_fails_to_load_lazily_is_loaded_again_with_all_of_tensorflo
 
 @pytest.mark.parametrize("left_to_import", [True, False])
 def test_a_model_that_fails_either_way_is_one_line(monkeypatch, left_to_import):
+    _found_there(monkeypatch)
     tf = _FakeTF(loads_when_complete=False)
     monkeypatch.setattr(verify, "import_tensorflow", lambda: tf)
     monkeypatch.setattr(verify, "complete", lambda module: (setattr(module, "complete", True) or left_to_import))

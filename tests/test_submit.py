@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.spec import labels
 from tests.conftest import ROOT, without_plan
 from tests.standins.vertex import VertexStandIn
 from trainers import config as config_lib
@@ -60,12 +61,15 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     body = create.json()
     # The spec is the compiled YAML of the same config (with the job's region), as --compile-only writes it.
     cfg = config_lib.load("local", [*GOOD[1::2], f"topology.region={REGION}"])
-    expected = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"))).read_text())
-    assert body["pipelineSpec"] == expected
     runtime = body["runtimeConfig"]
-    assert runtime["gcsOutputDirectory"] == ROOT_URI
     params = runtime["parameterValues"]
-    assert set(params) == {"config_json", "location", "service_account", "network"}  # no target: a Vertex pipeline
+    # the plan's judgement of the options travels as placement_plan (jobs.spec.ranking), the compiled default too
+    assert params["placement_plan"]["source"].startswith(f"vtp plan of project {PROJECT}")
+    expected = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"),
+                                                    placement=params["placement_plan"])).read_text())
+    assert body["pipelineSpec"] == expected
+    assert runtime["gcsOutputDirectory"] == ROOT_URI
+    assert set(params) == {"config_json", "location", "service_account", "network", "placement_plan"}  # no target
     assert params["location"] == REGION
     # the training replicas run as the same account, in the same network (CustomTrainingJobOp's inputs)
     assert (params["service_account"], params["network"]) == (body["serviceAccount"], body["network"])
@@ -79,7 +83,10 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     assert config_lib.load_json(params["config_json"]) == cfg
     assert body["serviceAccount"] == f"runner@{PROJECT}.iam.gserviceaccount.com"
     assert body["network"] == "projects/123456789012/global/networks/vpc"
-    assert body["labels"] == {"team": "vision", "cost-center": "ml-42"}
+    run_labels = {k: v for k, v in body["labels"].items() if k.startswith("vtp-")}  # the run's (jobs.spec.labels)
+    assert {k: v for k, v in body["labels"].items() if k not in run_labels} == {"team": "vision", "cost-center": "ml-42"}
+    assert run_labels == {"vtp-run": job_id, "vtp-config": labels.config_hash(cfg.for_vertex())}
+    assert labels.problems(body["labels"]) == []
     assert body["displayName"] == "flowers-local"
     # Printed: the resource name, the console link, one line per state change, the outcome.
     name = f"projects/{PROJECT}/locations/{REGION}/pipelineJobs/{job_id}"
@@ -178,7 +185,7 @@ BAD = {
                          "topology.chief.accelerator_count=2", "--set", "topology.worker.replica_count=0"],
                         "error: topology.region: europe-west4 does not offer NVIDIA_TESLA_K80"),  # --region's
     "service account": (["--service-account", "runner"], "error: --service-account: 'runner' is not a service account"),
-    "network": (["--network", "vpc"], "error: --network: 'vpc' is not projects/PROJECT_NUMBER/global/networks/NAME"),
+    "network": (["--network", "vpc"], "error: --network: 'vpc' is not a VPC network's full name (a short name"),
     "label": (["--labels", "Team=Vision"], "error: --labels: 'Team=Vision': a label is key=value"),
     "model label": (["--set", "serving.labels={Team: x}"], "error: serving.labels: 'Team=x': a label is key=value"),
     "job id": (["--set", "name=9flowers"], "error: name: the job id '9flowers-"),

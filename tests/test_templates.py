@@ -46,8 +46,12 @@ def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_
     fields = multipart_fields(upload)
     assert set(fields) == {"content", "tags"}
     assert fields["tags"] == b"v1,latest"
-    expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7", *TEMPLATE[1::2]]), str(tmp_path / "p.yaml")))
-    assert yaml.safe_load(fields["content"]) == yaml.safe_load(expected.read_text())
+    uploaded = yaml.safe_load(fields["content"])
+    judged = uploaded["root"]["inputDefinitions"]["parameters"]["placement_plan"]["defaultValue"]
+    assert judged["source"].startswith("vtp plan of project my-proj")  # the plan's judgement, made with the project
+    expected = Path(compile_pipeline(config_lib.load("local", ["training.steps=7", *TEMPLATE[1::2]]), str(tmp_path / "p.yaml"),
+                                     placement=judged))
+    assert uploaded == yaml.safe_load(expected.read_text())
     # started from the template gallery with its defaults, the template creates the CustomJob
     from tests.pipeline_dag import tasks_started_with_defaults
 

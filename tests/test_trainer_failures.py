@@ -198,6 +198,8 @@ STUDY_TASK = """\
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write(json.dumps({"loss": str(abs(args.learning_rate - 0.03)), "global_step": "1"}) + "\\n")
+    with open(os.path.join(os.environ["AIP_MODEL_DIR"], "saved_model.pb"), "wb") as f:  # a model, as a trial needs
+        f.write(b"\\x08\\x01")
     """
 STUDY_JOB = """\
     name: my-study

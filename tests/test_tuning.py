@@ -128,11 +128,26 @@ def test_each_rule_is_one_error_line(tmp_path, rule):
     assert "; valid choices: " in line or rule in ("discrete twice",)
 
 
-def test_a_parameter_the_trainer_args_already_set_is_refused(tmp_path):
-    for args in ('["--units", "8"]', '["--units=8"]'):
-        (line,) = errors(job(tmp_path, f"trainer.args={args}"))
-        assert line.startswith("tuning.parameters.units: trainer.args already sets --units;")
-    assert errors(job(tmp_path, 'trainer.args=["--units_extra", "8"]')) == []
+def warnings(cfg) -> list[str]:
+    from jobs.spec.validate import validate
+
+    return [str(p) for p in validate(cfg, check_data=False).warnings]
+
+
+def test_a_parameter_the_trainer_args_also_give_is_a_warning_naming_what_trials_and_baseline_run(tmp_path):
+    """A tuning lab's spec repeats its fixed flags: Vertex appends each trial's --NAME=VALUE after them and argparse
+    keeps the last, so it runs there; here too, with one warning saying which value runs where."""
+    for args in ('["--units", "8"]', '["--units=8"]', '["--units", "4", "--epochs", "3", "--units=8"]'):
+        cfg = job(tmp_path, f"trainer.args={args}")
+        assert errors(cfg) == []
+        (line,) = [w for w in warnings(cfg) if w.startswith("tuning.parameters.")]
+        assert line == ("tuning.parameters.units: trainer.args also gives --units 8; each trial's --units=VALUE comes "
+                        "after it and wins (argparse keeps the last, as on Vertex, which appends a trial's flags to the "
+                        "fixed ones), so each trial runs with its own units and the baseline runs the job as it "
+                        "stands, with --units 8"), line
+    assert not [w for w in warnings(job(tmp_path, 'trainer.args=["--units_extra", "8"]')) if "tuning" in w]
+    cfg = job(tmp_path, 'trainer.args=["--units", "8"]', "tuning.baseline=false")
+    assert any("without the study the job runs with --units 8" in w for w in warnings(cfg))
 
 
 def test_the_builtin_trainer_takes_config_fields_with_valid_values():

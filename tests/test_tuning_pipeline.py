@@ -305,7 +305,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
     with VertexStandIn(tuning_trials=VERTEX_TRIALS) as vertex:
         inputs = as_json_numbers({"display_name": validated.display_name, "tuning": validated.tuning,
                                    "trial_job_spec": validated.custom_job_spec, "location": location,
-                                   "project": "team", "api_endpoint": vertex.url})
+                                   "project": "team-project", "api_endpoint": vertex.url})
         run = finish(start_step(container, "hyperparameter-tuning-job", inputs, tmp_path,
                                 parameters=("gcp_resources", "best_trial", "best_model_dir"),
                                 artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
@@ -314,7 +314,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/hyperparameterTuningJobs$")
         (job,) = vertex.tuning_jobs.values()  # decoded strictly as aiplatform_v1.HyperparameterTuningJob
-    assert create.path == f"/v1/projects/team/locations/{location}/hyperparameterTuningJobs"
+    assert create.path == f"/v1/projects/team-project/locations/{location}/hyperparameterTuningJobs"
     doc = job_file(project)
     tuning = doc["tuning"]
 
@@ -431,6 +431,9 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
         (created,) = vertex.custom_jobs.values()
         (study_job,) = vertex.tuning_jobs.values()
 
+    # each is labelled for the bill (jobs.spec.labels): the baseline's trial label and the study's, the same config
+    assert (created.labels["vtp-trial"], study_job.labels["vtp-trial"]) == ("baseline", "study")
+    assert created.labels["vtp-config"] == study_job.labels["vtp-config"]
     # the baseline is the job as it stands: the trials' own spec, in <base>/baseline, no tuning flag
     spec, trial = created.job_spec, study_job.trial_job_spec
     assert spec.base_output_directory.output_uri_prefix == f"{GCS_BASE}/baseline"

@@ -56,11 +56,13 @@ def _context(plan, tmp_path, base=BASE, name="ctx"):
 def test_the_context_holds_the_code_and_requirements_and_says_what_it_left_out(project):
     plan = user_image.plan(_cfg(project / "job.yaml"))
     assert sorted(plan.files) == [
-        "code/.dockerignore", "code/eval.jsonl", "code/job.yaml", "code/notes/keep.md", "code/requirements.txt",
-        "code/sample.json", "code/settings.json", "code/trainer/data.py", "code/trainer/task.py", "code/tune.yaml",
-        "requirements/requirements.txt"]
+        "code/eval.jsonl", "code/notes/keep.md", "code/requirements.txt", "code/sample.json", "code/settings.json",
+        "code/trainer/data.py", "code/trainer/task.py", "requirements/requirements.txt"]
     assert plan.requirements == "requirements/requirements.txt"
     assert dict(plan.excluded) == {
+        ".dockerignore": "always: the selection's own rules",
+        "job.yaml": "always: this product's: a job file",  # the job files are not the trainer's code
+        "tune.yaml": "always: this product's: a job file",
         ".env": "always: credential: .env file",  # the user's `!.env` cannot bring it back
         ".git/": "always: version control; 2 files",
         ".venv/": "always: virtualenv; 1 file",

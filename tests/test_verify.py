@@ -69,8 +69,9 @@ def test_a_sample_that_does_not_fit_is_one_line_naming_the_inputs(models, reques
 
 
 def test_no_savedmodel_and_no_serving_signature_are_one_line_each(models, tmp_path):
-    with pytest.raises(VerifyError, match=r"^model: .* holds no SavedModel \(no saved_model.pb\): the trainer must "
-                                          r"write a SavedModel to AIP_MODEL_DIR: Keras 3: model.export\("):
+    with pytest.raises(VerifyError, match=r"^model: .* holds no SavedModel \(no saved_model.pb in it or in a folder one "
+                                          r"level below\); the folder is empty: the trainer must write a SavedModel to "
+                                          r"AIP_MODEL_DIR: Keras 3: model.export\("):
         verify(str(tmp_path))
     with pytest.raises(VerifyError, match=r"has no serving_default signature \(it has: predict\)"):
         verify(str(models / "no-default"))
@@ -179,3 +180,46 @@ def test_import_tensorflow_refuses_keras_only_while_tensorflow_is_imported():
     assert seen["without"] and seen["finders_restored"] and seen["again"]
     assert any(p.replace("\\", "/").endswith("keras/api/_v2") for p in seen["path"])
     assert seen["dense"].startswith("keras.")
+
+
+@pytest.mark.parametrize("layout, found", [("1", "1"), ("1700000000", "1700000000"), ("savedmodel", "savedmodel"),
+                                           ("1,2", "2")])
+def test_a_model_one_folder_below_aip_model_dir_is_verified_there(models, tmp_path, layout, found):
+    """Google's samples save as TF Serving lays a model out (AIP_MODEL_DIR/1), as an exporter names its exports
+    (a timestamp) or in a named folder; Vertex takes each (issue 55). The verify step finds the one SavedModel one
+    folder below (of numbered ones, the newest), verifies it there and hands that folder on."""
+    import shutil
+
+    from kfp.dsl import Artifact, Metrics, Model
+
+    from components.verify_model.component import verify_model
+
+    model_dir = tmp_path / "model"
+    for name in layout.split(","):
+        shutil.copytree(models / "two", model_dir / name)
+    (model_dir / "workertemp_1").mkdir()  # a folder without a SavedModel is no candidate
+    record = verify(str(model_dir) + "/")
+    assert record["model_dir"] == str(model_dir / found) and record["aip_model_dir"] == str(model_dir)
+    assert record["model_found"].startswith(f"note: the model is the SavedModel in {model_dir / found}, one folder below")
+    verified = Model(name="verified_model", uri="", metadata={})
+    verify_model.python_func(model=Model(name="model", uri=str(model_dir), metadata={}), verified_model=verified,
+                             metrics=Metrics(name="metrics", uri="", metadata={}),
+                             verification=Artifact(name="v", uri=str(tmp_path / "v.json"), metadata={}))
+    assert verified.uri == str(model_dir / found)  # what the report, the gate and the Model Registry get
+
+
+def test_two_named_savedmodels_or_one_two_folders_down_are_one_line_listing_them(models, tmp_path):
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(models / "two", tmp_path / "several" / name)
+    with pytest.raises(VerifyError, match=r"^model: .*several holds SavedModels in 2 folders \(a/, b/\), and only "
+                                          r"folders named by numbers"):
+        verify(str(tmp_path / "several"))
+    shutil.copytree(models / "two", tmp_path / "deep" / "savedmodel" / "1700000000")
+    (tmp_path / "deep" / "model.keras").write_bytes(b"k")
+    with pytest.raises(VerifyError) as e:
+        verify(str(tmp_path / "deep"))
+    assert ("holds no SavedModel (no saved_model.pb in it or in a folder one level below); it holds: model.keras, "
+            "savedmodel/; a SavedModel two folders down, in savedmodel/1700000000/, is deeper than a model is looked "
+            "for") in str(e.value)

@@ -55,7 +55,7 @@ def finish(proc: subprocess.Popen, timeout: float = 120) -> subprocess.Completed
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def task_inputs(compiled: dict, task: str, validated, endpoint: str, project: str = "team") -> dict:
+def task_inputs(compiled: dict, task: str, validated, endpoint: str, project: str = "team-project") -> dict:
     """A compiled task's input parameters as Vertex resolves them when the pipeline starts with its defaults:
     validate-config's outputs (``validated``), the root parameters' defaults, constants (the project placeholder:
     ``project``), numbers as JSON floats."""

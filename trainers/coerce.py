@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import types
 import typing
@@ -121,11 +122,15 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
             return value
         if value is None:
             return ""
-    quote = (" (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)"
-             if tp is str and isinstance(value, bool) else "")
+    quote, quoted = "", []
+    if tp is str and isinstance(value, bool):
+        quote, quoted = " (YAML reads an unquoted yes/no/on/off/true/false as true or false: quote it)", ["'1'", "'true'"]
+    elif tp is str and isinstance(value, (int, float)):  # args: ["--epochs", 3]: a command line's words are text
+        quoted = [json.dumps(str(value))]
+        quote = f" (YAML reads an unquoted {value!r} as a number: quote it, {quoted[0]})"
     examples = {int: ["a whole number, e.g. 8"], float: ["a finite number, e.g. 0.001"], bool: ["true", "false"]}
     problems.append(problem(path, f"expected {_type_name(tp)}, got {type(value).__name__} {value!r}{quote}",
-                            ["'1'", "'true'"] if quote else examples.get(tp, ())))
+                            quoted or examples.get(tp, ())))
     return None
 
 

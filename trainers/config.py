@@ -16,12 +16,15 @@ A job config describes everything needed to run one training job, locally or on 
   sample request the verify step sends to the exported model, and the gate before registration.
 * ``vertex``     what only Vertex does with the job: service account, network, web access, reserved IP ranges,
   Private Service Connect (per pool: ``topology.<pool>.disk_spec`` and ``nfs_mounts``);
-* ``placement``  the regions and scheduling strategies Vertex may run the job in, in order (``vtp plan`` picks
-  the cheapest that fits; a capacity failure falls over to the next);
+* ``placement``  the regions and scheduling strategies Vertex may run the job in, and a ladder of hardware
+  alternatives to ``topology`` (``hardware``), in order (``vtp plan`` picks the first rung that fits, the cheapest
+  option of it; a capacity failure falls over to the next);
 * ``budget``     the most the job may cost per hour and in all (``vtp plan`` refuses a plan above it);
 * ``validation`` ``strict``: what the hardware catalog does not know is an error, not a warning;
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
+* ``notify``     where a run's end is sent (a webhook whose URL is read from the environment or Secret Manager,
+  Vertex's e-mail), ``trainers.config_notify``.
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -47,6 +50,7 @@ from typing import Any, Literal
 
 from trainers import coerce
 from trainers.config_files import apply_overrides, load_document
+from trainers.config_notify import Notify
 from trainers.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
@@ -148,10 +152,11 @@ class Training:
     seed: int = 42
     #: seeded, op-deterministic: a resumed run ends bitwise equal to an uninterrupted one.
     deterministic: bool = True
-    #: ``auto`` (``trainers.precision``) measures where the device has more than one candidate (a CPU with
-    #: AVX512_BF16/AMX: float32 vs bf16; Ampere+ GPUs: float32 vs bf16; V100/T4/P100: float32 vs float16 + loss
-    #: scaling) on the job's own step and keeps the faster, cached beside ``output.base_dir``; runs too short to
-    #: repay measuring keep float32; TPUs bf16; float32 elsewhere. An explicit value is never overridden.
+    #: ``auto`` (``trainers.precision_auto``), where the device has two candidates (a CPU with AVX512_BF16/AMX:
+    #: float32 vs bf16; Ampere+ GPUs: float32 vs bf16; V100/T4/P100: float32 vs float16 + loss scaling): a decision
+    #: measured earlier on this machine (the user's cache folder), else a measurement of the job's own step where
+    #: the run repays it, else the faster seen on the device's kind (``trainers/precision_priors.yaml``; float32
+    #: where nothing is known); TPUs bf16; float32 elsewhere. An explicit value is never overridden.
     precision: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     #: deprecated: use ``precision`` (true meant "mixed where the device supports it" = ``auto``).
     mixed_precision: bool = False
@@ -348,6 +353,7 @@ class JobConfig:
     placement: Placement = dataclasses.field(default_factory=Placement)
     budget: Budget = dataclasses.field(default_factory=Budget)
     validation: Validation = dataclasses.field(default_factory=Validation)
+    notify: Notify = dataclasses.field(default_factory=Notify)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -377,10 +383,12 @@ class JobConfig:
     def for_vertex(self) -> "JobConfig":
         """The config as a Vertex run carries it: no path of the submitter's machine. A user trainer's code is
         the image's WORKDIR there (``trainer.source_dir`` is dropped); the sample request travels as the
-        pipeline's ``sample_request`` parameter (its path is dropped). Other local paths (``output.base_dir``,
+        pipeline's ``sample_request`` parameter (its path is dropped); a price file's figures travel in the placement
+        the plan hands the pipeline (``budget.prices`` is dropped). Other local paths (``output.base_dir``,
         ``data.path``) are refused by the preflight, not rewritten."""
         return dataclasses.replace(self, trainer=dataclasses.replace(self.trainer, source_dir=""),
-                                   serving=dataclasses.replace(self.serving, sample_request=""))
+                                   serving=dataclasses.replace(self.serving, sample_request=""),
+                                   budget=dataclasses.replace(self.budget, prices=""))
 
     @property
     def user_trainer(self) -> bool:

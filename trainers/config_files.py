@@ -38,9 +38,13 @@ def _read_yaml(source: str) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError([problem("--config", f"file {str(path)!r} does not exist; give a YAML file or a preset", presets())])
     try:
-        doc = yaml.safe_load(read_regular(str(path), "--config").decode("utf-8", "replace")) or {}
+        doc = yaml.safe_load(read_regular(str(path), "--config").decode("utf-8", "replace"))
     except yaml.YAMLError as exc:
         raise ConfigError([problem("--config", f"{path} is not valid YAML: {exc}".replace("\n", " "))]) from None
+    if doc is None:  # empty, or comments only: not a job with every field at its default
+        raise ConfigError([problem("--config", f"{path} is empty (no sections): a job file holds at least the job's "
+                                               "name, its data and its topology; start from a preset",
+                                   [f"{PRESET_DIR / 'local.yaml'} (copy it)", "--config local"])])
     if not isinstance(doc, dict):
         raise ConfigError([problem("--config", f"{path} must hold a mapping at the top level")])
     return doc
@@ -97,7 +101,7 @@ def found_elsewhere(path: str, folders: list[str]) -> list[str]:
 
 #: Paths a job file may give relative to its own folder (see the module docstring).
 RELATIVE_TO_FILE = ("trainer.source_dir", "serving.sample_request", "serving.eval_data", "data.path",
-                    "data.prepared_dir", "output.base_dir")
+                    "data.prepared_dir", "output.base_dir", "budget.prices")
 
 
 def _is_local_relative(value: Any) -> bool:

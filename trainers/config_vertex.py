@@ -1,9 +1,10 @@
 """The job config's sections that only Vertex acts on (nothing here changes what a replica computes): a pool's
 boot disk and NFS mounts, ``scheduling`` (the CustomJob's ``Scheduling`` and reservation affinity),
 ``vertex`` (service account, network, web access, reserved IP ranges, Private Service Connect), ``placement``
-(the regions and scheduling strategies Vertex may run the job in) and ``budget``. One dataclass per section, as
+(the regions, scheduling strategies and hardware alternatives Vertex may run the job in) and ``budget``. One dataclass per section, as
 in ``trainers.config`` (the whole schema, :class:`trainers.config.JobConfig`); their rules are the job side's
-(``jobs.spec.scheduling_section``, ``jobs.spec.hardware.vertex_rules``, ``jobs.spec.placement``). It never imports TensorFlow.
+(``jobs.spec.scheduling_section``, ``jobs.spec.hardware.vertex_rules``, ``jobs.spec.placement``, ``jobs.spec.ladder``).
+It never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -88,21 +89,59 @@ class Vertex:
 
 
 @dataclasses.dataclass
+class PoolChange:
+    """What one rung of ``placement.hardware`` changes in one worker pool of ``topology``: only the fields given
+    (unset: the topology's own). ``nfs_mounts`` and a pool's other settings stay the topology's."""
+    replica_count: int | None = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    tpu_topology: str | None = None
+    disk_spec: DiskSpec | None = None
+
+
+@dataclasses.dataclass
+class Hardware:
+    """One rung of the hardware ladder (``placement.hardware``): a change of ``topology`` the job may run on instead,
+    tried after the rungs before it (``jobs.spec.ladder``: same model and checkpoint, a strategy of the same family,
+    the global batch kept)."""
+    #: how the plan and the fall-over name it; empty: its hardware (``8x NVIDIA_H200_141GB on a3-ultragpu-8g``)
+    name: str = ""
+    #: ``topology.strategy`` on this rung (empty: the topology's), of the topology's family: ``one_device``,
+    #: ``mirrored`` and ``multi_worker`` (synchronous all-reduce) | ``parameter_server`` | ``tpu``
+    strategy: str = ""
+    #: the scheduling strategies of this rung, in order (empty: ``placement.strategies``, else
+    #: ``scheduling.strategy``)
+    strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)
+    chief: PoolChange | None = None
+    worker: PoolChange | None = None
+    parameter_server: PoolChange | None = None
+    evaluator: PoolChange | None = None
+
+
+@dataclasses.dataclass
 class Placement:
     """Where and how Vertex may run the job, in the user's order of preference. ``vtp plan`` checks every option
     (the hardware catalog offers the machines there, the project's quota covers them, the bucket's distance) and
     takes the cheapest that fits; after a capacity failure (a stockout, an expired FLEX_START wait, Spot capacity
     gone) the training step creates the job again with the next option, same ``output.base_dir``, so the trainer
     resumes from its last checkpoint (``jobs.spec.placement``). Empty lists: the submission's region
-    (``topology.region`` / ``--region``) and ``scheduling.strategy`` only."""
+    (``topology.region`` / ``--region``) and ``scheduling.strategy`` only. ``hardware``: the ladder, more ways to run
+    the job after ``topology`` (its first rung), in order of preference (``jobs.spec.ladder``)."""
     regions: list[str] = dataclasses.field(default_factory=list)
     strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)
+    hardware: list[Hardware] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
 class Budget:
     """The most the job may cost on Vertex, in US dollars at the price table's list prices (``vtp plan``); 0: no
-    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``)."""
+    bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``), and so is a plan whose price cannot
+    be computed under a bar (a budget never fails open: ``jobs.spec.hardware.prices``)."""
     max_per_hour: float = 0.0
     #: the job at its ``scheduling.timeout`` (a study: every trial and the baseline)
     max_total: float = 0.0
+    #: your own price file (negotiated or committed-use figures, or those the table lacks), in the form of
+    #: ``jobs/spec/hardware/prices.yaml``: its figures win over the table's and the plan names them as yours
+    #: (``--prices`` wins over this); relative to the job file
+    prices: str = ""

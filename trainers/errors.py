@@ -7,7 +7,21 @@ line entry points turn these into one line per problem and exit with status 2, n
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Iterable, Sequence
+
+#: the longest line a problem is said in: a value quoted from a 20 MB config field is shown cut (its length said)
+MAX_LINE = 4000
+_LONG_WORD = re.compile(r"\S{200,}")
+
+
+def shortened(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` as one readable line: when it is longer than ``limit``, each run of 200+ characters without a space
+    is cut to its head and tail with its length between, and what is still too long is cut at ``limit``."""
+    if len(text) <= limit:
+        return text
+    text = _LONG_WORD.sub(lambda m: f"{m.group()[:60]}...[{len(m.group()):,} characters]...{m.group()[-20:]}", text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +36,7 @@ class Problem:
         text = f"{self.field}: {self.message}"
         if self.valid:
             text += "; valid choices: " + ", ".join(str(v) for v in self.valid)
-        return text
+        return shortened(text)
 
 
 class ConfigError(ValueError):

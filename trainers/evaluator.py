@@ -23,7 +23,7 @@ import re
 import time
 from typing import Any, Callable
 
-from trainers import cluster as cluster_lib, config as config_lib, data as data_lib, fileio, precision as precision_lib
+from trainers import cluster as cluster_lib, config as config_lib, data as data_lib, fileio, precision as precision_lib, record_reader
 from trainers.checkpoint import EXIT_PREEMPTED
 from trainers.models import build_model
 from trainers.paths import join
@@ -109,7 +109,7 @@ def _evaluate_checkpoints(cfg: config_lib.JobConfig, env: dict[str, str] | None,
     writer = tf.summary.create_file_writer(join(dirs["logs"], VALIDATION_LOGS))
     print(f"evaluator: evaluating each new checkpoint in {dirs['checkpoints']} on the validation split until step "
           f"{plan.total_steps}", flush=True)
-    earlier = fileio.read_json(join(base, EVALUATION_FILE))  # a restarted evaluator keeps the history
+    earlier = record_reader.read_or_none(join(base, EVALUATION_FILE))  # a restarted evaluator keeps the history
     earlier = earlier if isinstance(earlier, dict) else {}
     history: list[dict[str, Any]] = [h for h in earlier.get("history") or []
                                      if isinstance(h, dict) and isinstance(h.get("step"), int)]

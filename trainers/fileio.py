@@ -193,25 +193,6 @@ def write_json_atomic(path: str, obj: Any) -> None:
     write_bytes_atomic(path, json_bytes(obj))
 
 
-def read_json(path: str) -> Any | None:
-    plain = plain_path(path)
-    if plain is not None:
-        try:
-            return json.loads(read_regular(plain, path).decode("utf-8"))
-        except (ValueError, OSError):  # NotARegularFile is a ValueError: a FIFO record is unreadable, not a hang
-            return None
-    gfile = tf_gfile()
-    try:
-        if not gfile.exists(path):
-            return None
-        return json.loads(read_bytes(path).decode("utf-8"))
-    except (ValueError, OSError):
-        return None
-    except Exception as exc:  # tf.errors.OpError and friends
-        log.warning("could not read %s: %s", path, exc)
-        return None
-
-
 def rmtree_quiet(path: str) -> None:
     plain = plain_path(path)
     if plain is not None:

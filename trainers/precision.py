@@ -1,42 +1,26 @@
 """Numeric precision per device: ``training.precision: auto | float32 | bfloat16 | float16``.
 
 Why per device: the same config runs on a laptop CPU, a T4, an A100 and a TPU, and the fastest *safe*
-precision differs on each:
+precision differs on each. CPUs with AVX512_BF16 or AMX run bf16 natively in oneDNN (float32's exponent range: no
+loss scaling), but whether that is faster depends on the chip, not the flag (AMD Zen 4 ran the seed CNN 1.70x
+faster in bf16, Zen 5 1.62x, an Intel Xeon with ``avx512_bf16`` and no AMX 0.79x: :data:`PRIORS_FILE`); without
+them bf16 is emulated and slower -> float32. GPUs before Ampere with fast float16 (V100, T4: tensor cores; P100:
+double-rate float16) -> ``mixed_float16`` with dynamic loss scaling; without fast float16 (K80, P4: none or
+1/64-rate, NVIDIA's Pascal tuning guide) -> float32; from Ampere on (compute capability >= 8.0) bf16 tensor cores
+at float16's rate and no loss scaling -> ``mixed_bfloat16``. TPUs: the MXU is bf16 -> ``mixed_bfloat16``.
 
-* **CPUs with AVX512_BF16 or AMX** (Intel Cooper Lake / Sapphire Rapids and newer, AMD Zen 4/5): oneDNN
-  runs bf16 convolutions and matmuls natively (``vdpbf16ps``, AMX tiles) at about twice the float32 rate;
-  the seed CNN's train step measured 1.9x here. bf16 has float32's exponent range: no loss scaling.
-* **CPUs without them**: bf16 is emulated and slower than float32, float16 has no CPU kernels worth
-  using -> float32.
-* **GPUs before Ampere with fast float16** (V100 7.0, T4 7.5: tensor cores; P100 6.0: float16 at twice the
-  float32 rate): ``mixed_float16`` with dynamic loss scaling (float16's small range underflows gradients
-  otherwise). bf16 has no fast path there.
-* **GPUs without fast float16** (K80 3.7: no float16 arithmetic; P4 6.1: float16 at 1/64 of the float32
-  rate, NVIDIA's Pascal tuning guide): float16 would be *slower*, so ``float32`` -- TensorFlow's own mixed
-  precision guide asks for compute capability 7.0+ for the same reason.
-* **GPUs from Ampere on** (compute capability >= 8.0: A100, L4, H100, ...): bf16 tensor cores at the same
-  rate as float16 and no loss scaling -> ``mixed_bfloat16``.
-* **TPUs**: the MXU is bf16 -> ``mixed_bfloat16``.
+Where a device offers two candidates (:func:`candidates`: a CPU with bf16 and oneDNN -> float32 and bf16; an
+Ampere+ GPU -> float32 and bf16; a GPU with fast float16 -> float32 and float16), what is known of its kind is
+data with its source and date (:data:`PRIORS_FILE`, :func:`prior_for`): the static choice (:func:`choose`) takes
+the faster policy seen on that kind, and a kind with no figures keeps float32, the safe choice.
+``trainers.precision_auto.decide_auto`` adds what a run can learn on this machine: a decision measured earlier
+(the cache, :func:`cache_dirs`), or a measurement when the run is long enough for one to repay itself.
 
-The table above is what ``auto`` falls back to, not what it trusts: a flag says what an instruction set
-has, not what oneDNN makes of it on one chip, hypervisor and model (an Intel Xeon with ``avx512_bf16`` and
-no AMX ran the seed CNN's step at 247-281 ex/s in float32 and 89-196 in bf16; AMD Zen 5 ran bf16 1.9x
-faster). So where there is more than one candidate (:func:`candidates`: a CPU with bf16 -> float32 and
-bf16; an Ampere+ GPU -> float32 and bf16; a pre-Ampere GPU with fast float16 -> float32 and float16)
-``auto`` **measures** (:func:`decide_auto`): the job's own model and per-replica batch, each candidate
-:data:`WARMUP_STEPS` steps then :data:`MEASURE_STEPS` timed ones (:func:`time_steps`), and keeps the
-fastest; float32 is kept unless another beats it by :data:`MARGIN`. The decision and its figures are
-cached (:func:`cache_dir`, keyed by :func:`cache_key` over what changes the answer: the machine, the
-TensorFlow version, the model and its input, the batch, the strategy, the thread settings), so a rerun or
-the next trial pays nothing. A run too short for measuring to pay (:func:`too_short`: measuring would cost
-more than :data:`MAX_MEASURE_SHARE` of its steps) keeps the safe choice, float32. An explicit
-``training.precision`` is never measured nor overridden. Under multi-worker training only the chief
-measures and every replica takes its decision (``trainers.train``: one all-reduce), never its own.
-
-The static choice (:func:`choose`) is a pure function of a :class:`Device` description so it is unit
-tested for every device type without the device; :func:`detect` builds that description from this
-machine (``/proc/cpuinfo`` flags, ``tf.config.experimental.get_device_details`` compute capability) with
-the pool's ``accelerator_type`` as the fallback when the driver does not report a compute capability.
+The static choice is a pure function of a :class:`Device` description so it is unit tested for every device
+type without the device; :func:`detect` builds that description from this machine (``/proc/cpuinfo``:
+vendor, family, model, flags; ``tf.config.experimental.get_device_details``: compute capability) with the
+pool's ``accelerator_type`` as the fallback when the driver does not report a compute capability. An explicit
+``training.precision`` is never measured nor overridden.
 
 Variables stay float32 under every mixed policy (Keras keeps float32 master weights), the model's last
 layer is a float32 softmax, and the exported model is rebuilt under float32 (see ``trainers.train``), so
@@ -49,10 +33,11 @@ import hashlib
 import json
 import logging
 import os
-import time
-from typing import Any, Callable, Iterable, Literal, Mapping
-from trainers import fileio
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+from trainers import fileio, record_reader
 from trainers.paths import join
+from trainers.precision_priors import PRIORS_FILE, Prior, lookup
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +89,11 @@ class Device:
     name: str = ""
     #: CPU cores this process may use (0 = unknown)
     cores: int = 0
+    #: the CPU kind (``/proc/cpuinfo``: ``vendor_id``, ``cpu family``, ``model``; empty / None where unknown):
+    #: what the priors (:data:`PRIORS_FILE`) are keyed by, beside the flags
+    vendor: str = ""
+    family: int | None = None
+    model: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,13 +103,17 @@ class Choice:
     #: wrap the optimizer in a LossScaleOptimizer (float16 only).
     loss_scaling: bool
     reason: str
-    #: what ``auto`` measured (:func:`decide_auto`): ``rates`` (policy -> examples/s), ``seconds`` (what measuring
-    #: cost), ``steps`` (warm-up + timed, per candidate), ``cached`` (the cache file it came from, or None).
-    #: Empty when nothing was measured. Kept in ``metrics.json`` (``precision_auto``), hence ``run.json``.
+    #: what ``auto`` measured (``trainers.precision_auto.decide_auto``): ``rates`` (policy -> examples/s),
+    #: ``seconds`` (what measuring cost), ``steps`` (warm-up + timed, per candidate), ``cached`` (the cache file
+    #: it came from, or None). Empty when nothing was measured. Kept in ``metrics.json`` (``precision_auto``).
     measured: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     def line(self, requested: str) -> str:
         return f"precision: {self.policy} (training.precision={requested}; {self.reason})"
+
+
+def choice_of(policy: str, reason: str, measured: Mapping[str, Any] | None = None) -> Choice:
+    return Choice(policy, policy == "mixed_float16", reason, dict(measured or {}))
 
 
 def _gpu_capability(device: Device) -> tuple[tuple[int, int] | None, str]:
@@ -141,8 +135,9 @@ def cpu_has_bf16(flags: Iterable[str]) -> bool:
 def choose(precision: str, device: Device) -> Choice:
     """The policy for ``precision`` on ``device``. Pure: no TensorFlow, no device needed.
 
-    ``auto`` picks by device (module doc). An explicit value is honoured, with the reason saying when it
-    is likely slower than ``auto`` here (bf16 without bf16 hardware, float16 on a CPU)."""
+    ``auto`` picks by device (module doc): where there are two candidates, the faster one seen on the device's
+    kind (:func:`prior_choice`). An explicit value is honoured, with the reason saying when it is likely slower
+    than ``auto`` here (bf16 without bf16 hardware, float16 on a CPU)."""
     if precision not in PRECISIONS:
         raise ValueError(f"{F_PRECISION}: {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision == "float32":
@@ -162,25 +157,19 @@ def choose(precision: str, device: Device) -> Choice:
     # auto
     if device.kind == "tpu":
         return Choice("mixed_bfloat16", False, "auto: TPU matrix units compute in bf16")
+    if len(candidates(device)) > 1:
+        return prior_choice(device)
     if device.kind == "gpu":
         cc, what = _gpu_capability(device)
         if cc is None:
             return Choice("mixed_float16", True, f"auto: {what}; float16 with loss scaling works on every "
                                                  "GPU generation")
-        if cc >= AMPERE:
-            return Choice("mixed_bfloat16", False, f"auto: {what} is Ampere or newer: bf16 tensor cores, "
-                                                   "no loss scaling needed")
-        if fast_float16(cc):
-            return Choice("mixed_float16", True, f"auto: {what} is pre-Ampere with fast float16: float16 "
-                                                 "with dynamic loss scaling")
         return Choice("float32", False, f"auto: {what} has no fast float16 (float16 would run slower than "
                                         "float32) and no bf16")
     present = sorted(f for f in BF16_CPU_FLAGS if f in device.cpu_flags)
-    if present and not device.onednn:
+    if present:  # with oneDNN off: one candidate
         return Choice("float32", False, f"auto: CPU has {'/'.join(present)} but TF_ENABLE_ONEDNN_OPTS=0 turns "
                                         "oneDNN off, and bf16 without it is far slower than float32")
-    if present:
-        return Choice("mixed_bfloat16", False, f"auto: CPU has {'/'.join(present)}: native bf16 in oneDNN")
     return Choice("float32", False, "auto: CPU without avx512_bf16/amx_bf16: bf16 would be emulated")
 
 
@@ -219,6 +208,19 @@ def cpu_name(path: str = "/proc/cpuinfo") -> str:
     return _cpuinfo_field(("model name", "Model", "CPU part"), path) or ""
 
 
+def cpu_kind(path: str = "/proc/cpuinfo") -> tuple[str, int | None, int | None]:
+    """(vendor, family, model) of the first processor (``AuthenticAMD``, 25, 17 on AMD Zen 4 EPYC): what a
+    hypervisor passes through where the model name says only ``AMD EPYC``. ("", None, None) where unknown."""
+    def number(name: str) -> int | None:
+        value = _cpuinfo_field((name,), path)
+        try:
+            return int(value, 0) if value is not None else None
+        except ValueError:
+            return None
+
+    return _cpuinfo_field(("vendor_id",), path) or "", number("cpu family"), number("model")
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -242,8 +244,9 @@ def detect(strategy: str, accelerator_type: str = "") -> Device:
             pass
         return Device("gpu", compute_capability=tuple(cc) if cc else None, accelerator_type=accelerator_type,
                       name=f"{name} x{len(gpus)}" if name else "")
+    vendor, family, model = cpu_kind()
     return Device("cpu", cpu_flags=cpu_flags(), onednn=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0",
-                  name=cpu_name(), cores=usable_cores())
+                  name=cpu_name(), cores=usable_cores(), vendor=vendor, family=family, model=model)
 
 
 def apply(choice: Choice) -> None:
@@ -256,8 +259,8 @@ def apply(choice: Choice) -> None:
 def setup(training: Any, device: Device, auto: Callable[[Device], Choice] | None = None) -> Choice:
     """Resolve ``training.precision`` for ``device``, apply the policy (before the model is built) and print the
     one line that says what was chosen and why; returns the choice. ``training`` is the config's section.
-    ``auto``: how ``auto`` is decided here (``trainers.train``: :func:`decide_auto` on the job's own model);
-    None: the static choice (:func:`choose`). An explicit precision never reaches it."""
+    ``auto``: how ``auto`` is decided here (``trainers.train``: ``trainers.precision_auto.decide_auto`` on the
+    job's own model); None: the static choice (:func:`choose`). An explicit precision never reaches it."""
     requested, deprecation = resolve(training.precision, training.mixed_precision)
     if deprecation:
         print(f"warning: {deprecation}", flush=True)
@@ -267,28 +270,11 @@ def setup(training: Any, device: Device, auto: Callable[[Device], Choice] | None
     return choice
 
 
-# -- auto by measuring --------------------------------------------------------------------------------------
-
-#: the policies auto may measure, in a fixed order: the code replicas agree on is an index into it
-POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 SHORT = {"float32": "float32", "mixed_bfloat16": "bf16", "mixed_float16": "float16"}
-#: per candidate: untimed steps first (tracing, oneDNN's kernel selection, allocator warm-up), then timed ones
-WARMUP_STEPS, MEASURE_STEPS = 3, 10
-#: measuring may cost at most this share of the run's steps; a shorter run keeps float32 unmeasured
-MAX_MEASURE_SHARE = 0.10
-#: what building and tracing a candidate's model and step cost, counted in steps of it: 2-16 for the seed CNN
-#: (``benchmarks/precision_auto.py``, 2026-11-27: 180x180 call 125 s of which 109 s the 13 steps; 64x64 11.4 s
-#: of which 5.1 s the steps); a bigger model's trace grows with it, its steps too
-SETUP_STEPS = 10
-#: another precision is kept only when it beats float32 by this factor: a 10-step figure moves by a few
-#: percent between identical runs, and float32 is the safe choice (no rounding, no loss scaling)
-MARGIN = 1.05
-#: bumped when what a cache entry means changes: older entries are then never read
-CACHE_VERSION = 1
 
 
 def candidates(device: Device) -> tuple[str, ...]:
-    """The policies worth measuring on ``device`` (float32 first); fewer than two: nothing to measure.
+    """The policies worth comparing on ``device`` (float32 first); fewer than two: nothing to decide by kind.
 
     A CPU: float32, and bf16 where it has ``avx512_bf16``/``amx_bf16`` with oneDNN on (without those bf16 is
     emulated: tens of times slower, not worth a measurement). A GPU from Ampere on: float32 and bf16 (float16
@@ -306,62 +292,65 @@ def candidates(device: Device) -> tuple[str, ...]:
     return ()
 
 
-def measuring_steps(n_candidates: int) -> int:
-    """What measuring ``n_candidates`` costs, in steps: build and trace, warm-up, timed steps, each."""
-    return n_candidates * (SETUP_STEPS + WARMUP_STEPS + MEASURE_STEPS)
+# -- what is known of a device's kind (data with its source) ------------------------------------------------
+
+def prior_for(device: Device) -> Prior | None:
+    """The first entry of :data:`PRIORS_FILE` that matches ``device``, or None: nothing is known of its kind."""
+    if device.kind == "gpu":
+        return lookup("gpu", capability=_gpu_capability(device)[0])
+    return lookup(device.kind, vendor=device.vendor, family=device.family, model=device.model, flags=device.cpu_flags)
 
 
-def too_short(total_steps: int, n_candidates: int) -> bool:
-    """Measuring would cost more than :data:`MAX_MEASURE_SHARE` of the run: it cannot pay for itself (even
-    a 2x faster precision saves at most half of the run, and a run this short is mostly start-up anyway)."""
-    return measuring_steps(n_candidates) > MAX_MEASURE_SHARE * total_steps
+def kind_text(device: Device) -> str:
+    """``AuthenticAMD family 0x19 model 0x11, avx512_bf16`` / ``compute capability 8.0``: what the kind was
+    recognised (or not) by."""
+    if device.kind == "gpu":
+        return _gpu_capability(device)[1]
+    parts = [device.vendor or "unknown vendor"]
+    if device.family is not None:
+        parts.append(f"family {device.family:#x}")
+    if device.model is not None:
+        parts.append(f"model {device.model:#x}")
+    flags = sorted(f for f in (*BF16_CPU_FLAGS, "avx512_fp16") if f in device.cpu_flags)
+    return " ".join(parts) + (f", {' '.join(flags)}" if flags else "")
 
 
-def time_steps(step: Callable[[], Any], examples_per_step: int, warmup: int = WARMUP_STEPS,
-               steps: int = MEASURE_STEPS, clock: Callable[[], float] = time.perf_counter) -> float:
-    """Examples/s of ``step`` (which must return only once its work is done: ``.numpy()`` its result): ``warmup``
-    untimed calls, then ``steps`` timed ones. ``clock`` is injectable so the decision is tested with a fake one."""
-    for _ in range(warmup):
-        step()
-    started = clock()
-    for _ in range(steps):
-        step()
-    elapsed = clock() - started
-    return examples_per_step * steps / elapsed if elapsed > 0 else float("inf")
+def prior_choice(device: Device) -> Choice:
+    """The static ``auto`` where ``device`` has two candidates: the faster policy seen on its kind, or float32 (the
+    safe choice: no rounding, no loss scaling) where nothing is known of it."""
+    prior = prior_for(device)
+    if prior is None:
+        other = SHORT[candidates(device)[1]]
+        return choice_of("float32", f"auto: float32, the safe choice: no figures for this {device.kind.upper()} "
+                                    f"kind ({kind_text(device)}) say {other} is faster")
+    if prior.ratio is not None:
+        other = next(p for p in candidates(device) if p != "float32")
+        figure = f"{SHORT[other]} {prior.ratio:.2f}x float32, {prior.seen.split(',')[0]}"
+    else:
+        figure = prior.seen.split(",")[0]
+    how = " with dynamic loss scaling" if prior.policy == "mixed_float16" else ""
+    return choice_of(prior.policy, f"auto: {SHORT[prior.policy]}{how}, the faster on {prior.name} "
+                                   f"({kind_text(device)}; {figure}: {PRIORS_FILE.name})")
 
 
-def pick(rates: Mapping[str, float]) -> str:
-    """The fastest policy; float32 unless another beats it by :data:`MARGIN`."""
-    best = max(rates, key=lambda p: rates[p])
-    if "float32" in rates and best != "float32" and rates[best] < MARGIN * rates["float32"]:
-        return "float32"
-    return best
+# -- the cache of measured decisions -------------------------------------------------------------------------
 
-
-def choice_of(policy: str, reason: str, measured: Mapping[str, Any] | None = None) -> Choice:
-    return Choice(policy, policy == "mixed_float16", reason, dict(measured or {}))
-
-
-def measured_reason(policy: str, rates: Mapping[str, float], device: Device, seconds: float,
-                    cached: str | None = None) -> str:
-    """``auto: float32 247 ex/s vs bf16 191 ex/s on this CPU (...)``: the kept one first."""
-    others = " vs ".join(f"{SHORT[p]} {rates[p]:.0f} ex/s" for p in sorted(rates, key=lambda p: -rates[p])
-                         if p != policy)
-    where = f"this {device.kind.upper()}" + (f", {device.name}" if device.name else "")
-    how = (f"measured earlier, cached in {cached}" if cached else
-           f"measured on the job's model and batch, {WARMUP_STEPS}+{MEASURE_STEPS} steps each, {seconds:.1f} s")
-    note = f"; within {MARGIN:.2f}x of float32: the safe choice" if (
-        policy == "float32" and max(rates.values()) > rates.get("float32", 0)) else ""
-    return f"auto: {SHORT[policy]} {rates[policy]:.0f} ex/s vs {others} on {where} ({how}{note})"
+#: bumped when what a cache entry means changes: older entries are then never read
+CACHE_VERSION = 2
 
 
 def machine_fields(device: Device) -> dict[str, Any]:
     """What of the machine changes the answer (for :func:`cache_key`)."""
     if device.kind == "cpu":
-        return {"kind": "cpu", "cpu": device.name, "cores": device.cores, "onednn": device.onednn,
+        return {"kind": "cpu", "cpu": device.name, "vendor": device.vendor, "family": device.family,
+                "model": device.model, "cores": device.cores, "onednn": device.onednn,
                 "flags": hashlib.sha256(" ".join(sorted(device.cpu_flags)).encode()).hexdigest()[:16]}
     return {"kind": device.kind, "name": device.name, "accelerator_type": device.accelerator_type,
             "compute_capability": list(device.compute_capability or ())}
+
+
+#: the most examples a second a cached rate may say (no machine trains a model a billion examples a second)
+MAX_RATE = 1e9
 
 
 def cache_key(fields: Mapping[str, Any]) -> str:
@@ -369,86 +358,70 @@ def cache_key(fields: Mapping[str, Any]) -> str:
                                      default=str).encode()).hexdigest()[:20]
 
 
-def cache_dir(base_dir: str) -> str:
-    """Beside the job's output folder, not in it: ``<parent of output.base_dir>/.vtp-cache/precision``. A rerun
-    (``--fresh`` moves the old folder aside), the trials of a study (``<base>/<trial>/``), every replica of a job
-    and the next job under the same parent (``runs/``, a bucket's folder) find it; on Vertex it is the
-    bucket, which every replica sees."""
-    parent, _ = fileio.split_parent(base_dir)
-    if parent.endswith(":") or "/" not in parent:  # gs://bucket itself, or a bare relative name: inside it
-        parent = base_dir.rstrip("/")
-    return join(parent, ".vtp-cache", "precision")
+def user_cache_dir(env: Mapping[str, str] | None = None) -> str | None:
+    """This user's cache folder for vtp: ``$XDG_CACHE_HOME/vtp`` where that is an absolute path, else
+    ``$HOME/.cache/vtp`` (the XDG Base Directory rule, which Linux workstations and containers follow; written here
+    rather than taking ``platformdirs``, a dependency the project does not otherwise need, for three lines). None
+    where neither gives an absolute path (no HOME and no home in the password database)."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "vtp")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".cache", "vtp") if os.path.isabs(home) else None
+
+
+def cache_dirs(base_dir: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Where measured decisions are kept, read in this order: this user's cache folder on this machine
+    (:func:`user_cache_dir` ``/precision``: every project and every later run here starts with it), then, where
+    the job's output is in a bucket (``gs://``, Vertex's ``/gcs/`` mount), beside that output folder
+    (``<parent of output.base_dir>/.vtp-cache/precision``): a Vertex replica starts in a fresh container, so
+    the next job and the trials of a study under the same folder find it there."""
+    user = user_cache_dir(env)
+    dirs = [join(user, "precision")] if user else []
+    if not fileio.is_local(base_dir):
+        parent, _ = fileio.split_parent(base_dir)
+        if parent.endswith(":") or "/" not in parent:  # gs://bucket itself: inside it
+            parent = base_dir.rstrip("/")
+        dirs.append(join(parent, ".vtp-cache", "precision"))
+    return tuple(dirs)
 
 
 def read_cached(directory: str, fields: Mapping[str, Any], cands: tuple[str, ...]) -> dict[str, Any] | None:
     """The cached decision for ``fields`` or None (none, unreadable, another key's, or not a decision among
-    ``cands``: such an entry is measured again and replaced)."""
+    ``cands``: such an entry is measured again and replaced). Read by THE record reader
+    (``trainers.record_reader``: a damaged entry, too deep, a 400-digit rate, a pipe, is measured again, never a
+    failed train step); each rate a number of examples a second a machine can do."""
     path = join(directory, cache_key(fields) + ".json")
-    entry = fileio.read_json(path)
-    if not isinstance(entry, dict) or entry.get("fields") != json.loads(json.dumps(fields, default=str)):
+    try:
+        entry = record_reader.read(path, types={"policy": str, "rates": dict, "fields": dict}, required=("policy", "rates"),
+                                   limit=1 << 20)
+    except record_reader.Unreadable as exc:
+        print(f"warning: the cached precision measurement is damaged ({exc.why}); measuring again", flush=True)
         return None
-    rates = entry.get("rates")
-    if (entry.get("policy") not in cands or not isinstance(rates, dict) or set(rates) != set(cands)
-            or not all(isinstance(v, (int, float)) and v > 0 for v in rates.values())):
+    if entry is None or entry.get("fields") != json.loads(json.dumps(fields, default=str)):
+        return None
+    rates = entry["rates"]
+    if (entry["policy"] not in cands or set(rates) != set(cands)
+            or not all(record_reader.is_a(v, (int, float)) and 0 < v < MAX_RATE for v in rates.values())):
         return None
     return {**entry, "path": path}
 
 
-def write_cached(directory: str, fields: Mapping[str, Any], entry: Mapping[str, Any]) -> str | None:
-    """Write the decision atomically; a cache that cannot be written is one ``warning:`` line (the next run
-    measures again), never a failed job. Returns the path, or None."""
-    path = join(directory, cache_key(fields) + ".json")
-    try:
-        fileio.makedirs(directory)
-        fileio.write_json_atomic(path, {**entry, "fields": fields, "cache_version": CACHE_VERSION})
-    except Exception as exc:  # OSError locally, tf.errors.OpError on gs://
-        print(f"warning: the precision measurement was not cached ({path}: {exc}); the next run measures again",
-              flush=True)
-        return None
-    return path
-
-
-def decide_auto(device: Device, total_steps: int, measure: Callable[[str], float], fields: Mapping[str, Any],
-                directory: str | None, clock: Callable[[], float] = time.perf_counter) -> Choice:
-    """``auto`` on ``device`` for a run of ``total_steps``: the static choice where there is nothing to measure,
-    the cached decision where there is one, float32 where the run is too short to measure, else each candidate
-    measured (``measure(policy)`` -> examples/s; it applies the policy and times the job's own step) and the
-    fastest kept (:func:`pick`), then cached. ``fields``: the cache key's fields (the machine's are added);
-    ``directory``: the cache (None: no cache)."""
-    cands = candidates(device)
-    if len(cands) < 2:
-        return choose("auto", device)
-    fields = {**machine_fields(device), **fields, "candidates": list(cands)}
-    cached = read_cached(directory, fields, cands) if directory else None
-    if cached:
-        measured = {"rates": cached["rates"], "seconds": 0.0, "steps": cached.get("steps"), "cached": cached["path"],
-                    "measured_at": cached.get("measured_at")}
-        return choice_of(cached["policy"], measured_reason(cached["policy"], cached["rates"], device, 0.0,
-                                                           cached["path"]), measured)
-    if too_short(total_steps, len(cands)):
-        return choice_of("float32", f"auto: a {total_steps}-step run is too short to measure "
-                                    f"{' and '.join(SHORT[p] for p in cands)} on this {device.kind.upper()} "
-                                    f"({measuring_steps(len(cands))} steps of measuring, more than "
-                                    f"{MAX_MEASURE_SHARE:.0%} of the run): float32, the safe choice")
-    started = clock()
-    rates = {}
-    for policy in cands:
+def write_cached(directories: Sequence[str], fields: Mapping[str, Any], entry: Mapping[str, Any]) -> list[str]:
+    """Write the decision atomically into each of ``directories``; returns the paths written. A folder that cannot
+    be written (no HOME, read-only, a file in the way) leaves the decision uncached there: at most one
+    ``warning:`` line for all of them, never a failed job."""
+    written, failed = [], []
+    for directory in directories:
+        path = join(directory, cache_key(fields) + ".json")
         try:
-            rates[policy] = float(measure(policy))
-        except Exception as exc:  # e.g. out of memory under one policy: not a candidate; float32's own is fatal
-            if policy == "float32":
-                raise
-            print(f"warning: precision auto: {SHORT[policy]} could not be measured ({type(exc).__name__}: "
-                  f"{' '.join(str(exc).split())[:200]}); not a candidate", flush=True)
-    seconds = clock() - started
-    if len(rates) < 2:  # nothing left to compare: float32, not cached (the failure may be passing)
-        return choice_of("float32", f"auto: float32 {rates['float32']:.0f} ex/s; the other candidates could not "
-                                    "be measured: float32, the safe choice", {"rates": rates, "seconds": seconds})
-    policy = pick(rates)
-    entry = {"policy": policy, "rates": rates, "seconds": round(seconds, 3), "steps": WARMUP_STEPS + MEASURE_STEPS,
-             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if directory:
-        write_cached(directory, fields, entry)
-    measured = {"rates": rates, "seconds": round(seconds, 3), "steps": entry["steps"], "cached": None,
-                "measured_at": entry["measured_at"]}
-    return choice_of(policy, measured_reason(policy, rates, device, seconds), measured)
+            fileio.makedirs(directory)
+            fileio.write_json_atomic(path, {**entry, "fields": fields, "cache_version": CACHE_VERSION})
+            written.append(path)
+        except Exception as exc:  # OSError locally, tf.errors.OpError on gs://
+            failed.append(f"{path}: {' '.join(str(exc).split())[:200]}")
+    if failed:
+        print(f"warning: the precision measurement was not cached ({'; '.join(failed)}); "
+              + ("the next run here measures again" if not written else f"kept in {', '.join(written)}"), flush=True)
+    return written

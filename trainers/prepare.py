@@ -56,7 +56,7 @@ import sys
 import uuid
 from typing import Any, Callable, Sequence
 
-from trainers import fileio, image_records, prepare_beam, sources
+from trainers import fileio, record_reader, image_records, prepare_beam, sources
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 from trainers.synthetic import synthesize_image_folder
@@ -139,7 +139,7 @@ def prepare_tfrecords(image_root: str, out_dir: str, image_size: int, num_shards
               "validation_fraction": validation_fraction, "seed": seed, "encoding": encoding}
     if encoding == "jpeg":
         params["jpeg_quality"] = int(jpeg_quality)
-    existing = fileio.read_json(join(out_dir, MANIFEST))
+    existing = record_reader.read_or_none(join(out_dir, MANIFEST))
     if _matches(existing, params, fingerprint) and _complete(out_dir, existing):
         log.info("%s is up to date (fingerprint %s)", out_dir, fingerprint[:12])
         return existing

@@ -31,14 +31,12 @@ from typing import Any
 
 from trainers import fileio
 from trainers.errors import ConfigError, Problem, problem
+from trainers.resource_names import PROJECT_RE, REGION_RE, SERVICE_ACCOUNT_RE, fits
 from trainers.sources import ShardSpec, write_shard
 
 log = logging.getLogger(__name__)
 
 F_DATAFLOW = "data.dataflow"
-PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
-SERVICE_ACCOUNT_RE = re.compile(r"^[^@\s]+@[^@\s]+\.iam\.gserviceaccount\.com$|^[^@\s]+@developer\.gserviceaccount\.com$")
 SDK_IMAGE_HINT = "an image FROM apache/beam_python3.11_sdk:2.77.0 with this package installed (pip install .[cpu,beam])"
 BEAM_RUNNERS = ("beam", "dataflow")
 
@@ -61,12 +59,12 @@ def dataflow_problems(df: Any) -> list[Problem]:
     why = "data.prepare_runner=dataflow needs it"
     if not df.project:
         p.append(problem(f"{F_DATAFLOW}.project", f"is empty; the Google Cloud project Dataflow runs in ({why})"))
-    elif not PROJECT_RE.match(df.project):
+    elif not fits(PROJECT_RE, df.project):
         p.append(problem(f"{F_DATAFLOW}.project", f"{df.project!r} is not a project id (6-30 lower-case letters, "
                                                  "digits, hyphens, starting with a letter)"))
     if not df.region:
         p.append(problem(f"{F_DATAFLOW}.region", f"is empty ({why})", ["us-central1", "europe-west4"]))
-    elif not REGION_RE.match(df.region):
+    elif not fits(REGION_RE, df.region):
         p.append(problem(f"{F_DATAFLOW}.region", f"{df.region!r} is not a region name", ["us-central1", "europe-west4"]))
     if not df.temp_location:
         p.append(problem(f"{F_DATAFLOW}.temp_location", f"is empty; a gs:// folder for Dataflow's temporary files ({why})"))
@@ -74,7 +72,7 @@ def dataflow_problems(df: Any) -> list[Problem]:
         value = getattr(df, field)
         if value and not re.match(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$", value):
             p.append(problem(f"{F_DATAFLOW}.{field}", f"{value!r} is not a gs://bucket/folder path"))
-    if df.service_account and not SERVICE_ACCOUNT_RE.match(df.service_account):
+    if df.service_account and not fits(SERVICE_ACCOUNT_RE, df.service_account):
         p.append(problem(f"{F_DATAFLOW}.service_account", f"{df.service_account!r} is not a service account email "
                                                          "(NAME@PROJECT.iam.gserviceaccount.com)"))
     if not df.sdk_container_image:

@@ -10,7 +10,7 @@ import io
 import logging
 import uuid
 
-from trainers import fileio
+from trainers import fileio, record_reader
 from trainers.errors import ConfigError, Problem, problem
 from trainers.paths import join
 
@@ -164,13 +164,13 @@ def synthesize_image_folder(root: str, num_classes: int = 3, images_per_class: i
         marker["shape"] = shape
     paths = [join(root, r) for r in rel_files]
 
-    existing = fileio.read_json(join(root, SYNTHETIC_MARKER))
+    existing = record_reader.read_or_none(join(root, SYNTHETIC_MARKER))
     if existing == marker and all(fileio.exists(p) for p in paths):
         log.info("synthetic dataset already present at %s", root)
         return paths
 
     def ours(path: str) -> bool:
-        return fileio.read_json(join(path, SYNTHETIC_MARKER)) is not None or not fileio.listdir(path)
+        return record_reader.read_or_none(join(path, SYNTHETIC_MARKER)) is not None or not fileio.listdir(path)
 
     if fileio.exists(root) and not (fileio.isdir(root) and ours(root)):
         raise ConfigError(problem(

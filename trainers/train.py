@@ -24,7 +24,8 @@ import sys
 from typing import Any
 
 from trainers import (cluster as cluster_lib, config as config_lib, data as data_lib, fileio, input_cache,
-                      precision as precision_lib, strategy as strategy_lib)
+                      precision as precision_lib, precision_auto, strategy as strategy_lib)
+from trainers.precision_priors import POLICIES
 from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.errors import ConfigError, problem
 from trainers.export import export_model
@@ -161,7 +162,7 @@ def replica_step(model, optimizer, global_batch: int):
 def measure_precision(cfg: config_lib.JobConfig, plan, policy: str) -> float:
     """Examples/s of the job's own train step (its model, optimizer and per-replica batch, one real batch of its
     data) under ``policy``, on this process's default device, outside any distribution strategy: what
-    ``precision: auto`` compares (``trainers.precision.decide_auto``). Warm-up steps first (tracing, oneDNN's
+    ``precision: auto`` compares (``trainers.precision_auto.decide_auto``). Warm-up steps first (tracing, oneDNN's
     kernel choice), then timed ones, each waited for."""
     import tensorflow as tf
 
@@ -174,13 +175,14 @@ def measure_precision(cfg: config_lib.JobConfig, plan, policy: str) -> float:
     optimizer = make_optimizer(cfg, loss_scaling=policy == "mixed_float16")
     optimizer.build(model.trainable_variables)
     step = tf.function(replica_step(model, optimizer, batch))
-    return precision_lib.time_steps(lambda: step(images, labels).numpy(), batch)
+    return precision_auto.time_steps(lambda: step(images, labels).numpy(), batch)
 
 
 def decide_precision(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, strategy, plan, device,
                      base: str, measure=None):
-    """``training.precision: auto`` for this job (``trainers.precision.decide_auto``): measured on the job's own
-    step (``measure(cfg, plan, policy)``, default :func:`measure_precision`), cached beside the output folder.
+    """``training.precision: auto`` for this job (``trainers.precision_auto.decide_auto``): a decision cached on
+    this machine (``trainers.precision.cache_dirs``), a measurement of the job's own step where the run repays it
+    (``measure(cfg, plan, policy)``, default :func:`measure_precision`), else what is known of the device's kind.
     Under multi-worker training only the chief decides and every replica takes the chief's decision through one
     all-reduce: replicas that trained in different precisions would all-reduce gradients of different models.
     With ``training.deterministic`` the seed is set again afterwards, so the model's initial weights do not
@@ -196,8 +198,9 @@ def decide_precision(cfg: config_lib.JobConfig, info: cluster_lib.ClusterInfo, s
     choice = None
     if info.is_chief or not multi_worker:
         measure = measure or measure_precision
-        choice = precision_lib.decide_auto(device, plan.total_steps, lambda policy: measure(cfg, plan, policy),
-                                           fields, precision_lib.cache_dir(base))
+        choice = precision_auto.decide_auto(device, plan.total_steps, lambda policy: measure(cfg, plan, policy),
+                                            fields, precision_lib.cache_dirs(base),
+                                            setup=precision_auto.setup_steps(plan.image_size))
         if cfg.training.deterministic:
             keras.utils.set_random_seed(cfg.training.seed)
     if multi_worker:
@@ -214,9 +217,9 @@ def _tf_version() -> str:
 def _agree_on_precision(strategy, choice):
     """The chief's ``choice`` on every replica (the others pass None): its index in ``POLICIES``, summed over the
     replicas with the others contributing 0, divided by the chief's replica count."""
-    mine = [float(precision_lib.POLICIES.index(choice.policy)), 1.0] if choice is not None else [0.0, 0.0]
+    mine = [float(POLICIES.index(choice.policy)), 1.0] if choice is not None else [0.0, 0.0]
     index_sum, chief_replicas = _sum_over_replicas(strategy, mine)
-    policy = precision_lib.POLICIES[int(round(index_sum / max(chief_replicas, 1.0)))]
+    policy = POLICIES[int(round(index_sum / max(chief_replicas, 1.0)))]
     if choice is not None:
         return choice
     return precision_lib.choice_of(policy, f"auto: the chief's decision ({policy}), taken by every replica")
@@ -370,7 +373,7 @@ def report_to_hypertune(result: dict[str, Any], info: cluster_lib.ClusterInfo, b
     """Report the final validation figures with ``cloudml-hypertune`` (the file Vertex reads in a tuning trial:
     ``CLOUD_ML_HP_METRIC_FILE``, default ``/tmp/hypertune/output.metrics``), so the built-in job can be tuned.
     A replica of the local launcher (which gives it no ``CLOUD_ML_*`` variable) writes
-    ``<base>/hypertune/output.metrics`` instead: a local run touches nothing outside its folder. A file that
+    ``<base>/hypertune/output.metrics`` instead: a local run keeps its records in its folder. A file that
     cannot be written is a warning, never a failed job: the model is already exported."""
     if result.get("val_accuracy") is None:
         return

@@ -12,7 +12,8 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
                         gcp_resources: dsl.OutputPath(str), api_endpoint: str = "", max_wait_duration: str = "",
                         persistent_resource_id: str = "", disable_retries: bool = False, enable_web_access: bool = False,
                         enable_dashboard_access: bool = False, reserved_ip_ranges: list = [],
-                        psc_network_attachment: str = "", placement: list = [], logging_endpoint: str = ""):
+                        psc_network_attachment: str = "", placement: list = [], logging_endpoint: str = "",
+                        budget: dict = {}, labels: dict = {}, hardware: list = []):
     """Run the job's worker pools as one Vertex AI CustomJob: chief 0, workers 1, parameter servers 2,
     evaluator 3, an empty pool kept empty where Vertex needs the position (an evaluator without parameter
     servers), every replica in its pool's ``container_spec``; ``base_output_directory`` gives the replicas
@@ -24,10 +25,16 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
     project's one builder (``jobs.spec.job_spec``) from these inputs, which ``validate_config`` outputs. Follows it to its end under the
     project's client policy and cancels it when the pipeline is cancelled (SIGTERM); a retried task follows
     the job it already created. A failed job shows each failed replica's last lines from Cloud Logging
-    (``logging_endpoint``: empty, Google's) and one hint line. ``placement`` (validate_config's: the job file's
-    regions and scheduling strategies, in order): when Vertex ends the job for capacity, it is created again under
-    the next option with the same ``base_output_directory`` (the trainer resumes from its checkpoint), within
-    ``timeout`` in all; never for the user's code, a bad request or quota. Output ``gcp_resources`` (GCPC's
+    (``logging_endpoint``: empty, Google's) and one hint line. ``placement`` and ``budget`` (validate_config's: the
+    plan's judgement of the job's regions and scheduling strategies, each with its price, and the budget's bars): the
+    job is created in the option THE placement procedure (``jobs.spec.ranking``) ranks first; when Vertex ends it for
+    capacity, that option is blocked and the job is created again under the procedure's next answer with the same
+    ``base_output_directory`` (the trainer resumes from its checkpoint), within ``timeout`` in all: never in an option
+    the plan refused, never over the budget at that option's price, one line for each option passed over; never for
+    the user's code, a bad request or quota. ``hardware`` (validate_config's): the worker pools of every rung of the
+    job's hardware ladder (``placement.hardware``), THE spec of the job on that rung: an option on a later rung is
+    created with its pools, in the same output directory (the trainer resumes with the global batch kept); empty
+    without a ladder. ``labels``: the run's labels (run, trial, config hash). Output ``gcp_resources`` (GCPC's
     format: the console links the job; it names the job that ran last).
 
     Why not GCPC's ``CustomTrainingJobOp``: its launcher removes empty entries recursively before the create
@@ -45,4 +52,5 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
         "--persistent_resource_id", persistent_resource_id, "--disable_retries", disable_retries,
         "--enable_web_access", enable_web_access, "--enable_dashboard_access", enable_dashboard_access,
         "--reserved_ip_ranges", reserved_ip_ranges, "--psc_network_attachment", psc_network_attachment,
-        "--placement", placement, "--logging_endpoint", logging_endpoint])
+        "--placement", placement, "--logging_endpoint", logging_endpoint, "--budget", budget, "--labels", labels,
+        "--hardware", hardware])

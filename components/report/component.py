@@ -38,4 +38,4 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
     # lazy: KFP component body
     from jobs.steps.step_exit import end_without_teardown
 
-    end_without_teardown()  # matplotlib's teardown: 0.25 s after the outputs are written
+    end_without_teardown()  # no finalization of the step's modules once the outputs are written

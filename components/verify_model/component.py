@@ -19,8 +19,10 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
     ``eval_output``: which output is the prediction, for a model with several). For the built-in classifier
     with its ``dataset``, also accuracy, loss, the confusion matrix and sample predictions on the held-out split.
 
-    Fails with one ``error:`` line for a folder without a SavedModel, a model without ``serving_default``,
-    or a sample that does not fit (naming the signature's inputs). Outputs: ``verified_model`` (same URI;
+    The SavedModel is the one in ``model``'s folder or one folder below it (``model/1``, TensorFlow Serving's layout;
+    ``jobs.spec.saved_model``). Fails with one ``error:`` line for a folder without one (listing what it holds), a
+    model without ``serving_default``, or a sample that does not fit (naming the signature's inputs). Outputs:
+    ``verified_model`` (URI: the SavedModel's folder;
     metadata: framework and version, signatures, inputs and outputs, latency, accuracy for a classifier),
     ``metrics``, ``verification`` (a JSON file: the whole record, predictions included); with
     ``record_dir``, the record is also written to ``<record_dir>/verification.json``."""
@@ -61,12 +63,12 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
             metrics.log_metric(key, value)
     if held_out:
         summary["eval"] = {k: record["eval"].get(k) for k in ("task", "examples", "data")} | held_out
-    verified_model.uri = model.uri
+    verified_model.uri = record["model_dir"]  # the SavedModel folder: model.uri or the one folder below it holding it
     verified_model.metadata.update({**dict(model.metadata), **summary, "verified": True})
     shown = "; ".join([f"{k}={record[k]:.3f}" for k in ("accuracy", "loss") if isinstance(record.get(k), (int, float))]
                       + [f"{k}={v:.4g}" for k, v in held_out.items() if k in ("eval_rmse", "eval_mae", "eval_accuracy",
                                                                            "eval_baseline_rmse", "eval_baseline_accuracy")])
-    print(f"verified {model.uri}: {record['signature']}({', '.join(record['inputs'])}) on {record['instances']} "
+    print(f"verified {record['model_dir']}: {record['signature']}({', '.join(record['inputs'])}) on {record['instances']} "
           f"instances ({record['input_source']}), {latency['median']:.1f} ms median{'; ' + shown if shown else ''}; "
           f"first prediction: {json.dumps(record['predictions'][0])[:200]}")
     # lazy: KFP component body

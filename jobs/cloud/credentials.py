@@ -10,6 +10,16 @@ is not such a host is refused before any credentials are loaded; :func:`http` at
 such URLs and follows redirects itself so it never travels to another host. The decision is made on the
 real scheme and host name (tests reach Google host names through a TLS proxy on 127.0.0.1, never through a
 hook in this code).
+
+**A refresh refused.** Every credentials object this module hands out refreshes through :func:`_guarded`: a token
+endpoint that refuses the refresh (``400 invalid_grant``: a revoked, deleted or expired key; a user login that
+expired) is one CloudError line naming the credential's source and how to renew it (:func:`refresh_refused`),
+wherever the credentials are used (the plan's bucket check, a Vertex call, ``upload-template``...): never a
+``RefreshError`` traceback. A token endpoint that cannot be reached is a connection failure, retried and said by
+the client policy as any other.
+
+**Endpoints by their form.** :func:`endpoint_problem`: an ``--api-endpoint`` is ``host[:port]`` or
+``http(s)://host[:port]``, a host name or an IP address (``[::1]`` in brackets), checked before anything uses it.
 """
 from __future__ import annotations
 
@@ -38,10 +48,34 @@ GOOGLE_HOSTS = ("gcr.io",)
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 
 
+_HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def endpoint_problem(endpoint: str | None) -> str | None:
+    """Why ``endpoint`` is not an API endpoint (``host[:port]`` or ``http(s)://host[:port][/path]``, no user info,
+    query or fragment), or None. The one form check of an ``--api-endpoint`` / ``--logging-endpoint``."""
+    if not endpoint:
+        return None
+    try:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        port = parts.port
+    except ValueError as exc:  # 'http://[::1' (an unclosed IPv6 bracket), a port that is not a number
+        return f"{endpoint[:200]!r} is not an endpoint ({exc}); the form: https://HOST[:PORT] or http://127.0.0.1:PORT"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    host = netloc.rsplit(":", 1)[0] if port is not None or netloc.endswith(":") else netloc
+    if (parts.scheme not in ("http", "https") or parts.username or parts.password or parts.query or parts.fragment
+            or any(c.isspace() for c in parts.path) or not _HOST_RE.fullmatch(host or "")):
+        return f"{endpoint[:200]!r} is not an endpoint; the form: https://HOST[:PORT] or http://127.0.0.1:PORT"
+    return None
+
+
 def is_local_endpoint(endpoint: str | None) -> bool:
     if not endpoint:
         return False
-    host = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").hostname or ""
+    try:
+        host = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").hostname or ""
+    except ValueError:  # not an endpoint at all (endpoint_problem says why): not a loopback one
+        return False
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
@@ -53,10 +87,10 @@ def is_google_host(host: str) -> bool:
 def may_receive_google_token(url: str) -> bool:
     """True only for ``https://`` URLs on a Google host (default port, no user info): the one rule for
     where a Google access token may be sent."""
-    parts = urlsplit(url)
     try:
+        parts = urlsplit(url)
         port = parts.port
-    except ValueError:
+    except ValueError:  # not a URL (an unclosed IPv6 bracket, a port that is no number): no token
         return False
     return (parts.scheme == "https" and port in (None, 443) and parts.username is None
             and parts.password is None and is_google_host(parts.hostname or ""))
@@ -69,6 +103,8 @@ def _endpoint_url(endpoint: str) -> str:
 def credentials(endpoint: str | None = None, what: str = "Google Cloud"):
     """Anonymous credentials for a loopback stand-in; else Application Default Credentials, only for an
     endpoint that may receive the Google token (None = the API's own Google endpoint)."""
+    if endpoint_problem(endpoint):
+        raise CloudError(f"{what} endpoint: {endpoint_problem(endpoint)}")
     if is_local_endpoint(endpoint):
         from google.auth.credentials import AnonymousCredentials
 
@@ -84,7 +120,65 @@ def credentials(endpoint: str | None = None, what: str = "Google Cloud"):
         creds, _ = google.auth.default(scopes=SCOPES)
     except DefaultCredentialsError as exc:
         raise CloudError(_credentials_problem(exc, what)) from None
+    return _guarded(creds, what)
+
+
+def _guarded(creds, what: str):
+    """``creds`` whose refresh, refused by the token endpoint, is one CloudError line (:func:`refresh_refused`).
+    The instance's class becomes a subclass with that refresh: copies a client makes (``with_scopes``,
+    ``with_quota_project``: ``self.__class__(...)``) keep it."""
+    from google.auth.exceptions import RefreshError
+
+    base = type(creds)
+    if getattr(base, "vtp_guarded", False):
+        return creds
+
+    def refresh(self, request):
+        try:
+            return base.refresh(self, request)
+        except RefreshError as exc:
+            if exc.retryable:  # a 5xx of the token endpoint: the policy's to retry and say
+                raise
+            raise CloudError(refresh_refused(exc, self, what)) from None
+
+    try:
+        creds.__class__ = type(base.__name__, (base,), {"refresh": refresh, "vtp_guarded": True,
+                                                        "__module__": base.__module__})
+    except TypeError:  # a class whose instances cannot change class: used as it is
+        pass
     return creds
+
+
+def credential_source(creds: Any = None) -> tuple[str, str]:
+    """(where the credentials came from, how to renew them), for a line; never a secret."""
+    path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    kind = type(creds).__module__ if creds is not None else ""
+    if "service_account" in kind:
+        key = f"the service-account key GOOGLE_APPLICATION_CREDENTIALS={path}" if path else "a service-account key"
+        email = getattr(creds, "service_account_email", None)
+        return (key + (f" ({email})" if email else ""),
+                "create a new key (gcloud iam service-accounts keys create KEY.json --iam-account="
+                f"{email or 'EMAIL'}) and point GOOGLE_APPLICATION_CREDENTIALS at it, or unset it and run "
+                "`gcloud auth application-default login`")
+    if "compute_engine" in kind:
+        return "this machine's service account (the metadata server)", "check the VM's service account and scopes"
+    if path:
+        return f"GOOGLE_APPLICATION_CREDENTIALS={path}", "renew that file, or unset it and run `gcloud auth " \
+                                                         "application-default login`"
+    return "the Application Default Credentials of `gcloud auth application-default login`", \
+        "run `gcloud auth application-default login` again"
+
+
+def refresh_refused(exc: Exception, creds: Any, what: str) -> str:
+    """The one line for a refresh the token endpoint refused: its error (``invalid_grant: ...``), the credential's
+    source and how to renew it."""
+    info = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
+    error = " ".join(str(info.get("error") or "").split())[:60]
+    description = " ".join(str(info.get("error_description") or "").split())[:160]
+    said = ": ".join(x for x in (error, description) if x) or " ".join(str(exc.args[0] if exc.args else exc).split())[:200]
+    source, renew = credential_source(creds)
+    return (f"the credentials for {what} were refused by Google's token endpoint ({said}): {source} is revoked, "
+            f"disabled or expired; {renew}")
 
 
 def _credentials_problem(exc: Exception, what: str) -> str:
@@ -136,6 +230,8 @@ def access_token(what: str) -> str:
     request = functools.partial(google.auth.transport.requests.Request(), timeout=policy().timeout)
     try:
         creds.refresh(request)
+    except CloudError:  # a refresh refused: already the one line (_guarded)
+        raise
     except Exception as exc:  # google.auth RefreshError / TransportError
         raise CloudError(lines.failure_line(exc, f"getting a Google access token for {what}")) from None
     return creds.token

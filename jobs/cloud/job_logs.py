@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import functools
 import itertools
+import re
 from typing import Any, Callable
 
 from jobs.spec import vertex_failures
@@ -31,6 +32,7 @@ from jobs.cloud import clients
 from jobs.cloud.lines import failure_line
 from jobs.cloud.credentials import credentials
 from jobs.spec.errors import CloudError
+from trainers.resource_names import JOB_NAME_RE, fits
 
 SERVICE = "Cloud Logging"
 #: how many of a failed replica's last lines the runner shows, and at most how many bytes of them
@@ -60,20 +62,40 @@ def job_id(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+#: a replica's task name as Vertex logs it (``workerpool0-0``) and a trial's id: the forms a filter takes
+TASK_RE = re.compile(r"workerpool[0-3]-[0-9]{1,6}")
+TRIAL_RE = re.compile(r"[0-9]{1,20}")
+TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
+
+
+def quoted(value: str) -> str:
+    """A string value in a Cloud Logging filter, as the logging query language writes one: in double quotes, a
+    backslash or a double quote inside escaped with a backslash ("Logging query language", Values and conversions)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def log_filter(name: str, task: str | None = None, trial: str | None = None, after: str | None = None,
                since: str | None = None) -> str:
     """The Cloud Logging filter of a job's (``name``'s) entries: gcloud's, plus a trial and times: ``after``
     (exclusive: what ``--follow`` has not shown yet), ``since`` (inclusive: the job's creation time; without a time
-    of its own google-cloud-logging adds ``timestamp>=`` 24 hours ago, which would hide an older job's lines)."""
-    parts = ['resource.type="ml_job"', f'resource.labels.job_id="{job_id(name)}"']
+    of its own google-cloud-logging adds ``timestamp>=`` 24 hours ago, which would hide an older job's lines).
+    Every value is of its form (``trainers.resource_names.JOB_NAME_RE``, a task, a trial id, an RFC 3339 time) or
+    a CloudError, and quoted (:func:`quoted`): nothing read from a file reaches the filter as syntax."""
+    for what, form, value, shape in (
+            ("job", JOB_NAME_RE, name, "projects/PROJECT/locations/REGION/customJobs/NUMBER"),
+            ("task", TASK_RE, task, "workerpoolN-M"), ("trial", TRIAL_RE, trial, "a number"),
+            ("time", TIME_RE, after, "YYYY-MM-DDTHH:MM:SSZ"), ("time", TIME_RE, since, "YYYY-MM-DDTHH:MM:SSZ")):
+        if value is not None and not fits(form, value):
+            raise CloudError(f"reading the logs: the {what} {str(value)[:120]!r} is not of its form ({shape})")
+    parts = ['resource.type="ml_job"', f"resource.labels.job_id={quoted(job_id(name))}"]
     if task:
-        parts.append(f'resource.labels.task_name="{task}"')
+        parts.append(f"resource.labels.task_name={quoted(task)}")
     if trial:
-        parts.append(f'labels."ml.googleapis.com/trial_id"="{trial}"')
+        parts.append(f'labels."ml.googleapis.com/trial_id"={quoted(trial)}')
     if since:
-        parts.append(f'timestamp>="{since}"')
+        parts.append(f"timestamp>={quoted(since)}")
     if after:
-        parts.append(f'timestamp>"{after}"')
+        parts.append(f"timestamp>{quoted(after)}")
     return " AND ".join(parts)
 
 
@@ -164,11 +186,12 @@ def stream_logs_command(name: str, task: str | None = None) -> str:
 
 
 def explain_failure(job: Any, name: str, *, project: str, location: str, endpoint: str = "",
-                    log: Callable[[str], None] = print) -> vertex_failures.Cause | None:
+                    log: Callable[[str], None] = print, seen: list[str] | None = None) -> vertex_failures.Cause | None:
     """What a failed job (``job``: the ``CustomJob`` or ``HyperparameterTuningJob`` as last read) says: per failed
     replica (those its message names, else the chief; a tuning job's: each failed trial's chief), its last lines
     from Cloud Logging, then one hint line where the cause is known, and the job's console link. Returns the
-    cause (None: not known). Never raises for Cloud Logging: a failure to read is one line."""
+    cause (None: not known); the replicas' lines it showed are appended to ``seen`` when given. Never raises for
+    Cloud Logging: a failure to read is one line."""
     message = " ".join((job.error.message or "").split())
     cause = vertex_failures.classify(message, (), location)
     targets: list[tuple[str | None, str | None]] = []
@@ -178,7 +201,7 @@ def explain_failure(job: Any, name: str, *, project: str, location: str, endpoin
             targets = [("workerpool0-0", str(t.id)) for t in trials]
         else:
             targets = [(t, None) for t in vertex_failures.failed_tasks(message)[:FAILED_REPLICAS]] or [("workerpool0-0", None)]
-    seen: list[str] = []
+    seen = [] if seen is None else seen
     for task, trial in targets:
         who = vertex_failures.replica_of(task) + (f" of trial {trial}" if trial else "")
         try:

@@ -46,6 +46,8 @@ from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, interrupted_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
+from trainers.fileio import read_regular
+from trainers.resource_names import JOB_NAME_RE
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"  # set by Vertex AI Pipelines in every task (GCPC reads it)
 RUNNING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_CANCELLING",
@@ -74,11 +76,13 @@ class JobType:
 
 class JobFailed(CloudError):
     """A job that ended FAILED, CANCELLED (not by this step) or EXPIRED: its one line, and what the runner found
-    out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over)."""
+    out (``cause``: ``jobs.spec.vertex_failures.Cause`` or None) for the step to decide on (a fall-over); ``job``: the
+    job as last read (its start and end times)."""
 
-    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None):
+    def __init__(self, line: str, *, name: str, state: str, message: str, cause=None, lines=(), job=None):
         super().__init__(line)
-        self.name, self.state, self.message, self.cause = name, state, message, cause
+        self.name, self.state, self.message, self.cause, self.job = name, state, message, cause, job
+        self.lines = list(lines)  # the failed replicas' last lines the runner showed (Cloud Logging)
 
 
 class Terminated(BaseException):
@@ -138,7 +142,11 @@ def existing_job(path: str, resource_type: str = "CustomJob", collection: str = 
     (its ``gcp_resources``), or None."""
     if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
-    return named_job(Path(path).read_text(), resource_type, collection, where=f"gcp_resources {path}")
+    try:
+        text = read_regular(path, f"gcp_resources {path}", limit=1 << 20).decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError: a pipe is refused, not waited on
+        raise CloudError(f"gcp_resources {path} cannot be read: {' '.join(str(exc).split())[:200]}") from None
+    return named_job(text, resource_type, collection, where=f"gcp_resources {path}")
 
 
 def named_job(text: str, resource_type: str = "CustomJob", collection: str = "customJobs",
@@ -150,13 +158,17 @@ def named_job(text: str, resource_type: str = "CustomJob", collection: str = "cu
 
     try:
         resources = json_format.Parse(text, GcpResources())
-    except json_format.ParseError as exc:
-        raise CloudError(f"{where} is not GCPC's format: {exc}") from None
+    except (json_format.ParseError, ValueError, RecursionError) as exc:
+        raise CloudError(f"{where} is not GCPC's format: {' '.join(str(exc).split())[:200]}") from None
     uris = [r.resource_uri for r in resources.resources if r.resource_type == resource_type]
-    match = re.search(rf"/v1/(projects/[^/]+/locations/[^/]+/{collection}/[^/]+)$", uris[0]) if len(uris) == 1 else None
-    if not match:
-        raise CloudError(f"{where} names no single {resource_type}: {uris}")
-    return match.group(1)
+    match = re.search(r"/v1/([^?#]+)\Z", uris[0]) if len(uris) == 1 else None
+    name = match.group(1) if match else ""
+    found = JOB_NAME_RE.fullmatch(name)
+    if not found or found["collection"] != collection:  # read from a file: used only once it has a job name's form
+        shown = [u[:120] for u in uris[:3]]
+        raise CloudError(f"{where} names no single {resource_type} of the form projects/PROJECT/locations/REGION/"
+                         f"{collection}/NUMBER: {shown}")
+    return name
 
 
 def _terminate(signum, frame):
@@ -232,10 +244,11 @@ def _follow(job_type: JobType, client, name: str, log: Callable[[str], None], sl
         if state not in RUNNING:
             message = " ".join((job.error.message or "no error message was given").split())
             _, project, _, location = name.split("/")[:4]
+            seen: list[str] = []
             cause = job_logs.explain_failure(job, name, project=project, location=location,
-                                             endpoint=logging_endpoint, log=log)
+                                             endpoint=logging_endpoint, log=log, seen=seen)
             raise JobFailed(f"{kind} {name} ended {state.replace('JOB_STATE_', '')}: {message}", name=name,
-                            state=state, message=message, cause=cause)
+                            state=state, message=message, cause=cause, lines=seen, job=job)
         sleep(min(interval, policy().poll_s))
         interval *= 2
 

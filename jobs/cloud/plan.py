@@ -9,10 +9,14 @@ project, decided before anything is sent.
   where the REST transport sends their numbers). The built-in trainer's ``--config-json`` argument is shown
   shortened in the request and decoded beside it (the fields that differ from the defaults); ``--out`` writes
   the whole request, unshortened, atomically. Vertex AI Pipelines adds the run's system labels at run time.
-* The options (``jobs.spec.placement.options``): for each, the hardware catalog's rules in that region and strategy
-  (``jobs.spec.placement.with_option``), the project's quota there (``Project.quota``), the bucket's continent against
-  the region's (another continent: a warning naming egress and latency), the price (``jobs.spec.hardware.prices``) and
-  the budget. The cheapest option that fits is taken (the user's order breaks ties and orders unknown prices).
+* The options (``jobs.spec.placement.options``: every rung of the hardware ladder in every region and strategy),
+  judged and ranked by THE placement procedure (``jobs.spec.ranking``: the hardware catalog's rules in that region and
+  strategy, the project's quota there (``Project.quota``), the price (``jobs.spec.hardware.prices``, the user's price
+  file over the table) and the budget, which refuses an unknown price); the bucket's continent against the region's
+  (another continent: a warning naming egress and latency). The first that fits is taken: the first rung of the
+  ladder that has one, the cheapest option of it (the user's order breaks ties and orders unknown prices). The
+  judgement travels to the pipeline (:meth:`Plan.placement_doc`), whose training step falls over along the same
+  ranking.
 * The project (``Project``, ``jobs.spec.placement``): through :data:`PROJECT_FACTORY`. A finding that could not be
   checked (no credentials, no permission) is one ``warning: not checked`` line and the plan goes on;
   ``--require-checks`` makes each an error (for CI).
@@ -31,7 +35,7 @@ from typing import Any, Callable
 
 from jobs.cloud import custom_job, tuning_job
 from jobs.cloud.project import CloudProject
-from jobs.spec import job_spec, placement, validate
+from jobs.spec import job_spec, ladder, labels, placement, ranking
 from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
 from jobs.spec.image_reference import BuildError
@@ -98,9 +102,15 @@ def image_problem(cfg: config_lib.JobConfig) -> tuple[str, Problem | None]:
         return cfg.container.image_uri, None
     try:
         repository = build_repository(cfg)
-    except BuildError as exc:
-        return "", problem("container.image_uri", shown(f"is empty and nothing builds an image: {exc}"),
-                           [shown("python pipelines/run.py build --config JOB --image REPO, then "
+    except BuildError:  # its remedies are vtp build's (--image there is the repository): the plan's are these
+        given = cfg.container.image_repository
+        why = (f"container.image_repository {given} still names the presets' placeholder project" if given else
+               "no container.image_repository either")
+        return "", problem("container.image_uri", f"is empty and nothing builds an image ({why}); plan's --image is "
+                                                  "the pipeline components' image, not the one the replicas run",
+                           [f"--set container.image_repository={cfg.topology.region}-docker.pkg.dev/PROJECT/training/"
+                            "tf-trainer (the plan then shows the image vtp build makes there)",
+                            shown("python pipelines/run.py build --config JOB --image REPO, then "
                                   "--set container.image_uri=<the reference it prints>")])
     return f"{repository}:<content tag>@sha256:<digest> (the image `vtp build` will make)", None
 
@@ -121,22 +131,28 @@ class Request:
         return f"POST https://{region}-aiplatform.googleapis.com/v1/projects/{project}/locations/{region}/{self.collection}"
 
 
-def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str = "", network: str = "") -> list[Request]:
+def requests(cfg: config_lib.JobConfig, *, image: str = "", service_account: str = "", network: str = "",
+             run_id: str = "", labelled: config_lib.JobConfig | None = None) -> list[Request]:
     """The request(s) the compiled pipeline's training step sends for ``cfg`` started with its defaults: the
     config as the pipeline carries it (``JobConfig.for_vertex``), the image the build step hands on, the spec's
-    parts as ``validate_config`` outputs them, converted by the step's own code."""
+    parts as ``validate_config`` outputs them, converted by the step's own code, with the run's labels
+    (``jobs.spec.labels``: ``run_id`` is the pipeline job's id, which a saved plan names; ``labelled``: the config the
+    pipeline carries, whose hash they name, when ``cfg`` is the job on a later rung of its hardware ladder)."""
     cfg = cfg.for_vertex().with_image(image) if image else cfg.for_vertex()
+    named = (labelled or cfg).for_vertex()  # the image does not change the hash (jobs.spec.labels.config_hash)
     spec = job_spec.custom_job_spec(cfg, service_account=service_account, network=network)
     if not cfg.tuning.enabled:
-        return [Request("CustomJob", "customJobs", custom_job.custom_job(display_name=cfg.name, **job_spec.parts(spec)))]
+        return [Request("CustomJob", "customJobs", custom_job.custom_job(
+            display_name=cfg.name, labels=labels.for_job(named, run_id, "none"), **job_spec.parts(spec)))]
     out = [Request("HyperparameterTuningJob", "hyperparameterTuningJobs", tuning_job.tuning_job(
-        display_name=cfg.name, tuning=tuning_job.study_of(cfg.tuning), trial_job_spec=spec))]
+        display_name=cfg.name, tuning=tuning_job.study_of(cfg.tuning), trial_job_spec=spec,
+        labels=labels.for_job(named, run_id, "study")))]
     if cfg.tuning.baseline:  # named as validate_config names it
         base = job_spec.parts(job_spec.baseline_job_spec(cfg, service_account=service_account, network=network))
         parts = {**job_spec.parts(spec), "worker_pool_specs": base["worker_pool_specs"],
                  "base_output_directory": base["base_output_directory"]}
-        out.append(Request("CustomJob (the baseline beside the study)", "customJobs",
-                           custom_job.custom_job(display_name=f"{cfg.name}-baseline", **parts)))
+        out.append(Request("CustomJob (the baseline beside the study)", "customJobs", custom_job.custom_job(
+            display_name=f"{cfg.name}-baseline", labels=labels.for_job(named, run_id, "baseline"), **parts)))
     return out
 
 
@@ -191,6 +207,7 @@ def config_argument(body: dict[str, Any]) -> str | None:
 
 @dataclasses.dataclass
 class Verdict:
+    """One option as the plan shows it (the ranking's judgement with its price and why)."""
     option: Option
     cost: prices.Cost
     fits: bool = True
@@ -198,11 +215,13 @@ class Verdict:
     taken: bool = False
     findings: list[Finding] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    #: its place in the ranking, the order the training step tries the options in (1: the pick); 0: skipped
+    order: int = 0
 
 
 @dataclasses.dataclass
 class Plan:
-    cfg: config_lib.JobConfig  # the job under the pick (its region and strategy)
+    cfg: config_lib.JobConfig  # the job under the pick (its region, strategy and rung of the hardware ladder)
     project: str
     verdicts: list[Verdict]
     pick: Verdict | None
@@ -210,10 +229,33 @@ class Plan:
     errors: list[str]
     warnings: list[str]
     unchecked: list[str]
+    judged: list[ranking.Judged] = dataclasses.field(default_factory=list)
+    bars: ranking.Bars = dataclasses.field(default_factory=ranking.Bars)
+    table: Any = None  # the price table the figures came from (the user's file laid over the built-in one)
+    #: the job as written (its hardware ladder whole); None: :attr:`cfg`
+    job: config_lib.JobConfig | None = None
+
+    @property
+    def written(self) -> config_lib.JobConfig:
+        return self.job if self.job is not None else self.cfg
+
+    @property
+    def submitted(self) -> config_lib.JobConfig:
+        """The config a submission sends as the pipeline's ``config_json`` (``jobs.spec.placement.submitted``): the job
+        under the pick on the topology's rung, the job as written when the pick is on a later rung of its hardware
+        ladder (the training step applies the rung from the judgement)."""
+        return placement.submitted(self.written, self.pick.option) if self.pick else self.cfg
 
     @property
     def option(self) -> Option | None:
         return self.pick.option if self.pick else None
+
+    def placement_doc(self) -> dict[str, Any]:
+        """What the pipeline's ``placement_plan`` parameter carries: every option judged, ranked, with its price; the
+        bars (``jobs.spec.ranking.to_doc``)."""
+        table = self.table or prices.load_prices()
+        return ranking.to_doc(self.judged, self.bars, ranking.rank(self.judged, self.bars),
+                              source=f"vtp plan of project {self.project}, prices {prices.table_version(table)}")
 
 
 def _bucket_warning(region: str, location: str | None, uri: str) -> str:
@@ -226,58 +268,54 @@ def _bucket_warning(region: str, location: str | None, uri: str) -> str:
 
 
 def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str = "", *, project: Project | None = None,
-           max_cost: float | None = None, require_checks: bool = False, api_endpoint: str = "") -> Plan:
-    """Every option of ``cfg`` checked, the cheapest that fits taken; the pick's project checks. ``project``: the
-    :class:`Project` to ask (default: :data:`PROJECT_FACTORY`)."""
+           max_cost: float | None = None, require_checks: bool = False, api_endpoint: str = "",
+           price_file: str = "") -> Plan:
+    """Every option of ``cfg`` judged (the catalog, the project's quota, the price) and ranked by THE placement
+    procedure (``jobs.spec.ranking.rank``): the first that fits is taken; the pick's project checks. ``project``: the
+    :class:`Project` to ask (default: :data:`PROJECT_FACTORY`). ``price_file``: the user's figures over the table
+    (default: ``budget.prices``); a file that cannot be read or is not in the table's form is a ConfigError."""
+    table = prices.price_table(price_file or cfg.budget.prices, "--prices" if price_file else "budget.prices")
     project = project if project is not None else PROJECT_FACTORY(project_id, api_endpoint)
     errors: list[str] = []
     warnings: list[str] = []
     unchecked: list[str] = []
     uri = cfg.output.base_dir
     location, bucket_findings = (project.bucket_location(uri) if uri.startswith("gs://") else (None, []))
+    judged = ranking.judge_options(cfg, region, table, quota=project.quota)
+    bars = ranking.Bars.of(cfg, max_cost)
+    ranked = ranking.rank(judged, bars, table_date=table["prices"]["date"])
     verdicts: list[Verdict] = []
-    for option in placement.options(cfg, region):
-        job = placement.with_option(cfg, option)
-        v = Verdict(option, prices.cost(job, option.region, option.strategy))
-        report = validate.validate(job, check_data=False)
-        if report.errors:
-            v.fits, v.why = False, f"the hardware catalog: {report.errors[0]}"
-            verdicts.append(v)
-            continue
-        v.warnings += [str(w) for w in report.warnings]
-        v.findings = project.quota(job, option)
-        short = [f for f in v.findings if f.ok is False and f.severity == "error"]
-        if short:
-            v.fits, v.why = False, short[0].line
-        elif prices.budget_problems(job, v.cost, max_cost):
-            over = prices.budget_problems(job, v.cost, max_cost)[0]
-            v.fits, v.why = False, f"over budget: {over.field}: {over.message}"
-        far = _bucket_warning(option.region, location, uri)
+    for j in judged:
+        job = placement.with_option(cfg, j.option)
+        why = ranked.why(j.option)
+        v = Verdict(j.option, prices.cost(job, j.option.region, j.option.strategy, table), fits=not why, why=why,
+                    findings=list(j.findings), warnings=list(j.warnings))
+        far = _bucket_warning(j.option.region, location, uri)
         if far:
             v.warnings.append(far)
         verdicts.append(v)
-    fitting = [v for v in verdicts if v.fits]
-    known = [v for v in fitting if v.cost.most is not None]
-    pick = min(known, key=lambda v: (v.cost.most, v.cost.per_hour)) if known else (fitting[0] if fitting else None)
+    by_option = {v.option: v for v in verdicts}
+    fitting = [by_option[j.option] for j in ranked.order]
+    for n, v in enumerate(fitting, 1):
+        v.order = n
+    pick = fitting[0] if fitting else None
     findings: list[Finding] = []
     if pick is None:
-        reasons = "; ".join(f"{v.option}: {v.why}" for v in verdicts)
-        errors.append(str(problem("placement", f"no option fits ({reasons})",
-                                  _alternatives(cfg, verdicts, max_cost))))
+        errors.append(_nothing_fits(cfg, verdicts, judged, bars, region, table))
         chosen = cfg
     else:
         pick.taken = True
-        pick.why = ("the cheapest that fits" if len(known) > 1 else "the only one that fits" if len(fitting) == 1
-                    else "the first that fits (price unknown)" if not known else "fits")
+        mine = [v for v in fitting if v.option.rung == pick.option.rung]
+        known = [v for v in mine if v.cost.most is not None]
+        pick.why = ("the only one that fits" if len(fitting) == 1 else "the cheapest that fits" if known
+                    else "the first that fits (price unknown)")
+        if cfg.placement.hardware:  # the first rung that has an option that fits, then the price within it
+            pick.why = (f"rung {pick.option.rung + 1} ({ladder_rung(pick.option.rung)}) is the first that fits; "
+                        + ("its only option" if len(mine) == 1 else "its cheapest option" if known
+                           else "its first option (price unknown)"))
         chosen = placement.with_option(cfg, pick.option)
         warnings += pick.warnings
         findings = [*pick.findings, *bucket_findings, *project.setup(chosen, pick.option)]
-        errors += [str(p) for p in prices.budget_problems(chosen, pick.cost, max_cost)]
-        unpriced = prices.unpriced_bars(chosen, pick.cost, max_cost)
-        if require_checks:
-            errors += [f"{b} (--require-checks)" for b in unpriced]
-        else:
-            warnings += unpriced
     for f in findings:
         line = f.line + (f"; fix: {f.fix}" if f.fix else "")
         if f.ok is None:
@@ -285,27 +323,35 @@ def decide(cfg: config_lib.JobConfig, project_id: str | None = None, region: str
                 f"not checked: {line}" + (" (--require-checks)" if require_checks else ""))
         elif f.ok is False:
             (errors if f.severity == "error" else warnings).append(line)
-    return Plan(chosen, project_id or PROJECT_PLACEHOLDER, verdicts, pick, findings, errors, warnings, unchecked)
+    return Plan(chosen, project_id or PROJECT_PLACEHOLDER, verdicts, pick, findings, errors, warnings, unchecked,
+                judged, bars, table, cfg)
 
 
-def _alternatives(cfg: config_lib.JobConfig, verdicts: list[Verdict], max_cost: float | None) -> list[str]:
-    """What would fit when nothing does: the budget of the cheapest option, the quota's own fix, the strategies
-    not tried yet, another region."""
-    out = []
-    cheapest = min((v.cost for v in verdicts if v.cost.most is not None and "over budget" in v.why),
-                   key=lambda c: c.most, default=None)
-    if cheapest is not None:
-        per_hour = "budget.max_per_hour" in " ".join(v.why for v in verdicts)
-        out.append(f"budget.max_per_hour={cheapest.per_hour:.2f}" if per_hour else
-                   f"--max-cost {cheapest.most:.2f}" if max_cost is not None else f"budget.max_total={cheapest.most:.2f}")
-    out += list(dict.fromkeys(f.fix for v in verdicts for f in v.findings if f.ok is False and f.fix))
-    tried = {v.option.strategy for v in verdicts}
-    if tried != set(placement.STRATEGIES):
-        out.append(f"placement.strategies={list(dict.fromkeys([*sorted(tried), *placement.STRATEGIES]))}".replace("'", ""))
+def ladder_rung(rung: int) -> str:
+    """A rung as the plan names it, in the job file's terms: ``topology``, ``placement.hardware[0]``..."""
+    return ladder.field(rung) if rung else "topology"
+
+
+def _nothing_fits(cfg: config_lib.JobConfig, verdicts: list[Verdict], judged: list[ranking.Judged],
+                  bars: ranking.Bars, region: str, table) -> str:
+    """The one error when no option fits: why each was skipped, and what would fit (``jobs.spec.ranking.remedies``,
+    the quota's own fix, another region for the catalog)."""
+    fixes = ranking.remedies(cfg, bars, judged, region, table)
+    fixes += list(dict.fromkeys(f.fix for v in verdicts for f in v.findings if f.ok is False and f.fix))
     if any("hardware catalog" in v.why for v in verdicts):
-        out.append("another region in placement.regions (vtp hardware --accelerator TYPE lists where the catalog "
-                   "offers it)")
-    return out
+        fixes.append("another region in placement.regions (vtp hardware --accelerator TYPE lists where the catalog "
+                     "offers it)")
+    unpriced = [v for v in verdicts if v.why.startswith("price unknown")]
+    refused = [v for v in verdicts if v not in unpriced and not v.why.startswith("over budget")]
+    if unpriced and len(unpriced) + len(refused) == len(verdicts):  # a budget over a price nobody can compute
+        first = next(j for j in judged if j.option == unpriced[0].option)
+        others = "".join(f"; {v.option}: {ranking.brief(v.why)}" for v in refused)
+        return str(problem(" and ".join(bars.named()), (
+            f"the price of this job cannot be computed, so the budget cannot be checked and nothing is sent: "
+            f"{unpriced[0].why.split(': ', 1)[1]} ({', '.join(str(v.option) for v in unpriced)}); "
+            f"{ranking.supply_line(first.price)}{others}"), fixes))
+    reasons = "; ".join(f"{v.option}: {v.why}" for v in verdicts)
+    return str(problem("placement", f"no option fits ({reasons})", fixes))
 
 
 PREFIX = "plan: "
@@ -323,5 +369,5 @@ def short_lines(plan: Plan) -> list[str]:
             lines.append(f"{PREFIX}{v.option} fits too: {prices.money(v.cost.per_hour)} an hour, at most "
                          f"{prices.money(v.cost.most)}")
         else:
-            lines.append(f"{PREFIX}{v.option} skipped: {v.why}")
+            lines.append(f"{PREFIX}{v.option} skipped: {ranking.brief(v.why)}")
     return lines

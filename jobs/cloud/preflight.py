@@ -21,24 +21,23 @@ from typing import Iterable
 from jobs.spec import validate
 from jobs.spec.command_line import shown
 from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.hardware.names import REGION_RE, region_verdict
+from jobs.spec.hardware.names import region_verdict
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import PLACEHOLDER_PROJECT, component_image, job_image
+from jobs.spec.notify_section import vertex_problems as notify_problems
+from jobs.spec.labels import LABEL_KEY_RE, LABEL_VALUE_RE
 from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE, sample_request_problems
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
 from trainers.paths import gcs_uri
+from trainers.resource_names import BUCKET_RE, PROJECT_RE, REGION_RE, fits
 
-PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 PLACEHOLDER_BUCKET = "my-bucket"
 #: How a refusal's "valid choices" name what only the user knows: a form, never a placeholder value that the same
 #: check would refuse again (``gs://BUCKET/...`` is not a bucket name; ``my-gcp-project`` is nobody's project).
 BUCKET_FORM = "<your bucket>"
 PROJECT_FORM = "<your project id>"
 MULTI_REGIONS = ("us", "europe", "asia")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
 def vertex_regions() -> list[str]:
@@ -65,7 +64,7 @@ def say(errors: Iterable[object], warnings: Iterable[str], err=None) -> bool:
 def project_problems(flag: str, project: str | None) -> list[Problem]:
     if project is None:
         return [problem(flag, "is required", [PROJECT_FORM])]
-    if not PROJECT_RE.match(project):
+    if not fits(PROJECT_RE, project):
         return [problem(flag, f"{project!r} is not a project id (6-30 lower-case letters, digits, '-', starting "
                               "with a letter)", [PROJECT_FORM])]
     return []
@@ -92,7 +91,7 @@ def gcs_problems(flag: str, uri: str | None, example: str, path_required: bool =
         scheme = uri.split("://")[0] + "://" if "://" in uri else "a path on this machine (Vertex cannot see it)"
         return [problem(flag, f"{uri!r}: only Cloud Storage (gs://) works here, not {scheme}", [example])]
     bucket, _, path = uri[5:].partition("/")
-    if not BUCKET_RE.match(bucket) or ".." in bucket:
+    if not fits(BUCKET_RE, bucket) or ".." in bucket:
         return [problem(flag, f"{uri!r}: {bucket!r} is not a bucket name (3-63 lower-case letters, digits, '-', "
                               "'_', '.', starting and ending with a letter or digit)", [example])]
     if bucket == PLACEHOLDER_BUCKET:
@@ -107,7 +106,7 @@ def parse_labels(items: Iterable[str], field: str = "--labels") -> tuple[dict[st
     labels, problems = {}, []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(value):
+        if not sep or not LABEL_KEY_RE.fullmatch(key) or not LABEL_VALUE_RE.fullmatch(value):
             fixed = re.sub(r"[^a-z0-9_-]", "-", key.lower()).lstrip("-_0123456789")[:63] or "label"
             problems.append(problem(field, f"{item!r}: a label is key=value, key starting with a lower-case "
                                            "letter, both only lower-case letters, digits, '_' and '-' (<= 63)",
@@ -125,7 +124,7 @@ def _region_family_ok(host: str, region: str) -> bool:
 
 def image_problems(field: str, image: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
     """(errors, warnings) for an image a Vertex job will pull (see the module doc)."""
-    project = project if PROJECT_RE.match(project or "") else PROJECT_FORM
+    project = project if fits(PROJECT_RE, project) else PROJECT_FORM
     fix = f"{region}-docker.pkg.dev/{project}/training/tf-trainer:<tag>@sha256:<digest>"
     if not image:
         return [problem(field, shown("no trainer image: build and push one (python pipelines/run.py build) and pass "
@@ -191,7 +190,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     Model Registry fields, and the config's own rules with region = ``region``."""
     errors: list[Problem] = []
     warnings: list[str] = []
-    if not PIPELINE_NAME_RE.match(cfg.name):
+    if not PIPELINE_NAME_RE.fullmatch(cfg.name):
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:100] or "tf-train"
         errors.append(problem("name", f"{cfg.name!r} is not a pipeline name (^[a-z0-9][a-z0-9-]{{0,127}}$)", [fixed]))
     errors += gcs_problems("output.base_dir", cfg.output.base_dir, f"gs://{BUCKET_FORM}/runs/{cfg.name}")
@@ -213,6 +212,7 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
                               [f"projects/{project}/locations/{region}/models/{parent.rsplit('/', 1)[-1] or 'ID'}"]))
     _, serving_problems = parse_labels([f"{k}={v}" for k, v in cfg.serving.labels.items()], "serving.labels")
     errors += serving_problems
+    errors += notify_problems(cfg)  # the exit handler runs on Vertex: no variable of this machine reaches it
     images = {"container.image_uri": job_image(cfg)}
     if not replicas_only:
         images["--image" if components_image else "the components' image"] = components_image or component_image(cfg)
@@ -222,7 +222,10 @@ def job_problems(cfg: config_lib.JobConfig, project: str, region: str, *, compon
     if region.split("-")[0] not in MULTI_REGIONS and not cfg.serving.image_uri:
         warnings.append(f"serving.image_uri: Google publishes no prebuilt prediction container in {region}'s family; "
                         "the model is registered with the us-docker.pkg.dev one (pulled across regions)")
-    in_region = cfg.with_overrides([f"topology.region={region}"]) if REGION_RE.match(region or "") else cfg
+    # a job with a hardware ladder runs on the rung the plan picks in its region (the plan judged every rung there):
+    # its topology as written is checked where it was written
+    moved = fits(REGION_RE, region) and not cfg.placement.hardware
+    in_region = cfg.with_overrides([f"topology.region={region}"]) if moved else cfg
     report = validate.validate(in_region, check_data=False)
     errors += [Problem(p.field if p.field != "topology.region" else "--region", p.message, p.valid)
                for p in report.errors if p.field != "name"]

@@ -27,15 +27,16 @@ import re
 import sys
 from typing import Any, Callable
 
-from jobs.cloud import clients, gcs, iam, quotas, registry, service_usage, vertex
+from jobs.cloud import clients, gcs, iam, preflight, quotas, registry, service_usage, vertex
 from jobs.cloud.lines import run_command
-from jobs.cloud.credentials import access_token, client_kwargs, is_local_endpoint, may_receive_google_token
+from jobs.cloud.credentials import (access_token, client_kwargs, endpoint_problem, is_local_endpoint,
+                                    may_receive_google_token)
 from jobs.spec.errors import CloudError
-from jobs.spec.image_reference import parse_reference
+from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import job_image
 from jobs.spec.placement import Finding, Option, Project, options, with_option
 from trainers import config as config_lib
-from trainers.errors import ConfigError
+from trainers.errors import ConfigError, problem
 
 #: the APIs every Vertex training job of this product uses (docs/vertex.md's one-time set-up)
 BASE_APIS = ("aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com")
@@ -139,6 +140,23 @@ class CloudProject(Project):
             self._apis[key] = [found]
         return self._apis[key]
 
+    def image_digest(self, image: str) -> tuple[str | None, str]:
+        """The digest ``image``'s tag (``:latest`` when none) points at in its registry now (``None`` and why when it
+        cannot be read): what a saved plan records of the image and ``vtp apply`` compares."""
+        try:
+            ref = parse_reference(image)
+            # the tag as it moves (the digest beside it is what the plan pinned); a bare digest: whether it is there
+            tagged = (parse_reference(f"{ref.repository}:{ref.tag}") if ref.tag else ref if ref.digest
+                      else parse_reference(f"{image}:latest"))
+            google = may_receive_google_token(registry.registry_url(tagged))
+            token = access_token("Artifact Registry") if google else None
+            answer = registry.registry_digest(tagged, google_token=token)
+        except (CloudError, BuildError) as exc:
+            return None, str(exc)
+        if answer.digest:
+            return answer.digest, ""
+        return None, f"registry {tagged.registry} answered {answer.why or answer.status}"
+
     def _image(self, cfg) -> Finding:
         what = "the job's image"
         explicit = cfg.container.image_uri
@@ -227,7 +245,7 @@ class CloudProject(Project):
         if not network:
             return []
         what = f"network {network}"
-        m = NETWORK_RE.match(network)
+        m = NETWORK_RE.fullmatch(network)
         if not m:
             return [Finding(what, False, f"vertex.network {network!r} is not projects/PROJECT_NUMBER/global/networks/NAME")]
         try:
@@ -246,7 +264,7 @@ class CloudProject(Project):
         client = None
         for value in values:
             what = f"reservation {value}"
-            m = RESERVATION_RE.match(value)
+            m = RESERVATION_RE.fullmatch(value)
             if not m:
                 out.append(Finding(what, False, f"{value!r} is not projects/PROJECT/zones/ZONE/reservations/NAME"))
                 continue
@@ -311,10 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="", help="the job's region (default: topology.region)")
     parser.add_argument("--api-endpoint", default="", help="a loopback stand-in of every API (tests)")
     args = parser.parse_args(argv)
+    problems = ((preflight.project_problems("--project", args.project) if args.project else [])
+                + (preflight.region_problems("--region", args.region) if args.region else []))
+    if endpoint_problem(args.api_endpoint):
+        problems.append(problem("--api-endpoint", endpoint_problem(args.api_endpoint), ["http://127.0.0.1:PORT"]))
     try:
         cfg = config_lib.load(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        problems += exc.problems
+    if problems:  # by their forms, before any of them is used
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
         return 2
     project = CloudProject.from_environment(args.project or None, args.api_endpoint or None)
     bad = 0

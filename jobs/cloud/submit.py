@@ -19,6 +19,7 @@ submitted with ``--no-wait``), 1 the job failed or a cloud call failed, 2 a pref
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import string
@@ -26,11 +27,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from jobs.cloud import clients, plan as planning, preflight as checks, templates, vertex
 from jobs.cloud.lines import ended, keeps_running, run_command
-from jobs.spec.command_line import seconds_problem, shown
-from jobs.spec.hardware.vertex_rules import NETWORK_RE, SERVICE_ACCOUNT_RE, peering_problems
+from jobs.spec import labels as run_labels
+from jobs.spec.command_line import plain, seconds_problem, shown
+from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
+from jobs.spec.hardware.vertex_rules import identity_problems, peering_problems
 from trainers import config as config_lib
 from trainers.errors import ConfigError, Problem, problem
 
@@ -38,7 +42,8 @@ JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")
 #: the flags that only a Vertex run takes (run.py refuses them without --project)
 VERTEX_ONLY = ("--region", "--pipeline-root", "--service-account", "--network", "--labels", "--no-wait",
-               "--no-cache", "--api-endpoint", "--template", "--poll-seconds", "--max-cost", "--require-checks")
+               "--no-cache", "--api-endpoint", "--template", "--poll-seconds", "--max-cost", "--require-checks",
+               "--prices")
 
 
 #: ``--poll-seconds``' ceiling: a longer interval between state checks would miss a job's end by over an hour.
@@ -63,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--poll-seconds", type=float, help="longest interval between state checks (default 20)")
     g.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total; "
                                                                  "vtp plan shows the figure)")
+    g.add_argument("--prices", metavar="FILE", help="your own price file (the form of jobs/spec/hardware/prices.yaml; "
+                                                    "as budget.prices): its figures win over the table's")
     g.add_argument("--require-checks", action="store_true", default=None,
                    help="a check of the project that could not be made (no credentials or permission) is an error")
 
@@ -82,9 +89,7 @@ def vertex_flag_problems(args: argparse.Namespace) -> list[Problem]:
     if seconds_problem("--poll-seconds", args.poll_seconds, POLL_MAX_S):
         out.append(problem("--poll-seconds", f"must be a finite number of seconds above 0 and at most "
                                              f"{POLL_MAX_S:g}, got {args.poll_seconds:g}", ["20"]))
-    max_cost = getattr(args, "max_cost", None)
-    if max_cost is not None and not (max_cost >= 0 and max_cost != float("inf")):
-        out.append(problem("--max-cost", f"{max_cost:g} is not a price in US dollars", ["100"]))
+    out += max_cost_problems(getattr(args, "max_cost", None)) + empty_flag_problems(args)
     return out
 
 
@@ -96,26 +101,21 @@ def job_id_for(name: str, now: float | None = None) -> str:
 
 def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_root: str, *,
               service_account: str = "", network: str = "", labels: list[str] = (), template: str = "",
-              components_image: str = "") -> tuple[list[Problem], list[str], dict[str, str]]:
+              components_image: str = "", max_cost: float | None = None) -> tuple[list[Problem], list[str], dict[str, str]]:
     """Every problem Vertex would have (errors), what it would do surprisingly (warnings), the labels."""
     errors = checks.project_problems("--project", project) + checks.region_problems("--region", region)
     errors += checks.gcs_problems("--pipeline-root", pipeline_root, f"gs://{checks.BUCKET_FORM}/pipeline-root")
     region_ok = not any(p.field == "--region" for p in errors)
-    if checks.PIPELINE_NAME_RE.match(cfg.name):
+    if checks.PIPELINE_NAME_RE.fullmatch(cfg.name):
         job_id = job_id_for(cfg.name)
-        if not JOB_ID_RE.match(job_id):
+        if not JOB_ID_RE.fullmatch(job_id):
             fixed = ("tf-" + cfg.name if not cfg.name[0].isalpha() else cfg.name)[:108]
             errors.append(problem("name", f"the job id {job_id!r} would break Vertex's rule ^[a-z][-a-z0-9]{{0,127}}$ "
                                           "(it is the name plus '-', a 14-digit UTC time, '-' and 4 random "
                                           "characters)", [fixed]))
-    if service_account and not SERVICE_ACCOUNT_RE.match(service_account):
-        errors.append(problem("--service-account", f"{service_account!r} is not a service account email",
-                              [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
-    if network and not NETWORK_RE.match(network):
-        errors.append(problem("--network", f"{network!r} is not projects/PROJECT_NUMBER/global/networks/NAME "
-                                           "(Vertex wants the project number, not its id)",
-                              ["projects/123456789012/global/networks/default"]))
-    elif network:
+    identity = identity_problems(service_account, network, project)
+    errors += identity
+    if network and not any(p.field == "--network" for p in identity):
         errors += peering_problems("--network", network, cfg)
     if cfg.output.tensorboard and not (service_account or cfg.vertex.service_account):
         errors.append(problem("--service-account", "output.tensorboard (Vertex TensorBoard) needs the training job "
@@ -124,37 +124,17 @@ def preflight(cfg: config_lib.JobConfig, project: str, region: str, pipeline_roo
                               [f"pipeline-runner@{project}.iam.gserviceaccount.com"]))
     parsed, label_problems = checks.parse_labels(list(labels))
     errors += label_problems
-    if template and not TEMPLATE_RE.match(template):
+    if template and not TEMPLATE_RE.fullmatch(template):
         errors.append(problem("--template", f"{template!r} is not a template in Artifact Registry (it is "
                                             "https://REGION-kfp.pkg.dev/PROJECT/REPO/PACKAGE/TAG-or-sha256:HEX)",
                               [f"https://{region}-kfp.pkg.dev/{project}/REPO/{cfg.name}/latest"]))
-    warnings: list[str] = flag_file_warnings(cfg, region, service_account, network)
+    warnings: list[str] = flag_file_warnings(cfg, region, service_account, network, max_cost)
     if region_ok:  # the job's own rules need a real region
         job_errors, job_warnings = checks.job_problems(cfg, project, region, components_image=components_image,
                                                        replicas_only=bool(template))
         errors += job_errors
         warnings += job_warnings
     return errors, warnings, parsed
-
-
-def flag_file_warnings(cfg: config_lib.JobConfig, region: str, service_account: str, network: str) -> list[str]:
-    """One ``warning:`` line for each flag that overrides a different value of the job file, naming which wins: a
-    flag of the submission wins over its field (``--region`` over ``topology.region``, ``--service-account`` over
-    ``vertex.service_account``, ``--network`` over ``vertex.network``), except the job file's ``placement.regions``,
-    which decide where the training job runs over ``--region`` (the pipeline job itself runs in ``--region``)."""
-    out = []
-    if region and region != cfg.topology.region:
-        out.append(f"--region: {region} wins over the job file's topology.region ({cfg.topology.region}): the job "
-                   f"runs in {region}")
-    if region and cfg.placement.regions and list(cfg.placement.regions) != [region]:
-        out.append(f"placement.regions: the job file's {', '.join(cfg.placement.regions)} win over --region {region} "
-                   f"for the training job (the pipeline job runs in {region})")
-    for flag, value, field, current in (("--service-account", service_account, "vertex.service_account",
-                                         cfg.vertex.service_account),
-                                        ("--network", network, "vertex.network", cfg.vertex.network)):
-        if value and current and value != current:
-            out.append(f"{flag}: {value} wins over the job file's {field} ({current})")
-    return out
 
 
 def template_problems(path: str, project: str, region: str) -> tuple[list[Problem], list[str]]:
@@ -173,50 +153,90 @@ def template_problems(path: str, project: str, region: str) -> tuple[list[Proble
 # The flow
 
 
-def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
-    """Preflight, compile (``compile_pipeline(cfg, path, "vertex", base_image=...)``, the caller's: this
-    package never imports ``pipelines/``) or download ``--template``, create the job, print its name and
-    link, follow it."""
-    return run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err), [])
+@dataclasses.dataclass
+class Decision:
+    """What the plan decided, as a submission sends it: the job under the pick (its region and strategy), the
+    placement judgement the pipeline's training step ranks (``placement_plan``), the pipeline job's id (a saved
+    plan names it; empty: made at submission), and the plan's lines, errors and warnings."""
+    cfg: config_lib.JobConfig | None
+    region: str
+    placement: dict[str, Any] | None
+    job_id: str = ""
+    lines: list[str] = dataclasses.field(default_factory=list)
+    errors: list[Any] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None) -> int:
+def decide(cfg: config_lib.JobConfig, args: argparse.Namespace, region: str) -> Decision:
+    """The plan made now (``jobs.cloud.plan.decide``), as :class:`Decision`; a price file that cannot be read is one
+    error."""
+    try:
+        plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
+                               require_checks=bool(getattr(args, "require_checks", None)),
+                               price_file=getattr(args, "prices", None) or "")
+    except ConfigError as exc:
+        return Decision(None, region, None, errors=list(exc.problems))
+    picked = plan.pick is not None
+    return Decision(plan.submitted if picked else None, plan.option.region if picked else region,
+                    plan.placement_doc() if picked else None, lines=planning.short_lines(plan), errors=plan.errors,
+                    warnings=[*plan.unchecked, *plan.warnings])
+
+
+def submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None,
+           decision: Decision | None = None) -> int:
+    """Preflight, compile (``compile_pipeline(cfg, path, "vertex", base_image=..., placement=...)``, the caller's:
+    this package never imports ``pipelines/``) or download ``--template``, create the job, print its name and
+    link, follow it. ``decision``: a saved plan's (``vtp apply``); None: the plan is made first, as ``vtp plan``
+    makes it."""
+    return run_command(lambda _: _submit(cfg, args, compile_pipeline, out, err, decision), [])
+
+
+def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipeline, out=print, err=None,
+            decision: Decision | None = None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     # the create, and everything before it (the plan included), ends within the policy's total_s of the command's
     # start (README: "a create gives up within 120 s"); following the job afterwards is not bounded by it
     with clients.within():
         region = args.region or cfg.topology.region
         # the plan first (jobs.cloud.plan): the option it takes (region, strategy) is what is checked and sent
-        plan = None
-        if not checks.region_problems("--region", region):
-            plan = planning.decide(cfg, args.project, region, max_cost=getattr(args, "max_cost", None),
-                                   require_checks=bool(getattr(args, "require_checks", None)))
-            for line in planning.short_lines(plan):
+        if decision is None and not checks.region_problems("--region", region):
+            decision = decide(cfg, args, region)
+        if decision is not None:
+            for line in decision.lines:
                 err(line)
-            if plan.pick is not None:
-                cfg, region = plan.cfg, plan.option.region
+            if decision.cfg is not None:
+                cfg, region = decision.cfg, decision.region
         errors, warnings, labels = preflight(cfg, args.project, region, args.pipeline_root or "",
                                              service_account=args.service_account or "", network=args.network or "",
                                              labels=args.labels or [], template=args.template or "",
-                                             components_image=getattr(args, "image", None) or "")
-        if plan is not None:
-            warnings = [*plan.unchecked, *plan.warnings, *warnings]
-            errors = [*plan.errors, *errors]
+                                             components_image=getattr(args, "image", None) or "",
+                                             max_cost=getattr(args, "max_cost", None))
+        if decision is not None:
+            warnings = [*decision.warnings, *warnings]
+            errors = [*decision.errors, *errors]
         if checks.say(errors, warnings, err):
             return 2
         cfg = checks.placeholder_free(cfg)
-        if region != cfg.topology.region:  # said by a flag_file_warnings line
-            cfg = cfg.with_overrides([f"topology.region={region}"])
-        job_id = job_id_for(cfg.name)
+        if region != cfg.topology.region and not (decision is not None and decision.cfg is not None):
+            cfg = cfg.with_overrides([f"topology.region={region}"])  # said by a flag_file_warnings line
+        job_id = (decision.job_id if decision is not None else "") or job_id_for(cfg.name)
+        labels = {**labels, **run_labels.for_job(cfg.for_vertex(), job_id, trial="")}  # the run, by id and config
         params = {"config_json": cfg.for_vertex().to_json(), "location": region,
                   "service_account": args.service_account or "", "network": args.network or ""}
+        if decision is not None and decision.placement:
+            params["placement_plan"] = decision.placement
         with tempfile.TemporaryDirectory() as tmp:
             if args.template:
                 path = templates.download(args.template, str(Path(tmp) / "template.yaml"), args.api_endpoint)
                 if checks.say(*template_problems(path, args.project, region), err):
                     return 2
             else:
-                path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image)
+                path = compile_pipeline(cfg, str(Path(tmp) / "pipeline.yaml"), "vertex", base_image=args.image,
+                                        placement=decision.placement if decision is not None else None)
+            if "placement_plan" in params and "placement_plan" not in _parameters(path):
+                params.pop("placement_plan")
+                err("warning: --template: this template has no placement_plan parameter (made before it): its "
+                    "training step ranks the placement it was uploaded with, not this plan's")
             request = vertex.pipeline_job_request(
                 path, project=args.project, location=region, job_id=job_id, display_name=cfg.name,
                 pipeline_root=args.pipeline_root, parameter_values=params, labels=labels,
@@ -238,14 +258,22 @@ def _submit(cfg: config_lib.JobConfig, args: argparse.Namespace, compile_pipelin
     return 0
 
 
+def _parameters(path: str) -> set[str]:
+    """The root parameters a compiled pipeline declares."""
+    import yaml
+
+    spec = yaml.safe_load(Path(path).read_text()) or {}
+    return set((((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}))
+
+
 def register_main(argv: list[str]) -> int:
-    """``run.py register-model``: register an exported SavedModel folder (gs://) in the Model Registry
-    with the same request the pipeline's Vertex branch sends (``jobs.cloud.vertex.model_upload_request``)."""
+    """``python pipelines/run.py register-model``: register an exported SavedModel folder (gs://) in the Model
+    Registry with the same request the pipeline's Vertex branch sends."""
     return run_command(_register, argv)
 
 
 def _register(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=register_main.__doc__)
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py register-model"), description=plain(register_main.__doc__))
     p.add_argument("--config", default="local")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")

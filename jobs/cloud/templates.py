@@ -32,7 +32,8 @@ from jobs.cloud.policy import CREATE_OWN_ID
 from jobs.cloud.lines import http_message, run_command
 from jobs.cloud.credentials import access_token, is_local_endpoint
 from jobs.spec import validate
-from jobs.spec.command_line import shown
+from jobs.spec.command_line import plain, shown
+from jobs.spec.flag_file import flag_file_warnings, max_cost_problems
 from jobs.spec.errors import CloudError
 from trainers.config_files import load_document
 from trainers.errors import ConfigError
@@ -45,7 +46,7 @@ STAND_IN_TOKEN = "local-stand-in"
 
 def host_problem(host: str) -> str | None:
     """None when ``host`` is an Artifact Registry KFP repository (or a loopback stand-in), else why not."""
-    if AR_HOST_RE.match(host) or LOCAL_HOST_RE.match(host):
+    if AR_HOST_RE.fullmatch(host) or LOCAL_HOST_RE.fullmatch(host):
         return None
     return (f"--host: {host!r} is not a Kubeflow Pipelines repository in Artifact Registry; expected "
             "https://REGION-kfp.pkg.dev/PROJECT/REPO (create one with: gcloud artifacts repositories create REPO "
@@ -110,8 +111,14 @@ def main(argv: list[str], compile_pipeline) -> int:
     return run_command(lambda a: _main(a, compile_pipeline), argv)
 
 
+def _fail(problems) -> int:
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    return 2
+
+
 def _main(argv: list[str], compile_pipeline) -> int:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py upload-template"), description=plain(__doc__.split("\n\n")[0]))
     p.add_argument("--config", default="local", help="preset or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_uri=REPO@sha256:... (repeatable)")
@@ -119,12 +126,13 @@ def _main(argv: list[str], compile_pipeline) -> int:
     p.add_argument("--tag", dest="tags", action="append", default=[], help="tag of the uploaded version (repeatable)")
     p.add_argument("--image", help="base image for the pipeline's components")
     p.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total)")
+    p.add_argument("--prices", default="", metavar="FILE", help="your own price file (as budget.prices)")
     p.add_argument("--require-checks", action="store_true",
                    help="a check of the project that could not be made (no credentials or permission) is an error")
     args = p.parse_args(argv)
     problems = [host_problem(args.host)] + [
         f"--tag: {t!r} is not a tag (letters, digits, '.', '_', '-'; not sha256:...); valid choices: latest, v1"
-        for t in args.tags if not TAG_RE.match(t)]
+        for t in args.tags if not TAG_RE.fullmatch(t)] + [str(e) for e in max_cost_problems(args.max_cost)]
     warnings: list[str] = []
     try:
         cfg, report = validate.validate_document(load_document(args.config, args.overrides), check_data=False)
@@ -132,27 +140,33 @@ def _main(argv: list[str], compile_pipeline) -> int:
     except ConfigError as exc:
         cfg = None
         problems += [str(e) for e in exc.problems]
-    match = AR_HOST_RE.match(args.host) or LOCAL_HOST_RE.match(args.host)
+    match = AR_HOST_RE.fullmatch(args.host) or LOCAL_HOST_RE.fullmatch(args.host)
+    placement = None
     if cfg is not None and match:
-        # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy)
-
-        plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
-                               require_checks=args.require_checks)
+        # the plan first (jobs.cloud.plan): the template carries the option it takes (region, strategy) and the
+        # judgement of every option (the default of its placement_plan parameter)
+        try:
+            plan = planning.decide(cfg, match["project"], cfg.topology.region, max_cost=args.max_cost,
+                                   require_checks=args.require_checks, price_file=args.prices)
+        except ConfigError as exc:
+            return _fail(exc.problems)
         for line in planning.short_lines(plan):
             print(line, file=sys.stderr)  # stdout is the uploaded version, read by scripts (cloudbuild.yaml)
-        cfg = plan.cfg
+        cfg = plan.submitted
+        placement = plan.placement_doc() if plan.pick is not None else None
         errors, warnings = preflight.job_problems(cfg, match["project"], cfg.topology.region,
                                                   components_image=args.image or "")
         problems += plan.errors + [str(e) for e in errors]
-        warnings = [*plan.unchecked, *plan.warnings, *warnings]
+        warnings = [*flag_file_warnings(cfg, "", "", "", args.max_cost), *plan.unchecked, *plan.warnings, *warnings]
     if preflight.say(problems, warnings):
         return 2
     cfg = preflight.placeholder_free(cfg)
     with tempfile.TemporaryDirectory() as tmp:
-        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image)
+        path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image,
+                                placement=placement)
         package, version = upload(path, args.host, args.tags)
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version
-    print(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root gs://BUCKET/PATH "
-          f"--template {args.host.rstrip('/')}/{package}/{ref}", file=sys.stderr)
+    print(shown(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root "
+                f"gs://BUCKET/PATH --template {args.host.rstrip('/')}/{package}/{ref}"), file=sys.stderr)
     return 0

@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jobs.spec import trial_files, tuning_rules
-from jobs.cloud import job_runner
+from jobs.spec import ranking, trial_files, tuning_rules
+from jobs.cloud import custom_job, job_runner
 from jobs.spec.errors import CloudError
 from jobs.spec.job_spec import pools_by_position
 from jobs.spec.tuning_section import Study, flag_value, parse
@@ -171,10 +171,30 @@ class TrialLines:
 
 def run(*, project: str, location: str, gcp_resources: str, display_name: str, tuning: Study,
         trial_job_spec: dict[str, Any], api_endpoint: str = "", labels: dict[str, str] | None = None,
+        placement: list | tuple = (), budget: dict | None = None, hardware: list | tuple = (),
         log: Callable[[str], None] = print, sleep: Callable[[float], None] = time.sleep):
-    """Create (or resume) the HyperparameterTuningJob and follow it to the end (``jobs.cloud.job_runner.run``);
-    returns the finished job. A failed, cancelled or expired job, or a give-up of the policy, is a CloudError
-    with one line."""
+    """Create (or resume) the HyperparameterTuningJob in the option THE placement procedure ranks first
+    (``jobs.spec.ranking``: the plan's judgement ``placement`` and the bars ``budget``; the trials' scheduling strategy
+    set to the option's) and follow it to the end (``jobs.cloud.job_runner.run``); returns the finished job. No option
+    that fits is one CloudError line and no create (a study does not fall over: Vertex retries a trial itself). On a
+    later rung of the hardware ladder, every trial runs on that rung's worker pools (``hardware``: validate_config's,
+    THE spec of the job on each rung; ``jobs.cloud.custom_job.rung_spec``). A failed, cancelled or expired job, or a
+    give-up of the policy, is a CloudError with one line."""
+    scheduling = dict(trial_job_spec.get("scheduling") or {})
+    ranked = ranking.rank(ranking.carried(placement, location, str(scheduling.get("strategy") or "STANDARD")),
+                          ranking.Bars.from_dict(budget))
+    if ranked.pick is None:
+        raise CloudError("placement: no option fits the study, nothing was created ("
+                         + "; ".join(f"{j.option}: {why}" for j, why in ranked.skipped) + ")")
+    option, strategy = ranked.pick.option, str(scheduling.get("strategy") or "STANDARD")
+    if option.region != location or option.strategy != strategy or option.rung:
+        log(f"placement: the study runs in {option} (the plan's ranking)")
+    if option.strategy != strategy:
+        trial_job_spec = {**trial_job_spec, "scheduling": {**scheduling, "strategy": option.strategy}}
+    if option.rung:
+        pools = custom_job.rung_spec({}, option, hardware)["worker_pool_specs"]
+        trial_job_spec = {**trial_job_spec, "worker_pool_specs": pools_by_position(pools)}
+    location = option.region
     job = tuning_job(display_name=display_name, tuning=tuning, trial_job_spec=trial_job_spec, labels=labels)
     return job_runner.run(TUNING_JOB, job, project=project, location=location, gcp_resources=gcp_resources,
                           api_endpoint=api_endpoint, log=log, sleep=sleep, on_poll=TrialLines(tuning, log))
@@ -222,24 +242,34 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python3 -m jobs.cloud.tuning_job")
     for flag in ("display_name", "tuning", "trial_job_spec", "location", "project", "gcp_resources", "best_trial",
-                 "best_model_dir", "study", "executor_input", "api_endpoint"):
+                 "best_model_dir", "study", "executor_input", "api_endpoint", "labels", "placement", "budget",
+                 "hardware"):
         p.add_argument(f"--{flag}", default="", required=flag in ("display_name", "tuning", "trial_job_spec",
                                                                  "location", "project", "gcp_resources"))
     args = p.parse_args(argv)
     parsed = {}
-    for flag in ("tuning", "trial_job_spec"):
-        try:
-            parsed[flag] = json.loads(getattr(args, flag))
+    for flag, kind in (("tuning", dict), ("trial_job_spec", dict), ("labels", dict), ("placement", list),
+                       ("budget", dict), ("hardware", list)):
+        text = getattr(args, flag)
+        try:  # kfp resolves an optional input left unset to null (or the tool is run by hand without it)
+            parsed[flag] = json.loads(text) if text not in ("", "null") or flag in ("tuning", "trial_job_spec") \
+                else kind()
         except ValueError:
             parsed[flag] = None
-        if not isinstance(parsed[flag], dict):
-            print(f"error: --{flag}: {getattr(args, flag)[:80]!r} is not a JSON mapping", file=sys.stderr, flush=True)
+        if not isinstance(parsed[flag], kind):
+            print(f"error: --{flag}: {text[:80]!r} is not a JSON {'mapping' if kind is dict else 'list'}",
+                  file=sys.stderr, flush=True)
             return 1
+    wrong = ranking.doc_problems({"options": parsed["placement"]})
+    if wrong:
+        print(f"error: --placement: {args.placement[:80]!r}: {wrong}", file=sys.stderr, flush=True)
+        return 1
     def step() -> None:
         study = study_of(parsed["tuning"])  # the section parsed once, before any call
         job = run(display_name=args.display_name, tuning=study, trial_job_spec=parsed["trial_job_spec"],
                   location=args.location, project=args.project, gcp_resources=args.gcp_resources,
-                  api_endpoint=args.api_endpoint)
+                  api_endpoint=args.api_endpoint, labels=parsed["labels"] or None, placement=parsed["placement"],
+                  budget=parsed["budget"], hardware=parsed["hardware"])
         best = write_outputs(job, study, parsed["trial_job_spec"], best_trial_path=args.best_trial,
                              best_model_dir_path=args.best_model_dir, executor_input=args.executor_input,
                              study_path=args.study)

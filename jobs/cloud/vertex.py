@@ -23,6 +23,7 @@ from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, policy
 from jobs.cloud.lines import describe, ended, failure_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
+from jobs.spec import saved_model
 from jobs.spec.hardware.catalog import load_catalog
 from trainers import config as config_lib
 
@@ -199,8 +200,9 @@ def serving_image(cfg: config_lib.JobConfig, location: str) -> str:
 
 
 def model_artifact_uri(model_dir: str) -> str:
-    """Vertex wants the directory holding ``saved_model.pb`` (the trainer's AIP_MODEL_DIR export)."""
-    return model_dir.rstrip("/")
+    """Vertex wants the directory holding ``saved_model.pb``: the SavedModel the trainer wrote to ``AIP_MODEL_DIR``
+    or one folder below it (``jobs.spec.saved_model.artifact_location``: THE rule, the verify step's too)."""
+    return saved_model.artifact_location(model_dir)
 
 
 def model_labels(cfg: config_lib.JobConfig) -> dict[str, str]:

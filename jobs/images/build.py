@@ -6,11 +6,10 @@
     python pipelines/run.py build --backend cloudbuild --project P --staging-bucket gs://B/builds
     python pipelines/run.py build --config my-project/job.yaml --image REPO   # your trainer: jobs/images/user.py
 
-The tag is the content hash of the build context (``ctx-<16 hex>``, see ``jobs.images.context``): the same
+The tag is the content hash of the build context (``ctx-<16 hex>``): the same
 sources give the same tag, so a registry that already has it means nothing is built. The last line
 printed is the pushed image pinned by digest, ``REPO:TAG@sha256:DIGEST``, ready for
-``--set container.image_uri=...``. In Python, :func:`build` returns that reference (``run.py --runner docker``
-calls it; nothing reads it back from printed output).
+``--set container.image_uri=...``.
 
 Exit status: 0 pushed (or already there); 2 bad input (config, image reference, context, Dockerfile
 path); 1 the engine, the build or the push failed. Every failure is one ``error:`` line on stderr.
@@ -29,7 +28,7 @@ from jobs.cloud.lines import run_command
 from jobs.images.builders import BACKENDS, InputError, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
 from jobs.images.user import build_user_image
-from jobs.spec.command_line import shown
+from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
 from jobs.spec.errors import CloudError
 from jobs.spec.image_reference import BuildError
 from trainers import config as config_lib
@@ -57,9 +56,10 @@ class Request:
 
 
 def parse_args(argv: list[str]) -> Request:
-    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--config", default="local", help="preset or YAML file: gives the repository and the variant")
+    head, _, rest = __doc__.partition("\n\nThe tag")
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py build"), description=plain(head),
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=plain("The tag" + rest))
+    add_job_arguments(p, "preset or YAML file: gives the repository and the variant")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set container.image_repository=REPO (repeatable)")
     p.add_argument("--context", default=str(ROOT), help="build context directory (default: this repository); with "
@@ -76,7 +76,10 @@ def parse_args(argv: list[str]) -> Request:
     p.add_argument("--api-endpoint", help="cloudbuild: API endpoint (a local stand-in in tests)")
     p.add_argument("--wheels", metavar="DIR", help="a job with its own trainer: install trainer.requirements offline "
                                                    "from these wheels (--no-index; jobs/images/user.py)")
-    return Request(**vars(p.parse_args(argv)))
+    args = p.parse_args(argv)
+    args.config = job_of(p, args)
+    del args.job
+    return Request(**vars(args))
 
 
 def backend_problems(req: Request) -> list[str]:
@@ -148,7 +151,7 @@ def build(req: Request, log: Callable[[str], None] = print) -> str:
 def build_or_say(req: Request) -> str:
     """:func:`build`, its lines printed as they come (``run.py --runner docker`` builds the image first): the
     pushed reference, or "" when it failed, its ``error:`` lines printed."""
-    print("runner docker: building the job's image (as python pipelines/run.py build)", flush=True)
+    print(shown("runner docker: building the job's image (as python pipelines/run.py build)"), flush=True)
     try:
         return build(req, log=lambda line: print(line, flush=True))
     except InputError as exc:

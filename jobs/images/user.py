@@ -43,6 +43,7 @@ from jobs.images.builders import InputError
 from jobs.images.context import BuildContext, content_tag, make_context
 from jobs.images.user_code import collect_code
 from jobs.spec import job_image, job_spec
+from jobs.spec.command_line import shown
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import PLACEHOLDER_PROJECT
 from jobs.spec.trainer_section import trainer_file_problems
@@ -110,8 +111,9 @@ def plan(cfg, wheels_dir: str | None = None) -> Plan:
     ``run.py validate``: :func:`jobs.spec.trainer_section.trainer_file_problems`)."""
     t = cfg.trainer
     if not t.module:
-        raise ConfigError(problem("trainer.module", "is empty: run.py build --config JOB builds a user image only for "
-                                                    "a job with its own trainer", ["trainer.task"]))
+        raise ConfigError(problem("trainer.module", shown("is empty: python pipelines/run.py build --config JOB builds "
+                                                          "a user image only for a job with its own trainer"),
+                                  ["trainer.task"]))
     problems = [p for p in trainer_file_problems(cfg) if p.field.startswith("trainer.")]
     if problems:
         raise ConfigError(problems)
@@ -227,7 +229,7 @@ def configured_base(cfg) -> str | None:
     except BuildError as exc:
         raise BuildError(f"container.base_image: {exc}") from None
     if not digest:
-        raise BuildError(f"container.base_image {base}: must be pinned by digest (the last line of run.py build), "
+        raise BuildError(f"container.base_image {base}: must be pinned by digest (the last line of {shown('python pipelines/run.py build')}), "
                          f"e.g. {repository}:ctx-...@sha256:<64 hex>")
     _no_placeholder("container.base_image", repository)
     return base

@@ -3,8 +3,15 @@ code ran (:func:`trainer_version`: its git commit and the SHA-256 of those very 
 
 What never reaches the image (:data:`ALWAYS_EXCLUDED_DIRS`, :data:`CREDENTIAL_NAMES`, :func:`credential_reason`),
 whatever the user's own ``.dockerignore`` (applied first, Docker's rules) says: version control and caches,
-``runs/`` and the job's ``output.base_dir`` when inside ``source_dir``, and anything that looks like a credential.
-Every excluded path is named with its reason. The image itself is ``jobs.images.user``'s.
+``runs/`` and the job's ``output.base_dir`` when inside ``source_dir``, this product's own files (``jobs.spec.own_outputs``:
+compiled pipelines, saved plans, job files, run folders, the precision cache) and anything that looks like a
+credential. Every excluded path is named with its reason. The image itself is ``jobs.images.user``'s.
+
+One selection, two uses: the image's code layer (``jobs.images.user.plan``) and the code hash a local run's folder is
+compared by (:func:`trainer_version`, ``jobs.local.run.folder``) take the same files, so a file that is not in the
+image never makes a finished run "another job", and one that is always does. Only ``.dockerignore`` is read, as the
+builds here read it (``jobs.images.context``: the Docker engine and Cloud Build are sent this context);
+``.gcloudignore`` is ``gcloud builds submit``'s, which no build here runs.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from jobs.spec import own_outputs
 from jobs.spec.provenance import commit_text, git_state
 from trainers.fileio import NotARegularFile, read_regular
 
@@ -110,6 +118,8 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
                 why = "always: local runs' output"
             elif output_rel and rel == output_rel:
                 why = "always: the job's output.base_dir"
+            elif own_outputs.folder_kind(Path(current) / d):
+                why = f"always: this product's: {own_outputs.folder_kind(Path(current) / d)}"
             if why:
                 count = sum(len(f) for _, _, f in os.walk(Path(current) / d))
                 excluded.append((f"{rel}/", f"{why}; {_files(count)}"))
@@ -121,6 +131,9 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
         for f in sorted(files):
             rel = f"{rel_dir}/{f}" if rel_dir else f
             full = Path(current) / f
+            if rel == ".dockerignore":  # the selection's rule, not code: a change shows as the files it moves
+                excluded.append((rel, "always: the selection's own rules"))
+                continue
             if allowed is not None and rel not in allowed:
                 top = rel.split("/", 1)[0] + ("/" if "/" in rel else "")
                 by_user[top] = by_user.get(top, 0) + 1
@@ -131,6 +144,10 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
             why = credential_reason(full)
             if why:
                 excluded.append((rel, f"always: {why}"))
+                continue
+            kind = own_outputs.file_kind(full)
+            if kind:
+                excluded.append((rel, f"always: this product's: {kind}"))
                 continue
             mode = os.lstat(full).st_mode
             if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
@@ -144,30 +161,32 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
 
 def trainer_version(cfg) -> dict[str, Any] | None:
     """Which code of a user's trainer ran, apart from this tool's (``jobs.spec.provenance.code_version``):
-    ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "text"}``. The git commit of
-    ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
+    ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "file_sha256", "text"}``. The git commit
+    of ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
     SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same
-    exclusions), so a copy outside any repository is named by its content. None for the built-in trainer; on
-    Vertex (no ``source_dir``: the code is the image's) the image names it."""
+    exclusions), so a copy outside any repository is named by its content; ``files`` their count and
+    ``file_sha256`` each one's SHA-256 by path (what a refusal names: ``jobs.local.run.folder``). None for the
+    built-in trainer; on Vertex (no ``source_dir``: the code is the image's) the image names it."""
     if cfg is None or not cfg.user_trainer:
         return None
     root = cfg.trainer.source_dir
     if not root or not os.path.isdir(root):
         image = cfg.container.image_uri or "the job's image"
         return {"source_dir": root or None, "git_commit": None, "git_dirty": None, "content_sha256": None,
-                "files": None, "text": f"the code in {image} (its WORKDIR)"}
+                "files": None, "file_sha256": None, "text": f"the code in {image} (its WORKDIR)"}
     commit, dirty = git_state(root, paths=["."])  # its repository's commit; changes under the trainer's folder
     out: dict[str, Any] = {"source_dir": root, "git_commit": commit, "git_dirty": dirty}
     digest = hashlib.sha256()
     files, _ = collect_code(Path(root), cfg.output.base_dir)
+    each = {}
     for rel in files:
-        digest.update(rel.encode() + b"\0")
         try:
-            digest.update(read_regular(str(Path(root, rel)), "trainer.source_dir"))
+            data = read_regular(str(Path(root, rel)), "trainer.source_dir")
         except (OSError, NotARegularFile):  # a link to a pipe or a device: named, never read
-            digest.update(b"(unreadable)")
-        digest.update(b"\0")
-    out.update(content_sha256=digest.hexdigest(), files=len(files))
+            data = b"(unreadable)"
+        digest.update(rel.encode() + b"\0" + data + b"\0")
+        each[rel] = hashlib.sha256(data).hexdigest()
+    out.update(content_sha256=digest.hexdigest(), files=len(files), file_sha256=each)
     content = f"sha256 {out['content_sha256'][:12]} of its {len(files)} file(s)"
     if out["git_commit"]:
         out["text"] = f"{commit_text(out['git_commit'], out['git_dirty'])} ({content})"

@@ -5,6 +5,7 @@ user typed (:func:`shown`), so ``vtp --help`` never suggests a path that does no
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 SCRIPT = "vtp"
@@ -19,6 +20,30 @@ def invoked_as() -> str:
 def shown(text: str) -> str:
     """``text`` with ``python pipelines/run.py`` spelled as the user started the command."""
     return text.replace(CHECKOUT, invoked_as())
+
+
+_ROLE = re.compile(r":(?:func|data|class|meth|mod|attr|obj|exc):`~?([^`]+)`")
+
+
+def plain(text: str) -> str:
+    """A command's help as a person reads it in a terminal: the docstring's reStructuredText markup dropped
+    (````x```` and ``:func:`x``` become ``x``) and the command spelled as the user started it (:func:`shown`)."""
+    return shown(_ROLE.sub(lambda m: m.group(1), text).replace("``", ""))
+
+
+def add_job_arguments(parser, help: str = "preset or YAML file") -> None:
+    """A command's job: ``--config JOB`` or, as ``vtp validate JOB`` takes it, the job as the first word
+    (``vtp plan job.yaml``); :func:`job_of` reads the one given."""
+    parser.add_argument("job", nargs="?", metavar="JOB", help=f"{help} (the same as --config JOB)")
+    parser.add_argument("--config", default=None, help=f"{help} (default: local)")
+
+
+def job_of(parser, args, default: str = "local") -> str:
+    """The job :func:`add_job_arguments` read (``default`` when none); a usage error when both ways name one and
+    they differ."""
+    if args.job and args.config and args.job != args.config:
+        parser.error(f"the job is given twice ({args.job} and --config {args.config}): give one")
+    return args.job or args.config or default
 
 
 def seconds_problem(flag: str, value: float | None, most: float, *, zero: bool = False, example: str = "") -> str | None:

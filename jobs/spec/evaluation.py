@@ -269,6 +269,22 @@ def read_examples(path: str, sample_instance: Any = None) -> list[dict[str, Any]
     return examples
 
 
+def json_lines_near(folders: list[str], most: int = 3) -> list[str]:
+    """The ``*.jsonl`` files in ``folders`` (not below them), as paths that work both in a job file and in ``--set``:
+    what a missing local ``serving.eval_data`` most likely meant, when no file of its name is there (this runs on a
+    local run's path only: a ``gs://`` suggestion would be refused by the run it is for)."""
+    import os
+
+    found: list[str] = []
+    for folder in dict.fromkeys(os.path.abspath(f) for f in folders if f):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".jsonl"))
+        except OSError:
+            continue
+        found += [os.path.join(folder, n) for n in names if os.path.isfile(os.path.join(folder, n))]
+    return list(dict.fromkeys(found))[:most]
+
+
 def eval_data_problems(path: str, sample_request: str = "", task: str = "auto",
                        near: tuple[str, ...] = ()) -> list[Problem]:
     """``serving.eval_data`` checked here before anything runs (a ``gs://`` file is read by the verify step,
@@ -281,7 +297,10 @@ def eval_data_problems(path: str, sample_request: str = "", task: str = "auto",
         return []
     if not os.path.exists(path):
         return [problem(FIELD, f"{path} does not exist ({RELATIVE_RULE})",
-                        found_elsewhere(path, [os.getcwd(), *near]) or ["gs://<your bucket>/eval.jsonl"])]
+                        found_elsewhere(path, [os.getcwd(), *near])
+                        or json_lines_near([os.path.dirname(path), os.getcwd(), *near])
+                        or [f"a JSON Lines file of held-out examples here, one per line: {EXAMPLE_LINE}",
+                            "no serving.eval_data (no held-out verdict)"])]
     if os.path.isdir(path):
         return [problem(FIELD, f"{path} is a folder; give the JSON Lines file", [os.path.join(path, "eval.jsonl")])]
     sample = None

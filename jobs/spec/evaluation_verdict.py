@@ -135,6 +135,11 @@ def _predicted(arrays: dict[str, Any], name: str, labels: list[Any], n: int, tas
         if not all(isinstance(v, str) for v in labels):
             raise EvalError(str(problem(FIELD, f"the model's output {name} is a class name; give the labels as those "
                                                "names (strings)", [f'"label": "{values[0]}"'])))
+        if classes and not set(labels) <= set(classes):  # the model's own list (metadata.json) says what it can answer
+            unknown = sorted(set(labels) - set(classes))
+            raise EvalError(str(problem(FIELD, f"label(s) {', '.join(map(repr, unknown[:5]))} name no class of the "
+                                               f"model (its metadata.json names {len(classes)}): each would count "
+                                               "as wrong", classes[:10])))
         return values, None
     scores = a.reshape(n, -1).astype("float64")
     width = scores.shape[1]

@@ -173,7 +173,7 @@ def gate_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             problems.append(problem(f"{FIELD}.better_than_parent", "needs serving.parent_model, the model whose "
                                                                    "default version this model must beat",
                                     [f"serving.parent_model: {example}", "better_than_parent: false"]))
-        elif not _MODEL_RE.match(cfg.serving.parent_model):
+        elif not _MODEL_RE.fullmatch(cfg.serving.parent_model):
             problems.append(problem("serving.parent_model", f"{cfg.serving.parent_model!r} is not a Model Registry "
                                                             "model name (no version: its default version is compared)",
                                     [example]))

@@ -69,18 +69,18 @@ def parse_reference(ref: str) -> ImageRef:
     digest = None
     if "@" in text:
         text, digest = text.split("@", 1)
-        if not _DIGEST_RE.match(digest):
+        if not _DIGEST_RE.fullmatch(digest):
             raise BuildError(f"bad image reference {ref!r}: digest must be {DIGEST_HINT}")
     tag = None
     last = text.rsplit("/", 1)[-1]
     if ":" in last:
         text, tag = text.rsplit(":", 1)
-        if not _TAG_RE.match(tag):
+        if not _TAG_RE.fullmatch(tag):
             raise BuildError(f"bad image reference {ref!r}: tag {tag!r} is not a valid tag (letters, digits, "
                              "'_', '.', '-', at most 128, not starting with '.' or '-')")
     first, _, rest = text.partition("/")
     has_domain = bool(rest) and ("." in first or ":" in first or first == "localhost")  # docker's rule
-    valid = (_DOMAIN_RE.match(first) and _PATH_RE.match(rest)) if has_domain else _PATH_RE.match(text)
+    valid = (_DOMAIN_RE.fullmatch(first) and _PATH_RE.fullmatch(rest)) if has_domain else _PATH_RE.fullmatch(text)
     if not valid or len(text) > 255:
         raise BuildError(f"bad image reference {ref!r}: expected HOST[:PORT]/PATH with lowercase letters, digits "
                          f"and . _ - separators; {example}")

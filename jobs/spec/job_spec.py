@@ -13,6 +13,8 @@ job reads it from here:
 * ``custom_training_job`` (``jobs.cloud.custom_job``) creates and follows it on Vertex, re-assembled from
   its component inputs by the same :func:`job_spec`;
 * a HyperparameterTuningJob's ``trial_job_spec`` is this very spec (``jobs.cloud.tuning_job``);
+* every rung of the hardware ladder (``placement.hardware``) is this spec of the job on that rung (:func:`rung_pools`),
+  which the training step creates the job with when it runs on that rung;
 * the local launch (``jobs.local.launch.custom_job``) runs its worker command with its declared variables
   (:func:`worker_command`, :func:`declared_env`), and the docker runner starts each replica from its pool's
   ``container_spec``.
@@ -30,9 +32,9 @@ Pure: no cloud client, no TensorFlow, no kfp.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from jobs.spec import trial_files, tuning_rules
+from jobs.spec import placement, trial_files, tuning_rules
 from jobs.spec.hardware.jobview import DEFAULT_TOPOLOGY, as_int
 from jobs.spec.job_image import job_image
 from trainers import config as config_lib
@@ -199,7 +201,8 @@ def custom_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", net
                                             container_env(cfg)),
         base_output_directory=config_lib.resolved_base_dir(cfg), tensorboard=cfg.output.tensorboard,
         restart_job_on_worker_restart=s.restart_job_on_worker_restart, scheduling_strategy=s.strategy,
-        timeout=s.timeout, max_wait_duration=s.max_wait_duration, persistent_resource_id=s.persistent_resource_id,
+        timeout=s.timeout, max_wait_duration=s.max_wait_duration if s.strategy == "FLEX_START" else "",
+        persistent_resource_id=s.persistent_resource_id,
         service_account=service_account or v.service_account, network=network or v.network,
         disable_retries=s.disable_retries, enable_web_access=v.enable_web_access,
         enable_dashboard_access=v.enable_dashboard_access, reserved_ip_ranges=v.reserved_ip_ranges,
@@ -234,6 +237,19 @@ def baseline_job_spec(cfg: config_lib.JobConfig, *, service_account: str = "", n
     chief["container_spec"] = container
     spec["worker_pool_specs"] = [chief, *spec["worker_pool_specs"][1:]]
     return spec
+
+
+def rung_pools(cfg: config_lib.JobConfig, build: Callable[..., dict[str, Any]] = custom_job_spec, **given: str
+               ) -> list[list[dict[str, Any]]]:
+    """The worker pools of the job on every rung of its hardware ladder, in order (rung 0: ``topology``), each THE spec
+    of the job on that rung (``build``: :func:`custom_job_spec`, or :func:`baseline_job_spec`, with ``given``'s
+    service account and network; the rung applied by ``jobs.spec.placement.on_rung``), padded to four: what the
+    training step creates the job with when THE placement procedure picks an option of that rung. A rung's pools are
+    the same in every region and strategy (the create call names those). ``[]`` without a ladder."""
+    if not cfg.placement.hardware:
+        return []
+    return [parts(build(placement.on_rung(cfg, k), **given))["worker_pool_specs"]
+            for k in range(len(cfg.placement.hardware) + 1)]
 
 
 def parts(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ trainer's final figures, written by its chief), ``evaluation.json`` (the side-ca
 ``jobs.cloud.tuning_job``), ``gate.json`` (the gate's verdict, ``jobs.steps.gate``), ``steps.json`` (the pipeline
 steps' wall times so far), ``provenance.json`` (what made the run: config, trainer code hash, image; written when a
 local run starts) and ``run.json`` (a run that finished, ``jobs.local.run``), beside the page
-``report.html``. The report, ``runs list`` and the gate read them here.
+``report.html``; ``failure.json`` (why the run failed, written by the step that failed; the end message reads it).
+The report, ``runs list`` and the gate read them here.
 
 Beside it: a study's record and its rules, THE best-trial rule included (``jobs.spec.tuning_rules``), the trials'
 folders and metric files (``jobs.spec.trial_files``), which code ran (``jobs.spec.provenance``), the gate's missed bar in
@@ -16,11 +17,10 @@ words (``jobs.spec.gate_section.gate_missed_bar``).
 """
 from __future__ import annotations
 
-import json
+import os
 from typing import Any
 
-from trainers import config as config_lib, fileio
-from trainers.fileio import open_regular
+from trainers import config as config_lib, fileio, record_reader
 from trainers.paths import join, readable
 
 # -- the records' names --------------------------------------------------------------------------------------
@@ -44,6 +44,13 @@ PROVENANCE_RECORD = "provenance.json"
 #: a Vertex run's CustomJob attempts (``jobs.cloud.custom_job``): ``{"attempts": [{"region", "strategy", "job",
 #: "state", "error", "cause", "fell_over_to", "resumes_from"}]}``, the last the job that ran last
 VERTEX_JOBS_RECORD = "vertex_jobs.json"
+#: why a run failed, written by the step that failed and knows why (the local train step, the Vertex CustomJob step,
+#: the in-pipeline plan check; :func:`write_failure`): ``{"run", "step", "error", "cause": {"kind", "what", "hint"} |
+#: null, "replica", "last_lines", "job", "written"}``, ``run`` the pipeline run's id where the step knows it, so that
+#: the exit handler's message (``jobs.steps.notify_message``) reads only its own run's cause (:func:`read_failure`)
+FAILURE_RECORD = "failure.json"
+#: a failure record keeps the failing replica's last lines, at most this many, each at most this long
+FAILURE_LINES, FAILURE_LINE_CHARS = 20, 300
 REPORT_PAGE = "report.html"
 
 
@@ -51,21 +58,33 @@ REPORT_PAGE = "report.html"
 def artifact_json(path: str, field: str, what: str, choices: str) -> Any:
     """The JSON record an upstream step's artifact holds (``verification``, ``study``...), for a component that
     takes one; ValueError with the one line to say (``FIELD: PATH is not WHAT (why); valid choices: CHOICES``)
-    when it cannot be read or is not JSON."""
+    when it cannot be read or is not JSON (``trainers.record_reader``)."""
     try:
-        with open_regular(path, field) as f:
-            return json.load(f)
-    except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError
-        raise ValueError(f"{field}: {path} is not {what} ({' '.join(str(exc).split())[:200]}); valid choices: "
-                         f"{choices}") from None
+        found = record_reader.read(path, kind=object)
+    except record_reader.Unreadable as exc:
+        why = exc.why
+    else:
+        if found is not None:
+            return found
+        why = "no such file"
+    raise ValueError(f"{field}: {path} is not {what} ({why[:200]}); valid choices: {choices}")
 
 
 def read_at(base: str, name: str) -> dict[str, Any]:
-    """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object):
-    for readers that have a folder and no config (the report of a KFP user's run, ``runs list``). A ``gs://``
-    folder is read through Vertex's ``/gcs`` mount where there is one."""
-    found = fileio.read_json(readable(join(base, name)))
+    """The record ``name`` in the run folder ``base`` ({} when it is missing, unreadable or not an object): for a
+    run's steps, which may do without a record (the report of a KFP user's run). A ``gs://`` folder is read through
+    Vertex's ``/gcs`` mount where there is one. Readers that must tell a damaged record from none (history, a rerun,
+    ``vtp logs``) call :func:`read_checked`."""
+    found = record_reader.read_or_none(readable(join(base, name)))
     return found if isinstance(found, dict) else {}
+
+
+def read_checked(base: str, name: str, types: dict[str, Any] | None = None, required: tuple[str, ...] = ()
+                 ) -> dict[str, Any] | None:
+    """The record ``name`` in the run folder ``base`` read by THE reader (``trainers.record_reader.read``): None when
+    there is none; ``record_reader.Unreadable`` (``unreadable: PATH: why``) when it is there and damaged (too big,
+    too deep, a pipe, not an object, a field of ``types`` of another type, a ``required`` one missing)."""
+    return record_reader.read(readable(join(base, name)), types=types, required=required)
 
 
 def write_at(base: str, name: str, record: Any) -> str:
@@ -74,6 +93,35 @@ def write_at(base: str, name: str, record: Any) -> str:
     path = join(readable(base), name)
     fileio.write_json_atomic(path, record)
     return path
+
+
+#: an attempt's fields in ``vertex_jobs.json`` and their types (``jobs.cloud.custom_job`` writes them)
+VERTEX_ATTEMPT_TYPES = {"region": str, "strategy": str, "job": str, "state": str, "error": str, "cause": str,
+                        "fell_over_to": str, "rung": int, "hardware": str}
+#: at most this many attempts are read back (one per placement option, each option at most once)
+MAX_VERTEX_ATTEMPTS = 1000
+
+
+def vertex_attempts(base: str) -> list[dict[str, Any]]:
+    """The CustomJob attempts a Vertex run's ``vertex_jobs.json`` in ``base`` records ([] when there is none), read
+    by THE reader; ``record_reader.Unreadable`` when the record is damaged (``attempts`` not a list, an attempt
+    not an object or a field of another type, too many)."""
+    doc = read_checked(base, VERTEX_JOBS_RECORD, types={"attempts": list}, required=("attempts",))
+    if doc is None:
+        return []
+    attempts = doc["attempts"]
+    where = readable(join(base, VERTEX_JOBS_RECORD))
+    if len(attempts) > MAX_VERTEX_ATTEMPTS:
+        raise record_reader.Unreadable(where, f"{len(attempts):,} attempts, more than a run makes "
+                                              f"({MAX_VERTEX_ATTEMPTS:,} at most)")
+    for i, attempt in enumerate(attempts):
+        if not isinstance(attempt, dict):
+            raise record_reader.Unreadable(where, f"attempts[{i}] is {type(attempt).__name__} "
+                                                  f"{record_reader.short(attempt)}, not an object")
+        why = record_reader.shape_problem(attempt, VERTEX_ATTEMPT_TYPES, where=f"attempts[{i}].")
+        if why:
+            raise record_reader.Unreadable(where, why)
+    return attempts
 
 
 def _read_json(cfg: config_lib.JobConfig, name: str) -> dict[str, Any]:
@@ -122,6 +170,64 @@ def read_gate(cfg: config_lib.JobConfig) -> dict[str, Any]:
 def read_study(base: str) -> dict[str, Any]:
     """The study's record in ``base`` (``tuning.json``; {} when there is none), whatever the job's config says."""
     return read_at(base, TUNING_RECORD)
+
+
+def write_failure(base: str, run: str, step: str, error: str, *, cause: dict[str, Any] | None = None,
+                  replica: str | None = None, lines: Any = (), job: str | None = None) -> str | None:
+    """``<base>/failure.json`` for run ``run`` (:data:`FAILURE_RECORD`): the step that failed, its one error line, the
+    classified cause, the failing replica and its last lines (bounded: :data:`FAILURE_LINES` of at most
+    :data:`FAILURE_LINE_CHARS`) and the Vertex job that failed (``job``, its resource name). A convenience for the run's end message: a folder that cannot be written here (a
+    ``gs://`` folder without Vertex's ``/gcs`` mount: no TensorFlow is imported to reach it) is no second failure
+    (returns None)."""
+    import datetime
+
+    if "://" in readable(base):
+        return None
+    kept = [str(x)[:FAILURE_LINE_CHARS] for x in list(lines)[-FAILURE_LINES:]]
+    record = {"run": run, "step": step, "error": " ".join(str(error).split())[:2000], "cause": cause,
+              "replica": replica, "last_lines": kept, "job": job,
+              "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        os.makedirs(readable(base), exist_ok=True)
+        return write_at(base, FAILURE_RECORD, record)
+    except OSError:
+        return None
+
+
+def read_failure(base: str, run: str, since: str = "") -> dict[str, Any]:
+    """The failure record in ``base`` of the run ``run`` (its id), or written at or after ``since`` (the run's
+    creation time, RFC 3339: a step that records no id, the Vertex CustomJob step, whose inputs stay those Vertex's
+    cache knows); {} when there is none, it is another run's, or the folder cannot be read here (a ``gs://`` folder
+    without the ``/gcs`` mount)."""
+    import datetime
+
+    found = read_at(base, FAILURE_RECORD) if "://" not in readable(base) else {}
+    if run and found.get("run") == run:
+        return found
+
+    def when(text: Any) -> datetime.datetime | None:
+        try:
+            moment = datetime.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+    start, written = when(since), when(found.get("written"))
+    return found if start and written and not found.get("run") and written >= start else {}
+
+
+def in_run_folder(cfg: config_lib.JobConfig, pipeline_job_name: str) -> config_lib.JobConfig:
+    """``cfg`` writing into a folder of this run's own, ``<output.base_dir>/<pipeline job name>``: every run a
+    schedule starts trains from step 0 there (one shared folder would resume the last night's finished checkpoint).
+    The one rule, for ``validate_config`` (every step after it) and the exit handler's message."""
+    import dataclasses
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", str(pipeline_job_name or "").rstrip("/").rsplit("/", 1)[-1]).strip("-.")
+    if not name:
+        return cfg
+    base = f"{cfg.output.base_dir.rstrip('/')}/{name}"
+    return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, base_dir=base))
 
 
 def read_run(base: str) -> dict[str, Any]:

@@ -36,17 +36,20 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     form, :func:`_reservation_problems`)."""
     s, p = cfg.scheduling, _timeout_problems(cfg.scheduling)
     if s.max_wait_duration:
-        if not TIMEOUT_RE.match(s.max_wait_duration):
+        if not TIMEOUT_RE.fullmatch(s.max_wait_duration):
             p.append(problem("scheduling.max_wait_duration", f"{s.max_wait_duration!r} is not a duration in seconds "
                                                              "(\"0s\": wait indefinitely)", ["1800s", "0s"]))
         else:
             p += duration_problems("scheduling.max_wait_duration", s.max_wait_duration, ["86400s", "0s"])
-        if s.strategy != "FLEX_START":
-            p.append(problem("scheduling.max_wait_duration", f"applies to scheduling.strategy FLEX_START only, not "
-                                                             f"{s.strategy}: set the strategy or remove it", ["FLEX_START"]))
+        planned = {s.strategy, *cfg.placement.strategies, *(x for h in cfg.placement.hardware for x in h.strategies)}
+        if "FLEX_START" not in planned:  # an option under FLEX_START gets it (jobs.spec.placement.with_option)
+            p.append(problem("scheduling.max_wait_duration", f"applies to FLEX_START only, and neither "
+                                                             f"scheduling.strategy ({s.strategy}) nor any strategy of "
+                                                             "placement is FLEX_START: set one or remove it",
+                             ["FLEX_START"]))
     if s.strategy == "FLEX_START":
         p += _flex_start_problems(cfg)
-    if s.persistent_resource_id and not PERSISTENT_RESOURCE_RE.match(s.persistent_resource_id):
+    if s.persistent_resource_id and not PERSISTENT_RESOURCE_RE.fullmatch(s.persistent_resource_id):
         p.append(problem("scheduling.persistent_resource_id", f"{s.persistent_resource_id!r} is not a persistent "
                                                               "resource id (1-63 lower-case letters, digits and '-', "
                                                               "starting with a letter)", ["my-training-cluster"]))
@@ -55,7 +58,7 @@ def scheduling_problems(cfg: config_lib.JobConfig) -> list[Problem]:
 
 def _timeout_problems(s: Scheduling) -> list[Problem]:
     p: list[Problem] = []
-    if not TIMEOUT_RE.match(s.timeout):
+    if not TIMEOUT_RE.fullmatch(s.timeout):
         p.append(problem("scheduling.timeout", f"{s.timeout!r} is not a duration in seconds", ["3600s", "86400s"]))
     else:
         p += duration_problems("scheduling.timeout", s.timeout, ["86400s"])
@@ -85,7 +88,7 @@ def _flex_start_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if len(shapes) > 1:
         p.append(problem("scheduling.strategy", "FLEX_START needs the same machine (type, GPU type and count) in "
                                                 "every worker pool; the pools differ", ["STANDARD", "SPOT"]))
-    if TIMEOUT_RE.match(s.timeout) and float(s.timeout[:-1]) > FLEX_START_MAX_S:
+    if TIMEOUT_RE.fullmatch(s.timeout) and float(s.timeout[:-1]) > FLEX_START_MAX_S:
         p.append(problem("scheduling.timeout", f"{s.timeout} is over FLEX_START's 7 days", [f"{FLEX_START_MAX_S}s"]))
     return p
 
@@ -109,7 +112,7 @@ def _reservation_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         if not r.values:
             p.append(problem(f"{field}.values", "names no reservation", example))
         for value in r.values:
-            m = RESERVATION_RE.match(value)
+            m = RESERVATION_RE.fullmatch(value)
             if not m:
                 p.append(problem(f"{field}.values", f"{value!r} is not a reservation's full resource name", example))
             elif m.group(1) != cfg.topology.region:

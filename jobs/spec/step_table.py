@@ -12,6 +12,7 @@ import html
 import os
 from typing import Any
 from trainers import fileio
+from trainers.fileio import open_regular
 
 START, END = "<!-- pipeline-steps -->", "<!-- /pipeline-steps -->"
 
@@ -42,9 +43,9 @@ def complete(page: str, steps: list[dict[str, Any]]) -> bool:
     """Rewrite the step table of the report at ``page`` with ``steps`` (every step of the ended pipeline), in
     place and atomically; False when there is no such page or it has no marked table (an older page)."""
     try:
-        with open(page, encoding="utf-8") as f:
+        with open_regular(page, page) as f:  # a page that is not a regular file is not this product's
             text = f.read()
-    except OSError:
+    except (OSError, ValueError):  # NotARegularFile is a ValueError
         return False
     head, sep, rest = text.partition(START)
     _, sep2, tail = rest.partition(END)

@@ -20,14 +20,21 @@ from __future__ import annotations
 import os
 import struct
 
+from trainers.fileio import NotARegularFile, open_regular
+
 #: sub-folders that never hold the job's own summaries (the launcher's logs, MWMS workers' temp copies)
 SKIP_DIRS = ("replicas",)
 
 
 def _records(path: str):
     """The records of one TFRecord file (length, its CRC, data, its CRC); a truncated tail (a file still being
-    written, or cut by a kill) ends the file quietly."""
-    with open(path, "rb") as f:
+    written, or cut by a kill) ends the file quietly. A file that is not a regular one (a named pipe) has none
+    (``open_regular``: never waited on)."""
+    try:
+        f = open_regular(path, path, limit=1 << 62, text=False)
+    except (OSError, NotARegularFile):
+        return
+    with f:
         while True:
             header = f.read(12)
             if len(header) < 12:

@@ -3,16 +3,19 @@ anything is spent.
 
 :func:`trainer_shape_problems` needs no file system (the module's name, command vs module, arguments, the
 environment's names and size); :func:`trainer_file_problems` reads this machine (the source folder, the module
-in it, the requirements file), as ``jobs.spec.validate`` does with ``check_data`` and ``vtp build`` does before it
+in it, the requirements file and its pins against the image, ``jobs.spec.image_requirements``), as ``jobs.spec.validate`` does with ``check_data`` and ``vtp build`` does before it
 writes a build context. No TensorFlow, no cloud client.
 """
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from pathlib import Path
 
+from jobs.spec.image_requirements import image_pin_problems, read_text
+from jobs.spec.job_image import variant_for
 from jobs.spec.replica_env import is_vertex_variable
 from trainers import config as config_lib
 from trainers.cluster import LOCAL_LAUNCHER_ENV
@@ -26,7 +29,7 @@ MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """The ``trainer`` section's rules that need no file system."""
     t, p = cfg.trainer, []
-    if t.module and not MODULE_RE.match(t.module):
+    if t.module and not MODULE_RE.fullmatch(t.module):
         p.append(problem("trainer.module", f"{t.module!r} is not a Python module name (python -m MODULE)",
                          ["trainer.task"]))
     if t.module and list(cfg.container.command) != config_lib.BUILTIN_COMMAND:
@@ -48,6 +51,60 @@ def trainer_shape_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+#: the sections only the built-in trainer reads (``trainers.task``): with a user's trainer they change nothing
+BUILTIN_ONLY = ("training", "model", "checkpoint")
+
+
+def reads_nothing(dotted: str, config: dict) -> bool:
+    """Whether the dotted config key ``dotted`` is read by nothing in a job of ``config`` (a resolved config as a
+    dict) that runs a user's own trainer: a field of :data:`BUILTIN_ONLY`, or of ``data`` when the trainer reads its
+    own data (``data.source: none``). A run's folder is not compared by such keys (``jobs.local.run.folder``)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if not trainer.get("module"):
+        return False
+    section = dotted.split(".", 1)[0]
+    return section in BUILTIN_ONLY or (section == "data" and data.get("source") == "none" and dotted != "data.source")
+
+
+def builtin_only_problems(doc: dict, cfg: config_lib.JobConfig) -> list[Problem]:
+    """Fields the job sets (``doc``: the job file with its ``--set`` overrides, before defaults) that only the
+    built-in trainer reads, in a job that runs a user's own trainer: each a warning naming the field and where
+    the trainer's own flags go (``trainer.args``), with ``trainer.args`` as it would be with all of them given as
+    flags. Not said: ``training.seed`` where a study or the prepare step reads it; ``data.*`` where the pipeline
+    prepares data (``data.source`` other than ``none``: its own warning, ``jobs.spec.validate``)."""
+    if not cfg.user_trainer:
+        return []
+    fields = []  # (dotted, key, value)
+    for section in (*BUILTIN_ONLY, "data"):
+        given = doc.get(section) if isinstance(doc.get(section), dict) else {}
+        for key, value in given.items():
+            dotted = f"{section}.{key}"
+            if section == "data" and (cfg.data.source != "none" or key == "source"):
+                continue
+            if dotted == "training.seed" and (cfg.tuning.enabled or cfg.data.source != "none"):
+                continue
+            if not isinstance(value, dict):
+                fields.append((dotted, key, value))
+    if not fields:
+        return []
+    args = list(cfg.trainer.args)
+    for _, key, value in fields:
+        flag, text = f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)
+        if flag in args and args.index(flag) + 1 < len(args):
+            args[args.index(flag) + 1] = text
+        else:
+            args = [a for a in args if not a.startswith(flag + "=")] + [flag, text]
+    suggestion = "--set 'trainer.args=" + json.dumps(args, separators=(",", ":")) + "'"  # one choice: no ", "
+    out = []
+    for dotted, _, _ in fields:
+        reader = "the built-in trainer's data preparation" if dotted.startswith("data.") else "the built-in trainer"
+        out.append(problem(dotted, f"only {reader} reads it, and this job runs your trainer (python -m "
+                                   f"{cfg.trainer.module}): it changes nothing; your trainer's own flags go in "
+                                   "trainer.args", [suggestion]))
+    return out
+
+
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -56,7 +113,7 @@ def trainer_env_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     for every replica: a declared ``TF_CONFIG`` or ``AIP_MODEL_DIR`` would fight the cluster's own."""
     p = []
     for name in cfg.trainer.env:
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.fullmatch(name):
             p.append(problem(f"trainer.env.{name}", "is not an environment variable name (letters, digits and '_', "
                                                     "not starting with a digit)", ["TF_USE_LEGACY_KERAS"]))
         elif is_vertex_variable(name) or name == LOCAL_LAUNCHER_ENV:
@@ -164,4 +221,6 @@ def trainer_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
         if t.requirements and not (root / t.requirements).is_file():
             p.append(problem("trainer.requirements", f"{root / t.requirements} does not exist (the path is relative to "
                                                      "trainer.source_dir)", ["requirements.txt"]))
+        elif t.requirements:  # pins the image cannot install, or that would replace its TensorFlow
+            p += image_pin_problems(read_text(str(root / t.requirements)), variant_for(cfg))
     return p

@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs.spec.records import METRICS_RECORD, read_at
 from jobs.spec.tuning_rules import BASELINE
-from trainers.cluster import output_dirs
+from trainers.cluster import OUTPUT_LAYOUT, output_dirs
 from trainers.fileio import NotARegularFile, open_regular
 from trainers.paths import join
 
@@ -78,9 +78,12 @@ def baseline_base(base: str) -> str:
 
 
 def trial_folder(base: str, trial: dict[str, Any]) -> str:
-    """A trial's base output directory (``<base>/<id>``, or the folder holding its recorded model)."""
-    model_dir = str(trial.get("model_dir") or "").rstrip("/")
-    return model_dir.rsplit("/", 1)[0] if model_dir else trial_base(base, str(trial.get("id")))
+    """A trial's base output directory (``<base>/<id>``, or the folder holding its recorded model: ``<id>/model``, or
+    ``<id>/model/<folder>`` when the SavedModel was one folder below ``AIP_MODEL_DIR``, ``jobs.spec.saved_model``)."""
+    parts = str(trial.get("model_dir") or "").rstrip("/").split("/")
+    if len(parts) < 2:
+        return trial_base(base, str(trial.get("id")))
+    return "/".join(parts[:-2] if len(parts) > 2 and parts[-2] == OUTPUT_LAYOUT["model"][1] else parts[:-1])
 
 
 def trial_dirs(base: str, trial: dict[str, Any]) -> dict[str, str]:

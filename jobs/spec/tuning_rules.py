@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainers.paths import readable
+from jobs.spec import saved_model
 
 #: A trial's state, as the local study records it and as Vertex names it (``Trial.State``): ACTIVE (running),
-#: SUCCEEDED (exit 0 and the metric), FAILED (the job failed), INFEASIBLE (exit 0 without a finite metric;
+#: SUCCEEDED (exit 0, the metric and a model), FAILED (the job failed, or no model), INFEASIBLE (exit 0 without a finite metric;
 #: Vertex's word for a trial without the metric), STOPPED (Ctrl-C, or the study stopped it).
 SUCCEEDED, FAILED, INFEASIBLE, STOPPED, ACTIVE = "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", "ACTIVE"
 
@@ -145,13 +145,10 @@ def study_runs(study: dict[str, Any]) -> list[dict[str, Any]]:
     return runs + ([baseline] if baseline else [])
 
 
-def _same_folder(a: Any, b: Any) -> bool:
-    return bool(a and b) and readable(str(a)).rstrip("/") == readable(str(b)).rstrip("/")
-
-
 def verified_trial(study: dict[str, Any], model_dir: str = "") -> dict[str, Any] | None:
     """The run of the study whose model the verify step loaded (``model_dir``, verification.json's): a trial,
-    or the baseline (id ``"baseline"``), matched on its model folder (``gs://`` and its ``/gcs`` mount alike);
+    or the baseline (id ``"baseline"``), matched on its model folder or the one below it that the verify step found
+    (``jobs.spec.saved_model``; ``gs://`` and its ``/gcs`` mount alike);
     without a ``model_dir``, the one the study handed on (:func:`handed_on`). None when the study names no
     such run."""
     trials = study_runs(study)
@@ -159,7 +156,7 @@ def verified_trial(study: dict[str, Any], model_dir: str = "") -> dict[str, Any]
     if not model_dir:
         return next((t for t in trials if best and str(t.get("id")) == str(best.get("id"))), best)
     for trial in trials + ([best] if best else []):
-        if _same_folder(trial.get("model_dir"), model_dir):
+        if trial.get("model_dir") and saved_model.same_or_below(model_dir, trial["model_dir"]):
             return next((t for t in trials if t.get("id") == trial.get("id")), trial)
     if best and not best.get("model_dir"):  # a record without model folders: the one it handed on
         return next((t for t in trials if t.get("id") == best.get("id")), best)

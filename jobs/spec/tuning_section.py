@@ -127,9 +127,16 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def _sets_flag(args: list[str], name: str) -> bool:
-    flag = f"--{name}"
-    return any(a == flag or a.startswith(flag + "=") for a in args)
+def fixed_value(args: list[str], name: str) -> str | None:
+    """The value ``args`` (the job's fixed arguments) give ``--name``, the last one as argparse keeps it
+    (``--name V`` or ``--name=V``; ``""`` for a flag without a value); None when they do not give it."""
+    flag, found = f"--{name}", None
+    for i, a in enumerate(args):
+        if a == flag:
+            found = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else ""
+        elif a.startswith(flag + "="):
+            found = a[len(flag) + 1:]
+    return found
 
 
 def _range_problems(field: str, p: config_lib.Parameter) -> list[Problem]:
@@ -223,7 +230,7 @@ def _builtin_problems(cfg: config_lib.JobConfig, name: str, field: str, p: confi
 
 def _parameter_problems(t: config_lib.Tuning, name: str, param: config_lib.Parameter) -> list[Problem]:
     field = f"tuning.parameters.{name}"
-    if not NAME_RE.match(str(name)):
+    if not NAME_RE.fullmatch(str(name)):
         return [problem(field, f"{name!r} is not a flag name (--NAME=VALUE): letters, digits, '_', '.', '-'",
                         [re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_") or "learning_rate"])]
     if param.type is None:
@@ -276,19 +283,38 @@ def section_problems(t: config_lib.Tuning) -> list[Problem]:
 
 def tuning_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     """Every rule of the ``tuning`` section, one problem each (empty section: none): the section's own, then
-    what it must agree on with the trainer (flags its arguments already set; the built-in trainer's fields)."""
+    what it must agree on with the built-in trainer (its fields). A flag the arguments also give is a warning:
+    :func:`tuning_warnings`."""
     p = section_problems(cfg.tuning)
     p += builtin_metric_problems(cfg)
+    for name, param in cfg.tuning.parameters.items():
+        if not cfg.user_trainer and not _parameter_problems(cfg.tuning, name, param):
+            p += _builtin_problems(cfg, name, f"tuning.parameters.{name}", param)
+    return p
+
+
+def tuning_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
+    """A tuned flag the job's fixed arguments also give (a tuning lab's spec repeats them): Vertex appends each
+    trial's ``--NAME=VALUE`` after the fixed arguments and argparse keeps the last, so a trial runs with its own
+    value and the baseline (the job as it stands) with the fixed one; the local study does the same. Allowed, as
+    Vertex allows it: one ``warning:`` each, naming which value runs where."""
+    if not cfg.tuning.enabled:
+        return []
     args = trainer_args(cfg)
     args_field = "trainer.args" if cfg.trainer.module else "container.args"
-    for name, param in cfg.tuning.parameters.items():
-        field = f"tuning.parameters.{name}"
-        if _sets_flag(args, name):
-            p.append(problem(field, f"{args_field} already sets --{name}; the study passes --{name}=VALUE to every "
-                                    "trial: remove it from " + args_field, [f"remove --{name} from {args_field}"]))
-        if not cfg.user_trainer and not _parameter_problems(cfg.tuning, name, param):
-            p += _builtin_problems(cfg, name, field, param)
-    return p
+    out = []
+    for name in sorted(cfg.tuning.parameters):
+        value = fixed_value(args, name)
+        if value is None:
+            continue
+        fixed = f"--{name} {value}".rstrip()
+        baseline = (f"the baseline runs the job as it stands, with {fixed}" if cfg.tuning.baseline
+                    else f"without the study the job runs with {fixed}")
+        out.append(problem(f"tuning.parameters.{name}", f"{args_field} also gives {fixed}; each trial's --{name}=VALUE "
+                                                        "comes after it and wins (argparse keeps the last, as on Vertex, "
+                                                        f"which appends a trial's flags to the fixed ones), so each "
+                                                        f"trial runs with its own {name} and {baseline}"))
+    return out
 
 
 def builtin_metric_problems(cfg: config_lib.JobConfig) -> list[Problem]:

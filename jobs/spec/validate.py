@@ -7,8 +7,9 @@ rules, strategy vs topology, batch divisibility). It runs at the start of every 
 as the pipeline's first component. No TensorFlow import: it takes well under a second.
 
 The sections with rules of their own have their own spec modules, called from here: ``jobs.spec.scheduling_section``,
-``jobs.spec.trainer_section``, ``jobs.spec.tuning_section``, ``jobs.spec.gate_section``, ``jobs.spec.placement``, ``jobs.spec.evaluation``
-(serving's held-out data) and the hardware rules (``jobs.spec.hardware``).
+``jobs.spec.trainer_section``, ``jobs.spec.tuning_section``, ``jobs.spec.gate_section``, ``jobs.spec.placement`` (and its
+hardware ladder, ``jobs.spec.ladder``), ``jobs.spec.notify_section``,
+``jobs.spec.evaluation`` (serving's held-out data) and the hardware rules (``jobs.spec.hardware``).
 """
 from __future__ import annotations
 
@@ -24,16 +25,20 @@ from trainers.config_files import RELATIVE_RULE, found_elsewhere, load_document
 from trainers.errors import ConfigError, Problem, problem
 from trainers.fileio import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems
+from trainers.resource_names import REGION_RE, fits
 from jobs.spec.evaluation import eval_data_problems, settings_problems as eval_settings_problems
 from jobs.spec.gate_section import gate_problems
 from jobs.spec.hardware.rules import Report, check_job
-from jobs.spec.hardware.names import REGION_RE
+from jobs.spec.hardware import prices
+from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.today import retired_problems
 from jobs.spec.hardware.vertex_rules import vertex_problems
-from jobs.spec.placement import placement_problems
+from jobs.spec.notify_section import notify_problems, notify_warnings
+from jobs.spec.ladder import ladder_problems, ladder_warnings
+from jobs.spec.placement import STRATEGIES, placement_problems
 from jobs.spec.scheduling_section import scheduling_problems
-from jobs.spec.trainer_section import trainer_file_problems, trainer_shape_problems
-from jobs.spec.tuning_section import flag_value, tuning_problems
+from jobs.spec.trainer_section import builtin_only_problems, trainer_file_problems, trainer_shape_problems
+from jobs.spec.tuning_section import flag_value, tuning_problems, tuning_warnings
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 IMAGE_EXT = {".jpg", ".jpeg", ".png"}
@@ -46,7 +51,7 @@ def _positive(problems: list[Problem], field: str, value: float, minimum: float 
 
 def _value_checks(cfg: config_lib.JobConfig) -> list[Problem]:
     p: list[Problem] = []
-    if not NAME_RE.match(cfg.name):
+    if not NAME_RE.fullmatch(cfg.name):
         fixed = re.sub(r"[^a-z0-9-]+", "-", cfg.name.lower()).strip("-")[:128] or "tf-train"
         p.append(problem("name", f"{cfg.name!r} is not a valid Vertex pipeline/job name (lower-case letters, "
                                  "digits and '-', starting with a letter or digit)", [fixed]))
@@ -184,7 +189,7 @@ def tensorboard_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     if not tb:
         return []
     region = cfg.topology.region
-    m = TENSORBOARD_RE.match(tb)
+    m = TENSORBOARD_RE.fullmatch(tb)
     if not m:
         return [problem("output.tensorboard", f"{tb!r} is not a Vertex TensorBoard resource name",
                         [f"projects/PROJECT/locations/{region}/tensorboards/1234567890"])]
@@ -254,14 +259,49 @@ def serving_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
     return p
 
 
+def price_file_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """``budget.prices``, read on this machine: in the price table's form (``jobs.spec.hardware.prices``)."""
+    if not cfg.budget.prices:
+        return []
+    try:
+        prices.read_price_file(cfg.budget.prices)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
+def list_limit_problems(cfg: config_lib.JobConfig) -> list[Problem]:
+    """One problem per list of the job file longer than Vertex could ever use, said with the limit: ``placement.regions``
+    at most the regions Vertex AI serves (each at most once), ``placement.strategies`` its three scheduling
+    strategies. Checked before the lists' entries are (a 1,000-region list is one line at once, not 1,000 checks per
+    option of a plan)."""
+    from_catalog = len(load_catalog().known_regions)
+    out = []
+    for field, items, limit, why in (
+            ("placement.regions", cfg.placement.regions, from_catalog,
+             f"the {from_catalog} regions Vertex AI serves (the hardware catalog), each at most once"),
+            ("placement.strategies", cfg.placement.strategies, len(STRATEGIES),
+             f"Vertex's {len(STRATEGIES)} scheduling strategies ({', '.join(STRATEGIES)}), each at most once")):
+        if len(items) > limit:
+            out.append(problem(field, f"lists {len(items):,} entries, more than {why}: at most {limit}",
+                               list(STRATEGIES) if field == "placement.strategies" else ["us-central1", "europe-west4"]))
+    return out
+
+
 def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
+    limits = list_limit_problems(cfg)
+    if limits:  # nothing else is checked of a list no job could use: it is one line, at once
+        return Report(errors=limits, warnings=[])
     report = check_job(cfg.to_dict())
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
-              + tuned_range_problems(cfg) + placement_problems(cfg))
+              + tuned_range_problems(cfg) + placement_problems(cfg) + notify_problems(cfg))
+    if cfg.placement.hardware and not errors:  # each rung judged as this job is (jobs.spec.ladder)
+        errors += ladder_problems(cfg, lambda job: validate(job, check_data=False))
     if check_data:
-        errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg)
-    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings)
+        errors += data_problems(cfg) + trainer_file_problems(cfg) + serving_file_problems(cfg) + price_file_problems(cfg)
+    return Report(errors=errors, warnings=list(report.warnings) + _value_warnings(cfg) + vertex_warnings
+                  + notify_warnings(cfg) + tuning_warnings(cfg) + ladder_warnings(cfg))
 
 
 def _with_defaults(defaults: dict, doc: dict) -> dict:
@@ -282,7 +322,8 @@ def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.Jo
         seen = {p.field for p in shape}
         raw = check_job(_with_defaults(config_lib.JobConfig().to_dict(), doc))
         return None, Report(errors=shape + [p for p in raw.errors if p.field not in seen], warnings=list(raw.warnings))
-    return cfg, validate(cfg, check_data)
+    report = validate(cfg, check_data)
+    return cfg, Report(errors=report.errors, warnings=[*report.warnings, *builtin_only_problems(doc, cfg)])
 
 
 def load(config: str, overrides: list[str], region: str | None = None, check_data: bool = True,
@@ -291,7 +332,7 @@ def load(config: str, overrides: list[str], region: str | None = None, check_dat
     and, for a job submitted to ``--region``, that region (its machines and accelerators are checked there;
     a malformed region is left to the submit preflight to report). Each warning goes to ``warn`` first,
     errors or not; raises :class:`ConfigError` with every problem at once."""
-    region_set = [f"topology.region={region}"] if region and REGION_RE.match(region) else []
+    region_set = [f"topology.region={region}"] if region and fits(REGION_RE, region) else []
     cfg, report = validate_document(load_document(config, list(overrides) + region_set), check_data)
     for warning in report.warnings:
         warn(warning)

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence, TextIO
 
-from jobs.spec import job_spec
+from jobs.spec import job_spec, placement
 from jobs.spec.aiplatform.config_file import load_yaml
 from jobs.spec.aiplatform.gcloud_flags import ParsedFlags, parse_flags
 from jobs.spec.aiplatform.legacy import import_legacy, is_legacy
@@ -32,13 +32,14 @@ from jobs.spec.command_line import plan_hint, shown
 from jobs.spec.hardware.listing import main as hardware_main
 from jobs.spec.hardware.rules import Report, num_replicas
 from jobs.spec.validate import validate_document
+from trainers import config as config_lib
 from trainers.config_files import PRESET_DIR, is_preset, load_document
 from trainers.errors import ConfigError, Problem
 
 USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)
        python pipelines/run.py validate FILE.yaml [gcloud-style flags] [-- USER_ARGS]  (an AI Platform config)
 
-Checks a job before anything is spent, with every rule `run.py` applies (the config's fields and values,
+Checks a job before anything is spent, with every rule a run applies (the config's fields and values,
 the data folder, a user trainer's files, the hardware catalog's machine, accelerator, region and strategy
 rules), and prints the Vertex worker pools the job would get (chief 0, workers 1, parameter servers 2,
 evaluator 3). One `error:` line per problem, naming the field, the rule and valid choices; exit 0 valid,
@@ -213,9 +214,27 @@ def _show(checked: Checked, job_file: str | None) -> int:
     print(format_pools(checked.pools))
     print("worker_pool_specs:")
     print(json.dumps(checked.pools, indent=2))
+    for line in ladder_lines(checked.job):
+        print(line)
     if job_file is not None:
         print(plan_hint(job_file))
     return 0
+
+
+def ladder_lines(job: Mapping[str, Any]) -> list[str]:
+    """A job's hardware ladder (``placement.hardware``), one line a rung after ``topology``: what ``vtp plan`` checks,
+    prices and ranks, and the training step falls over to."""
+    if not ((job.get("placement") or {}).get("hardware")):
+        return []
+    cfg = config_lib.from_dict(dict(job))
+    ladder = cfg.placement.hardware
+    out = [f"hardware ladder (placement.hardware): {len(ladder)} more way(s) to run it after topology, in this order "
+           "(vtp plan checks and prices each; a stockout falls over to the next that fits):"]
+    for k, h in enumerate(ladder, 1):
+        job_k = placement.on_rung(cfg, k)
+        out.append(f"  {k + 1}. {placement.rung_name(cfg, k)}: {placement.hardware_label(job_k.topology)}, "
+                   f"{job_k.topology.strategy}, {', '.join(job_k.placement.strategies or [cfg.scheduling.strategy])}")
+    return out
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs.spec import records
+from jobs.spec import records, saved_model
 from trainers import config as config_lib
-from trainers import fileio
+from trainers import record_reader
 from trainers.paths import join
 
 def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
@@ -66,9 +66,9 @@ def console_log(line: str) -> None:
 def run_local(cfg: config_lib.JobConfig, log=console_log, timeout_s: float | None = None):
     """Run the job's worker pools on this machine, exactly as Vertex would run them (``jobs.local.launch.custom_job``,
     the one local launch): every replica runs THE job spec's worker command with the job's declared variables
-    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its
-    ``trainer.source_dir`` (the image's WORKDIR). Under ``run.py --runner docker`` this step runs in the job's
-    image and each replica is a container of its pool's ``container_spec``.
+    (``trainer.env``) and Vertex's environment, nothing else of this shell; a user's trainer in its own copy of
+    ``trainer.source_dir`` (the image's WORKDIR: ``jobs.local.launch.workdir``). Under ``run.py --runner docker`` this
+    step runs in the job's image and each replica is a container of its pool's ``container_spec``.
 
     On KeyboardInterrupt (Ctrl-C reaches the task with the terminal's process group) the launcher stops
     every replica the way Vertex preempts one (SIGTERM: save at the next step boundary, exit 42; SIGKILL
@@ -131,22 +131,25 @@ def _earlier_checkpoints_warning(found: dict[str, Any]) -> str | None:
 
 
 class NoModel(RuntimeError):
-    """The job ended (every replica exit 0) without a SavedModel in ``AIP_MODEL_DIR``: the train step fails
-    itself (one line, the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
+    """The job ended (every replica exit 0) without a SavedModel where ``jobs.spec.saved_model`` looks (in
+    ``AIP_MODEL_DIR`` or one folder below): the train step fails itself (one line listing what the folder holds, and
+    the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
 
 
-def _require_model(cfg: config_lib.JobConfig, model_dir: str) -> None:
-    import os
-
-    # lazy: one step: _require_model
+def require_model(cfg: config_lib.JobConfig, model_dir: str) -> saved_model.FoundModel:
+    """The job's model under ``model_dir`` (``AIP_MODEL_DIR``: THE rule, ``jobs.spec.saved_model``); raises
+    :class:`NoModel` (one line) when the chief ended without one. A ``gs://`` folder is Vertex's job's: as given."""
+    # lazy: one step: require_model
     from jobs.spec import job_spec
     from jobs.local.launch.hints import no_model_hint
 
-    if "://" in model_dir or any(os.path.exists(os.path.join(model_dir, name))
-                                 for name in ("saved_model.pb", "saved_model.pbtxt")):
-        return
-    raise NoModel(f"the chief ended (exit 0) without writing a model: {model_dir} holds no saved_model.pb; "
-                  f"{no_model_hint(cfg.trainer.source_dir or None, job_spec.declared_env(cfg))}")
+    if "://" in model_dir:
+        return saved_model.FoundModel(model_dir.rstrip("/"), model_dir.rstrip("/"), checked=False)
+    try:
+        return saved_model.find_saved_model(model_dir)
+    except saved_model.NoSavedModel as exc:
+        raise NoModel(f"the chief ended (exit 0) without writing a model: {exc}; "
+                      f"{no_model_hint(cfg.trainer.source_dir or None, job_spec.declared_env(cfg))}") from None
 
 
 def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
@@ -155,7 +158,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     last value of every TensorBoard scalar the trainer wrote (Keras: ``train/epoch_loss``, ...). For a user's
     trainer, checkpoints already in the folder are recorded as ``resumed_from_existing_checkpoints``
     (:func:`earlier_checkpoints`), with one ``warning:`` line when they are an earlier run's of another config.
-    Raises :class:`NoModel` when the job ended without a SavedModel in ``AIP_MODEL_DIR``."""
+    ``model``: the SavedModel folder (``AIP_MODEL_DIR`` or one folder below it: :func:`require_model`, said in one
+    line when below). Raises :class:`NoModel` when the job ended without one."""
     # lazy: one step: train_local
     from jobs.spec.job_spec import shown_command
     from jobs.spec.tensorboard import last_values, read_scalars
@@ -167,15 +171,20 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     if warning:
         log(warning)
     result = run_local(cfg, log=log)
+    for note in result.notes:  # replicas that never joined, or several that wrote the model: said before it is used
+        log(f"warning: {note}")
     dirs = output_dirs(None, config_lib.resolved_base_dir(cfg))
-    _require_model(cfg, dirs["model"])
+    found = require_model(cfg, dirs["model"])
+    if found.line:
+        log(found.line)
     record: dict[str, Any] = {
         "trainer": cfg.trainer.module or "trainers.task (built-in)",
         "command": shown_command(cfg),
         "strategy": cfg.topology.strategy, "replica_counts": cfg.topology.replica_counts(), "attempts": result.attempts,
         "restarts": [{"attempt": r.attempt, "replica": r.failure.name, "exit_status": r.failure.exit_status,
                       "resumed_from_step": r.resumed_step} for r in result.restarts],
-        "seconds": round(time.monotonic() - started, 1), "dirs": dirs,
+        "seconds": round(time.monotonic() - started, 1), "dirs": dirs, "model": found.path,
+        "warnings": list(result.notes),
     }
     if earlier:
         record["resumed_from_existing_checkpoints"] = earlier
@@ -254,6 +263,82 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
     return vertex.upload_model(request, location, api_endpoint or None), request
 
 
+def record_train_failure(cfg: config_lib.JobConfig, run_id: str, exc: BaseException) -> None:
+    """Why the local train step failed, for this run's end message (``jobs.spec.records.write_failure``): the failed
+    replica, its own error line, the hint for a known failure (``jobs.local.launch.hints``), its last lines."""
+    # lazy: one step: record_train_failure
+    from jobs.local.launch.hints import hint_for
+
+    failure = getattr(getattr(exc, "result", None), "failure", None)
+    if failure is None:  # NoModel, or a launcher that ended without a replica's failure
+        records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "train", str(exc).split("\n")[0])
+        return
+    hint = hint_for([failure.error_line or "", *failure.last_lines], failure.source_dir, failure.env)
+    head = str(exc).split("\n")[0]
+    cause = {"kind": "user_code" if failure.error_line else "replica",
+             "what": f"{failure.name} exited with status {failure.exit_status}", "hint": hint}
+    records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "train",
+                          f"{failure.name}'s error: {failure.error_line}" if failure.error_line else head,
+                          cause=cause, replica=failure.name, lines=failure.last_lines)
+
+
+def check_plan(cfg: config_lib.JobConfig, project: str, location: str, *, run_id: str = "",
+               require_checks: bool = False, api_endpoint: str = "", log=console_log) -> list[str]:
+    """The plan's checks made inside the pipeline, before anything is created (``jobs.cloud.plan.decide`` with the
+    run's project and region, the job's budget): its lines, then one ``warning:`` per warning or check not made and
+    one ``error:`` per problem; returns the problems, recorded for run ``run_id``'s end message when there are any."""
+    # lazy: one step: check_plan
+    from jobs.cloud import plan as planning
+
+    plan = planning.decide(cfg, project, location, require_checks=require_checks, api_endpoint=api_endpoint)
+    for line in planning.short_lines(plan):
+        log(line)
+    for line in [*plan.unchecked, *plan.warnings]:
+        log(f"warning: {line}")
+    for line in plan.errors:
+        log(f"error: {line}")
+    if plan.errors:
+        cause = {"kind": "plan", "what": "the plan's checks failed before any job was created",
+                 "hint": "vtp plan --config JOB --project PROJECT shows every check; the run created nothing"}
+        records.write_failure(config_lib.resolved_base_dir(cfg), run_id, "check-plan", plan.errors[0], cause=cause,
+                              lines=plan.errors[1:])
+    else:
+        log(f"the plan's checks passed: {plan.option}")
+    return list(plan.errors)
+
+
+def notify(config_json: str, state: str, *, error: str = "", pipeline_job: str = "", run_id: str = "",
+           run_created: str = "", on_vertex: bool = False, folder_per_run: bool = False, pipeline_job_name: str = "",
+           api_endpoint: str = "") -> bool:
+    """The exit handler's step: the run's end sent where ``notify:`` says (``jobs.steps.notify_message``). Never
+    raises: a config that cannot be read is one ``warning:`` line, like any failure to send."""
+    import sys
+
+    # lazy: one step: notify
+    from jobs.steps import notify_message
+    from trainers.errors import ConfigError
+
+    try:
+        cfg = config_lib.load_json(config_json)
+    except ConfigError as exc:
+        print(f"warning: notify: the run's end was not sent: its config cannot be read ({exc.problems[0]})",
+              file=sys.stderr, flush=True)
+        return False
+    if folder_per_run:
+        cfg = records.in_run_folder(cfg, pipeline_job_name)
+    return notify_message.notify_run_end(cfg, state, error=error, run_id=run_id, run_created=run_created,
+                                         pipeline_job=pipeline_job, on_vertex=on_vertex, api_endpoint=api_endpoint)
+
+
+def notify_cancelled(cfg: config_lib.JobConfig) -> bool:
+    """A local run stopped with Ctrl-C (kfp.local runs no exit handler then): its end, CANCELLED, sent as the exit
+    handler would send it."""
+    # lazy: one step: notify
+    from jobs.steps import notify_message
+
+    return notify_message.notify_run_end(cfg, "CANCELLED")
+
+
 def report(config_json: str = "", verification_file: str = "", logs_uri: str = "", checkpoints_uri: str = "",
            record_dir: str = "", study_file: str = "") -> tuple[dict[str, Any], str]:
     """The run report (``jobs.steps.reporting.page``) from whatever is given (a run folder ``record_dir`` fills in what is
@@ -263,8 +348,8 @@ def report(config_json: str = "", verification_file: str = "", logs_uri: str = "
     from jobs.steps.reporting import data as report_data
 
     cfg = config_lib.load_json(config_json) if config_json else None
-    verification = (fileio.read_json(verification_file) or {}) if verification_file else None
-    study = (fileio.read_json(study_file) or {}) if study_file else None
+    verification = (record_reader.read_or_none(verification_file) or {}) if verification_file else None
+    study = (record_reader.read_or_none(study_file) or {}) if study_file else None
     content = report_data.gather(cfg, record_dir, verification=verification, logs_uri=logs_uri,
                                 checkpoints_uri=checkpoints_uri, study=study)
     if not record_dir:

@@ -1,4 +1,5 @@
-"""Compiled pipeline files: telling one from anything else, and writing one without losing anything.
+"""Compiled pipeline files: writing one without losing anything (telling one from anything else is
+``jobs.spec.own_outputs.is_compiled_pipeline``).
 
 ``run.py --compile-only OUT`` writes through here: a path that is the job file itself, or any existing file
 that is not a compiled pipeline, is refused unless ``--overwrite`` says so (a job file overwritten by its
@@ -14,19 +15,8 @@ from typing import Callable
 from jobs.cloud import preflight
 from jobs.cloud.preflight import placeholder_free, say
 from jobs.spec.command_line import plan_hint
+from jobs.spec.own_outputs import is_compiled_pipeline
 from trainers.errors import Problem, problem
-
-
-def is_compiled_pipeline(path: str | os.PathLike) -> bool:
-    """A KFP v2 pipeline spec as the compiler writes it (``pipelineInfo``, ``root``, ``deploymentSpec``)."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(doc, dict) and {"pipelineInfo", "root", "deploymentSpec"} <= set(doc)
 
 
 def output_problems(out: str, config_source: str, overwrite: bool = False) -> list[Problem]:

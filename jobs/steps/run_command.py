@@ -14,10 +14,12 @@ import argparse
 import difflib
 import importlib
 import os
+import re
+import shlex
 import sys
 from typing import Callable, Mapping, NamedTuple
 
-from jobs.steps import compiled
+from jobs.steps import calls, compiled
 from jobs.spec import validate
 from jobs.spec.command_line import invoked_as, seconds_problem, shown
 from jobs.cloud import submit
@@ -54,9 +56,7 @@ def main(argv: list[str], subcommands: Mapping[str, Subcommand], pipeline: Pipel
     if argv[:1] and argv[0] in subcommands:
         return subcommands[argv[0]].run(argv[1:], pipeline)
     if argv[:1] and not argv[0].startswith("-"):
-        near = difflib.get_close_matches(argv[0], list(subcommands), n=1)
-        return _fail([f"{argv[0]!r} is not a command{f' (did you mean {near[0]!r}?)' if near else ''}; valid "
-                      f"choices: {', '.join(subcommands)}, or none to run the pipeline (see --help)"])
+        return _fail([_not_a_command(argv, subcommands)])
     args = parse_args(argv, pipeline.usage)
     if args.strict:
         args.overrides.append("validation.strict=true")
@@ -67,6 +67,27 @@ def main(argv: list[str], subcommands: Mapping[str, Subcommand], pipeline: Pipel
         return _run(args, argv, pipeline, None)
     with Console() as console:  # a short console; everything to the run's log file
         return _run(args, argv, pipeline, console)
+
+
+#: what users type for "run the pipeline", which takes no command name
+RUN_GUESSES = ("run", "train", "start", "pipeline")
+
+
+def _not_a_command(argv: list[str], subcommands: Mapping[str, Subcommand]) -> str:
+    """The one line for ``vtp WORD ...`` where WORD names no command: a job file given where the pipeline takes
+    ``--config FILE``, a word that means "run it", or a typo; each says the command that does what was meant."""
+    word, rest = argv[0], argv[1:]
+    if word in RUN_GUESSES or os.path.isfile(word) or word.endswith((".yaml", ".yml")):
+        if word in RUN_GUESSES:
+            meant = shlex.join([invoked_as(), *rest]) if rest else f"{invoked_as()} --config JOB"
+            why = f"{word!r} is not a command: the pipeline runs with no command name"
+        else:
+            meant = shlex.join([invoked_as(), "--config", word, *rest])
+            why = f"{word!r} is a job file, not a command: the pipeline takes it as --config"
+        return f"{why}: {meant} (see {invoked_as()} --help)"
+    near = difflib.get_close_matches(word, list(subcommands), n=1)
+    return (f"{word!r} is not a command{f' (did you mean {near[0]!r}?)' if near else ''}; valid choices: "
+            f"{', '.join(subcommands)}, or none to run the pipeline (see --help)")
 
 
 def _run(args: argparse.Namespace, argv: list[str], pipeline: Pipeline, console) -> int:
@@ -81,14 +102,50 @@ def _run(args: argparse.Namespace, argv: list[str], pipeline: Pipeline, console)
     if args.compile_only:
         return compiled.compile_only(cfg, args.compile_only, pipeline.compile_pipeline, config_source=args.config,
                                      target=args.target, overwrite=args.overwrite, image=args.image or "")
-    return pipeline_run.run(cfg, pipeline_run.Options.from_args(args, argv, invoked_as()), pipeline.build_pipeline,
-                            console)
+    opts = pipeline_run.Options.from_args(args, argv, invoked_as())
+    opts.cancelled = calls.notify_cancelled  # Ctrl-C ends the run before its exit handler could tell its end
+    return pipeline_run.run(cfg, opts, pipeline.build_pipeline, console)
+
+
+#: the widest the first column of ``--help``'s two-column lines gets
+COLUMN_MOST = 46
+
+
+def _aligned(text: str) -> str:
+    """``text`` with each block of two-column lines (``  command   what it does``) aligned again: spelling the command
+    as the user typed it (``vtp`` or ``python pipelines/run.py``) changes the first column's width."""
+    rows = [re.match(r"^(  \S.*?)\s{3,}(\S.*)$", line) for line in text.split("\n")]
+    out, block = [], []
+
+    def flush() -> None:  # a first column wider than COLUMN_MOST puts its second on the next line
+        width = min(COLUMN_MOST, max((len(m.group(1)) for m in block), default=0))
+        for m in block:
+            left, right = m.group(1), m.group(2)
+            out.extend([left, f"{'':<{width}}   {right}"] if len(left) > width else [f"{left:<{width}}   {right}"])
+        block.clear()
+
+    for line, m in zip(text.split("\n"), rows):
+        if m:
+            block.append(m)
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+#: the end of ``--help``
+EXIT_STATUS = ("exit status: 0 ok, 2 invalid input (one line per problem), 1 the job failed, 75 the output folder is "
+               "in use by another run,\n130 interrupted (Ctrl-C), 141 the reader of its output went away (| head).")
 
 
 def parse_args(argv: list[str], usage: str) -> argparse.Namespace:
-    """The pipeline command's arguments; ``usage`` (the entry point's docstring) is its ``--help``."""
-    p = argparse.ArgumentParser(prog=invoked_as(), description=usage.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=shown(usage))
+    """The pipeline command's arguments; ``usage`` (the entry point's plain text) opens its ``--help``: what a user
+    can do, before the options."""
+    p = argparse.ArgumentParser(prog=invoked_as(), usage="%(prog)s [--config JOB] [--set KEY=VALUE] [options]\n"
+                                                         "       %(prog)s COMMAND ... (see below)",
+                                description=_aligned(shown(usage)), formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=EXIT_STATUS)
     p.add_argument("--config", default="local", help=f"preset ({', '.join(presets())}) or YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set training.steps=50 (repeatable)")
@@ -116,10 +173,11 @@ def parse_args(argv: list[str], usage: str) -> argparse.Namespace:
     local_run.add_argument("--runner", choices=("process", "docker"), default="process",
                            help="process: every step and replica a process here (fast iteration); docker: every "
                                 "step and replica a container of the job's image (the last check before Vertex)")
-    local_run.add_argument("--context", help="--runner docker without a pinned --image: the build context "
-                                             "(as run.py build --context)")
+    local_run.add_argument("--context", help=shown("--runner docker without a pinned --image: the build context "
+                                                   "(as python pipelines/run.py build --context)"))
     local_run.add_argument("--build-arg", dest="build_args", action="append", default=[], metavar="KEY=VALUE",
-                           help="--runner docker without a pinned --image: a Dockerfile ARG (as run.py build)")
+                           help=shown("--runner docker without a pinned --image: a Dockerfile ARG (as python "
+                                      "pipelines/run.py build)"))
     local_run.add_argument("--wait", nargs="?", type=float, const=24 * 3600.0, default=0.0, metavar="SECONDS",
                            help="if another run is using the output folder, wait for it (default: refuse at once)")
     return p.parse_args(argv)

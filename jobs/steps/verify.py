@@ -1,6 +1,7 @@
 """Verify an exported SavedModel, whoever made it: load it, run its serving signature, time it.
 
-:func:`verify` loads ``<model_dir>`` (what the trainer wrote to ``AIP_MODEL_DIR``) in *this* process and
+:func:`verify` loads the SavedModel the trainer wrote to ``<model_dir>`` (``AIP_MODEL_DIR``; in it or one folder
+below it, as ``jobs.spec.saved_model`` finds it: the record's ``model_dir`` is that folder) in *this* process and
 runs its ``serving_default`` signature on
 
 * the instances of a sample request (``serving.sample_request``'s JSON, ``{"instances": [...]}``, the body Vertex online prediction
@@ -33,7 +34,7 @@ import statistics
 import time
 from typing import Any
 
-from jobs.spec import evaluation
+from jobs.spec import evaluation, saved_model
 from jobs.spec.evaluation_verdict import judge
 from jobs.local.launch.hints import no_model_hint
 from jobs.steps.tensorflow_import import complete, import_tensorflow
@@ -185,14 +186,22 @@ def _predictions(outputs: dict[str, Any], count: int) -> list[dict[str, Any]]:
     return rows
 
 
+def find(model_dir: str) -> saved_model.FoundModel:
+    """The SavedModel folder under ``model_dir`` (``AIP_MODEL_DIR`` or one folder below it: THE rule,
+    ``jobs.spec.saved_model``); none, or several it cannot choose between, is one line."""
+    try:
+        return saved_model.find_saved_model(model_dir)
+    except saved_model.NoSavedModel as exc:
+        raise VerifyError(f"model: {exc}: {no_model_hint()}") from None
+
+
 def load(model_dir: str):
-    """``tf.saved_model.load`` with the two commonest mistakes said in one line each. A load that fails while
-    part of TensorFlow is not imported yet is tried again with all of it (``jobs.steps.tensorflow_import``)."""
+    """``tf.saved_model.load`` of the SavedModel :func:`find` finds under ``model_dir``, with the two commonest
+    mistakes said in one line each. A load that fails while part of TensorFlow is not imported yet is tried again
+    with all of it (``jobs.steps.tensorflow_import``)."""
     tf = import_tensorflow()
 
-    model_dir = model_dir.rstrip("/")
-    if not (tf.io.gfile.exists(f"{model_dir}/saved_model.pb") or tf.io.gfile.exists(f"{model_dir}/saved_model.pbtxt")):
-        raise VerifyError(f"model: {model_dir} holds no SavedModel (no saved_model.pb): {no_model_hint()}")
+    model_dir = find(model_dir).path
     try:
         try:
             return tf.saved_model.load(model_dir)
@@ -236,6 +245,8 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     tf = import_tensorflow()
 
     examples = read_eval_examples(eval_data, sample_request) if eval_data else None  # a bad file: before the model
+    found = find(model_dir)
+    model_dir = found.path
     loaded, fn = serving_signature(model_dir)
     signatures = dict(loaded.signatures)
     specs = {k: v for k, v in fn.structured_input_signature[1].items()}
@@ -269,6 +280,8 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
                        "runs": timed_runs, "batch": count},
         "framework": "tensorflow", "framework_version": tf.__version__,
     }
+    if found.below:  # one folder below AIP_MODEL_DIR: the folder verified (and registered), and why
+        record["aip_model_dir"], record["model_found"] = found.model_dir, found.line
     if examples is not None:
         record["eval"] = evaluate_examples(fn, specs, examples, task=eval_task, output=eval_output,
                                            model_dir=model_dir, source=eval_data)

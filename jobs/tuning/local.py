@@ -27,8 +27,9 @@ running, and the trials are recorded STOPPED. A rerun resumes the study: SUCCEED
 into Optuna), every other trial (stopped, failed, killed with the machine) runs again with its own values in
 its own folder, where the trainer resumes from its checkpoints, and new trials follow up to ``max_trials``.
 
-Trial states in the record: ACTIVE (running), SUCCEEDED (exit 0 and the metric), FAILED (the job failed:
-non-zero exit after ``scheduling.max_restarts``, or timed out), INFEASIBLE (exit 0 without a finite metric
+Trial states in the record: ACTIVE (running), SUCCEEDED (exit 0, the metric, and a model where the train step
+requires one: ``jobs.spec.saved_model``), FAILED (the job failed: non-zero exit after ``scheduling.max_restarts``, or
+timed out; or it ended without a model, with the train step's line, at the trial), INFEASIBLE (exit 0 without a finite metric
 once another trial has reported it), STOPPED (Ctrl-C). Vertex marks failed and metric-less trials INFEASIBLE.
 
 ``tuning.max_failed_trials``: that many FAILED or INFEASIBLE trials stop the study (running trials are

@@ -19,13 +19,12 @@ on, as a local study does with a failed baseline.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
-from jobs.spec import trial_files, tuning_rules
+from jobs.spec import saved_model, trial_files, tuning_rules
 from jobs.spec.errors import CloudError
 from jobs.cloud.job_runner import named_job
-from trainers.paths import join, readable
+from trainers.paths import FUSE_ROOT, join, readable
 
 
 def _job_name(gcp_resources: str) -> str:
@@ -41,7 +40,7 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
     """The baseline CustomJob as a study records its baseline: ``{"id": "baseline", "state", "metric",
     "reported_tags", "model_dir", "custom_job"?, "error"?}``. ``gcp_resources``: the baseline step's output (empty:
     the step did not succeed). SUCCEEDED needs the chief's finite last report of ``metric`` and a SavedModel in
-    ``<base>/baseline/model``."""
+    ``<base>/baseline/model`` or one folder below it (``jobs.spec.saved_model``; ``model_dir`` is then that folder)."""
     model_dir = join(trial_files.baseline_base(base), "model")
     run: dict[str, Any] = {"id": tuning_rules.BASELINE, "model_dir": model_dir}
     name = _job_name(gcp_resources) if gcp_resources else ""
@@ -61,9 +60,14 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
     if value is None or not math.isfinite(value):
         return {**run, "state": tuning_rules.INFEASIBLE, "metric": None if value is None else str(value),
                 "error": f"no finite {metric} among its reports ({', '.join(run['reported_tags']) or 'none'})"}
-    if not os.path.exists(os.path.join(readable(model_dir), "saved_model.pb")):
-        return {**run, "state": tuning_rules.FAILED, "error": f"no SavedModel in {model_dir}"}
-    return {**run, "state": tuning_rules.SUCCEEDED}
+    try:  # THE rule of where a model is (in AIP_MODEL_DIR or one folder below), read through this task's /gcs mount
+        found = saved_model.find_saved_model(model_dir, remote=False)
+    except saved_model.NoSavedModel as exc:
+        return {**run, "state": tuning_rules.FAILED, "error": f"no model: {exc}"}
+    if not found.checked:
+        return {**run, "state": tuning_rules.FAILED,
+                "error": f"no SavedModel seen in {model_dir}: this task has no {FUSE_ROOT} mount to read it through"}
+    return {**run, "model_dir": found.path, "state": tuning_rules.SUCCEEDED}
 
 
 def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:

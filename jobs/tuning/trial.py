@@ -17,6 +17,7 @@ from jobs.spec import trial_files, tuning_rules, tuning_section as spec_lib
 from jobs.local.launch import containers, custom_job
 from jobs.local.launch.outcome import Stopped
 from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
+from jobs.steps.calls import NoModel, require_model
 from jobs.tuning.failures import failure_fields
 from jobs.spec.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from jobs.spec.tuning_section import Study
@@ -77,8 +78,10 @@ def as_it_stands(cfg: config_lib.JobConfig) -> str:
 
 def run_trial(cfg: config_lib.JobConfig, study: Study, trial: dict[str, Any], base: str,
               log: Callable[[str], None], stop: threading.Event) -> dict[str, Any]:
-    """A run's outcome: state, metric, reported tags, seconds, error (run in a worker thread); the run is a
-    trial, or the baseline (id ``baseline``)."""
+    """A run's outcome: state, metric, reported tags, seconds, error, the model's folder (run in a worker thread);
+    the run is a trial, or the baseline (id ``baseline``). SUCCEEDED needs exit 0, a finite last report of the
+    metric and a model where the train step requires one (``jobs.steps.calls.require_model``: in ``AIP_MODEL_DIR``
+    or one folder below); exit 0 and the metric without a model is FAILED with the train step's missing-model line."""
     # a rerun's own reports, not the earlier run's
     folder = trial_files.trial_base(base, trial["id"])
     shutil.rmtree(os.path.join(folder, trial_files.HYPERTUNE_DIR), ignore_errors=True)
@@ -99,5 +102,10 @@ def run_trial(cfg: config_lib.JobConfig, study: Study, trial: dict[str, Any], ba
            "metric": trial_files.last_value(reports, study.metric)}
     if result.returncode != 0:
         return {**out, "state": FAILED, "exit_status": result.returncode, **failure_fields(result.failure)}
-    finite = out["metric"] is not None and math.isfinite(out["metric"])
-    return {**out, "state": SUCCEEDED if finite else INFEASIBLE}
+    if out["metric"] is None or not math.isfinite(out["metric"]):
+        return {**out, "state": INFEASIBLE}
+    try:  # the train step's rule, at the trial: a model in AIP_MODEL_DIR or one folder below (jobs.spec.saved_model)
+        found = require_model(cfg, os.path.join(folder, "model"))
+    except NoModel as exc:
+        return {**out, "state": FAILED, "error": str(exc)}
+    return {**out, "state": SUCCEEDED, "model_dir": found.path}

@@ -11,9 +11,11 @@ is a 400, as the real API answers), and every answer is a real response type:
   ``jobDetail.taskDetails``;
 * ``POST .../customJobs`` (a ``CustomJob``) -> the job with a server-assigned id, state PENDING; kept in
   ``custom_jobs`` (what would be sent to Vertex: the worker pools by position);
-* ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states`` (or ``custom_by_location[L]``'s
-  states and error for a job created in L); a FAILED end carries ``custom_error``; ``on_custom_state(job,
-  state)`` is called as a job enters a state (a test "runs" the job: writes its checkpoint); ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
+* ``GET  .../customJobs/ID`` -> its state advancing through ``custom_states`` (or ``custom_by_job(job)``'s states
+  and error when it answers for the job, e.g. by its accelerator; else ``custom_by_location[L]``'s for a job created in
+  L); a FAILED end carries ``custom_error``; ``on_custom_state(job,
+  state)`` is called as a job enters a state (a test "runs" the job: writes its checkpoint); ``start_time`` is set as
+  it first runs and ``end_time`` 30 minutes later as it ends, as Vertex sets them; ``POST .../customJobs/ID:cancel`` -> CANCELLED (recorded in ``cancelled``);
 * ``POST .../hyperparameterTuningJobs`` (a ``HyperparameterTuningJob``) -> the job with a server-assigned id,
   state PENDING; kept in ``tuning_jobs``; ``GET .../hyperparameterTuningJobs/ID`` -> its state advancing through
   ``tuning_states``, its ``trials`` filled from ``tuning_trials`` as they end (each ``{"id", "parameters",
@@ -54,7 +56,7 @@ class VertexStandIn(StandIn):
                  custom_error: str = "The replica workerpool0-0 exited with a non-zero status of 1.",
                  eval_page_size: int = 2, tuning_states=("RUNNING", "SUCCEEDED"), tuning_trials=(),
                  tuning_error: str = "3 trials failed; the maximum number of failed trials is 3.",
-                 custom_by_location: dict | None = None, on_custom_state=None):
+                 custom_by_location: dict | None = None, on_custom_state=None, custom_by_job=None):
         super().__init__()
         # the handlers decode with aiplatform_v1: imported now, not on the first request, where its import (seconds
         # on a loaded machine) ran past the client's read timeout
@@ -63,6 +65,9 @@ class VertexStandIn(StandIn):
         # region, success in the next); on_custom_state(job, state): called as a job's read enters a state (the
         # stand-in "runs" the job: a test writes what its trainer would, e.g. a checkpoint)
         self.custom_by_location = dict(custom_by_location or {})
+        # job -> (states, error) or None: a CustomJob's outcome by what it asks for (a stockout of one machine, success
+        # on the next rung of a hardware ladder); None: by its location
+        self.custom_by_job = custom_by_job
         self.on_custom_state = on_custom_state
         self.eval_page_size = eval_page_size
         # the Model Registry: model name -> {"versions": [ids], "default": id, "display_name": ...}
@@ -153,12 +158,17 @@ class VertexStandIn(StandIn):
             return 404, google_error(404, f"CustomJob {m['job']} not found")
         if job.name.rsplit("/", 1)[-1] not in self.cancelled:
             n = self.gets[m["job"]] = self.gets.get(m["job"], 0) + 1
-            states, error = self.custom_by_location.get(m["location"], (self.custom_states, self.custom_error))
+            states, error = ((self.custom_by_job(job) if self.custom_by_job is not None else None)
+                             or self.custom_by_location.get(m["location"], (self.custom_states, self.custom_error)))
             state = states[min(n, len(states)) - 1]
             entered = job.state.name != f"JOB_STATE_{state}"
             job.state = aiplatform_v1.JobState[f"JOB_STATE_{state}"]
             if state == "FAILED":
                 job.error = {"code": 3, "message": error}
+            if entered and state == "RUNNING":  # as Vertex: the first time it runs, and when it ends (30 min later)
+                job.start_time = "2026-11-22T08:01:00Z"
+            if entered and state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                job.end_time = "2026-11-22T08:31:00Z"
             if entered and self.on_custom_state is not None:
                 self.on_custom_state(job, state)
         return 200, typed(req, job)

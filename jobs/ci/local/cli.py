@@ -6,6 +6,7 @@ the exit status (0 success, 1 failure, 2 invalid input, 130 interrupted)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import shutil
@@ -22,8 +23,9 @@ from jobs.ci.local.runner import Runner, dependencies
 from jobs.ci.local.source import checkout_root, fill_workspace, head_commit, prepare_rundir, rundir_problem
 from jobs.ci.local.standins import (Local, cloud_problems, docker_problem, image_problems, install_small_images,
                                     link_wheels, local_problems)
-from jobs.ci.local.substitutions import builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud
-from jobs.spec.command_line import seconds_problem
+from jobs.ci.local.substitutions import (builtin_substitutions, comma_problems, resolve_substitutions, split_gcloud,
+                                         substitution_form_problems)
+from jobs.spec.command_line import plain, seconds_problem, shown
 from jobs.cloud.preflight import project_problems
 
 DEFAULT_PROJECT = "local-project"
@@ -38,7 +40,7 @@ def _package_doc() -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vtp ci-local", description=_package_doc().split("\n")[0],
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py ci-local"), description=plain(_package_doc().split("\n\n")[0]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", type=Path, help="the build file (default: cloudbuild.yaml at the checkout's root)")
     p.add_argument("--as", dest="mode", choices=("trigger", "submit"), default="trigger",
@@ -102,6 +104,9 @@ def run(args: argparse.Namespace, out=print) -> int:
         out(f"warning: --timeout {args.timeout:g} s wins over {config.name}'s timeout ({build.timeout_s:g} s)")
     root = checkout_root(config.parent)
     trigger_doc = None
+    if args.trigger is not None and not args.trigger.is_file():  # named: never taken for "no trigger file"
+        raise InputError(f"--trigger: {args.trigger} is not a file; give the trigger file (cloudbuild-trigger.yaml), "
+                         "or leave --trigger out")
     if args.mode == "trigger":
         trigger_path = args.trigger or config.parent / "cloudbuild-trigger.yaml"
         trigger_doc = load_trigger(trigger_path) if trigger_path.is_file() else {}
@@ -122,6 +127,15 @@ def run(args: argparse.Namespace, out=print) -> int:
                                      config.relative_to(root).as_posix() if config.is_relative_to(root) else config.name)
     trigger_subs = (trigger_doc or {}).get("substitutions") or {} if args.mode == "trigger" else None
     subs = resolve_substitutions(build, builtins, trigger_subs, {**local.substitutions(), **given})
+    for name in given:  # ALLOW_LOOSE takes any name: one the build does not define is most often a typo
+        if name not in build.substitutions and name not in (trigger_subs or {}):
+            near = difflib.get_close_matches(name, list(build.substitutions), n=1)
+            out(f"warning: --substitution {name}: {config.name} defines no such substitution (substitutionOption "
+                f"ALLOW_LOOSE takes it; only a step that names it gets it)"
+                + (f"; did you mean {near[0]}?" if near else ""))
+    formed = substitution_form_problems(subs)
+    if formed:
+        raise InputError(formed[0])
     env_values(build, subs)  # a step's env is expanded as it starts: a bad value is refused now, not in its thread
     docker_host = args.docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     problems = cloud_problems(build, subs, local) + _tool_problems(args, build, config, docker_host)

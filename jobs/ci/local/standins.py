@@ -86,7 +86,7 @@ REGISTRY_RE = re.compile(r"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(?P<port>
 def registry_problem(value: str) -> str | None:
     """Why ``--registry`` is not of a registry's form (HOST:PORT, the port 1-65535), or None: said before the
     loopback rule and long before a Docker engine is asked for."""
-    m = REGISTRY_RE.match(value)
+    m = REGISTRY_RE.fullmatch(value)
     if not m or not 1 <= int(m.group("port")) <= 65535:
         return (f"--registry {value!r}: not a registry's HOST:PORT (no scheme, no path; the port 1-65535), "
                 "e.g. 127.0.0.1:5000")

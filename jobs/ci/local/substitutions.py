@@ -9,6 +9,7 @@ import re
 
 from jobs.ci.local.build_file import Build
 from jobs.ci.local.errors import InputError
+from trainers.resource_names import REGION_RE, fits
 
 SUBSTITUTION_NAME = re.compile(r"_[A-Z0-9_]+")
 #: Cloud Build's limits on user-defined substitutions ("Substituting variable values", User-defined substitutions:
@@ -127,6 +128,17 @@ def resolve_substitutions(build: Build, builtins: dict[str, str], trigger: dict[
     if past:
         raise InputError(past[0])
     return {**builtins, **resolved}
+
+
+#: the substitutions of this project's cloudbuild.yaml that name a resource, and the form each must have
+#: (``trainers.resource_names``): a step builds host names and URLs from them
+RESOURCE_SUBSTITUTIONS = {"_REGION": (REGION_RE, "a region name such as us-central1")}
+
+
+def substitution_form_problems(subs: dict[str, str]) -> list[str]:
+    """One line per resource-naming substitution whose value is not of its form (empty: not used, left alone)."""
+    return [f"substitution {name}: {subs[name][:120]!r} is not {what}" for name, (form, what) in
+            RESOURCE_SUBSTITUTIONS.items() if subs.get(name) and not fits(form, subs[name])]
 
 
 def builtin_substitutions(project: str, build_id: str, commit: dict[str, str] | None,

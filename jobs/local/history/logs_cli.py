@@ -11,7 +11,10 @@ both places.
   are with their task; ``--follow`` prints what the replicas append until the run holding the folder ends.
 
 Bad input is one ``error:`` line and exit status 2; a cloud failure one line and 1; Ctrl-C ends ``--follow`` with
-130 and no traceback.
+130 and no traceback. A job's name, typed or read from a file, is used only once it has a job name's form
+(``trainers.resource_names.JOB_NAME_RE``); ``vertex_jobs.json`` is read by THE record reader (a damaged one is one
+``unreadable:`` line); a replica log that is not a regular file (a named pipe) is skipped with one line, never
+waited on.
 """
 from __future__ import annotations
 
@@ -28,9 +31,12 @@ from jobs.cloud import clients, job_logs, job_runner
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
 from jobs.local.history.reader import UsageError, lock_held
+from trainers import record_reader
+from trainers.fileio import NotARegularFile, open_regular
+from trainers.resource_names import JOB_NAME_RE, fits
 
-PROG = "logs"
-JOB_RE = re.compile(r"^projects/[^/]+/locations/[^/]+/(customJobs|hyperparameterTuningJobs)/[^/]+$")
+PROG = "python pipelines/run.py logs"
+JOB_FORM = "projects/PROJECT/locations/REGION/customJobs/NUMBER (or hyperparameterTuningJobs/NUMBER)"
 #: how often --follow looks again: a local file, Cloud Logging
 LOCAL_POLL_S, CLOUD_POLL_S = 0.5, 10.0
 
@@ -87,15 +93,28 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] | None = None
 # -- Vertex ----------------------------------------------------------------------------------------------------
 def _vertex_jobs(target: str) -> list[str]:
     """The Vertex jobs ``target`` names, oldest first: itself (a resource name), a run folder's CustomJob attempts,
-    a ``gcp_resources`` file's job."""
-    if JOB_RE.match(target):
+    a ``gcp_resources`` file's job. Each of its form, or UsageError."""
+    if fits(JOB_NAME_RE, target):
         return [target]
+    if target.startswith("projects/") and not os.path.exists(target):
+        raise UsageError(f"{target[:200]!r} is not a Vertex job's resource name; the form: {JOB_FORM}")
     if os.path.isdir(target):
-        attempts = records.read_at(target, records.VERTEX_JOBS_RECORD).get("attempts") or []
-        return [str(a["job"]) for a in attempts if isinstance(a, dict) and JOB_RE.match(str(a.get("job") or ""))]
+        try:
+            attempts = records.vertex_attempts(target)
+        except record_reader.Unreadable as exc:
+            raise UsageError(f"{exc}; the run's Vertex jobs cannot be named from it (give a job's resource name: "
+                             f"{JOB_FORM})") from None
+        for i, a in enumerate(attempts):
+            if a.get("job") is not None and not fits(JOB_NAME_RE, a["job"]):
+                raise UsageError(f"unreadable: {os.path.join(target, records.VERTEX_JOBS_RECORD)}: attempts[{i}].job "
+                                 f"{str(a['job'])[:120]!r} is not a job's resource name ({JOB_FORM})")
+        return [a["job"] for a in attempts if a.get("job")]
     if os.path.isfile(target) and os.path.getsize(target) < 65536:
-        with open(target, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        try:
+            with open_regular(target, target, limit=65536) as f:
+                text = f.read()
+        except (OSError, ValueError) as exc:  # NotARegularFile is a ValueError
+            raise UsageError(f"{target}: cannot be read ({' '.join(str(exc).split())[:200]})") from None
         for kind, collection in (("CustomJob", "customJobs"), ("HyperparameterTuningJob", "hyperparameterTuningJobs")):
             if kind in text:
                 return [job_runner.named_job(text, kind, collection, where=target)]
@@ -167,14 +186,25 @@ def _local_files(base: str, replica: str | None) -> list[tuple[str, str, str]]:
 
 def _local(base: str, args, out: Callable[[str], None], sleep: Callable[[float], None]) -> int:
     offsets: dict[str, int] = {}
+    if args.replica and not _local_files(base, args.replica) and not (args.follow and lock_held(base)):
+        names = sorted({who for _, who, _ in _local_files(base, None)})
+        raise UsageError(f"--replica {args.replica}: {base} has no replica {args.replica} "
+                         + (f"(its replicas: {', '.join(names)}); e.g. --replica {names[0]}" if names else
+                            "(no replica has written a log there yet); leave --replica out to see every replica"))
+    skipped: set[str] = set()
 
     def show() -> int:
         shown = 0
         for attempt, who, path in _local_files(base, args.replica):
             try:
-                with open(path, "rb") as f:
+                with open_regular(path, path, limit=1 << 62, text=False) as f:  # read from where it was left
                     f.seek(offsets.get(path, 0))
                     data = f.read()
+            except NotARegularFile:  # a named pipe or a device: never waited on, said once
+                if path not in skipped:
+                    skipped.add(path)
+                    out(f"(skipped {path}: not a regular file, so not a replica's log)")
+                continue
             except OSError:
                 continue
             complete = data[:data.rfind(b"\n") + 1] if args.follow else data  # a half-written line waits

@@ -6,7 +6,11 @@ A name is no proof: a folder is removed only when it is a copy that ``--fresh`` 
 holds the copy record ``jobs.local.run.folder.archive`` writes into every copy (``.fresh-copy.json``, naming the folder it was
 and the copy's own name), or, for a copy made before that record existed, its own run records say it ran in
 ``<root>/<base>`` and that folder is there beside it. Anything else named like a copy (a run of the user's called
-``exp.20261127-101010``, a name whose time is not a date) is kept, and the prune says so in one line each.
+``exp.20261127-101010``, a name whose time is not a date) is kept, and the prune says so in one line each. A folder
+set aside by an interrupted prune (``.<copy>.removing``) is removed only when its own copy record names it (a prune
+writes that record into a copy before it sets it aside); a folder of the user's named so is kept. A copy in which a
+process of the run that made it still runs (it carries that run's token, ``jobs.local.run.lock``) is skipped; a prune
+stops no process.
 """
 from __future__ import annotations
 
@@ -18,8 +22,10 @@ import sys
 from jobs.spec import records
 from jobs.local.history.reader import ARCHIVE_RE, DEFAULT_ROOT, UsageError, is_run_folder, validated_config
 from jobs.local.history.record_check import STAMP
+from jobs.local.process import lifeline
 from jobs.local.run.folder import COPY_RECORD, copy_record
-from jobs.local.run.lock import FolderBusy, NotThisJob, RunLock
+from jobs.local.run.lock import FolderBusy, NotThisJob, RunLock, now_iso
+from trainers import fileio
 from trainers.errors import problem
 
 
@@ -54,7 +60,7 @@ def _made_at(path: str) -> str | None:
     """The ``output.base_dir`` the run in ``path`` was started with, as its own records say (what made it, its
     run.json, or the validated config of its last pipeline run); None when none says."""
     for doc in (records.read_at(path, records.PROVENANCE_RECORD).get("config"),
-                records.read_at(path, records.RUN_RECORD).get("config"), validated_config(path)):
+                records.read_at(path, records.RUN_RECORD).get("config"), validated_config(path)):  # read_at: THE reader
         base = (doc or {}).get("output", {}).get("base_dir") if isinstance(doc, dict) and \
             isinstance(doc.get("output"), dict) else None
         if isinstance(base, str) and base:
@@ -137,7 +143,7 @@ def prune(root: str, keep: int, older_than_days: float | None, dry_run: bool, ou
 
 def _interrupted(root: str, planned: list[str]) -> str:
     """The line after Ctrl-C: what is gone, what is left, and that the next prune finishes a half-removed copy."""
-    aside = [n for n in os.listdir(root) if n.startswith(".") and n.endswith(".removing")] if os.path.isdir(root) else []
+    aside = [n for n in os.listdir(root) if set_aside_by_prune(root, n)] if os.path.isdir(root) else []
     gone = [n for n in planned if not os.path.exists(os.path.join(root, n)) and f".{n}.removing" not in aside]
     left = (f"; {', '.join(aside)} was set aside half-removed: the next runs prune removes it" if aside else "")
     if not planned and not aside:
@@ -146,18 +152,38 @@ def _interrupted(root: str, planned: list[str]) -> str:
             "folder is as it was")
 
 
+AWAY = ".removing"
+
+
+def set_aside_by_prune(root: str, name: str) -> str | None:
+    """The copy a folder ``.<copy>.removing`` under ``root`` was, when its own copy record says a prune set it aside
+    (``copy`` names that copy); None for anything else (a folder of the user's named so)."""
+    if not (name.startswith(".") and name.endswith(AWAY)) or len(name) <= len(AWAY) + 1:
+        return None
+    path, was = os.path.join(root, name), name[1:-len(AWAY)]
+    if os.path.islink(path) or not os.path.isdir(path):
+        return None
+    return was if copy_record(path).get("copy") == was and ARCHIVE_RE.match(was) else None
+
+
 def _remove(root: str, remove: list[str], dry_run: bool, out) -> tuple[int, int]:
     """Remove (or, ``dry_run``, say) the planned copies and what an interrupted prune set aside: (bytes, copies)."""
     freed, removed = 0, 0
     for name in sorted(os.listdir(root)):  # what an interrupted prune had already set aside
+        if not (name.startswith(".") and name.endswith(AWAY)):
+            continue
         leftover = os.path.join(root, name)
-        if name.startswith(".") and name.endswith(".removing") and os.path.isdir(leftover) and not os.path.islink(leftover):
-            size = folder_bytes(leftover)
-            if not dry_run:
-                shutil.rmtree(leftover)
-            freed += size
-            out.write(f"{'would remove' if dry_run else 'removed'} {leftover}, left by an interrupted prune "
-                      f"({_size(size)})\n")
+        if set_aside_by_prune(root, name) is None:
+            if ARCHIVE_RE.match(name[1:-len(AWAY)]) and os.path.isdir(leftover) and not os.path.islink(leftover):
+                out.write(f"kept {leftover}: named like a copy an interrupted prune set aside, but its own record "
+                          f"({COPY_RECORD}) does not say a prune set it aside: a folder of yours?\n")
+            continue
+        size = folder_bytes(leftover)
+        if not dry_run:
+            shutil.rmtree(leftover)
+        freed += size
+        out.write(f"{'would remove' if dry_run else 'removed'} {leftover}, left by an interrupted prune "
+                  f"({_size(size)})\n")
     for name in remove:
         path = os.path.join(root, name)
         size = folder_bytes(path)
@@ -166,12 +192,21 @@ def _remove(root: str, remove: list[str], dry_run: bool, out) -> tuple[int, int]
             freed, removed = freed + size, removed + 1
             continue
         try:
-            lock = RunLock(path).acquire()
+            lock = RunLock(path).acquire(claim=False)  # a prune stops no process, keeps the lock's record
         except (FolderBusy, NotThisJob) as exc:
             out.write(f"skipped {path}: {exc}\n")
             continue
         try:
-            aside = os.path.join(root, f".{name}.removing")
+            left = lifeline.carrying(lock.left_token)
+            if left:
+                out.write(f"skipped {path}: process(es) of the run that made it still run (pid "
+                          f"{', '.join(map(str, left))}); a rerun in {path} stops them, or wait for them\n")
+                continue
+            if copy_record(path).get("copy") != name:  # a copy from before copies held their record: say it is
+                fileio.write_json_atomic(os.path.join(path, COPY_RECORD), {
+                    "copy_of": ARCHIVE_RE.match(name).group("base"), "copy": name, "made": now_iso(),
+                    "by": "runs prune (a --fresh copy from before copies held this record)"})
+            aside = os.path.join(root, f".{name}{AWAY}")
             os.rename(path, aside)
         finally:
             lock.release()

@@ -33,18 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import fcntl
-import json
 import os
 import re
 from typing import Any
 
-from jobs.spec import records
+from jobs.spec import records, run_cost
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
-from jobs.local.history.record_check import (NESTED_TYPES, parse_time, read_record_strictly, record_problem,
-                                             type_problem)
+from jobs.local.history.record_check import (NESTED_TYPES, figure_problem, parse_time, read_record_strictly,
+                                             record_problem, type_problem)
 from jobs.local.run.folder import last_checkpoint
 from jobs.local.run.lock import LOCK_NAME
+from trainers import record_reader
 from trainers.errors import problem
 from trainers.fileio import NotARegularFile, open_regular
 
@@ -123,15 +124,31 @@ def _tail(path: str) -> list[str]:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _ending(log_path: str) -> tuple[str, str]:
+#: what the console said last about a failed replica (``jobs.local.launch.outcome.ReplicaFailure.cause``), after
+#: run.py's ``error:`` line: its own error line, then a hint
+CAUSE_LINE = re.compile(r"^\s+((?:chief|worker|ps|evaluator)-\d+'s error: .+|hint: .+)$")
+
+
+def _ending(log_path: str) -> tuple[str, str, list[str]]:
     """How the run that wrote ``log_path`` ended, from run.py's own (unindented) last words (kfp.local colours
-    the names in its failure line: the colour codes are dropped)."""
-    for line in reversed([_ANSI.sub("", x) for x in _tail(log_path)]):
+    the names in its failure line: the colour codes are dropped): ``(status, note, cause)``. A failed run's note is
+    its ``error:`` line and the failing replica's own error line, as the console showed it; ``cause`` is that line
+    and the hint after it."""
+    lines = [_ANSI.sub("", x) for x in _tail(log_path)]
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
         if line.startswith("interrupted"):
-            return "interrupted", line.split("; resume with:")[0]
+            return "interrupted", line.split("; resume with:")[0], []
         if line.startswith("error: "):
-            return "failed", line[len("error: "):]
-    return "unfinished", "stopped without a word (killed, or the machine went down); a rerun resumes it"
+            cause = []
+            for after in lines[i + 1:]:
+                m = CAUSE_LINE.match(after)
+                if not m:
+                    break
+                cause.append(m.group(1))
+            own = [c for c in cause if not c.startswith("hint: ")][:1]
+            return "failed", " ".join([line[len("error: "):], *own]), cause
+    return "unfinished", "stopped without a word (killed, or the machine went down); a rerun resumes it", []
 
 
 def validated_config(path: str) -> dict[str, Any] | None:
@@ -143,12 +160,15 @@ def validated_config(path: str) -> dict[str, Any] | None:
     except OSError:
         return None
     for name in attempts:
-        try:
-            with open(os.path.join(root, name, "validate-config", "executor_output.json"), encoding="utf-8") as f:
-                text = json.load(f)["parameterValues"]["config_json"]
-            return json.loads(text)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        try:  # THE reader (a regular file, bounded, not too deep), then the config it holds, the same way
+            doc = record_reader.read(os.path.join(root, name, "validate-config", "executor_output.json"),
+                                     types={"parameterValues": dict}, required=("parameterValues",))
+            text = (doc or {}).get("parameterValues", {}).get("config_json")
+            config = record_reader.parse(text, "config_json") if isinstance(text, str) else None
+        except record_reader.Unreadable:
             continue
+        if isinstance(config, dict):
+            return config
     return None
 
 
@@ -174,6 +194,9 @@ class Run:
     study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial, baseline, handed_on}
     gate: dict[str, Any] | None = None   # {passed, missed, lines}
     tool_version: str | None = None     # this tool's git commit, when code_version is a user trainer's hash
+    cost: dict[str, Any] | None = None  # jobs.spec.run_cost: a Vertex run's CustomJobs, or a local run's estimate
+    #: a failed run's cause as the console said it last: the failing replica's error line, then its hint
+    cause: list[str] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -203,6 +226,7 @@ def read_run(path: str) -> Run:
     why = why or record_problem(record)
     for name, doc in docs.items():
         why = why or type_problem(doc, {**NESTED_TYPES, "steps": list, "running": list}, f"{name}: ")
+    why = why or figure_problem(docs[records.TUNING_RECORD], f"{records.TUNING_RECORD}: ")
     if why:
         return _unreadable(path, why)
     try:
@@ -224,7 +248,7 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
     succeeded = record.get("status") == "succeeded"
     # a finished folder run again later (more steps: an unfinished second attempt) is as that attempt left it
     later_attempt = bool(succeeded and log_started and finished_at and log_started > finished_at)
-    status, note = _status(path, record, steps_record, logs, later_attempt)
+    status, note, cause = _status(path, record, steps_record, logs, later_attempt)
     gate = gate_outcome(path, record if succeeded and not later_attempt else {}, steps_record, log_started,
                         docs[records.GATE_RECORD])
     if gate and not gate["passed"] and status != "running":
@@ -254,19 +278,31 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
                step_times=[s for s in step_times if isinstance(s, dict)],
                code_version=trainer_code(trainer) or code.get("text"),
                tool_version=code.get("text") if trainer_code(trainer) else None,
-               study=study_outcome(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate)
+               study=study_outcome(path, record if status == "finished" else {}, docs[records.TUNING_RECORD]), gate=gate,
+               cost=_cost(path, summary if status == "finished" else {}),
+               cause=cause if status == "failed" else [])
+
+
+def _cost(path: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the run cost (``jobs.spec.run_cost``): its Vertex CustomJobs' (``vertex_jobs.json``), else the estimate a
+    finished local run recorded."""
+    attempts = records.read_at(path, records.VERTEX_JOBS_RECORD).get("attempts")
+    if isinstance(attempts, list) and attempts:
+        return run_cost.vertex_estimate(attempts)
+    return summary.get("cost") if isinstance(summary.get("cost"), dict) else None
 
 
 def _status(path: str, record: dict[str, Any], steps_record: dict[str, Any], logs: list[str],
-            later_attempt: bool) -> tuple[str, str]:
-    """``(status, note)`` of the run in ``path`` before the gate's verdict is read: live (its lock is held),
-    finished (``run.json``, unless a later attempt started since), or as its last log ended."""
+            later_attempt: bool) -> tuple[str, str, list[str]]:
+    """``(status, note, cause)`` of the run in ``path`` before the gate's verdict is read: live (its lock is held),
+    finished (``run.json``, unless a later attempt started since), or as its last log ended (:func:`_ending`)."""
+    cause: list[str] = []
     if lock_held(path):
         status, note = "running", "a live run holds this folder"
     elif record.get("status") == "succeeded" and not later_attempt:
         status, note = "finished", ""
     elif logs:
-        status, note = _ending(os.path.join(path, "logs", logs[-1]))
+        status, note, cause = _ending(os.path.join(path, "logs", logs[-1]))
         if later_attempt:
             note += f" (an earlier run here finished {record.get('finished')})"
     else:
@@ -274,7 +310,7 @@ def _status(path: str, record: dict[str, Any], steps_record: dict[str, Any], log
     running = steps_record.get("running") or []
     if status != "finished" and running:
         note = f"in step {', '.join(running)}: {note}" if status != "running" else f"step {', '.join(running)} running"
-    return status, note
+    return status, note, cause
 
 
 def _progress(path: str, record: dict[str, Any], summary: dict[str, Any], steps_record: dict[str, Any],
@@ -361,13 +397,20 @@ def resolve(root: str, which: str, argument: str) -> Run:
                 raise UsageError(str(problem(argument, f"{path} is not a run folder (no run.json, steps.json, logs, "
                                                        "checkpoints or run lock)", _names(root))))
             return read_run(path)
-    raise UsageError(str(problem(argument, f"no run named {which!r} under {root}", _names(root))))
+    near = difflib.get_close_matches(which, _run_names(root), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise UsageError(str(problem(argument, f"no run named {which!r} under {root}{hint}", _names(root))))
+
+
+def _run_names(root: str) -> list[str]:
+    """The run folders' names under ``root``, newest first ([] when it is no folder of runs)."""
+    try:
+        return [r.name for r in list_runs(root)]
+    except UsageError:
+        return []
 
 
 def _names(root: str) -> list[str]:
-    try:
-        names = [r.name for r in list_runs(root)]
-    except UsageError:
-        return ["(none: no run folder under " + root + ")"]
+    names = _run_names(root)
     return names[:8] + ([f"... {len(names) - 8} more (runs list)"] if len(names) > 8 else []) or \
         [f"(none: no run folder under {root})"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import stat
 from typing import Any
 
 from jobs.spec import records, tuning_rules
+from trainers import record_reader
 
 STAMP = "%Y%m%d-%H%M%S"
 
@@ -29,86 +29,55 @@ def parse_time(text: Any) -> dt.datetime | None:
     return when if when.tzinfo else when.astimezone()
 
 
-
 #: run.json's fields and the types its readers rely on (a record edited by hand, or by another version, may
 #: hold anything: such a run is listed as unreadable, never a traceback)
 RECORD_TYPES = {"status": str, "finished": str, "config": dict, "summary": dict, "steps": list,
                 "verification": dict, "tuning": dict, "gate": dict}
 #: run.json's fields every record written by ``jobs.local.run.folder.write_record`` has (null or missing: unreadable)
 RECORD_REQUIRED = ("status", "finished", "config", "summary")
-#: a record's limits: bigger, or nested deeper, is no record a run wrote (listed as unreadable, never read whole)
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-MAX_RECORD_DEPTH = 64
-
-
-def _depth(doc: Any) -> int:
-    """How deeply lists and objects nest in ``doc`` (iterative: a deep record must not exhaust the stack)."""
-    deepest, todo = 0, [(doc, 1)]
-    while todo:
-        value, level = todo.pop()
-        if isinstance(value, (dict, list)):
-            deepest = max(deepest, level)
-            if level > MAX_RECORD_DEPTH:
-                return level
-            todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return deepest
 
 
 def read_record_strictly(path: str, name: str) -> tuple[dict[str, Any], str | None]:
     """The record ``name`` in the run folder ``path``: ``(record, None)``; ``({}, None)`` when there is none;
-    ``({}, why)`` when a file is there and is not a record a run wrote (not a regular file, too big, not JSON,
-    cut short, nested too deep, not an object). ``jobs.spec.records.read_at`` reads a missing and a broken record
-    alike as {}: a run's step may, but history must not show a broken record as "no record"."""
-    where = os.path.join(path, name)
+    ``({}, "NAME: why")`` when a file is there and is not a record a run wrote (THE reader's rules,
+    ``trainers.record_reader``: not a regular file, too big, not JSON, cut short, nested too deep, not an object).
+    ``jobs.spec.records.read_at`` reads a missing and a broken record alike as {}: a run's step may, but history
+    must not show a broken record as "no record"."""
     try:
-        st = os.stat(where)
-    except FileNotFoundError:
-        return {}, None
-    except OSError as exc:
-        return {}, f"{name}: cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISREG(st.st_mode):
-        return {}, f"{name}: not a regular file"
-    if st.st_size > MAX_RECORD_BYTES:
-        return {}, f"{name}: {st.st_size:,} bytes, more than a record holds ({MAX_RECORD_BYTES:,} at most)"
-    try:
-        with open(where, "rb") as f:
-            text = f.read(MAX_RECORD_BYTES + 1).decode("utf-8")
-        doc = json.loads(text)
-    except OSError as exc:
-        return {}, f"{name}: cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return {}, f"{name}: not UTF-8 text"
-    except RecursionError:
-        return {}, f"{name}: nested deeper than {MAX_RECORD_DEPTH} levels"
-    except json.JSONDecodeError as exc:
-        cut = "" if text.rstrip().endswith(("}", "]")) else ", cut short"
-        return {}, f"{name}: not JSON ({exc.msg}: line {exc.lineno} column {exc.colno}{cut})"
-    if not isinstance(doc, dict):
-        return {}, f"{name}: a JSON {type(doc).__name__}, not an object"
-    if _depth(doc) > MAX_RECORD_DEPTH:
-        return {}, f"{name}: nested deeper than {MAX_RECORD_DEPTH} levels"
-    return doc, None
+        doc = record_reader.read(os.path.join(path, name))
+    except record_reader.Unreadable as exc:
+        return {}, f"{name}: {exc.why}"
+    return (doc if doc is not None else {}), None
 
 
-def _short(value: Any) -> str:
-    try:
-        return json.dumps(value, default=str)[:40]
-    except (ValueError, RecursionError):
-        return type(value).__name__
+_short = record_reader.short
+
 SUMMARY_TYPES = {"name": str, "elapsed_s": (int, float), "training": dict, "trainer": dict, "verification": dict,
                  "evaluation": dict, "tuning": dict, "gate": dict, "steps": list, "code_version": dict, "dirs": dict,
-                 "model_scalars": dict}
+                 "model_scalars": dict, "cost": dict}
 NESTED_TYPES = {"trials": list, "best_trial": dict, "bars": list, "lines": list, "scalars": dict, "eval": dict,
-                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict}
+                "latency_ms": dict, "per_class": list, tuning_rules.BASELINE: dict, tuning_rules.HANDED_ON: dict,
+                "passed": bool}
+
+
+def figure_problem(study: Any, where: str) -> str | None:
+    """A study record's figures that are not numbers (``"metric": "abc"`` in a trial, the best trial, the baseline or
+    the run handed on): the first one, or None. A history shows a figure only when a run wrote one."""
+    if not isinstance(study, dict):
+        return None
+    runs = [(f"trials[{i}]", t) for i, t in enumerate(study.get("trials") or []) if isinstance(t, dict)]
+    runs += [(key, study[key]) for key in ("best_trial", tuning_rules.BASELINE, tuning_rules.HANDED_ON)
+             if isinstance(study.get(key), dict)]
+    for name, run in runs:
+        found = type_problem(run, {"metric": (int, float)}, f"{where}{name}.")
+        if found:
+            return found
+    return None
 
 
 def type_problem(doc: dict[str, Any], types: dict[str, Any], where: str) -> str | None:
-    for key, kind in types.items():
-        value = doc.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind != bool):
-            names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-            return f"{where}{key} is {type(value).__name__} {_short(value)}, not {names}"
-    return None
+    """The first field of ``doc`` not of its type in ``types`` (THE reader's rule, ``record_reader.shape_problem``)."""
+    return record_reader.shape_problem(doc, types, where=where)
 
 
 def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> str | None:
@@ -136,6 +105,10 @@ def record_problem(record: dict[str, Any], name: str = records.RUN_RECORD) -> st
                 found = type_problem(part, NESTED_TYPES, f"{name}: {where}{key}.")
                 if found:
                     return found
+    for where, study in (("tuning.", record.get("tuning")), ("summary.tuning.", summary.get("tuning"))):
+        found = figure_problem(study, f"{name}: {where}")
+        if found:
+            return found
     for where, items in (("steps", record.get("steps")), ("tuning.trials", (record.get("tuning") or {}).get("trials"))):
         bad = next((x for x in items or [] if not isinstance(x, dict)), None)
         if bad is not None:

@@ -1,6 +1,6 @@
-"""``python pipelines/run.py runs list|compare|prune``: the run history's command line.
+"""``python pipelines/run.py runs list|show|compare|prune``: the run history's command line.
 
-``list`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder) and show
+``list``, ``show`` and ``compare`` read run folders back (``jobs.local.history``, the one reader of a run folder) and show
 them (``jobs.local.history.views``);
 ``prune`` removes old ``--fresh`` copies (``jobs.local.history.prune``, the one command that deletes). Bad input is one
 ``error:`` line and exit status 2.
@@ -15,7 +15,7 @@ import sys
 from jobs.spec.command_line import shown
 from jobs.local.history.prune import Interrupted, prune
 from jobs.local.history.reader import DEFAULT_KEEP, DEFAULT_ROOT, PROG, UsageError, list_runs, resolve
-from jobs.local.history.views import show_compare, show_list
+from jobs.local.history.views import show_compare, show_list, show_run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,17 +47,30 @@ def _days(text: str) -> float:
     return value
 
 
+def _root(text: str) -> str:
+    """A folder named: an empty one is refused (it would silently mean the default, which the user did not name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"--root is empty: name the folder that holds the run folders (e.g. --root "
+                                         f"{DEFAULT_ROOT}), or leave --root out for {DEFAULT_ROOT}")
+    return text
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog=shown(PROG), description="List, compare and prune the local runs under an output root.")
+    p = _Parser(prog=shown(PROG), description="List, show, compare and prune the local runs under an output root.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     root_help = f"the folder holding the run folders (default: {DEFAULT_ROOT}, the parent of the default output.base_dir)"
     ls = sub.add_parser("list", help="one row per run: job, status, steps, final metrics, wall time, when, report")
-    ls.add_argument("--root", default=None, help=root_help)
+    ls.add_argument("--root", type=_root, default=None, help=root_help)
     ls.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    one = sub.add_parser("show", help="one run whole: status, its cause when it failed (the failing replica's error "
+                                      "line and hint), steps, metrics, code version, report")
+    one.add_argument("run", metavar="RUN", help="a run folder name under --root, or a path")
+    one.add_argument("--root", default=None, help=root_help)
+    one.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     cmp = sub.add_parser("compare", help="two runs side by side: status, metrics, step times, config keys that differ")
     cmp.add_argument("a", metavar="A", help="a run folder name under --root, or a path")
     cmp.add_argument("b", metavar="B", help="a run folder name under --root, or a path")
-    cmp.add_argument("--root", default=None, help=root_help)
+    cmp.add_argument("--root", type=_root, default=None, help=root_help)
     cmp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     pr = sub.add_parser("prune", help="remove old copies that --fresh kept (<base>.<YYYYmmdd-HHMMSS>); never a live "
                                       "run, never a run folder itself")
@@ -67,7 +80,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     pr.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                     help="only remove copies made (by --fresh) more than DAYS days ago")
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed and the bytes it would free")
-    pr.add_argument("--root", default=None, help=root_help)
+    pr.add_argument("--root", type=_root, default=None, help=root_help)
     return p.parse_args(argv)
 
 
@@ -86,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                                              "the folder that holds your runs")
                 return 0
             show_list(list_runs(args.root or DEFAULT_ROOT), args.root or DEFAULT_ROOT, args.json)
+        elif args.command == "show":
+            show_run(resolve(args.root or DEFAULT_ROOT, args.run, "RUN"), args.json)
         elif args.command == "compare":
             a = resolve(args.root or DEFAULT_ROOT, args.a, "A")
             b = resolve(args.root or DEFAULT_ROOT, args.b, "B")

@@ -10,8 +10,8 @@ import shutil
 import sys
 from typing import Any
 
-from jobs.spec import tuning_rules
-from jobs.spec.command_line import rich_console
+from jobs.spec import run_cost, tuning_rules
+from jobs.spec.command_line import rich_console, shown
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
 from jobs.local.run.folder import config_diff
@@ -108,11 +108,16 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
     if not found:
         out.write(f"no runs under {root}\n")
         return
-    widths = column_widths(found)
+    costs = any(r.cost for r in found)  # the column only where a run has a cost (jobs.spec.run_cost)
+    widths = column_widths(found, costs)
     rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics, widths["final metrics"]),
-             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", _when(r.when), "yes" if r.report else "-"]
-            for r in found]
-    _table(["run", "job", "status", "steps", "final metrics", "wall", "when", "report"], rows, out, widths=widths)
+             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", *([run_cost.short(r.cost)] if costs else []),
+             _when(r.when), "yes" if r.report else "-"] for r in found]
+    _table(["run", "job", "status", "steps", "final metrics", "wall", *(["cost"] if costs else []), "when", "report"],
+           rows, out, widths=widths)
+    if costs:
+        out.write("cost: a Vertex run's CustomJobs at their own start and end times; ~ a local run's estimate of what its "
+                  "option would have cost (list prices)\n")
     if any(r.report for r in found):
         out.write(f"reports: {_shown_path(os.path.abspath(root))}/<run>/report.html\n")
     for r in found:
@@ -120,17 +125,42 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
             out.write(f"  {r.name}: {r.status}: {r.note}\n")
 
 
+def show_run(r: Run, as_json: bool, out=None) -> None:
+    """``runs show RUN``: one run whole, the way its folder's records tell it, its cause when it failed (the failing
+    replica's error line and hint, as the console said them last)."""
+    out = out or sys.stdout
+    if as_json:
+        out.write(json_text(r.as_dict()) + "\n")
+        return
+    note = r.note[:-len(r.cause[0])].rstrip() if r.cause and r.note.endswith(r.cause[0]) else r.note  # said below
+    rows = [("run", r.name), ("folder", _shown_path(r.path)), ("job", r.job or "-"), ("status", r.status),
+            ("note", note or None), *[("cause" if i == 0 else "", line) for i, line in enumerate(r.cause)],
+            ("steps", _steps_text(r)), ("wall", _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else None),
+            ("when", _when(r.when)), ("code version", r.code_version), ("tool version", r.tool_version),
+            ("study", _study_text(r.study)), ("best trial", _best_text(r.study)), ("gate", _gate_text(r.gate)),
+            *[(key, _cell(value)) for key, value in r.metrics.items()],
+            ("report", _shown_path(r.report) if r.report else None),
+            ("logs", shown(f"python pipelines/run.py logs {_shown_path(r.path)}") if os.path.isdir(os.path.join(r.path, "logs", "replicas"))
+             else None)]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        if value not in (None, ""):
+            out.write(f"{label:<{width}}  {value}\n")
+
+
 #: the widest each fixed column of ``runs list`` gets; ``run`` (never cut: it is what ``compare`` takes) is as
 #: wide as the longest name, ``job`` and ``final metrics`` share what is left of :data:`WIDTH`
 COLUMNS = {"status": 11, "steps": 9, "wall": 7, "when": 16, "report": 6}
+COST_COLUMN = 9
 GAPS = 2 * 7
 
 
-def column_widths(found: list[Run]) -> dict[str, int]:
+def column_widths(found: list[Run], costs: bool = False) -> dict[str, int]:
     """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
-    names are never cut)."""
+    names are never cut); ``costs``: with the cost column."""
     run = max([3, *(len(r.name) for r in found)])
-    left = max(16, WIDTH - GAPS - sum(COLUMNS.values()) - run)
+    extra = COST_COLUMN + 2 if costs else 0
+    left = max(16, WIDTH - GAPS - extra - sum(COLUMNS.values()) - run)
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
     if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
@@ -139,7 +169,7 @@ def column_widths(found: list[Run]) -> dict[str, int]:
         room = max(13, left - job)
         metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
         job = max(job, left - metrics) if job < left - metrics else job
-    return {"run": run, "job": job, **COLUMNS, "final metrics": metrics}
+    return {"run": run, "job": job, **COLUMNS, **({"cost": COST_COLUMN} if costs else {}), "final metrics": metrics}
 
 
 def _study_text(study: dict[str, Any] | None) -> str | None:

@@ -103,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = signal.Signals(e.signum).name
         print(f"launcher: got {name}; all replicas stopped", file=sys.stderr, flush=True)
         return 128 + e.signum
+    for note in res.notes:  # a job that succeeded with a model nobody should trust yet (jobs.local.launch.model_watch)
+        print(f"launcher: warning: {note}", file=sys.stderr, flush=True)
     if res.failure is not None:
         print(f"launcher: job failed (exit {res.returncode}): {res.failure.describe()}",
               file=sys.stderr, flush=True)

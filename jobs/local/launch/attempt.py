@@ -14,9 +14,10 @@ import time
 from typing import Sequence
 
 from jobs.local.launch.hints import ARGPARSE_ERROR
+from jobs.local.launch.model_watch import ModelWatch
 from jobs.local.launch.outcome import ReplicaFailure, Stopped, status_text
 from jobs.local.process import lifeline
-from jobs.spec.replica_env import POOL_NAMES, ROLES, replica_environment, vertex_environment
+from jobs.spec.replica_env import POOL_NAMES, ROLES, aip_variables, replica_environment, vertex_environment
 
 #: a replica's last lines kept for its failure report
 TAIL_LINES = 20
@@ -69,18 +70,25 @@ class Attempt:
     """One run of every replica; ``close()`` always leaves no process behind."""
 
     def __init__(self, number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env=None,
-                 stop=None):
+                 stop=None, workdirs=None, failure_context=None):
         self.number, self.log, self.on_line, self.stop = number, log, on_line, stop
         self.cwd, self.env = cwd, dict(env or {})
+        # each replica's own working folder (``jobs.local.launch.workdir``), else ``cwd``; the trainer's code for hints
+        self.workdirs, self.folders = workdirs, []
+        self.source_dir = workdirs.source_dir if workdirs is not None else cwd
+        self.failure_context = dict(failure_context or {})
         self.tolerated: list[ReplicaFailure] = []
         self.dir = os.path.join(base, "logs", "replicas", f"attempt-{number}")
         os.makedirs(self.dir, exist_ok=True)
         self.replicas = [Replica(p, i, os.path.join(self.dir, f"{ROLES[p]}-{i}.log"))
                          for p in range(len(counts)) for i in range(counts[p])]
-        ports = iter(_free_ports(len(self.replicas)))
-        addresses = {POOL_NAMES[p]: [f"127.0.0.1:{next(ports)}" for _ in range(counts[p])]
+        port_of = dict(zip((r.name for r in self.replicas), _free_ports(len(self.replicas))))
+        addresses = {POOL_NAMES[p]: [f"127.0.0.1:{port_of[f'{ROLES[p]}-{i}']}" for i in range(counts[p])]
                      for p in range(len(counts)) if counts[p]}
         self.sel = selectors.DefaultSelector()
+        # the training replicas (chief, workers): whether each joins its cluster, and who writes the model folder
+        self.watch = ModelWatch(aip_variables(base)["AIP_MODEL_DIR"],
+                                {r.name: port_of[r.name] for r in self.replicas if r.role in ("chief", "worker")})
         try:
             for r in self.replicas:
                 extra = {**(env or {}), **(replica_env(r.role, r.index) if replica_env else {})}
@@ -88,8 +96,12 @@ class Attempt:
                     base_env, extra, vertex_environment(counts, addresses, r.pool, r.index, base, job_id))
                 r.logfile = open(r.log_path, "ab")
                 r.logfile.write(separator(number, r.name).encode())
+                folder = cwd
+                if workdirs is not None:
+                    folder = workdirs.make(r.name)
+                    self.folders.append(folder)
                 r.proc = subprocess.Popen(
-                    list(command), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                    list(command), env=child_env, cwd=folder, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                     bufsize=0, preexec_fn=lifeline.preexec())
                 r.fd = r.proc.stdout.fileno()
@@ -117,6 +129,7 @@ class Attempt:
             if r._error_open <= 0:
                 r._error_open, r._error_close = 0, text
         self.log(f"[{r.name}] {text}")
+        self.watch.line(r.name, text)
         self.on_line(r, text)
 
     def _read(self, r: Replica) -> bool:
@@ -243,7 +256,11 @@ class Attempt:
                     r.fd = None
                     if r.logfile is not None:
                         r.logfile.close()
+            for folder in self.folders:  # the replicas' own working folders go with them, as a container's do
+                self.workdirs.remove(folder)
+            self.folders = []
             self.sel.close()
+            self.watch.close()
             if stuck:
                 self.log("[launcher] survived SIGKILL for 30 s: " + ", ".join(stuck))
         finally:
@@ -263,6 +280,7 @@ class Attempt:
                 raise Stopped()
             now = time.monotonic()
             self.pump(_POLL_S if deadline is None else min(_POLL_S, deadline - now))
+            self.watch.sample()
             done = self.reap()
             for r in done:
                 if r.returncode == 0:
@@ -289,7 +307,8 @@ class Attempt:
             error = f"{error.rstrip()} … {r._error_close.strip()}"
         return ReplicaFailure(replica=r.replica, role=r.role, exit_status=status,
                               last_lines=list(r.tail), attempt=self.number, log_file=r.log_path,
-                              error_line=error, source_dir=self.cwd, env=self.env, **extra)
+                              error_line=error, source_dir=self.source_dir, env=self.env,
+                              **self.failure_context, **extra)
 
 
 def _open_brackets(text: str) -> int:

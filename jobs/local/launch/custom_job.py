@@ -13,7 +13,9 @@ replica (``replica_env``: a trial's ``CLOUD_ML_HP_METRIC_FILE``).
 Two runners, as ``python pipelines/run.py --runner`` chose:
 
 * the process runner (default): every replica a process here, ``python`` in the command being this
-  interpreter (as the image's python is the container's), in ``trainer.source_dir`` (the image's WORKDIR);
+  interpreter (as the image's python is the container's); a user trainer's replica in a working folder of its own
+  holding a copy of the code the image's WORKDIR holds, discarded when it ends (``jobs.local.launch.workdir``: what
+  a trainer writes "here" never lands in ``trainer.source_dir``, as on Vertex it stays in the container);
 * the docker runner (``jobs.local.launch.containers.Settings`` in the environment: the train step runs in the job's
   image): every replica a container of its pool's ``container_spec``, started by a stand-in process that
   reads the job spec from a file beside the replicas' logs. That file is the spec as Vertex gets it, so
@@ -25,6 +27,7 @@ timeout (``scheduling.timeout``), Ctrl-C and ``stop``.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Callable, Mapping, Sequence
@@ -32,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 from jobs.spec import job_spec
 from jobs.local.launch import containers, supervisor
 from jobs.local.launch.outcome import JobResult
+from jobs.local.launch.workdir import ReplicaWorkdirs
 from trainers import config as config_lib
 
 
@@ -56,8 +60,9 @@ def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), en
                              "and variables of the caller's own need the process runner (--runner process)")
         specs = containers.worker_pool_specs_file(
             base, job_spec.parts(job_spec.custom_job_spec(cfg))["worker_pool_specs"])
-        command, declared, cwd = containers.launcher_command(specs), {}, None
+        command, declared, cwd, workdirs = containers.launcher_command(specs), {}, None, None
         base_env = containers.stand_in_environment()
+        runner = "docker"
         engine = containers.engine_client(docker.timeout_s)
 
         def after_attempt() -> None:
@@ -68,9 +73,14 @@ def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), en
         if command[0] in ("python", "python3"):  # the container's python is this interpreter here
             command[0] = sys.executable
         declared = {**job_spec.declared_env(cfg), **{str(k): str(v) for k, v in (env or {}).items()}}
-        cwd, after_attempt, base_env = cfg.trainer.source_dir or None, None, None
+        cwd, after_attempt, base_env, runner = None, None, None, "process"
+        workdirs = ReplicaWorkdirs(cfg.trainer.source_dir, base) if cfg.user_trainer and cfg.trainer.source_dir else None
+        if workdirs is not None:
+            log(f"[launcher] {workdirs.describe()}")
+    requirements = (os.path.join(cfg.trainer.source_dir or ".", cfg.trainer.requirements)
+                    if cfg.trainer.requirements else None)
     return supervisor.launch(
         command, cfg.topology.replica_counts(), base, job_id=job_id or cfg.name,
         max_restarts=job_spec.local_max_restarts(cfg), timeout_s=timeout, log=log, env=declared, cwd=cwd, check=check,
-        after_attempt=after_attempt, base_env=base_env, replica_env=replica_env, stop=stop,
-        **job_spec.launch_rules(cfg))
+        after_attempt=after_attempt, base_env=base_env, replica_env=replica_env, stop=stop, workdirs=workdirs,
+        failure_context={"requirements": requirements, "runner": runner}, **job_spec.launch_rules(cfg))

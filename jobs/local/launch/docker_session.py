@@ -13,7 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from jobs.spec.command_line import shown
 from jobs.spec.image_reference import parse_reference
+from jobs.spec.image_requirements import read_pins
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
 from trainers.config import resolved_base_dir
@@ -51,25 +53,13 @@ PROJECT_MODULES = ("kfp", "trainers.task", "jobs.steps.calls", "components")
 
 
 def requirement_names(cfg) -> list[tuple[str, str, Any]]:
-    """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
+    """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file, read as the image's
+    pip reads it (``jobs.spec.image_requirements.read_pins``: markers for the image's Python on Linux)."""
     t = cfg.trainer
     if not (t.module and t.requirements):
         return []
     path = Path(t.source_dir or ".") / t.requirements
-    out = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue  # `run.py build` refuses these; the probe checks what it can read
-        if req.marker is None or req.marker.evaluate():
-            out.append((line, req.name, req.specifier))
-    return out
+    return [(pin.text, pin.name, pin.specifier) for pin in read_pins(path.read_text(encoding="utf-8"))]
 
 
 def probe_problems(c, image: str, cfg, settings: Settings) -> list[str]:
@@ -96,12 +86,12 @@ def probe_problems(c, image: str, cfg, settings: Settings) -> list[str]:
     line = next((ln for ln in text.splitlines() if ln.startswith("VTP-PROBE ")), None)
     if code != 0 or line is None:
         last = (text.strip().splitlines() or ["(no output)"])[-1]
-        return [f"--image {image}: `python` in the image failed (exit {code}): {last}; an image for this project "
-                "has python 3.11 on PATH: build it with python pipelines/run.py build"]
+        return [shown(f"--image {image}: `python` in the image failed (exit {code}): {last}; an image for this "
+                      "project has python 3.11 on PATH: build it with python pipelines/run.py build")]
     found = json.loads(line[len("VTP-PROBE "):])
     problems = []
-    rebuild = ("python pipelines/run.py build --config JOB --image REPO" if user_module
-               else "python pipelines/run.py build")
+    rebuild = shown("python pipelines/run.py build --config JOB --image REPO" if user_module
+                    else "python pipelines/run.py build")
     if found["modules"].get("tensorflow") != "ok":
         problems.append(f"--image {image}: tensorflow is not installed in the image (every replica imports it); "
                         f"build the image with {rebuild}")

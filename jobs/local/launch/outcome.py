@@ -40,10 +40,14 @@ class ReplicaFailure:
     #: closes it>`` when its message spans lines, as a tensor's repr does), its last ``error:`` line, or
     #: argparse's usage error (``task.py: error: unrecognized arguments: ...``)
     error_line: str | None = None
-    #: the replicas' working directory (the trainer's code) and the job's declared variables: a hint says what
+    #: the trainer's code (``trainer.source_dir``) and the job's declared variables: a hint says what
     #: works for that code (``jobs.local.launch.hints``)
     source_dir: str | None = None
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the trainer's requirements file (``trainer.requirements``) and the runner its replicas ran under
+    #: (``process``: this environment's packages; ``docker``: the image's): where a missing module must be installed
+    requirements: str | None = None
+    runner: str = "process"
 
     @property
     def name(self) -> str:
@@ -61,7 +65,8 @@ class ReplicaFailure:
             limit = 1000 if line.startswith("error: ") else 300
             line = line[len("error: "):] if line.startswith("error: ") else line
             lines.append(f"{self.name}'s error: {line if len(line) <= limit else line[:limit - 3] + '...'}")
-        hint = hint_for([self.error_line or "", *self.last_lines], self.source_dir, self.env)
+        hint = hint_for([self.error_line or "", *self.last_lines], self.source_dir, self.env,
+                        requirements=self.requirements, runner=self.runner)
         if hint:
             lines.append(f"hint: {hint}")
         return lines
@@ -100,6 +105,9 @@ class JobResult:
     log_dir: str                # <base>/logs/replicas
     elapsed_s: float = 0.0
     tolerated: list[ReplicaFailure] = dataclasses.field(default_factory=list)  # on_worker_failure="tolerate"
+    #: what a successful job's replicas did that makes its model doubtful (never joined their cluster, several wrote
+    #: the model folder: ``jobs.local.launch.model_watch``), one line each, to be said before the model is used
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def message(self) -> str:

@@ -112,7 +112,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
            log: Callable[[str], None] = print, check: bool = True, done_when: str = "all",
            on_worker_failure: str = "restart", after_attempt: Callable[[], None] | None = None,
            base_env: Mapping[str, str] | None = None, replica_env: Callable[[str, int], Mapping[str, str]] | None = None,
-           stop: threading.Event | None = None, permanent_statuses: Collection[int] = PERMANENT_STATUSES) -> JobResult:
+           stop: threading.Event | None = None, permanent_statuses: Collection[int] = PERMANENT_STATUSES,
+           workdirs=None, failure_context: Mapping[str, str] | None = None) -> JobResult:
     """Run ``command`` as every replica of the worker pools ``replica_counts`` (pools 0..3).
 
     Returns a :class:`JobResult`; with ``check=True`` a failed or timed-out job raises
@@ -128,6 +129,10 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
     replica SIGTERM, ``grace_s``, SIGKILL; then :class:`Stopped` is raised): the main thread alone gets Ctrl-C,
     and a job run in a worker thread must still stop the preemption way.
     ``permanent_statuses``: exit statuses that end the job at once, restarts left or not (see the module doc).
+    ``workdirs``: a ``jobs.local.launch.workdir.ReplicaWorkdirs``: every replica of every attempt runs in its own
+    working folder holding the trainer's code, as a Vertex replica in its container (``cwd`` is then unused).
+    ``failure_context``: what a failed replica's hint reads beside its code (``ReplicaFailure``'s ``requirements``
+    and ``runner``).
     """
     counts = validate_replica_counts(replica_counts)
     _check_arguments(command, base_output_dir, cwd, max_restarts, timeout_s, grace_s, done_when, on_worker_failure)
@@ -148,8 +153,8 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
             if m:
                 restarts[-1].resumed_step = int(m.group(1))
 
-    def result(rc: int, failure: ReplicaFailure | None) -> JobResult:
-        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start, tolerated)
+    def result(rc: int, failure: ReplicaFailure | None, notes: list[str] | None = None) -> JobResult:
+        res = JobResult(rc, failure, restarts, number, log_dir, time.monotonic() - start, tolerated, list(notes or []))
         if failure is not None:
             log(f"[launcher] job failed: {failure.describe().splitlines()[0]}")
             if check:
@@ -160,12 +165,13 @@ def launch(command: Sequence[str], replica_counts: Sequence[int], base_output_di
 
     while True:
         number += 1
-        attempt = Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env, stop)
+        attempt = Attempt(number, counts, command, base, env, job_id, cwd, log, on_line, base_env, replica_env, stop,
+                          workdirs, failure_context)
         outcome, failure = _run_attempt(attempt, deadline, timeout_s, grace_s, done_when, on_worker_failure,
                                         after_attempt, log)
         tolerated.extend(attempt.tolerated)
         if outcome == "ok":
-            return result(0, None)
+            return result(0, None, attempt.watch.findings())
         if outcome == "timeout":
             failure.exit_status = 124
             return result(124, failure)

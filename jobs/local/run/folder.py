@@ -8,7 +8,9 @@ this job's):
 * **finished before, same making** -> nothing runs: the run says the job is complete, prints that run's
   summary (from ``run.json``, written when a run succeeds) and exits 0. ``--fresh`` is one flag away.
 * **finished before, made of another config or other trainer code** -> refused (exit 2) in one line naming
-  what changed and the two ways on: ``--fresh`` (the finished run is kept whole as ``<base>.<time>``) or another
+  what changed (the config keys; the trainer's files changed, removed or added, by name: ``provenance.json`` keeps
+  each file's SHA-256; a record written before that list is read, and the line says it cannot name files) and the
+  two ways on: ``--fresh`` (the finished run is kept whole as ``<base>.<time>``) or another
   ``output.base_dir``. A finished model is never overwritten, never deleted, without ``--fresh``.
 * **unfinished** (killed, interrupted, failed) -> the run resumes from the last complete checkpoint (the
   checkpoint-resume feature) when it is made of the same config and code; made of another, it is refused the
@@ -16,6 +18,10 @@ this job's):
   no model, no study), in which case this run simply starts there, or only the ``serving`` section changed
   (:data:`AFTER_TRAINING`: a gate that refused the model, rerun with other bars) or the built-in trainer's
   ``training.steps`` (:data:`BUILTIN_RESUMABLE`: the same model trained on to the new count).
+* **trainer files only added** (a notes file, a data file) change nothing that run was made from: it stands (or
+  resumes), and one line names the files (:func:`added_code`). The trainer's files are those its image takes
+  (``jobs.images.user_code.collect_code``: never this product's own job files, compiled pipelines, plans, runs), and
+  with a user's trainer the fields only the built-in trainer reads (``training.*``...) are not compared.
 * ``--fresh`` -> the existing folder is renamed to ``<base>.<YYYYmmdd-HHMMSS>`` (kept whole, with a
   ``.fresh-copy.json`` saying so: ``runs prune`` removes only such copies) and the run starts from step 0 in
   an empty ``<base>``.
@@ -25,7 +31,7 @@ this job's):
 What made a run (:func:`making`) is written to ``<base>/provenance.json`` when the run starts: the resolved
 config (the image is its ``container.image_uri``), the user trainer's code hash
 (``jobs.images.user_code.trainer_version``) and the image; a folder written before that record existed is judged
-by its ``run.json``. Sections that say how a job is checked, planned or scheduled (:data:`NOT_WHAT_IT_MAKES`)
+by its ``run.json``. Sections that say how a job is checked, planned, scheduled or announced (:data:`NOT_WHAT_IT_MAKES`)
 are not compared: changing a timeout does not change the model.
 
 Local folders only: a ``gs://`` base is a Vertex run's, and Vertex owns its job's lifecycle.
@@ -36,12 +42,14 @@ import datetime as dt
 import json
 import os
 import re
-from typing import Any
+from typing import Any, Callable
 
 from jobs.spec import records
+from jobs.spec.trainer_section import reads_nothing
 from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
-from trainers import fileio
+from trainers import fileio, record_reader
+from trainers.cluster import output_dirs
 from trainers.config import BUILTIN_COMMAND
 
 def read_record(base: str) -> dict[str, Any]:
@@ -63,7 +71,7 @@ def write_record(base: str, config_json: str, summary: dict[str, Any]) -> None:
 
 # -- what made a run, and whether a new run may go on in its folder ---------------------------------------
 #: A job's sections that say how it is checked, planned or scheduled, never what it trains: not compared.
-NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling")
+NOT_WHAT_IT_MAKES = ("validation", "placement", "budget", "scheduling", "notify")
 #: The config's local paths, compared as absolute paths (``--runner docker`` makes them absolute).
 LOCAL_PATHS = (("trainer", "source_dir"), ("data", "path"), ("data", "prepared_dir"), ("output", "base_dir"),
                ("serving", "sample_request"), ("serving", "eval_data"))
@@ -77,6 +85,10 @@ BUILTIN_RESUMABLE = ("training.steps",)
 AFTER_TRAINING = ("serving.",)
 #: what a --fresh copy holds to say it is one (``runs prune`` removes only folders holding it)
 COPY_RECORD = ".fresh-copy.json"
+#: provenance.json's fields and their types (``making``)
+PROVENANCE_TYPES = {"config": dict, "image": str, "trainer_code": dict, "written": str}
+#: a --fresh copy's record's fields (``archive``); ``runs prune`` needs ``copy`` and ``copy_of``
+COPY_TYPES = {"copy_of": str, "copy": str, "made": str, "by": str}
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -108,11 +120,13 @@ def comparable(config: dict[str, Any]) -> dict[str, Any]:
 
 def making(cfg) -> dict[str, Any]:
     """What makes a run of ``cfg`` (written to ``provenance.json`` when it starts): ``{"config", "image",
-    "trainer_code": {"sha256", "files", "text"} | None, "written"}``. The trainer code's hash is a user
-    trainer's (``jobs.images.user_code.trainer_version``); the built-in trainer is this tool's code."""
+    "trainer_code": {"sha256", "files", "file_sha256", "text"} | None, "written"}``. The trainer code's hash is a
+    user trainer's (``jobs.images.user_code.trainer_version``: the files its image would hold, each with its own
+    SHA-256, so a later refusal names the files that changed); the built-in trainer is this tool's code."""
     config = json.loads(cfg.to_json())
     trainer = trainer_version(cfg)
-    code = ({"sha256": trainer.get("content_sha256"), "files": trainer.get("files"), "text": trainer.get("text")}
+    code = ({"sha256": trainer.get("content_sha256"), "files": trainer.get("files"),
+             "file_sha256": trainer.get("file_sha256"), "text": trainer.get("text")}
             if trainer and trainer.get("content_sha256") else None)
     return {"config": config, "image": (config.get("container") or {}).get("image_uri") or None,
             "trainer_code": code, "written": now_iso()}
@@ -120,9 +134,16 @@ def making(cfg) -> dict[str, Any]:
 
 def _made_of(base: str, record: dict[str, Any]) -> dict[str, Any] | None:
     """What made the run in ``base``: its ``provenance.json``; for a finished run written before that record
-    existed, its ``run.json`` (config, and the trainer code's hash from the summary); None when neither says."""
-    made = records.read_at(base, records.PROVENANCE_RECORD)
-    if isinstance(made.get("config"), dict):
+    existed, its ``run.json`` (config, and the trainer code's hash from the summary); None when neither says.
+    The one reader of ``provenance.json``: one written before the per-file list (``trainer_code`` with
+    ``sha256`` and a count of ``files`` only) is read as it is, and a refusal then says it cannot name files. A
+    ``provenance.json`` that is there and damaged (THE reader, ``trainers.record_reader``) is :class:`NotThisJob`: a
+    folder whose making cannot be read is never taken for a new one."""
+    try:
+        made = records.read_checked(base, records.PROVENANCE_RECORD, types=PROVENANCE_TYPES, required=("config",))
+    except record_reader.Unreadable as exc:
+        raise NotThisJob(f"output.base_dir: {base}: {exc}; nothing in the folder was changed. {_ways_on(base)}") from None
+    if made is not None:
         return made
     if isinstance(record.get("config"), dict):
         summary = record.get("summary") if isinstance(record.get("summary"), dict) else {}
@@ -133,18 +154,63 @@ def _made_of(base: str, record: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+#: at most this many files named per kind (changed, removed, added) in a line
+NAMED_FILES = 3
+
+
+def code_difference(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any] | None:
+    """How the trainer code of two makings differs: None when it does not (or either has no hash: the built-in
+    trainer); else ``{"changed", "removed", "added"}`` (sorted paths relative to ``trainer.source_dir``), each
+    None when the earlier record lists no files (written before the per-file list)."""
+    old, new = before.get("trainer_code"), now.get("trainer_code")
+    if not (isinstance(old, dict) and isinstance(new, dict) and old.get("sha256") and new.get("sha256")) \
+            or old["sha256"] == new["sha256"]:
+        return None
+    a, b = old.get("file_sha256"), new.get("file_sha256")
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return {"changed": None, "removed": None, "added": None}
+    return {"changed": sorted(k for k in a if k in b and a[k] != b[k]), "removed": sorted(k for k in a if k not in b),
+            "added": sorted(k for k in b if k not in a)}
+
+
+def _named(paths: list[str], what: str) -> str:
+    more = f" and {len(paths) - NAMED_FILES} more" if len(paths) > NAMED_FILES else ""
+    return f"{', '.join(paths[:NAMED_FILES])}{more} {what}"
+
+
+def _code_phrase(before: dict[str, Any], now: dict[str, Any], diff: dict[str, Any]) -> str:
+    where = (now["config"].get("trainer") or {}).get("source_dir")
+    inside = f" in {where}" if where else ""
+    if diff["changed"] is None:
+        return (f"trainer code sha256 {str(before['trainer_code']['sha256'])[:12]} -> "
+                f"{str(now['trainer_code']['sha256'])[:12]}{inside}; that run's record predates the list of its "
+                "files, so which files differ cannot be named")
+    parts = [_named(diff[kind], kind) for kind in ("changed", "removed", "added") if diff[kind]]
+    return f"trainer code{inside}: {'; '.join(parts)}"
+
+
 def _changes(before: dict[str, Any], now: dict[str, Any], ignore: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """What differs between two makings: ``(dotted key, phrase)`` each, config keys first, then the trainer code
-    (key ``trainer code``); the dotted keys in ``ignore`` are not compared."""
+    (key ``trainer code``: files changed or removed; files only added change nothing the run was made from,
+    :func:`added_code`); the dotted keys in ``ignore`` are not compared."""
     out = [(d["key"], f"{d['key']} {json.dumps(d['a'])} -> {json.dumps(d['b'])}")
-           for d in config_diff(comparable(before["config"]), comparable(now["config"])) if d["key"] not in ignore]
-    old, new = before.get("trainer_code") or {}, now.get("trainer_code") or {}
-    if isinstance(old, dict) and isinstance(new, dict) and old.get("sha256") and new.get("sha256") \
-            and old["sha256"] != new["sha256"]:
-        where = (now["config"].get("trainer") or {}).get("source_dir")
-        out.append(("trainer code", f"trainer code sha256 {str(old['sha256'])[:12]} -> {str(new['sha256'])[:12]}"
-                    + (f" in {where}" if where else "")))
+           for d in config_diff(comparable(before["config"]), comparable(now["config"])) if d["key"] not in ignore
+           and not reads_nothing(d["key"], now["config"])]  # a user trainer's job: training.* etc. make nothing
+    diff = code_difference(before, now)
+    if diff and (diff["changed"] is None or diff["changed"] or diff["removed"]):
+        out.append(("trainer code", _code_phrase(before, now, diff)))
     return out
+
+
+def added_code(before: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """The line for trainer files added since the folder's run when none it was made from changed: that run stands
+    (every file it ran from is there, unchanged), and the line names the files it never saw."""
+    diff = code_difference(before, now)
+    if not diff or diff["changed"] is None or diff["changed"] or diff["removed"] or not diff["added"]:
+        return None
+    return (f"trainer code: {_named(diff['added'], 'added')} since the run in this folder; none of the files it was "
+            "made from changed, so it stands (an added file is in the image: if it changes what your trainer does, "
+            "--fresh trains with it; if it is not code, list it in .dockerignore)")
 
 
 def _builtin(config: dict[str, Any]) -> bool:
@@ -167,6 +233,15 @@ def _has_training_state(base: str) -> bool:
     return any(files for folder in folders for _, _, files in os.walk(folder))
 
 
+def _has_model(base: str) -> bool:
+    """Whether ``base`` holds an exported model (``model/saved_model.pb``, or a trial's)."""
+    try:
+        names = [""] + [n for n in os.listdir(base) if os.path.isdir(os.path.join(base, n))]
+    except OSError:
+        return False
+    return any(os.path.isfile(os.path.join(base, n, "model", "saved_model.pb")) for n in names)
+
+
 def other_base_dir(base: str) -> str:
     """A folder beside ``base`` that does not exist yet (``<base>-2``, ...), as the user would type it."""
     n = 2
@@ -177,12 +252,15 @@ def other_base_dir(base: str) -> str:
     return rel if not rel.startswith("..") else target
 
 
-def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = (),
+                 say: Callable[[str], None] = lambda line: None) -> dict[str, Any] | None:
     """Whether a run made of ``now`` (:func:`making`) may go on in ``base``; call it holding the run lock, before
     anything is written there. Returns the finished run's record when that run is this one (nothing to do), None
     when the run may start or resume; raises :class:`NotThisJob` with the one line when the folder holds another
     job's run (finished, or unfinished with something to mix with). ``ignore``: dotted config keys not known yet
-    (``--runner docker``'s image before its build), not compared."""
+    (``--runner docker``'s image before its build), not compared. ``say`` gets a line for what the user would
+    otherwise not know: trainer files added since the folder's run (:func:`added_code`), and an unfinished run that
+    left no checkpoint, so the new one starts from the beginning (:func:`starts_over`)."""
     if "://" in base or not os.path.isdir(base):
         return None
     record = read_record(base)
@@ -193,23 +271,58 @@ def check_folder(base: str, now: dict[str, Any], ignore: tuple[str, ...] = ()) -
             f"folder was changed. {_ways_on(base)}")
     before = _made_of(base, record)
     if before is None:
+        if finished or _has_model(base):  # a finished model whose making no record says: never trained over
+            raise NotThisJob(
+                f"output.base_dir: {base} holds a {'finished run' if finished else 'trained model'} whose config no "
+                f"record says ({records.PROVENANCE_RECORD} is missing and {records.RUN_RECORD} names no config): "
+                f"it is not trained over in place; nothing in the folder was changed. {_ways_on(base)}")
         return None  # a new folder, or one no run of this version started in: it resumes as before
     changed = _changes(before, now, ignore)
+    if not _may_go_on(base, now, changed, finished):
+        kind = "a finished" if finished else "an unfinished"
+        shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise NotThisJob(
+            f"output.base_dir: {base} holds {kind} run of another job ({shown}); nothing in it was changed. "
+            f"{_ways_on(base)}")
+    for line in (added_code(before, now), None if finished else starts_over(base, now["config"])):
+        if line:
+            say(line)
+    return record if finished and not changed else None
+
+
+def _may_go_on(base: str, now: dict[str, Any], changed: list[tuple[str, str]], finished: bool) -> bool:
+    """Whether a run made of ``now`` may go on in ``base``, whose run differs from it by ``changed`` (see the module
+    doc)."""
     if not changed:
-        return record if finished else None
+        return True
     if not finished and not _has_training_state(base):
-        return None  # the earlier attempt left no checkpoint, model or study: nothing to mix with
+        return True  # the earlier attempt left no checkpoint, model or study: nothing to mix with
     if all(key.startswith(AFTER_TRAINING) for key, _ in changed):
-        return None  # the same model, judged by other bars (a finished run too: its training is complete, only the
+        return True  # the same model, judged by other bars (a finished run too: its training is complete, only the
         #              steps after it run again: verify, gate, registration)
-    if not finished and all(key.startswith(AFTER_TRAINING) or (key in BUILTIN_RESUMABLE and _builtin(now["config"]))
-                            for key, _ in changed):
-        return None  # the built-in trainer's trained on to the new count
-    kind = "a finished" if finished else "an unfinished"
-    shown = "; ".join(p for _, p in changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
-    raise NotThisJob(
-        f"output.base_dir: {base} holds {kind} run of another job ({shown}); nothing in it was changed. "
-        f"{_ways_on(base)}")
+    # the built-in trainer's trained on to the new count
+    return not finished and all(key.startswith(AFTER_TRAINING) or (key in BUILTIN_RESUMABLE and _builtin(now["config"]))
+                                for key, _ in changed)
+
+
+def starts_over(base: str, config: dict[str, Any]) -> str | None:
+    """The line for an unfinished run that left no checkpoint: the run going on in its folder starts from the
+    beginning (a study resumes from its own record: None)."""
+    tuning = config.get("tuning") if isinstance(config.get("tuning"), dict) else {}
+    checkpoints = output_dirs(None, base)["checkpoints"]
+    trained = os.path.isdir(os.path.join(base, "logs", "replicas"))  # a replica of it started
+    if tuning.get("parameters") or not trained or any(files for _, _, files in os.walk(checkpoints)):
+        return None
+    if _builtin(config):
+        why = "it stopped before its first checkpoint (checkpoint.every_steps)"
+        how = ""
+    else:
+        why = "your trainer left none there (AIP_CHECKPOINT_DIR)"
+        how = ("; to resume after a stop, save checkpoints there: Keras fit: callbacks=[keras.callbacks."
+               "BackupAndRestore(os.environ['AIP_CHECKPOINT_DIR'])]; a custom loop: tf.train.CheckpointManager over "
+               "that folder, restored at start")
+    return (f"the unfinished run in {base} left no checkpoint in {checkpoints}: {why}, so this run starts from the "
+            f"beginning, not where that one stopped{how}")
 
 
 def _ways_on(base: str) -> str:
@@ -243,9 +356,11 @@ def archive(base: str) -> str | None:
 
 
 def copy_record(path: str) -> dict[str, Any]:
-    """A folder's :data:`COPY_RECORD` ({} when it has none, or it is not an object)."""
-    found = records.read_at(path, COPY_RECORD)
-    return found if isinstance(found, dict) else {}
+    """A folder's :data:`COPY_RECORD` ({} when it has none, or it is damaged: THE reader's rules)."""
+    try:
+        return record_reader.read(os.path.join(path, COPY_RECORD), types=COPY_TYPES, limit=1 << 20) or {}
+    except record_reader.Unreadable:
+        return {}
 
 
 _STATE_RE = re.compile(r'^model_checkpoint_path:\s*"([^"]+)"', re.MULTILINE)
@@ -257,9 +372,9 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
     seconds to stopping."""
     try:
-        with open(os.path.join(checkpoint_dir, "checkpoint")) as f:
+        with fileio.open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
             m = _STATE_RE.search(f.read())
-    except OSError:
+    except (OSError, ValueError):  # NotARegularFile is a ValueError: a pipe is no checkpoint state, never waited on
         return None
     if not m:
         return None

@@ -3,8 +3,14 @@
 Another live run holding the folder -> refused at once with one line naming it (pid, start time, command), or,
 with ``--wait``, waited for. The lock is ``fcntl.flock`` on ``<base>/.run.lock``: the kernel drops it when its
 holder dies, so a run killed with ``kill -9`` never blocks the next one. Why not a pid file: a pid file outlives a
-kill -9 and then needs pid-reuse guessing; flock needs none. The lock records the run's step processes (pid and
-start time): a rerun stops any still running before it starts (:func:`stop_leftovers`).
+kill -9 and then needs pid-reuse guessing; flock needs none.
+
+The lock records the run's own token (:attr:`RunLock.token`, random), which every process the run starts carries in
+its environment (``jobs.local.process.lifeline.TOKEN_ENV``): a rerun stops what a killed run left by that token
+(:func:`stop_leftovers`), never by a pid read from the file (a copy's stale lock, or one edited by hand, may name
+any process of the user's). The lock is read by THE record reader (``trainers.record_reader``): a lock that is a
+list, holds a field of another type, is nested deep or is a named pipe is a damaged lock (nothing is stopped by it;
+a lock that is not a regular file is refused in one line).
 """
 from __future__ import annotations
 
@@ -12,15 +18,19 @@ import datetime as dt
 import fcntl
 import json
 import os
-import signal
+import stat
 import sys
 import time
-from typing import Any
+import uuid
+from typing import Any, Callable
 
-from jobs.local.process.lifeline import start_time
-from trainers.fileio import open_regular
+from jobs.local.process import lifeline
+from jobs.spec.command_line import invoked_as
+from trainers import record_reader
 
 LOCK_NAME = ".run.lock"
+#: what a lock holds (``pid``, ``started``, ``command``, ``token``) and the types its readers rely on
+LOCK_TYPES = {"pid": int, "started": str, "command": str, "token": str}
 #: run.py's exit status when another live run holds the output folder (EX_TEMPFAIL: try again later).
 EXIT_BUSY = 75
 
@@ -49,10 +59,10 @@ class RunLock:
         self._info: dict[str, Any] = {}
 
     def holder(self) -> dict[str, Any]:
+        """What the lock says of the run that holds (or held) it; {} when it says nothing readable."""
         try:
-            with open_regular(self.path, self.path, limit=1 << 20) as f:
-                return json.loads(f.read() or "{}")
-        except (OSError, ValueError):  # NotARegularFile is a ValueError: a lock that is a pipe holds nothing
+            return record_reader.read(self.path, types=LOCK_TYPES, limit=1 << 20) or {}
+        except record_reader.Unreadable:
             return {}
 
     def describe_holder(self) -> str:
@@ -61,15 +71,26 @@ class RunLock:
             return "another run"
         return f"run pid {h.get('pid')} started {h.get('started')} ({h.get('command', '?')})"
 
-    def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5, log=print) -> "RunLock":
-        """Take the lock; wait up to ``wait_s`` seconds for a live holder (0: refuse at once)."""
-        os.makedirs(self.base, exist_ok=True)
+    def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5, log=print, claim: bool = True) -> "RunLock":
+        """Take the lock; wait up to ``wait_s`` seconds for a live holder (0: refuse at once). ``claim``: a run's
+        lock: what a killed run left is stopped (:func:`stop_leftovers`) and this run's token written; without it
+        (``runs prune``) the folder is only held, the lock's record kept as it is and nothing stopped."""
+        if os.path.exists(self.base) and not os.path.isdir(self.base):
+            raise NotThisJob(f"output.base_dir: {self.base} is a file, not a folder; a run writes its folder there: "
+                             f"run elsewhere with --set output.base_dir={self.base}-run (or move the file)")
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            os.makedirs(self.base, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:  # a folder (or a dangling link) where the lock file goes: not this product's lock
             what = "a folder" if os.path.isdir(self.path) else f"not a lock file ({exc.strerror or exc})"
             raise NotThisJob(f"output.base_dir: {self.path} is {what}; the run lock is a plain file there: remove "
                              f"it (rmdir {self.path}), or run elsewhere with --set output.base_dir=OTHER_DIR") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a named pipe, a device: never this product's lock
+            os.close(fd)
+            raise NotThisJob(f"output.base_dir: {self.path} is not a regular file (a named pipe or a device); the run "
+                             f"lock is a plain file there: remove it (rm {self.path}), or run elsewhere with --set "
+                             "output.base_dir=OTHER_DIR")
+        os.set_blocking(fd, True)
         deadline = time.monotonic() + wait_s
         told = False
         while True:
@@ -79,44 +100,45 @@ class RunLock:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise FolderBusy(
-                        f"output.base_dir: {self.base} is in use by {self.describe_holder()}; wait for it "
-                        "(--wait), or run elsewhere with --set output.base_dir=OTHER_DIR") from None
+                    wait = ("wait for it (--wait)" if wait_s <= 0 else
+                            f"waited {wait_s:g} s; wait longer (--wait with no number waits up to a day; or "
+                            f"--wait {max(3600, int(wait_s) * 10)})")
+                    raise FolderBusy(f"output.base_dir: {self.base} is in use by {self.describe_holder()}; {wait}, or "
+                                     "run elsewhere with --set output.base_dir=OTHER_DIR") from None
                 if not told:
                     log(f"waiting for {self.describe_holder()} to finish with {self.base}")
                     told = True
                 time.sleep(poll_s)
-        stop_leftovers(self.holder().get("children"), log)  # what a killed run left, before anything starts
-        self._info = {"pid": os.getpid(), "started": now_iso(), "command": " ".join(["python"] + sys.argv),
-                      "children": []}
+        self.left_token = self.holder().get("token")
         self._fd = fd
+        if not claim:
+            return self
+        stop_leftovers(self.left_token, log)  # what a killed run left, before anything starts
+        self.token = uuid.uuid4().hex
+        self._info = {"pid": os.getpid(), "started": now_iso(), "command": " ".join([invoked_as(), *sys.argv[1:]]),
+                      "token": self.token}
         self._write()
         RunLock.held = self
         return self
 
-    #: the lock this process holds (its run's), for :func:`record_child`
+    #: the lock this process holds (its run's)
     held: "RunLock | None" = None
+    #: this run's token (every process it starts carries it: ``lifeline.TOKEN_ENV``), and the one the lock held
+    #: before (a killed run's: :func:`stop_leftovers`)
+    token: str = ""
+    left_token: Any = None
 
     def _write(self) -> None:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, json.dumps(self._info).encode(), 0)
-
-    def record_child(self, pid: int) -> None:
-        """Note a process this run started (a pipeline step) in the lock, with its start time: a rerun after
-        this run was killed stops it if it is still there (:func:`stop_leftovers`), though its parent-death
-        signal (``jobs.local.process.lifeline``) should already have ended it."""
-        if self._fd is None:
-            return
-        self._info["children"] = [c for c in self._info["children"] if start_time(c["pid"]) == c["start"]]
-        self._info["children"].append({"pid": pid, "start": start_time(pid)})
-        self._write()
 
     def release(self) -> None:
         if RunLock.held is self:
             RunLock.held = None
         if self._fd is not None:
             try:
-                os.ftruncate(self._fd, 0)
+                if self._info:  # a run's own record; a lock only held (runs prune) is left as it was
+                    os.ftruncate(self._fd, 0)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
                 os.close(self._fd)
@@ -129,30 +151,13 @@ class RunLock:
         self.release()
 
 
-def record_child(pid: int) -> None:
-    """:meth:`RunLock.record_child` on the lock this process holds (none held: nothing to record)."""
-    if RunLock.held is not None:
-        RunLock.held.record_child(pid)
-
-
-def stop_leftovers(children: Any, log=print, grace_s: float = 5.0) -> list[int]:
-    """Stop the processes a killed run recorded in its lock (``children``: ``[{"pid", "start"}]``) that are still
-    the same processes (pid and start time): SIGTERM, SIGKILL after ``grace_s``; one line for those found.
-    Returns their pids. A rerun calls it once it holds the lock, so no step of the old run runs beside the new."""
-    alive = [c["pid"] for c in children or [] if isinstance(c, dict) and isinstance(c.get("pid"), int)
-             and c["pid"] > 1 and c.get("start") is not None and start_time(c["pid"]) == c["start"]]
+def stop_leftovers(token: Any, log: Callable[[str], None] = print, grace_s: float = 5.0) -> list[int]:
+    """Stop the processes a killed run left: those carrying its token (read from its lock; anything not of a
+    token's form names nothing), SIGTERM then SIGKILL after ``grace_s``; one line for those found. Returns their
+    pids. A rerun calls it once it holds the lock, so no step of the old run runs beside the new."""
+    alive = lifeline.carrying(token)
     if not alive:
         return []
     log(f"stopping {len(alive)} process(es) a killed run left in this folder: pid {', '.join(map(str, alive))}")
-    starts = {pid: start_time(pid) for pid in alive}
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        for pid in alive:
-            if start_time(pid) == starts[pid]:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(start_time(p) == starts[p] for p in alive):
-            time.sleep(0.05)
+    lifeline.stop(token, grace_s)
     return alive

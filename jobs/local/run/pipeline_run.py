@@ -32,12 +32,13 @@ import warnings
 from typing import Callable
 
 from jobs.spec import step_table, validate
+from jobs.spec.notify_section import local_note
 from jobs.images import build
 from jobs.local.launch import docker_session
 from jobs.local.launch.containers import ContainerError
 from jobs.local.process import lifeline
 from jobs.local.run.folder import archive, check_folder, last_checkpoint, making, write_making, write_record
-from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock, record_child
+from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
 from jobs.spec.replica_env import PROJECT_ROOT
@@ -57,6 +58,9 @@ class Options:
     runner: str = "process"               # process | docker
     image: str = ""                       # --runner docker: pinned image, or a repository to build into
     build: Callable[[], str] | None = None  # --runner docker without a pinned image: builds it, returns it
+    #: tells the run's end when Ctrl-C stops it, which ends it before its exit handler could (``notify:``; the caller's:
+    #: this package never imports the steps), called with the config
+    cancelled: Callable[[config_lib.JobConfig], object] | None = None
 
     @classmethod
     def from_args(cls, args, argv: list[str], command: str) -> "Options":
@@ -111,9 +115,9 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
     if problems:  # before anything runs: no folder, no lock, no image built
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return 2
-    note = validate.running_locally_note(cfg)
-    if note:
-        print(f"note: {note}")
+    for note in (validate.running_locally_note(cfg), local_note(cfg)):
+        if note:
+            print(f"note: {note}")
     image = ""
     if opts.runner == "docker":
         cfg = docker_session.for_containers(cfg)  # absolute paths: the containers see them at the same place
@@ -146,7 +150,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 lock.release()
                 lock = RunLock(base).acquire(wait_s=opts.wait_s)
         else:
-            record = check_folder(base, made)  # another job's run here: NotThisJob, below
+            record = check_folder(base, made, say=lambda line: print(f"note: {line}"))  # another job's: NotThisJob
             if record:
                 print(f"job {cfg.name} in {base} is already complete (finished {record.get('finished')}); "
                       "nothing to do. Its summary:")
@@ -154,6 +158,7 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
                 print(f"to train again from step 0 (this run is kept): {resume_command(opts)} --fresh")
                 return 0
         write_making(base, made)
+        os.environ[lifeline.TOKEN_ENV] = lock.token  # every process this run starts carries it (a rerun's proof)
         if console is not None:
             console.set_log_file(os.path.join(base, "logs", time.strftime("run-%Y%m%d-%H%M%S.log")))
         if image:
@@ -163,6 +168,8 @@ def run(cfg: config_lib.JobConfig, opts: Options, build_pipeline, console=None) 
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY if isinstance(exc, FolderBusy) else 2
     finally:
+        if os.environ.get(lifeline.TOKEN_ENV) == lock.token:  # a later run in this process has a token of its own
+            del os.environ[lifeline.TOKEN_ENV]
         lock.release()
 
 
@@ -229,7 +236,7 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
     # kfp.local's task processes import this checkout, as the image's ``PYTHONPATH=/app`` makes its steps do
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PROJECT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     runner = session.kfp_runner() if session else local.SubprocessRunner(use_venv=False)
-    lifeline.kfp_steps_die_with_this_process(on_start=record_child)  # kill -9 of this run leaves no step
+    lifeline.kfp_steps_die_with_this_process()  # kill -9 of this run leaves no step
     local.init(runner=runner, pipeline_root=os.path.join(base, "pipeline_root"))
     pipeline = build_pipeline(cfg, "local", base_image=session.image if session else None)
     started = time.monotonic()
@@ -242,6 +249,8 @@ def _pipeline(cfg, base: str, opts: Options, console, build_pipeline, session=No
             session.interrupt()
         _wait_for_children()
         print(_interrupted_line(cfg, opts), file=sys.stderr)
+        if opts.cancelled is not None:
+            opts.cancelled(cfg)
         return 130
     except RuntimeError as exc:  # kfp.local: a task failed; its log is above
         # the console's last lines: the failed step's error, then the failing replica's own error and hint

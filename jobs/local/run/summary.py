@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs.spec import gate_section as gate_spec, provenance, records, trial_files, tuning_rules
+from jobs.spec import gate_section as gate_spec, provenance, records, run_cost, trial_files, tuning_rules
 from jobs.images.user_code import trainer_version
 from jobs.spec.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
@@ -26,8 +26,8 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
     upload = join(base, records.UPLOAD_REQUEST_RECORD)
     extra: dict[str, Any] = {"upload_request": upload} if os.path.exists(upload) else {}
     trainer = trainer_version(cfg)
-    if trainer:
-        extra["trainer_version"] = trainer
+    if trainer:  # each file's hash is provenance.json's (what a rerun is compared with), not the summary's
+        extra["trainer_version"] = {k: v for k, v in trainer.items() if k != "file_sha256"}
     if trial:  # the model that went on is a trial's: its TensorBoard scalars are the run's (runs list, compare)
         extra["model_scalars"] = last_values(read_scalars(trial_files.trial_dirs(base, trial)["logs"]))
     return {**extra, "name": cfg.name, "elapsed_s": round(elapsed_s, 1), "started": started.isoformat(timespec="seconds"),
@@ -38,7 +38,8 @@ def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[
             "trainer": records.read_training(cfg), "verification": verification,
             "evaluation": records.read_evaluation(cfg), "tuning": tuning,
             "verified_trial": str(trial.get("id")) if trial else None, "gate": records.read_gate(cfg),
-            "log_file": log_file, "report": join(base, records.REPORT_PAGE)}
+            "log_file": log_file, "report": join(base, records.REPORT_PAGE),
+            "cost": run_cost.local_estimate(cfg, run_cost.training_seconds(steps or []))}
 
 
 def _num(value: Any, spec: str) -> str:
@@ -144,7 +145,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     """The console summary; every field may be missing or null (an old or partial record)."""
     dirs, t, v = s.get("dirs") or {}, s.get("training") or {}, s.get("verification") or {}
     lines = ["=" * 72, f"pipeline {s.get('name', '?')} finished in {_num(s.get('elapsed_s'), '.0f')} s",
-             f"  model (SavedModel)  {dirs.get('model', 'n/a')}",
+             f"  model (SavedModel)  {v.get('model_dir') or dirs.get('model', 'n/a')}",
              f"  checkpoints         {dirs.get('checkpoints', 'n/a')}",
              f"  TensorBoard logs    {dirs.get('logs', 'n/a')}    (tensorboard --logdir {dirs.get('logs', '.')})",
              f"  pipeline artifacts  {s.get('pipeline_root', 'n/a')}",
@@ -169,6 +170,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     steps = s.get("steps") or []
     if steps:
         lines.append("  steps               " + ", ".join(f"{x.get('name')} {_num(x.get('seconds'), '.1f')} s" for x in steps))
+    if isinstance(s.get("cost"), dict):
+        lines.append(f"  cost                {run_cost.line(s['cost'])}")
     code = s.get("code_version") if isinstance(s.get("code_version"), dict) else {}
     trainer = s.get("trainer_version") if isinstance(s.get("trainer_version"), dict) else {}
     if trainer.get("text"):

@@ -65,8 +65,7 @@ def check_warnings(job: Any) -> list[Problem]:
         info = cat.gpus[gpu]
         paths = [f"topology.{p.name}.accelerator_type" for p in pools if p.accelerator_type == gpu]
         if info.status in ("retired", "legacy"):
-            out.append(problem(paths[0], f"{gpu} is {info.status}: {info.note}",
-                               ["NVIDIA_TESLA_T4", "NVIDIA_L4"]))
+            out.append(problem(paths[0], info.advice(), info.use_instead))
         if v.mixed_precision and gpu not in cat.tensor_core_gpus:
             out.append(problem("training.mixed_precision",
                                f"{gpu} has no tensor cores: mixed precision will not speed training up",

@@ -7,6 +7,7 @@ this module only indexes it.  No TensorFlow, no kfp: loading takes a few millise
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import functools
 from pathlib import Path
@@ -81,6 +82,20 @@ class Gpu:
     status: str
     source: str
     note: str = ""
+    end_of_support: str = ""  # the date Vertex's pages give (YYYY-MM-DD), "" when none is known
+    use_instead: tuple[str, ...] = ("NVIDIA_TESLA_T4", "NVIDIA_L4")  # what a legacy/retired GPU's line advises
+
+    def advice(self, today: str | None = None) -> str:
+        """What a legacy or retired GPU's one line says: its status, its note, its end of support (reached or not,
+        against ``today``, ``YYYY-MM-DD``, default the date here) and what to use instead, which the line's valid
+        choices list too (:attr:`use_instead`)."""
+        text = f"{self.name} is {self.status}: {self.note}" if self.note else f"{self.name} is {self.status}"
+        if self.end_of_support:
+            today = today or datetime.date.today().isoformat()
+            text += (f"; it reached end of support on Vertex AI on {self.end_of_support}, so Vertex may refuse the job"
+                     if today >= self.end_of_support else f"; it reaches end of support on Vertex AI on "
+                                                          f"{self.end_of_support}")
+        return f"{text}; use {' or '.join(self.use_instead)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +233,9 @@ def load_catalog(path: str | None = None) -> Catalog:
     gpus = {name: Gpu(name=name, label=e["label"], counts=_tuple_ints(e["counts"]),
                       per_gpu_vcpus=float(e["per_gpu"]["vcpus"]),
                       per_gpu_memory_gb=float(e["per_gpu"]["memory_gb"]),
-                      status=e["status"], source=str(e["source"]), note=str(e.get("note", "")))
+                      status=e["status"], source=str(e["source"]), note=str(e.get("note", "")),
+                      end_of_support=str(e.get("end_of_support", "")),
+                      use_instead=tuple(e.get("use_instead") or Gpu.use_instead))
             for name, e in raw["gpu_types"].items()}
     table = _gpu_table(raw, machines, gpus)
     zones = _zones(raw, gpus)

@@ -14,6 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from jobs.spec.command_line import plain, shown
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog
 from jobs.spec.hardware.shared import region_problems
 
@@ -87,6 +88,10 @@ def lines(region: str = "", accelerator: str = "", family: str = "", sources: bo
         out.append(f"  {region}: the catalog has no region data for it (a job there gets a warning, not a refusal)")
     elif region:
         out.append(f"  {region} offers (as the catalog knows): {', '.join(sorted(offers)) or 'no accelerators'}")
+    if accelerator and accelerator in cat.gpus and not cat.regions_offering(accelerator):
+        out.append(f"  {accelerator}: the catalog has no region data for it (no region list it was read from names "
+                   "it)" + (f": whether {region} offers it is not known" if region else "")
+                   + "; a job with it gets a warning, not a refusal")
 
     def wanted(machine: str) -> bool:
         m = cat.machines[machine]
@@ -144,7 +149,7 @@ def lines(region: str = "", accelerator: str = "", family: str = "", sources: bo
 
 def main(argv: Sequence[str]) -> int:
     cat = load_catalog()
-    p = argparse.ArgumentParser(prog="vtp hardware", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=shown("python pipelines/run.py hardware"), description=plain(__doc__.split("\n\n")[0]))
     p.add_argument("--region", default="", help="keep what this region offers, as the catalog knows")
     p.add_argument("--accelerator", default="", help="keep the machine types that carry or take this accelerator")
     p.add_argument("--family", default="", help="keep one machine family (e2, n1, a3, v5e, ...)")
@@ -160,6 +165,10 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if args.region:
         bad = region_problems("--region", args.region)
+        if not bad and args.region not in cat.known_regions:  # well-formed, and no list the catalog has names it
+            bad = [f"--region: {args.region!r} is not a region Vertex AI serves as the catalog of {cat.date} and the "
+                   "installed google-cloud-aiplatform list them: there is nothing to list for it; valid choices: "
+                   + ", ".join(sorted(cat.known_regions))]
         if bad:
             print(f"error: {bad[0]}", file=sys.stderr)
             return 2

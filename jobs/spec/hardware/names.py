@@ -24,6 +24,8 @@ import dataclasses
 import re
 from typing import Iterable
 
+from trainers.resource_names import REGION_RE, fits
+
 #: Class words of Compute Engine machine type names (``n2-highmem-8``, ``a3-megagpu-8g``, ``ct5lp-hightpu-4t``).
 CLASS_WORDS = ("standard", "highmem", "highcpu", "highgpu", "megagpu", "ultragpu", "edgegpu", "hightpu", "ultramem",
                "megamem", "hypermem", "highlssd", "standardlssd", "micro", "small", "medium")
@@ -31,7 +33,6 @@ SERIES_RE = re.compile(r"^[a-z]{1,3}\d{1,2}[a-z]{0,3}$")
 SIZE_RE = re.compile(r"^\d{1,4}[a-z]?$")
 ACCELERATOR_RE = re.compile(r"^(NVIDIA|TPU|AMD|INTEL|GOOGLE)(_[A-Z0-9]+)+$")
 #: A Compute Engine region's form (``us-central1``, ``europe-west4``, ``northamerica-northeast2``).
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+\Z")  # \Z: "$" would take a trailing newline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,7 @@ def machine_verdict(name: str, known: Iterable[str], not_listed: Iterable[str] =
     known = list(known)
     parts = name.split("-")
     series, words, size = parts[0], parts[1:-1], parts[-1]
-    if len(parts) >= 3 and SERIES_RE.match(series) and SIZE_RE.match(size):
+    if len(parts) >= 3 and SERIES_RE.fullmatch(series) and SIZE_RE.fullmatch(size):
         wrong = [w for w in words if w not in CLASS_WORDS]
         if not wrong:
             family = [k for k in known if k.split("-", 1)[0] == series]
@@ -114,12 +115,12 @@ def accelerator_verdict(name: str, known: Iterable[str]) -> Verdict:
     """Judge an accelerator type name absent from the catalog (see the module doc)."""
     known = list(known)
     generation = [k for k in known if edits(name, k)[1]]  # NVIDIA_B300 beside NVIDIA_B200
-    if ACCELERATOR_RE.match(name) and generation:
+    if ACCELERATOR_RE.fullmatch(name) and generation:
         return Verdict("new", tuple(generation[:3]), f"a generation beside {generation[0]}")
     near = near_misses(name, known)
     if near:
         return Verdict("near", tuple(near))
-    if ACCELERATOR_RE.match(name):
+    if ACCELERATOR_RE.fullmatch(name):
         return Verdict("new")
     return Verdict("malformed")
 
@@ -133,7 +134,7 @@ def region_verdict(name: str, known: Iterable[str]) -> Verdict:
     known = list(known)
     if name in known:
         return Verdict("known")
-    if not REGION_RE.match(name):
+    if not fits(REGION_RE, name):
         return Verdict("malformed", tuple(near_misses(name, known) or near_misses(_norm(name), known)))
     near = near_misses(name, known)
     return Verdict("near", tuple(near)) if near else Verdict("new")

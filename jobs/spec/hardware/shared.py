@@ -1,6 +1,7 @@
 """Helpers shared by the rule modules: pools of a job view, TPU detection, strategy inference."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any, Iterable
@@ -66,6 +67,13 @@ def tpu_cores(pool: Pool) -> int:
     return pool.accelerator_count if pool.accelerator_count > 0 else 8
 
 
+@functools.lru_cache(maxsize=4096)
+def _region_verdict(region: str, known: tuple[str, ...]):
+    """:func:`region_verdict`, once per name and list: a plan checks every option's job, each naming the regions of
+    ``placement`` again (its "did you mean" is an edit distance to every known region)."""
+    return region_verdict(region, known)
+
+
 def region_problems(field: str, region: object) -> list[Problem]:
     """The one check of a region's NAME, wherever one is read (``topology.region``, ``placement.regions[i]``,
     ``--region``, ``vtp hardware --region``): one error when it is not of a region's form or is a near miss of a
@@ -76,7 +84,7 @@ def region_problems(field: str, region: object) -> list[Problem]:
     if not isinstance(region, str):
         return [problem(field, f"expected a region name such as us-central1, got {type(region).__name__} {region!r}",
                         ["us-central1"])]
-    verdict = region_verdict(region, cat.known_regions)
+    verdict = _region_verdict(region, tuple(cat.known_regions))
     if verdict.kind == "malformed":
         hint = f" (did you mean {verdict.suggest[0]}?)" if verdict.suggest else ""
         return [problem(field, f"{region!r} is not a region name: lower case, no spaces, like us-central1{hint}",

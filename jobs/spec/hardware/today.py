@@ -109,8 +109,7 @@ def retired_problems(job: Any) -> list[Problem]:
     for p in v.used_pools:
         gpu = cat.gpus.get(p.accelerator_type) if p.ok else None
         if gpu and gpu.status == "retired":
-            out.append(problem(f"{p.path}.accelerator_type", f"{p.accelerator_type} is retired: {gpu.note}",
-                               ["NVIDIA_TESLA_T4", "NVIDIA_L4"]))
+            out.append(problem(f"{p.path}.accelerator_type", gpu.advice(), gpu.use_instead))
     return list(dict.fromkeys(out))
 
 

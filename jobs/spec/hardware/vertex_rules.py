@@ -15,21 +15,25 @@ import re
 from jobs.spec.hardware.catalog import load_catalog
 from trainers import config as config_lib
 from trainers.errors import Problem, problem
+from trainers.resource_names import network_problem, service_account_problem
 
 POOL_NAMES = ("chief", "worker", "parameter_server", "evaluator")
-#: A service account Vertex runs a job as: a user-managed account (its id 6-30 characters), the Compute Engine
-#: default account or App Engine's; the one form for the job file's ``vertex.service_account`` and the
-#: submission's ``--service-account`` (``jobs.cloud.submit``).
-SERVICE_ACCOUNT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.:-]+\.iam\.gserviceaccount\.com"
-                                r"|[0-9]+-compute@developer\.gserviceaccount\.com"
-                                r"|[a-z0-9.:-]+@appspot\.gserviceaccount\.com)$")
-#: ``CustomJobSpec.network``: ``projects/{project}/global/networks/{network}`` "where {project} is a project
-#: number"; ``vertex.network`` and ``--network`` alike.
-NETWORK_RE = re.compile(r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]*[a-z0-9])?$")
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ATTACHMENT_RE = re.compile(r"^projects/[^/]+/regions/([a-z]+-[a-z]+[0-9]+)/networkAttachments/([a-z]([-a-z0-9]{0,61}"
                            r"[a-z0-9])?)$")
 HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+def identity_problems(service_account: str, network: str, project: str = "") -> list[Problem]:
+    """``--service-account`` and ``--network`` of a command (submit, ``vtp plan``) by their forms
+    (``trainers.resource_names``): one problem each that is given and not of its form."""
+    out = []
+    if service_account and service_account_problem(service_account):
+        out.append(problem("--service-account", service_account_problem(service_account),
+                           [f"pipeline-runner@{project or '<project id>'}.iam.gserviceaccount.com"]))
+    if network and network_problem(network):
+        out.append(problem("--network", network_problem(network), ["projects/<project number>/global/networks/<name>"]))
+    return out
 
 
 def _disk_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
@@ -77,14 +81,14 @@ def _nfs_problems(name: str, pool: config_lib.Pool) -> list[Problem]:
             ipaddress.ip_address(m.server)
             server_ok = True
         except ValueError:
-            server_ok = bool(HOST_RE.match(m.server)) and not m.server.replace(".", "").isdigit()
+            server_ok = bool(HOST_RE.fullmatch(m.server)) and not m.server.replace(".", "").isdigit()
         if not server_ok:
             out.append(problem(f"{field}.server", f"{m.server!r} is not the NFS server's IP address (or host name)",
                                ["an address such as 10.0.0.2 (the Filestore instance's IP)"]))
         if not m.path.startswith("/"):
             out.append(problem(f"{field}.path", f"{m.path!r}: the exported path starts with '/'",
                                ["/<the share's export path>"]))
-        if not NAME_RE.match(m.mount_point.replace("_", "-")):
+        if not NAME_RE.fullmatch(m.mount_point.replace("_", "-")):
             out.append(problem(f"{field}.mount_point", f"{m.mount_point!r} is not a folder name: the share is mounted "
                                                        "at /mnt/nfs/<mount_point>", ["<a lower-case name, e.g. data>"]))
         elif m.mount_point in seen:
@@ -151,18 +155,17 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
     for name, pool in pools:
         errors += _disk_problems(name, pool) + _nfs_problems(name, pool)
     v = cfg.vertex
-    if v.service_account and not SERVICE_ACCOUNT_RE.match(v.service_account):
-        errors.append(problem("vertex.service_account", f"{v.service_account!r} is not a service account's email",
+    if v.service_account and service_account_problem(v.service_account):
+        errors.append(problem("vertex.service_account", service_account_problem(v.service_account),
                               ["<name>@<project id>.iam.gserviceaccount.com"]))
-    if v.network and not NETWORK_RE.match(v.network):
-        errors.append(problem("vertex.network", f"{v.network!r} is not a VPC network's full name (Vertex wants the "
-                                                "project number, not its id)",
+    if v.network and network_problem(v.network):
+        errors.append(problem("vertex.network", network_problem(v.network),
                               ["projects/<project number>/global/networks/<network name>"]))
     elif v.network:
         errors += peering_problems("vertex.network", v.network, cfg)
     errors += spot_problems(cfg)
     for i, r in enumerate(v.reserved_ip_ranges):
-        if not NAME_RE.match(r):
+        if not NAME_RE.fullmatch(r):
             errors.append(problem(f"vertex.reserved_ip_ranges[{i}]", f"{r!r} is not the name of a reserved IP range "
                                                                       "(lower-case letters, digits and '-')",
                                   ["<the range's name, e.g. vertex-ai-range>"]))
@@ -175,8 +178,8 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
                                 []))
     attachment = v.psc_interface_config.network_attachment
     if attachment:
-        m = ATTACHMENT_RE.match(attachment)
-        if not m and not NAME_RE.match(attachment):
+        m = ATTACHMENT_RE.fullmatch(attachment)
+        if not m and not NAME_RE.fullmatch(attachment):
             errors.append(problem("vertex.psc_interface_config.network_attachment",
                                   f"{attachment!r} is neither a network attachment's name nor its full name",
                                   [f"projects/<project>/regions/{cfg.topology.region}/networkAttachments/<name>"]))
@@ -191,4 +194,9 @@ def vertex_problems(cfg: config_lib.JobConfig) -> tuple[list[Problem], list[Prob
         warnings.append(problem("scheduling.restart_job_on_worker_restart", "is overridden by scheduling.disable_retries "
                                                                             "(Vertex then restarts nothing); keep one",
                                 ["false"]))
+    if s.disable_retries and s.max_restarts:
+        warnings.append(problem("scheduling.max_restarts", f"{s.max_restarts} is overridden by "
+                                                           "scheduling.disable_retries (the local launcher then "
+                                                           "restarts nothing, as Vertex retries nothing); keep one",
+                                ["0"]))
     return errors, warnings

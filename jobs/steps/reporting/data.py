@@ -9,16 +9,17 @@ verified (``jobs.spec.tuning_rules.verified_trial``). What each record holds is 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from typing import Any
 
+from jobs.local.run.lock import RunLock
 from jobs.images.user_code import trainer_version
+from jobs.spec import run_cost
 from jobs.spec import provenance, records, trial_files, tuning_rules
 from jobs.steps.reporting import page as report, sections
 from jobs.spec.tensorboard import read_scalars
-from trainers import config as config_lib, fileio
+from trainers import config as config_lib, record_reader
 from trainers.paths import join, readable
 
 
@@ -108,7 +109,7 @@ def data_summary(cfg) -> dict[str, Any] | None:
     if cfg is None or cfg.data.source == "none":
         return None
     where = config_lib.prepared_data_dir(cfg)
-    manifest = fileio.read_json(join(readable(where), "manifest.json")) if where else None
+    manifest = record_reader.read_or_none(join(readable(where), "manifest.json")) if where else None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("classes"), list):
         return {"dir": where, "missing": True}
     return {"dir": where, "source": cfg.data.source, "path": cfg.data.path, "classes": manifest["classes"],
@@ -122,13 +123,7 @@ def provenance_rows(base: str, steps: dict[str, Any], verification: dict[str, An
     (``jobs.images.user_code.trainer_version``) and this tool's apart."""
     import datetime as dt
 
-    holder: dict[str, Any] = {}
-    if base and "://" not in base:
-        try:
-            with open(os.path.join(base, ".run.lock"), encoding="utf-8") as f:
-                holder = json.loads(f.read() or "{}")
-        except (OSError, ValueError):
-            holder = {}
+    holder: dict[str, Any] = RunLock(base).holder() if base and "://" not in base else {}  # THE reader's rules
     rows = []
     started = steps.get("started") or holder.get("started")
     if started:
@@ -163,7 +158,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     gate: dict[str, Any] = {}
     if where:
         if verification is None:
-            verification = fileio.read_json(join(where, records.VERIFICATION_RECORD))
+            verification = record_reader.read_or_none(join(where, records.VERIFICATION_RECORD))
         if study is None and tuned:
             study = records.read_at(where, records.TUNING_RECORD)
         if cfg is None:  # a report of given parts: the gate's record, if one is there
@@ -178,9 +173,9 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
         training = {"metrics": figures} if figures else {}
         dirs = trial_files.trial_dirs(base, trial) if base or trial.get("model_dir") else {}
     elif where:
-        training = fileio.read_json(join(where, records.TRAINING_RECORD)) or {}
+        training = record_reader.read_or_none(join(where, records.TRAINING_RECORD)) or {}
         if not training.get("metrics"):
-            builtin = fileio.read_json(join(where, records.METRICS_RECORD))
+            builtin = record_reader.read_or_none(join(where, records.METRICS_RECORD))
             if builtin:
                 training["metrics"] = builtin
         dirs = {"logs": join(base, "logs"), "checkpoints": join(base, "checkpoints")}
@@ -205,10 +200,17 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     scalars = read_scalars(readable(logs)) if logs else {}
     if expect_gate:
         gate = sections.checked_gate(cfg, figures, scalars, study, verification)
+    run_rows = provenance_rows(base, steps, verification, cfg)
+    # what it cost: a Vertex run's CustomJobs by their own times; a local run, what its option would have cost
+    cost = (run_cost.vertex_estimate(placement) if placement else
+            run_cost.local_estimate(cfg, run_cost.training_seconds(steps.get("steps") or []))
+            if cfg is not None and where and "://" not in where else None)
+    if cost:
+        run_rows.append(("estimated cost", run_cost.line(cost)))
     return report.build(title=title, rows=job_rows(cfg, training), scalars=scalars,
                  verification=verification, checkpoints=checkpoint_steps(checkpoints) if checkpoints else [],
                  checkpoint_dir=checkpoints, attempts_seen=attempts(logs) if logs else 0, resumed=resumed,
                  fresh=fresh, hyperparameters=hyperparameter_rows(cfg, figures, trial), data=data_summary(cfg),
-                 steps=steps, provenance=provenance_rows(base, steps, verification, cfg), train=figures,
+                 steps=steps, provenance=run_rows, train=figures,
                  restarts=restarts, vertex_attempts=placement, study=sections.study_facts(study, verification, specs), gate=gate,
                  gate_expected=expect_gate, gate_where=base)

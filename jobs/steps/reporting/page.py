@@ -25,8 +25,8 @@ the run left:
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
   trial's) and the gate's verdict (``gate.json``): both sections live in ``jobs.steps.reporting.sections``.
 
-Sections that only make sense for a classifier appear only for one. Plots are matplotlib (Agg), embedded
-as base64 PNG (``jobs.steps.reporting.charts``), so the file opens anywhere, the Vertex Pipelines UI's HTML viewer
+Sections that only make sense for a classifier appear only for one. Charts are SVG written by
+``jobs.steps.reporting.charts``, embedded as ``data:`` images, so the file opens anywhere, the Vertex Pipelines UI's HTML viewer
 included, with no network. Nothing here imports TensorFlow.
 """
 from __future__ import annotations
@@ -208,7 +208,7 @@ def _data_html(data: dict[str, Any], e) -> str:
 
 def _training_html(scalars: dict[str, list[tuple[int, float]]], e) -> str:
     """The Training section: one chart per metric and every series listed by name, or how to have curves."""
-    curves = report_charts.curves_png(scalars)
+    curves = report_charts.curves_uri(scalars)
     if not curves:
         return f"<h2>Training</h2><p id='curves'>{e(NO_SCALARS)}.</p><p id='curves-how'>{e(CURVES_HOW)}.</p>"
     validation_series = sorted(n for n in scalars if n.startswith("validation"))
@@ -222,7 +222,7 @@ def _training_html(scalars: dict[str, list[tuple[int, float]]], e) -> str:
             if validation_series else "no validation series: the trainer wrote training series only")
     return ("<h2>Training</h2>"
             f"<img id='curves' alt='every scalar the trainer wrote, one chart per metric' "
-            f"src='data:image/png;base64,{curves}'>"
+            f"src='{curves}'>"
             f"<p id='validation-series'>{e(note)}</p>"
             "<table id='scalars'><tr><th>series</th><th>points</th><th>steps</th><th>last</th><th>min</th></tr>"
             f"{listing}</table>")
@@ -260,7 +260,7 @@ def _classifier_html(verification: dict[str, Any], stats: list[dict[str, Any]], 
         + "<p>precision: of the images predicted as the class, the share that are; recall: of the class's "
           "images, the share found; n/a: never predicted</p>",
         f"<img id='confusion-matrix' alt='confusion matrix' "
-        f"src='data:image/png;base64,{report_charts.confusion_png(classes, matrix)}'>"]
+        f"src='{report_charts.data_uri(report_charts.confusion(classes, matrix))}'>"]
     order = {c: i for i, c in enumerate(classes)}
     gallery = sorted(verification.get("gallery") or [], key=lambda g: order.get(g.get("label"), len(order)))
     if gallery:

@@ -6,8 +6,8 @@ their sentences in "Is this model any good?".
 Kept out of ``jobs.steps.reporting.page`` (the page, its assembly and the sections every run has) so that module stays one
 readable file: these sections read records with their own shapes (trials, bars) and draw charts of their own,
 and ``jobs.steps.reporting.page`` only places what they return. Like ``jobs.steps.reporting.page``: pure functions of the records (every
-field may be missing: an old, partial or Vertex-made record), charts as matplotlib ``Figure`` without
-``pyplot`` embedded as base64 PNG (``jobs.steps.reporting.charts``: the page stays one self-contained file), no TensorFlow.
+field may be missing: an old, partial or Vertex-made record), charts as ``jobs.steps.reporting.charts.Chart`` embedded
+as SVG ``data:`` images (the page stays one self-contained file), no TensorFlow.
 
 Study: every trial (id, parameter values, metric, state, wall time) with the best one marked, the baseline beside
 them (the job as it stands) and which model went on and why, which trial the verified model came from, one chart of the metric per trial (by trial id, the best highlighted) and one per
@@ -185,7 +185,7 @@ def _axis_values(facts: dict[str, Any], name: str) -> tuple[list[str] | None, bo
     return None, log
 
 
-def trials_figure(facts: dict[str, Any]):
+def trials_figure(facts: dict[str, Any]) -> report_charts.Chart | None:
     """The metric of every trial by trial id, the best as a red star; a trial without a metric is an ``x`` at
     the bottom with its state under its id. None when no trial has a metric."""
 
@@ -193,35 +193,30 @@ def trials_figure(facts: dict[str, Any]):
     if all(v is None for v in values):
         return None
     low = min(v for v in values if v is not None)
-    fig = report_charts.figure(figsize=(max(4.6, 0.55 * len(values) + 2), 3.1))
-    ax = fig.subplots()
+    chart = report_charts.Chart(f"{facts['metric']} per trial ({facts['goal']})",
+                                width=int(max(460, 55 * len(values) + 200)), xlabel="trial", ylabel=facts["metric"],
+                                xlim=(-0.5, len(values) - 0.5))
     xs = list(range(len(values)))
-    shown = [(x, v) for x, v in zip(xs, values) if v is not None]
-    ax.plot([x for x, _ in shown], [v for _, v in shown], color=COLOUR, alpha=0.35, linewidth=1)
+    shown = [(float(x), v) for x, v in zip(xs, values) if v is not None]
+    chart.series.append(report_charts.Series(shown, COLOUR, marker="", opacity=0.35))
     for x, t, v in zip(xs, facts["trials"], values):
         if v is None:
-            ax.scatter([x], [low], marker="x", color=FAILED_COLOUR, zorder=3)
+            chart.series.append(report_charts.Series([(float(x), low)], FAILED_COLOUR, line=False, marker="x"))
         elif t["best"]:
-            ax.scatter([x], [v], marker="*", s=220, color=BEST_COLOUR, zorder=4, label=f"best: trial {t['id']}")
+            chart.series.append(report_charts.Series([(float(x), v)], BEST_COLOUR, f"best: trial {t['id']}",
+                                                     line=False, marker="*", size=9))
         else:
-            ax.scatter([x], [v], color=COLOUR, zorder=3)
+            chart.series.append(report_charts.Series([(float(x), v)], COLOUR, line=False))
     baseline = facts.get("baseline")
     level = _finite(baseline.get("metric")) if baseline and baseline.get("state") == tuning_rules.SUCCEEDED else None
     if level is not None:  # the job as it stands: what a trial had to beat
-        ax.axhline(level, color=FAILED_COLOUR, linestyle="--", linewidth=1.2,
-                   label=f"baseline (the job as it stands): {tuning_rules.format_value(level)}")
-    ax.set_xticks(xs, [t["id"] + ("" if v is not None else f"\n{t['state'].lower()}")
-                       for t, v in zip(facts["trials"], values)])
-    ax.set_xlabel("trial")
-    ax.set_ylabel(facts["metric"])
-    ax.set_title(f"{facts['metric']} per trial ({facts['goal']})")
-    ax.grid(alpha=0.3)
-    if facts["best"] or level is not None:
-        ax.legend(fontsize=8)
-    return fig
+        chart.levels.append((level, FAILED_COLOUR, f"baseline (the job as it stands): {tuning_rules.format_value(level)}"))
+    chart.xticks = [(float(x), t["id"] + ("" if v is not None else f"\n{t['state'].lower()}"))
+                    for x, t, v in zip(xs, facts["trials"], values)]
+    return chart
 
 
-def parameter_figure(facts: dict[str, Any], name: str):
+def parameter_figure(facts: dict[str, Any], name: str) -> report_charts.Chart | None:
     """The metric against one parameter's value over the trials with a metric, the best as a red star. None
     when no trial with a metric has a value for it."""
 
@@ -230,34 +225,33 @@ def parameter_figure(facts: dict[str, Any], name: str):
     if not points:
         return None
     categories, log = _axis_values(facts, name)
-    fig = report_charts.figure(figsize=(3.8, 2.9))
-    ax = fig.subplots()
+    chart = report_charts.Chart(f"{facts['metric']} by {name}", width=380, height=290, xlabel=name,
+                                ylabel=facts["metric"], legend=False)
     if categories is not None:  # a categorical axis: one slot per declared value, in the declared order
         position = {c: i for i, c in enumerate(categories)}
-        xs = [position[str(v)] for v, _, _ in points]
-        ax.set_xticks(range(len(categories)), categories)
-        ax.set_xlim(-0.5, len(categories) - 0.5)
+        xs = [float(position[str(v)]) for v, _, _ in points]
+        chart.xticks = [(float(i), c) for i, c in enumerate(categories)]
+        chart.xlim = (-0.5, len(categories) - 0.5)
     else:
         xs = [float(v) for v, _, _ in points]
         if log:
-            ax.set_xscale("log")
+            chart.xscale = "log"
         declared = [v for v in (facts["specs"].get(name) or {}).get("values") or [] if _finite(v) is not None]
         if declared and not log:  # a discrete parameter: its declared values are the ticks
-            ax.set_xticks(sorted(declared))
+            chart.xticks = [(float(v), report_charts.number(float(v))) for v in sorted(declared)]
+            low, high = min(xs + [float(v) for v in declared]), max(xs + [float(v) for v in declared])
+            pad = (high - low) * 0.05 or 1.0
+            chart.xlim = (low - pad, high + pad)
     for x, (_, metric, best) in zip(xs, points):
         if best:
-            ax.scatter([x], [metric], marker="*", s=220, color=BEST_COLOUR, zorder=4)
+            chart.series.append(report_charts.Series([(x, metric)], BEST_COLOUR, line=False, marker="*", size=9))
         else:
-            ax.scatter([x], [metric], color=COLOUR, zorder=3)
-    ax.set_xlabel(name)
-    ax.set_ylabel(facts["metric"])
-    ax.set_title(f"{facts['metric']} by {name}", fontsize=10)
-    ax.grid(alpha=0.3)
-    return fig
+            chart.series.append(report_charts.Series([(x, metric)], COLOUR, line=False))
+    return chart
 
 
-def _png(fig) -> str | None:
-    return report_charts.png(fig) if fig is not None else None
+def _uri(chart: report_charts.Chart | None) -> str | None:
+    return report_charts.data_uri(report_charts.grid([chart], 1)) if chart is not None else None
 
 
 def study_html(facts: dict[str, Any] | None, e) -> str:
@@ -273,17 +267,17 @@ def study_html(facts: dict[str, Any] | None, e) -> str:
                  f"<td>{e(row[-1])}</td></tr>")
     parts = [f"<h2>Hyperparameter study</h2><p id='study'>{e(study_summary(facts))}</p>",
              "<table id='trials'><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + f"</tr>{body}</table>"]
-    chart = _png(trials_figure(facts))
+    chart = _uri(trials_figure(facts))
     if chart:
         parts.append(f"<img id='study-trials' alt='{e(facts['metric'])} per trial, the best (trial "
-                     f"{e(str(facts['best']))}) highlighted' src='data:image/png;base64,{chart}'>")
+                     f"{e(str(facts['best']))}) highlighted' src='{chart}'>")
     else:
         parts.append(f"<p id='study-trials'>no trial reported {e(facts['metric'])}: nothing to chart</p>")
-    charts = [(n, _png(parameter_figure(facts, n))) for n in facts["parameters"]]
-    if any(png for _, png in charts):
+    charts = [(n, _uri(parameter_figure(facts, n))) for n in facts["parameters"]]
+    if any(uri for _, uri in charts):
         parts.append("<div id='study-parameters'>" + "".join(
             f"<img class='study-parameter' data-parameter='{e(n)}' alt='{e(facts['metric'])} against {e(n)}' "
-            f"src='data:image/png;base64,{png}'>" for n, png in charts if png) + "</div>")
+            f"src='{uri}'>" for n, uri in charts if uri) + "</div>")
     if facts.get("tuning_job"):
         parts.append(f"<p>Vertex AI HyperparameterTuningJob {e(str(facts['tuning_job']))}</p>")
     return "".join(parts)

@@ -1,7 +1,8 @@
 """A user's trainer written as Vertex AI's hyperparameter tuning docs write one, small enough for tests.
 
 Each hyperparameter is a command-line flag (Vertex passes ``--NAME=VALUE``), the metric is reported with
-cloudml-hypertune under the tag the study names, and the model goes to ``AIP_MODEL_DIR``. NumPy only (no
+cloudml-hypertune under the tag the study names, and the model goes to ``AIP_MODEL_DIR`` (with a stand-in
+``saved_model.pb``, the file a trial's model folder must hold). NumPy only (no
 TensorFlow: a trial takes well under a second): a one-hidden-layer regressor on a synthetic problem.
 
     python -m trainer.task --learning_rate 0.01 --units 8 --optimizer adam --batch_size 32
@@ -84,6 +85,9 @@ def main(argv=None):
         np.savez(os.path.join(model_dir, "model.npz"), **params)
         with open(os.path.join(model_dir, "trained.json"), "w") as f:
             json.dump({"val_rmse": val_rmse, "args": vars(args)}, f)
+        # the file a SavedModel's folder holds: the train step and every trial require one (no TensorFlow here)
+        with open(os.path.join(model_dir, "saved_model.pb"), "wb") as f:
+            f.write(b"\x08\x01")
 
 
 if __name__ == "__main__":

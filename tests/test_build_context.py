@@ -218,7 +218,6 @@ def _requirements(*args: str) -> list[str]:
     return [out.returncode, out.stdout.splitlines(), out.stderr.strip()]
 
 
-@pytest.mark.process
 def test_the_image_requirements_come_from_pyproject():
     pyproject = str(ROOT / "pyproject.toml")
     status, cpu, _ = _requirements(pyproject, "cpu")

@@ -63,7 +63,6 @@ def test_a_command_whose_reader_went_away_exits_141_quietly(name, stderr_too, tm
         assert done.stderr == "", done.stderr  # no traceback, no "Exception ignored", no error line
 
 
-@pytest.mark.process
 def test_an_open_pipe_still_gets_everything_and_the_command_status():
     """The guard changes nothing while the reader reads: the whole output, status 0 (and 2 for bad input)."""
     done = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "hardware"], capture_output=True,
@@ -92,7 +91,6 @@ def test_the_guard_turns_only_a_closed_pipe_into_141(raised, expected):
         assert guarded([]) == expected
 
 
-@pytest.mark.process
 def test_a_console_whose_reader_went_away_lets_the_run_finish(tmp_path):
     """A local run's console (fd 1 and 2 captured, lines shown on the original stdout) with that stdout a closed
     pipe: the run writes far more than a pipe holds and still ends, with its own status, every line in its log."""

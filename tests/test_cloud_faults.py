@@ -151,7 +151,6 @@ def test_ctrl_c_while_following_names_the_job_that_keeps_running(vertex, capsys)
     assert re.fullmatch(rf"interrupted \(Ctrl-C\): pipeline job {JOB} keeps running \(see or cancel it at .*\)", line)
 
 
-@pytest.mark.process
 def test_ctrl_c_in_a_real_process_while_following(tmp_path):
     from tests.test_submit import clean_env
 

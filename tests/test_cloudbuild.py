@@ -145,6 +145,7 @@ def _checkout(tmp_path: Path) -> Path:
     return _tree(root)
 
 
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 @needs_git
 def test_a_checkout_with_a_virtualenv_build_outputs_and_caches_gives_only_its_source(tmp_path):
     from jobs.ci.cloudbuild_steps import copy_source, source_files
@@ -264,13 +265,11 @@ def check_docker_commands(ws: Path, alias: str) -> dict[str, str]:
     return pinned
 
 
-@pytest.mark.process
 def test_a_manual_build_without_short_sha_tags_manual_build_id(workspace):
     run_image_steps(workspace, substitutions(short_sha=""))
     check_docker_commands(workspace, alias=f"manual-{BUILD_ID}")
 
 
-@pytest.mark.process
 def test_a_triggered_build_runs_every_step_in_order(workspace):
     from tests.standins.kfp_registry import KfpRegistryStandIn
     from trainers import config as config_lib
@@ -312,7 +311,6 @@ def test_a_triggered_build_runs_every_step_in_order(workspace):
     assert "nothing submitted" in outputs["submit"]
 
 
-@pytest.mark.process
 def test_submit_true_sends_the_pinned_pipeline_to_vertex(workspace):
     from tests.standins.vertex import VertexStandIn
 
@@ -331,14 +329,12 @@ def test_submit_true_sends_the_pinned_pipeline_to_vertex(workspace):
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://ci-bucket/pipeline-root"
 
 
-@pytest.mark.process
 def test_submit_true_without_a_pipeline_root_is_one_error_line(workspace):
     proc = run_step(workspace, "submit", substitutions(short_sha="", _SUBMIT="true"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: _SUBMIT=true needs _PIPELINE_ROOT=gs://BUCKET/PATH"
 
 
-@pytest.mark.process
 def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
     subs = substitutions(short_sha="abc1234", _VARIANTS="cpu")
     run_step(workspace, "tags", subs)
@@ -350,7 +346,6 @@ def test_a_preset_whose_variant_was_not_built_stops_the_compile_step(workspace):
         "add gpu to _VARIANTS")
 
 
-@pytest.mark.process
 def test_templates_are_not_uploaded_without_a_bucket_of_their_own(workspace):
     """A template carries only what submit accepts: without _TEMPLATE_BUCKET the presets would name the
     placeholder bucket, so no template is uploaded (and the step says why); the components, which name no

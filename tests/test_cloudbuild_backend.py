@@ -315,7 +315,6 @@ def _run_build(tmp_path, *extra, env=None, timeout=120):
     return proc, time.monotonic() - started
 
 
-@pytest.mark.process
 def test_run_py_build_with_the_cloudbuild_backend_prints_the_image_by_digest(cloud, tmp_path):
     server, storage, builds = cloud
     proc, _ = _run_build(tmp_path, "--project", "my-proj", "--staging-bucket", "gs://stage/staging",
@@ -331,7 +330,6 @@ def test_run_py_build_with_the_cloudbuild_backend_prints_the_image_by_digest(clo
     assert "SUCCESS" in proc.stdout
 
 
-@pytest.mark.process
 def test_run_py_build_cloud_failure_is_one_error_line(cloud, tmp_path):
     server, _, builds = cloud
     builds.outcome, builds.status_detail = "FAILURE", "step exited with non-zero status: 1"
@@ -341,7 +339,6 @@ def test_run_py_build_cloud_failure_is_one_error_line(cloud, tmp_path):
     assert proc.stderr.startswith("error: cloud build ") and "FAILURE: step exited with non-zero status: 1" in proc.stderr
 
 
-@pytest.mark.process
 def test_run_py_build_without_credentials_or_endpoint_is_one_line_and_quick(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -358,7 +355,6 @@ def test_run_py_build_without_credentials_or_endpoint_is_one_line_and_quick(tmp_
     assert took < 30
 
 
-@pytest.mark.process
 def test_run_py_build_of_a_users_trainer_builds_the_trainer_image_then_the_users_over_it(cloud, tmp_path):
     """`run.py build --config my-project/job.yaml --image REPO --backend cloudbuild`: two builds, each from
     its own staged context; the second one's generated Dockerfile is FROM the first image's digest."""

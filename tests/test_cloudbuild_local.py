@@ -126,7 +126,6 @@ def test_a_step_past_its_timeout_is_stopped_with_everything_it_started(capsys, t
     assert_no_processes_left(marker)  # a step's process group ends with it, as a step's container does
 
 
-@pytest.mark.process
 def test_ctrl_c_stops_every_step_and_says_so(tmp_path):
     marker = uuid.uuid4().hex
     config = toy_build(tmp_path, [{"id": "first", "script": "true"},

@@ -98,7 +98,6 @@ def test_a_kfp_user_loads_each_yaml_with_typed_artifacts(name):
     assert spec.description, "the YAML carries the definition's docstring"
 
 
-@pytest.mark.process
 def test_run_py_components_writes_the_set_for_an_image(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "components", "--image", IMAGE,
                            "--out", str(tmp_path / "set")], capture_output=True, text=True, timeout=120)
@@ -155,7 +154,6 @@ def test_a_v1_or_broken_yaml_goes_through_kfps_own_loader(tmp_path):
         components.load_yaml(broken)
 
 
-@pytest.mark.process
 def test_run_py_imports_kfp_without_its_api_client_and_leaves_no_switch_behind():
     code = ("import os, sys; from jobs.steps.run_command import import_kfp_without_its_client as f; f(); "
             "import kfp.local, kfp.dsl, kfp.compiler; "
@@ -208,7 +206,6 @@ print(json.dumps({"heavy": heavy, "seconds": time.perf_counter() - started}))
 """
 
 
-@pytest.mark.process
 def test_steps_that_need_no_tensorflow_import_none(tmp_path):
     """validate_config and the upload request (a local run's dry run) import neither TensorFlow nor Keras,
     aiplatform or matplotlib (their wall time is in benchmarks/pipeline_steps.py, not asserted here)."""
@@ -277,7 +274,6 @@ def test_a_users_pipeline_from_the_components_runs_under_kfp_local(tmp_path):
     assert (tmp_path / "run" / "report.html").is_file()
 
 
-@pytest.mark.process
 def test_run_py_components_publishes_the_set_to_a_kfp_repository(tmp_path):
     """``--host`` uploads each component.yaml as the KFP registry takes a package (the stand-in parses it as a
     PipelineSpec, as the real repository does), tagged; a bad host or a tag without a host is one line."""

@@ -131,7 +131,6 @@ def test_a_failed_replicas_error_and_hint_are_kept_for_the_last_lines():
     assert Console(tty=False).failure_lines() == []  # nothing failed
 
 
-@pytest.mark.process
 def test_the_cause_is_the_last_thing_on_the_console_even_right_after_the_failure(tmp_path):
     """kfp.local logs a task's end (on stdout, where it relays the task's lines too) and raises at once; the run
     then prints the cause on stderr. ``drain`` waits for the readers to have seen the task's end, so the cause
@@ -186,7 +185,6 @@ def test_verbose_shows_everything():
     assert _feed(KFP_LINES, verbose=True) == KFP_LINES.splitlines()
 
 
-@pytest.mark.process
 def test_capture_keeps_every_line_in_the_log_file_and_stderr_on_stderr(tmp_path):
     code = f"""
 import os, sys

@@ -91,7 +91,6 @@ def assert_no_leak(world, proc):
     assert not any(s in proc.stdout + proc.stderr for s in SECRETS), "a secret in the output"
 
 
-@pytest.mark.process
 def test_an_artifact_registry_answer_naming_a_foreign_realm_gets_no_token_and_is_no_proof(world):
     ar = world["registries"]["us-docker.pkg.dev"] = RegistryStandIn(realm="https://evil.example.com/token",
                                                                     granted="evil-grant").start()
@@ -107,7 +106,6 @@ def test_an_artifact_registry_answer_naming_a_foreign_realm_gets_no_token_and_is
     assert took < 60
 
 
-@pytest.mark.process
 def test_docker_hub_is_asked_anonymously_and_its_answer_is_no_proof(world):
     hub = world["others"]["registry-1.docker.io"]
     registry = RegistryStandIn(realm="https://auth.docker.io/token", granted="hub-grant")
@@ -123,7 +121,6 @@ def test_docker_hub_is_asked_anonymously_and_its_answer_is_no_proof(world):
     assert world["builds"].requests[0]["images"][0].startswith("docker.io/user/tf-trainer:ctx-")
 
 
-@pytest.mark.process
 def test_a_foreign_registry_pointing_at_a_google_realm_gets_no_token(world):
     """The token goes to a realm only when the registry itself is Google's: a foreign registry could
     otherwise have us fetch a Google registry token and hand it over."""
@@ -141,7 +138,6 @@ def test_a_foreign_registry_pointing_at_a_google_realm_gets_no_token(world):
     assert len(world["builds"].builds) == 1
 
 
-@pytest.mark.process
 def test_artifact_registry_with_its_own_realm_gets_the_token_and_is_believed(world):
     ar = world["registries"]["us-docker.pkg.dev"] = RegistryStandIn(realm="https://us-docker.pkg.dev/v2/token",
                                                                     granted="ar-grant").start()

@@ -105,7 +105,6 @@ def test_the_compiled_step_sends_the_pools_by_position(tmp_path, case):
     assert "CustomJob" in proc.stdout and "SUCCEEDED" in proc.stdout
 
 
-@pytest.mark.process
 def test_system_labels_of_the_run_are_added_like_gcpc_does(tmp_path):
     compiled = _compiled(tmp_path)
     with VertexStandIn() as vertex:
@@ -132,7 +131,6 @@ def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(t
     assert f"resuming: CustomJob {name} was created by an earlier attempt" in again.stdout
 
 
-@pytest.mark.process
 def test_a_failed_job_fails_the_task_with_one_line_carrying_its_error(tmp_path):
     compiled = _compiled(tmp_path)
     with VertexStandIn(custom_states=("RUNNING", "FAILED"), custom_error="Replica workerpool0-0 exited with 1") as vertex:
@@ -168,7 +166,6 @@ def test_sigterm_and_ctrl_c_cancel_the_custom_job(tmp_path, when, sig):
         assert stderr.strip().splitlines()[-1] == "interrupted (Ctrl-C); nothing was left running in the cloud"
 
 
-@pytest.mark.process
 def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
     """The CustomJob's id is Vertex's: a repeat could start a second training job."""
     compiled = _compiled(tmp_path)
@@ -226,7 +223,6 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
         f"{job_id} --region europe-west4 --project my-proj")
 
 
-@pytest.mark.process
 def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_create(tmp_path):
     """Issue 33: a multi-worker job file's per-pool boot disks, NFS mount, vertex section and disable_retries,
     through the compiled step (its inputs as validate_config outputs them), in the create call Vertex decodes."""

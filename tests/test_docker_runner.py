@@ -316,7 +316,6 @@ def test_removing_a_runs_containers_waits_until_the_engine_lists_none():
     assert lines == ["warning: 1 container(s) still being removed after 0.5 s: step"]
 
 
-@pytest.mark.process
 def test_the_launcher_calls_after_attempt_once_per_attempt_on_every_path(tmp_path):
     from jobs.local.launch.supervisor import launch
 

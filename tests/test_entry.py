@@ -40,7 +40,6 @@ def test_the_readme_opens_with_the_two_commands_and_they_name_real_extras():
     assert 'pip install -q -e ".[cpu,beam,dev]"' in ci and "python -m pytest -q" in ci
 
 
-@pytest.mark.process
 def test_vtp_runs_from_any_folder_and_says_vtp(tmp_path):
     vtp = _vtp()
     help_ = subprocess.run([vtp, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)

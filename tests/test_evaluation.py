@@ -233,7 +233,6 @@ def test_the_example_ships_held_out_examples_generated_as_its_data():
     assert validate.validate(cfg).errors == []
 
 
-@pytest.mark.process
 def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
     project = tmp_path / "p"
     import shutil

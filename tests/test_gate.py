@@ -135,7 +135,6 @@ def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_
                               "these fields; valid choices: thresholds, better_than_parent, better_than_baseline")
 
 
-@pytest.mark.process
 def test_run_py_validate_prints_one_error_line_per_gate_problem(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text((ROOT / "trainers" / "configs" / "local.yaml").read_text()
@@ -531,7 +530,6 @@ print(json.dumps({"heavy": heavy, "uri": out[0].uri, "meta": out[0].metadata, "m
 """
 
 
-@pytest.mark.process
 def test_the_gate_step_imports_neither_tensorflow_nor_aiplatform_on_a_local_run(tmp_path):
     (tmp_path / "v.json").write_text(json.dumps({"accuracy": 0.9, "latency_ms": {"median": 1.0, "first_call": 2.0}}))
     proc = subprocess.run([sys.executable, "-c", LIGHT, str(tmp_path)], capture_output=True, text=True, cwd=str(ROOT),

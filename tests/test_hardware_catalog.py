@@ -254,7 +254,6 @@ def test_loaded_once_and_never_parsed_again(monkeypatch):
     assert parsed == []
 
 
-@pytest.mark.process
 def test_validation_imports_neither_tensorflow_nor_kfp():
     """What keeps validation light: it loads neither TensorFlow nor kfp. Its time is printed, never asserted (it
     depends on the machine; figures live in benchmarks)."""

@@ -188,7 +188,6 @@ def _as_vtp(*argv: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.process
 def test_help_names_the_command_as_it_was_typed():
     top = _as_vtp("--help")
     assert top.startswith("usage: vtp ") and "python pipelines/run.py" not in top

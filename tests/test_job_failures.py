@@ -135,7 +135,6 @@ def _step(tmp_path):
     return _compiled(tmp_path), _inputs, _pools()
 
 
-@pytest.mark.process
 def test_a_failed_custom_job_shows_the_failed_replicas_last_lines_and_the_hint(tmp_path):
     from tests.test_custom_job import run_executor
 
@@ -197,7 +196,6 @@ def _trainer(base: Path, seen: list):
     return on_state
 
 
-@pytest.mark.process
 def test_a_stockout_falls_over_to_the_next_region_and_the_trainer_resumes(tmp_path):
     from tests.test_custom_job import run_executor
 

@@ -172,6 +172,7 @@ def test_vertex_environment_all_pools(tmp_path):
     ([1, 0, 1.5], "workerpool2"), ([1, 0, 0, "x"], "workerpool3"), ([1, 0, 0, 0, 1], "1 to 4"),
     ([], "1 to 4"),
 ])
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 def test_replica_counts_are_validated(tmp_path, counts, match):
     with pytest.raises(ValueError, match=match):
         launch(["true"], counts, str(tmp_path), log=Log())
@@ -190,7 +191,6 @@ def test_vertex_environment_rejects_mismatched_addresses(tmp_path):
 
 # -- launching --------------------------------------------------------------------------------------
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_two_replicas_succeed_with_isolated_environment(tmp_path, pid_dir, monkeypatch):
     monkeypatch.setenv("CLUSTER_SPEC", '{"bogus": "cluster_spec"}')
     monkeypatch.setenv("TF_CONFIG", '{"bogus": "tf_config"}')
@@ -228,7 +228,6 @@ def test_two_replicas_succeed_with_isolated_environment(tmp_path, pid_dir, monke
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_failing_replica_stops_the_others(tmp_path, pid_dir):
     log = Log()
     with pytest.raises(JobFailed) as info:
@@ -251,7 +250,6 @@ def test_failing_replica_stops_the_others(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_sigterm_ignoring_replica_is_killed_after_grace(tmp_path, pid_dir):
     log = Log()
     ready = pid_dir / "chief-0.ready"
@@ -266,7 +264,6 @@ def test_sigterm_ignoring_replica_is_killed_after_grace(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_grandchildren_are_killed_and_signal_deaths_named(tmp_path, pid_dir):
     log = Log()
     ready = pid_dir / "chief-0.ready"  # written once the chief has spawned its grandchild
@@ -281,7 +278,6 @@ def test_grandchildren_are_killed_and_signal_deaths_named(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_timeout(tmp_path, pid_dir):
     start = time.monotonic()
     log = Log()
@@ -300,7 +296,6 @@ def test_timeout(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_restart_resumes(tmp_path, pid_dir):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -318,7 +313,6 @@ def test_restart_resumes(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_no_restarts_left_fails(tmp_path, pid_dir):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -338,7 +332,6 @@ def test_no_restarts_left_fails(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_a_bad_config_exit_is_never_restarted(tmp_path, pid_dir):
     """Exit 2 (the trainer's "bad config or data", argparse's usage error) fails the job at once, restarts left
     or not: the same input would fail the same way. Another status still restarts."""
@@ -368,7 +361,6 @@ raise ValueError("Attempt to convert a value (PerReplica:{\\n" + dump + "\\n}) w
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_the_replicas_own_error_and_the_hint_end_the_failure(tmp_path):
     """The failure's last lines are the replica's reason: its exception line, joined with the line that closes
     a message spanning lines (not the tensor dump between), then the known failure's hint."""
@@ -396,7 +388,6 @@ def test_an_error_line_is_the_cause_without_its_prefix_and_no_hint_when_unknown(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_parameter_servers_are_stopped_after_chief_and_workers(tmp_path, pid_dir):
     log = Log()
     res = launch(fake(pid_dir, "ps-0=sleep", "ps-1=ignore-term", "worker=sleep:0.3"),
@@ -411,7 +402,6 @@ def test_parameter_servers_are_stopped_after_chief_and_workers(tmp_path, pid_dir
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_chief_may_finish_first_and_evaluator_must_succeed(tmp_path, pid_dir):
     log = Log()
     res = launch(fake(pid_dir, "worker=sleep:0.5", "evaluator=sleep:0.3"), [1, 1, 0, 1],
@@ -430,7 +420,6 @@ def test_chief_may_finish_first_and_evaluator_must_succeed(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_parameter_server_rules_done_with_the_chief_and_a_dead_worker_tolerated(tmp_path, pid_dir):
     """done_when="chief": workers and ps are servers (they ignore SIGTERM here, as train_ps's do) and are
     killed at once when the chief is done; on_worker_failure="tolerate": a worker's death is logged, no restart."""
@@ -465,6 +454,7 @@ def test_parameter_server_rules_restart_on_chief_ps_or_last_worker(tmp_path, pid
     assert_nothing_left(pid_dir, log, expect=4)
 
 
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 @pytest.mark.timeout(30)
 def test_launch_rules_are_checked(tmp_path):
     with pytest.raises(ValueError, match="done_when must be one of all, chief, got 'workers'"):
@@ -491,7 +481,6 @@ def test_cli_parameter_server_rules(tmp_path, pid_dir, capsys):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_interrupt_in_library_use_cleans_up(tmp_path, pid_dir):
     class Interrupting(Log):
         def __call__(self, line):
@@ -505,7 +494,6 @@ def test_interrupt_in_library_use_cleans_up(tmp_path, pid_dir):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_users_own_trainer_runs_unchanged(tmp_path):
     project = FAKES / "user_project"
     res = launch([sys.executable, "-m", "trainer.task", "--user_arg", "value"], [1, 1],
@@ -520,7 +508,6 @@ def test_users_own_trainer_runs_unchanged(tmp_path):
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.process
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="non-empty"):
         launch([], [1], str(tmp_path), log=Log())
@@ -538,7 +525,6 @@ def _cli(*args, **kw):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.process
 def test_cli_propagates_status_and_prints_failure(tmp_path, pid_dir):
     proc = _cli("--replicas", "1,1,0,0", "--base-output-dir", str(tmp_path), "--grace", "1",
                 "--", *fake(pid_dir, "chief=sleep", "worker=exit:3"))
@@ -580,7 +566,6 @@ def test_cli_main_in_process(tmp_path, pid_dir, capsys):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_cli_sigterm_stops_everything(tmp_path, pid_dir):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "jobs.local.launch", "--replicas", "1,1", "--base-output-dir",

@@ -94,7 +94,6 @@ def test_a_kfp_step_dies_with_the_run_grandchildren_included(tmp_path, parent_di
     assert_no_processes_left(marker, wait_s=BOUND_S)
 
 
-@pytest.mark.process
 def test_a_rerun_stops_what_carries_the_killed_runs_token_and_nothing_a_lock_names_by_pid(tmp_path):
     """The lock of a killed run names its token, and (a copy's stale lock, or one edited by hand) the pid and start
     time of a process of the user's: the rerun stops the process carrying the token, never the one named by pid."""
@@ -139,7 +138,6 @@ def test_a_damaged_lock_stops_nothing_and_is_no_traceback(tmp_path, text):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.process
 def test_kill_9_of_ci_local_during_a_step_leaves_no_step_running(tmp_path):
     """A step whose bash script runs processes of its own (one in the background, one waited for): kill -9 of
     ``vtp ci-local`` stops the step's whole process group, through the supervisor's parent-death signal."""
@@ -167,7 +165,6 @@ def test_kill_9_of_ci_local_during_a_step_leaves_no_step_running(tmp_path):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.process
 def test_kill_9_of_a_local_study_leaves_no_trial_running(tmp_path):
     """``python -m jobs.tuning`` killed with -9 while two trials' replicas train: none of them is left."""
     base = tmp_path / "study"
@@ -186,7 +183,6 @@ def test_kill_9_of_a_local_study_leaves_no_trial_running(tmp_path):
     assert_no_processes_left(str(base), wait_s=BOUND_S)
 
 
-@pytest.mark.process
 def test_the_supervisor_passes_the_status_and_refuses_a_bad_command_line():
     assert subprocess.run(lifeline.supervised([sys.executable, "-c", "raise SystemExit(7)"]),
                           timeout=BOUND_S).returncode == 7

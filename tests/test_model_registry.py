@@ -67,7 +67,6 @@ def test_the_request_is_built_without_the_client_library_but_parses_as_its_type(
     assert vertex.prebuilt_serving_image("northamerica-northeast1").startswith("us-docker.pkg.dev/")
 
 
-@pytest.mark.process
 def test_local_branch_writes_the_request_beside_the_model_and_sends_nothing(tmp_path):
     """The upload_model component's dry run (the local branch) in a process without aiplatform imported."""
     code = (

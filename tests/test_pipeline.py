@@ -184,7 +184,6 @@ def run_py(*args, timeout=120):
                           text=True, timeout=timeout)
 
 
-@pytest.mark.process
 def test_run_py_project_checks_before_submitting():
     """--project submits to Vertex (tests/test_submit.py); the presets' placeholders stop it first."""
     proc = run_py("--project", "my-proj", "--pipeline-root", "gs://my-pipelines/root")
@@ -196,7 +195,6 @@ def test_run_py_project_checks_before_submitting():
 PINNED = "us-central1-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
 
 
-@pytest.mark.process
 def test_run_py_compile_only_for_vertex_refuses_what_submit_refuses(tmp_path):
     """The shipped presets name placeholders: compiled for Vertex they would be refused on submission, so
     --compile-only refuses them now, one line each, and writes nothing."""
@@ -211,7 +209,6 @@ def test_run_py_compile_only_for_vertex_refuses_what_submit_refuses(tmp_path):
     assert local.returncode == 2 and "error: output.base_dir: " in local.stderr and "this machine" in local.stderr
 
 
-@pytest.mark.process
 def test_run_py_compile_only(tmp_path):
     out = tmp_path / "tpu.yaml"
     proc = run_py("--config", "tpu", "--compile-only", str(out), "--set", f"container.image_uri={PINNED}",
@@ -230,7 +227,6 @@ def test_run_py_compile_only(tmp_path):
 JOB_TEXT = "name: mine\ntraining: {steps: 5}\ntopology: {strategy: one_device, worker: {replica_count: 0}}\n"
 
 
-@pytest.mark.process
 def test_compile_only_never_overwrites_the_job_file_or_another_file(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(JOB_TEXT)
@@ -250,7 +246,6 @@ def test_compile_only_never_overwrites_the_job_file_or_another_file(tmp_path):
     assert not list(tmp_path.glob(".*.tmp.yaml")), "the temporary file is gone"
 
 
-@pytest.mark.process
 def test_run_py_bad_input_is_one_line_per_problem_before_anything_runs(tmp_path):
     empty = tmp_path / "flowers"
     (empty / "roses").mkdir(parents=True)

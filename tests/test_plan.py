@@ -199,7 +199,6 @@ def _run(*args, cwd=ROOT):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.process
 def test_vtp_plan_prints_the_request_and_writes_the_plan_atomically(tmp_path):
     out = tmp_path / "plan.json"
     proc = _run("--config", "multiworker", *[a for s in JOB for a in ("--set", s)], "--project", "acme-ml",
@@ -222,7 +221,6 @@ def test_vtp_plan_prints_the_request_and_writes_the_plan_atomically(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.process
 def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_sends(tmp_path):
     """A study: the HyperparameterTuningJob and the baseline CustomJob beside it, each equal to what the compiled
     pipeline's two steps send to the stand-in when it starts with its defaults."""

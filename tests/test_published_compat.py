@@ -89,7 +89,6 @@ def test_every_moved_name_is_read_by_an_old_yaml_and_lands_where_the_table_says(
             assert not attr or hasattr(found, attr), target
 
 
-@pytest.mark.process
 def test_an_old_path_the_table_lacks_fails_as_python_would():
     proc = subprocess.run([sys.executable, "-c", "from jobs import gate\ngate.no_such_name"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -100,7 +99,6 @@ def test_an_old_path_the_table_lacks_fails_as_python_would():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.process
 def test_an_old_validate_config_yaml_runs_under_kfp_local(tmp_path):
     """The previous version's ``validate_config`` YAML, run as kfp.local runs a task (its own process, this
     checkout on the path as the image's ``PYTHONPATH=/app``): its outputs are this version's."""

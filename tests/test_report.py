@@ -685,6 +685,7 @@ def test_without_eval_data_the_first_section_says_what_it_cannot_judge_and_how_t
     assert "The exported model loads and serves: serving_default answered 3 instance(s)." in verdict
 
 
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 def test_a_user_trainers_own_version_is_given_apart_from_the_tools(tmp_path):
     """A trainer copied outside any repository: named by its files' content hash, not by this tool's commit."""
     import html as html_lib
@@ -803,7 +804,6 @@ print(json.dumps(sorted(m for m in ("tensorflow", "keras", "matplotlib", "tensor
 """
 
 
-@pytest.mark.process
 def test_the_report_step_imports_no_matplotlib_no_tensorflow_and_no_tensorboard_stub(run_folder, tmp_path):
     """The report's process: its charts written as SVG (no matplotlib), TensorBoard's Event protobuf only (its
     tensor_util pulls its TensorFlow stub and boto3), no TensorFlow; and the page has its charts."""

@@ -94,7 +94,6 @@ def _one_error(proc: subprocess.CompletedProcess) -> str:
 
 
 # -- what made a run, and the refusal -----------------------------------------------------------------------
-@pytest.mark.process
 def test_a_rerun_with_other_args_is_refused_and_the_finished_folder_is_untouched(project):
     base = _finished_by_hand(project)
     before = tree_bytes(base)
@@ -107,7 +106,6 @@ def test_a_rerun_with_other_args_is_refused_and_the_finished_folder_is_untouched
     assert tree_bytes(base) == before  # data/ and the model too: the check comes before the first step
 
 
-@pytest.mark.process
 def test_a_rerun_after_the_trainer_code_changed_is_refused(project):
     base = _finished_by_hand(project)
     before = tree_bytes(base)
@@ -120,7 +118,6 @@ def test_a_rerun_after_the_trainer_code_changed_is_refused(project):
     assert tree_bytes(base) == before
 
 
-@pytest.mark.process
 def test_the_same_job_is_complete_and_a_change_that_makes_nothing_else_is_too(project):
     _finished_by_hand(project)
     for extra in ([], ["--set", "scheduling.max_restarts=3"], ["--strict"]):
@@ -128,7 +125,6 @@ def test_the_same_job_is_complete_and_a_change_that_makes_nothing_else_is_too(pr
         assert proc.returncode == 0 and "is already complete" in proc.stdout, proc.stdout + proc.stderr
 
 
-@pytest.mark.process
 def test_a_local_run_with_a_cloud_storage_path_is_refused_and_makes_no_folder(project):
     proc = run_py("--config", "job.yaml", "--set", "output.base_dir=gs://acme-ml-prod/runs/a", cwd=project)
     assert proc.returncode == 2
@@ -211,7 +207,6 @@ def test_fresh_copies_say_they_are_copies(tmp_path):
     assert {k: v for k, v in tree_bytes(kept).items() if k != COPY_RECORD} == before
 
 
-@pytest.mark.process
 def test_each_attempt_of_a_replica_log_opens_with_its_separator(tmp_path):
     for _ in range(2):  # a run and its rerun in one folder: both attempt 1
         proc = subprocess.run([sys.executable, "-m", "jobs.local.launch", "--replicas", "1,0,0,0", "--base-output-dir",

@@ -40,7 +40,6 @@ def _hold_lock(base: Path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.process
 def test_a_live_holder_is_named_and_refused_at_once(tmp_path, monkeypatch):
     holder = _hold_lock(tmp_path)
     try:
@@ -58,7 +57,6 @@ def test_a_live_holder_is_named_and_refused_at_once(tmp_path, monkeypatch):
         holder.wait()
 
 
-@pytest.mark.process
 def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
     holder = _hold_lock(tmp_path)
     holder.send_signal(signal.SIGKILL)
@@ -69,7 +67,6 @@ def test_a_lock_left_by_kill_9_does_not_block_the_next_run(tmp_path):
     lock.release()
 
 
-@pytest.mark.process
 def test_wait_takes_the_folder_when_the_holder_finishes(tmp_path):
     holder = _hold_lock(tmp_path)
     lines = []

@@ -243,6 +243,7 @@ def _walk(cloud, monkeypatch, tmp_path):
                          created="2026-11-30T08:00:02.115Z", api_endpoint=cloud.vertex.url)
 
 
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 def test_a_scheduled_run_whose_quota_check_fails_sends_its_message_and_creates_no_job(cloud, capsys, monkeypatch,
                                                                                       tmp_path):
     assert cloud.create() == 0

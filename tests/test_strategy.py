@@ -114,7 +114,6 @@ def test_tpu_name_is_passed_through_without_tpu_config():
     assert seen == {"tpu": "my-tpu"}
 
 
-@pytest.mark.process
 def test_watchdog_kills_a_process_stuck_while_holding_the_gil():
     """A busy C-level wait cannot be interrupted by Python threads; the watchdog process still ends it."""
     code = ("import time\nfrom trainers.strategy import Watchdog\n"

@@ -258,7 +258,6 @@ def _cli(args, env, timeout=90):
     return proc, time.monotonic() - started
 
 
-@pytest.mark.process
 def test_cli_process_exits_promptly_after_the_job_ends(vertex, tmp_path):
     """aiplatform's own wait() left a process alive after the job ended (FACTS.md): this one must exit."""
     proc, took = _cli(submit_args(vertex), clean_env(tmp_path))
@@ -267,7 +266,6 @@ def test_cli_process_exits_promptly_after_the_job_ends(vertex, tmp_path):
     assert took < 60, f"the CLI took {took:.0f} s to exit"
 
 
-@pytest.mark.process
 def test_without_credentials_one_line_says_how_to_authenticate(tmp_path):
     args = ["--project", PROJECT, "--region", REGION, "--pipeline-root", ROOT_URI, *GOOD]
     proc, took = _cli(args, clean_env(tmp_path))

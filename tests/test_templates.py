@@ -112,7 +112,6 @@ def test_bad_arguments_stop_before_any_upload(registry, capsys, args, expected):
     assert registry.requests == []
 
 
-@pytest.mark.process
 def test_a_real_host_without_credentials_is_one_line(tmp_path):
     proc, took = _cli(["upload-template", *TEMPLATE, "--host", "https://europe-west4-kfp.pkg.dev/my-proj/pipelines"], clean_env(tmp_path))
     assert proc.returncode == 1, proc.stderr
@@ -122,7 +121,6 @@ def test_a_real_host_without_credentials_is_one_line(tmp_path):
     assert took < 60
 
 
-@pytest.mark.process
 def test_submit_from_an_uploaded_template(registry, tmp_path):
     """Upload, then ``--template https://europe-west4-kfp.pkg.dev/...``: aiplatform downloads the template over
     https (through the proxy, certificate verified) and the job carries it and its templateUri."""

@@ -93,7 +93,6 @@ def test_corrupt_or_truncated_file_is_named(tmp_path):
         tfrecord.read_records(str(path))
 
 
-@pytest.mark.process
 def test_local_prepare_never_imports_tensorflow(tmp_path):
     """The default job's prepare step (synthetic images -> shards) in a fresh interpreter: the shards are
     written and readable, and ``tensorflow`` was never imported (that import was 3-5 s of the step)."""

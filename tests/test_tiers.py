@@ -40,27 +40,77 @@ def inner(tmp_path: Path, source: str, *args: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.process
 def test_a_unit_test_that_starts_python_fails_naming_the_command_and_the_mark(tmp_path):
+    """A test in the unit tier (said with ``@pytest.mark.unit``, or started through what :func:`tiers.uses` cannot
+    read) that starts Python fails; ``git`` is allowed; a ``subprocess.run`` the test names is read as ``process``."""
     done = inner(tmp_path, """
+        @pytest.mark.unit
         def test_quietly_starts_python():
             subprocess.run([sys.executable, "-c", "print('hello')"], check=True, capture_output=True)
 
+        def test_starts_python_through_what_is_not_read():
+            getattr(subprocess, "run")([sys.executable, "-c", "print('unseen')"], check=True, capture_output=True)
+
+        @pytest.mark.unit
         def test_git_is_allowed():
             subprocess.run(["git", "--version"], check=True, capture_output=True)
 
         @pytest.mark.process
         def test_marked():
             subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+        def test_read_from_its_code():
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
     """)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "1 failed, 2 passed" in done.stdout, done.stdout
-    assert "tier guard: test_inner.py::test_quietly_starts_python is in tier unit (no tier mark) and" in done.stdout
+    assert "2 failed, 3 passed" in done.stdout, done.stdout
+    assert "tier guard: test_inner.py::test_quietly_starts_python is in tier unit (no tier mark) and" in done.stdout, done.stdout
     assert f"started `{sys.executable} -c print('hello')`: needs @pytest.mark.process" in done.stdout, done.stdout
+    assert "tier guard: test_inner.py::test_starts_python_through_what_is_not_read is in tier unit (no tier mark)" \
+        in done.stdout, done.stdout
     assert "@pytest.mark.integration  a process that imports TensorFlow" in done.stdout  # how to fix it
 
 
-@pytest.mark.process
+def _starts_a_process():
+    return subprocess.run(["true"], check=False)
+
+
+@tiers.tier("integration")
+def _trains():
+    return None
+
+
+def _calls_the_trainer():
+    return _trains()
+
+
+def test_marks_are_read_from_what_a_test_uses_through_its_helpers():
+    """:func:`tiers.uses` reads a function's code, its nested functions and the helpers of tests/ it names (at its
+    head or imported inside it), without calling anything."""
+    def calls_a_helper():
+        _starts_a_process()
+
+    def returns_a_closure():
+        return lambda: _calls_the_trainer()
+
+    def imports_a_helper_inside():
+        from tests.vertex_steps import start_step
+        return start_step
+
+    def names_a_launcher(cfg):
+        from jobs.local.launch import custom_job
+        return custom_job.launch(cfg, "base")
+
+    def starts_nothing():
+        return subprocess.CalledProcessError(1, "x"), len("run")
+
+    assert tiers.uses(calls_a_helper) == {"process"}
+    assert tiers.uses(returns_a_closure) == {"integration"}
+    assert tiers.uses(imports_a_helper_inside) == {"process"}
+    assert tiers.uses(names_a_launcher) == {"process"}
+    assert tiers.uses(starts_nothing) == set()
+
+
 def test_a_descendant_that_maps_tensorflow_needs_integration_and_an_engine_needs_docker(tmp_path):
     library = tmp_path / "site-packages" / "tensorflow" / "libtensorflow_framework.so.2"
     library.parent.mkdir(parents=True)
@@ -99,7 +149,6 @@ def test_a_descendant_that_maps_tensorflow_needs_integration_and_an_engine_needs
     assert f"started `{fake_dockerd} 0.1`: needs @pytest.mark.docker" in out, out
 
 
-@pytest.mark.process
 def test_a_wide_fixture_declares_what_it_starts_and_its_users_get_the_mark(tmp_path):
     source = """
         @pytest.fixture(scope="module")
@@ -137,7 +186,6 @@ def test_a_wide_fixture_declares_what_it_starts_and_its_users_get_the_mark(tmp_p
     assert "1/3 tests collected (2 deselected)" in unit.stdout, unit.stdout
 
 
-@pytest.mark.process
 def test_unit_and_a_tier_mark_together_is_a_usage_error(tmp_path):
     done = inner(tmp_path, """
         @pytest.mark.unit
@@ -200,3 +248,50 @@ def test_a_tier_names_known_marks_only():
     with pytest.raises(ValueError, match="name one or more of process, integration, docker, browser"):
         tiers.tier("gpu")
     assert tiers.tier("docker", "integration")(lambda: None)._test_tiers == ("docker", "integration")
+
+
+def _readme_test_commands() -> dict[str, str]:
+    """README "Tests": its code block's ``python -m pytest ...`` commands, each by the comment beside it."""
+    section = (ROOT / "README.md").read_text().split("\n## Tests\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = {}
+    for line in block.splitlines():
+        command, _, comment = line.partition("#")
+        command = command.split("&&")[-1].strip()
+        if command.startswith("python -m pytest"):
+            commands[comment.strip()] = command
+    return commands
+
+
+def test_ci_and_cloud_build_run_the_selections_the_readme_names_and_print_the_slowest_tests():
+    """The README names the full command and the unit loop; ``.ci/run`` runs that full command and Cloud Build's
+    ``unit-tests`` step one of the README's selections, each printing ``--durations``: the tiers cannot drift apart
+    between the docs and CI."""
+    import yaml
+
+    commands = _readme_test_commands()
+    full = next(c for comment, c in commands.items() if comment.startswith("everything"))
+    assert full == "python -m pytest -q"
+    assert "python -m pytest -q -m unit" in commands.values()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip().startswith("python -m pytest")]
+    assert len(ci) == 1 and ci[0].startswith(full + " --durations="), ci
+    steps = {s["id"]: s for s in yaml.safe_load((ROOT / "cloudbuild.yaml").read_text())["steps"]}
+    cloud = [line.strip() for line in steps["unit-tests"]["script"].splitlines()
+             if line.strip().startswith("python -m pytest")]
+    assert len(cloud) == 1 and "--durations=" in cloud[0], cloud
+    selection = cloud[0].split(" -p ")[0].split(" --durations")[0]
+    assert selection in commands.values(), (selection, commands)
+
+
+def test_benchmarks_import_nothing_from_tests():
+    """What a benchmark measures is product code (or benchmarks/ of its own): never a test's helper."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert found == []

@@ -221,7 +221,6 @@ STUDY_JOB = """\
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.process
 def test_a_refused_tuning_flag_stops_the_study_naming_the_flag_with_the_trials_own_lines(tmp_path):
     folder = project(tmp_path, STUDY_TASK, STUDY_JOB)
     proc = run_py("--config", str(folder / "job.yaml"), cwd=str(folder))
@@ -289,7 +288,6 @@ def test_a_resumed_random_study_continues_its_sequence_and_never_repeats_a_trial
 
 
 # -- 8: mixed GPUs -----------------------------------------------------------------------------------------------
-@pytest.mark.process
 def test_mixed_gpu_machines_get_one_line_naming_the_way_out_and_both_ways_pass(tmp_path):
     job = tmp_path / "gpus.yaml"
     job.write_text(textwrap.dedent("""\
@@ -314,7 +312,6 @@ def test_mixed_gpu_machines_get_one_line_naming_the_way_out_and_both_ways_pass(t
 
 
 # -- 9: relative paths, one rule ---------------------------------------------------------------------------------
-@pytest.mark.process
 def test_a_set_path_is_relative_to_the_current_folder_and_the_message_says_so(tmp_path):
     folder = project(tmp_path, "if __name__ == '__main__':\n    pass\n", "name: paths\ntrainer: {module: trainer.task}\n"
                      "topology: {strategy: one_device}\n")
@@ -377,7 +374,6 @@ def test_runs_compare_keeps_its_row_labels_in_a_narrow_terminal_and_names_the_tr
     assert next(line for line in lines if line.startswith("tool version ")).split()[2:4] == ["git", "3921eb308b5c"]
 
 
-@pytest.mark.process
 def test_runs_list_keeps_the_job_name_whole_and_a_closed_pipe_ends_quietly(tmp_path):
     from jobs.local.history.reader import read_run
     from jobs.local.history.views import show_list
@@ -424,7 +420,6 @@ def test_the_summary_says_what_a_run_without_scalars_shows_and_how_to_get_curves
 
 
 # -- 12: a study under --runner docker -----------------------------------------------------------------------------
-@pytest.mark.process
 def test_a_study_under_the_docker_runner_is_refused_before_the_engine_is_reached(tmp_path):
     folder = project(tmp_path, STUDY_TASK, STUDY_JOB)
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
@@ -437,7 +432,6 @@ def test_a_study_under_the_docker_runner_is_refused_before_the_engine_is_reached
 
 
 # -- 13: Horovod ----------------------------------------------------------------------------------------------------
-@pytest.mark.process
 def test_horovod_is_refused_with_its_reason_pointing_at_multi_worker(tmp_path):
     job = tmp_path / "hvd.yaml"
     job.write_text("name: hvd\ntopology: {strategy: horovod}\n")

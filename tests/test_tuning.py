@@ -493,7 +493,6 @@ PRINT_ENV = "import os, sys, time; print('metric file', os.environ.get('CLOUD_ML
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.process
 def test_launch_gives_each_replica_its_env_and_stops_on_the_event(tmp_path):
     from jobs.local.launch.outcome import Stopped
     from jobs.local.launch.supervisor import launch
@@ -522,7 +521,6 @@ def study(tmp_path, *sets: str, timeout: float = 120) -> subprocess.CompletedPro
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.process
 def test_a_users_trainer_is_tuned_with_4_trials_2_at_once(tmp_path):
     proc = study(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -550,7 +548,6 @@ def test_a_users_trainer_is_tuned_with_4_trials_2_at_once(tmp_path):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.process
 def test_a_wrong_tag_stops_the_study_after_the_first_batch_with_one_line(tmp_path):
     proc = study(tmp_path, "tuning.metric=val_loss")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -564,7 +561,6 @@ def test_a_wrong_tag_stops_the_study_after_the_first_batch_with_one_line(tmp_pat
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.process
 def test_ctrl_c_stops_every_trial_and_a_rerun_resumes_the_study(tmp_path):
     base = tmp_path / "study"
     slow = 'trainer.args=["--epochs", "12", "--seconds_per_epoch", "0.25"]'
@@ -739,6 +735,7 @@ def test_a_run_beside_the_trials_is_the_job_as_it_is_in_its_own_study_folder(tmp
         assert s["file"] == f"{tmp_path}/baseline/hypertune/{role[1:-1]}.metrics"
 
 
+@pytest.mark.unit  # names a launcher, starts nothing: the launch is refused first
 def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp_path, monkeypatch):
     """The docker runner's replicas read the job spec from a file, which carries no caller's arguments or
     variables: the one local launch refuses them there, before anything starts; a study says so in one line."""

@@ -73,7 +73,6 @@ def run_executor(inputs, out, env=None, timeout=120) -> subprocess.CompletedProc
     return finish(start_executor(inputs, out, env), timeout)
 
 
-@pytest.mark.process
 def test_the_study_spec_and_the_trial_job_are_the_job_files(tmp_path):
     cfg = job_config()
     with VertexStandIn(tuning_trials=TRIALS) as vertex:
@@ -120,7 +119,6 @@ def test_the_study_spec_and_the_trial_job_are_the_job_files(tmp_path):
                                                                                     "INFEASIBLE"]
 
 
-@pytest.mark.process
 def test_an_evaluator_keeps_its_pool_position_in_the_trial_job(tmp_path):
     cfg = job_config("topology.evaluator.replica_count=1", "topology.evaluator.machine_type=n1-standard-4",
                      "tuning.algorithm=grid", "tuning.parameters.learning_rate.type=discrete",
@@ -152,7 +150,6 @@ def test_algorithms_and_scales_map_to_vertex_names(algorithm, sent):
                       "batch_size": "UNIT_LINEAR_SCALE"}
 
 
-@pytest.mark.process
 def test_a_bad_section_or_spec_is_one_line_before_any_call(tmp_path):
     cfg = job_config()
     inputs = _inputs(cfg, "http://127.0.0.1:9")  # nothing listens: no call may be made
@@ -168,7 +165,6 @@ def test_a_bad_section_or_spec_is_one_line_before_any_call(tmp_path):
         "error: the HyperparameterTuningJob for 'tuning-fake' is not valid: ") and "machineTypo" in proc.stderr
 
 
-@pytest.mark.process
 def test_a_retried_task_follows_the_job_it_created(tmp_path):
     from jobs.cloud import job_runner
 
@@ -185,7 +181,6 @@ def test_a_retried_task_follows_the_job_it_created(tmp_path):
     assert f"resuming: HyperparameterTuningJob {name} was created by an earlier attempt" in again.stdout
 
 
-@pytest.mark.process
 def test_a_failed_job_or_one_without_a_result_is_one_line(tmp_path):
     cfg = job_config()
     with VertexStandIn(tuning_states=("RUNNING", "FAILED"), tuning_error="3 trials failed.") as vertex:
@@ -218,7 +213,6 @@ def test_sigterm_cancels_the_tuning_job(tmp_path, when):
     assert "Traceback" not in stderr
 
 
-@pytest.mark.process
 def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
     cfg = job_config()
     with VertexStandIn() as vertex:
@@ -233,7 +227,6 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
                          "--region europe-west4 --project my-proj --filter=displayName=tuning-fake")
 
 
-@pytest.mark.process
 def test_disk_specs_web_access_service_account_and_disable_retries_reach_every_trial_job(tmp_path):
     """Issue 33: the same job-file fields as the CustomJob step's, in the HyperparameterTuningJob's trial job
     (the spec validate_config outputs), decoded by the stand-in as the real API type."""

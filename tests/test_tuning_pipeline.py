@@ -265,7 +265,6 @@ VERTEX_TRIALS = [
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.process
 def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp_path):
     """The compiled pipeline's ``hyperparameter-tuning-job`` step, its container command filled in by kfp's own
     resolver from the inputs validate-config gives it (numbers as JSON floats), run as a process against the

@@ -64,7 +64,6 @@ def test_every_replica_runs_the_users_module_with_its_args():
     assert cfg.trainer.source_dir == str(EXAMPLE)  # the replicas' working directory here, the image's WORKDIR there
 
 
-@pytest.mark.process
 def test_the_compiled_pipeline_runs_the_users_command_in_its_image_and_has_no_prepare_step(project, tmp_path):
     out = tmp_path / "p.yaml"
     proc = run_py("--config", str(project / "job.yaml"), "--compile-only", str(out),

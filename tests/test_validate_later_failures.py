@@ -89,7 +89,6 @@ def test_each_class_is_one_error_line_naming_field_rule_and_alternative(case):
     assert "valid choices: " in errors[0]
 
 
-@pytest.mark.process
 def test_the_limits_are_where_the_kernel_and_the_library_put_them():
     """Just inside each limit passes: an environment string of 128 KiB less one byte (NUL included, what Linux
     takes), the largest Duration, the largest int32."""
@@ -124,7 +123,6 @@ def test_the_chief_always_has_its_one_replica():
     assert any(e.field == "topology.chief.replica_count" for e in report.errors)  # said out loud: still refused
 
 
-@pytest.mark.process
 def test_a_mistyped_preset_gets_did_you_mean():
     with pytest.raises(ConfigError) as e:
         config_lib.load("multiwroker")

@@ -136,6 +136,7 @@ ONE_REPLICA = """\
     """
 
 
+@pytest.mark.process  # the train step / the study starts the sample's replicas
 def test_the_train_step_takes_the_model_one_folder_below_and_the_registry_request_names_it(tmp_path):
     folder = project(tmp_path, SAVES_ONE_DOWN, ONE_REPLICA)
     cfg = config_lib.load(str(folder / "job.yaml"))
@@ -171,6 +172,7 @@ def test_a_study_record_finds_its_runs_from_a_model_one_folder_below():
 
 
 # -- 2: tuning as Vertex runs it ------------------------------------------------------------------------------------
+@pytest.mark.process  # the train step / the study starts the sample's replicas
 def test_a_spec_repeating_fixed_flags_runs_each_trials_value_and_the_baseline_the_fixed_one(tmp_path):
     """The tuning lab's fixed arguments give --lr 0.01 and --batch_size 64 and its spec tunes --lr: a warning, not
     a refusal; each trial's --lr=VALUE comes last and wins (the metric is 1 - |lr - 0.03| - batch_size / 10000:
@@ -196,6 +198,7 @@ def test_a_spec_repeating_fixed_flags_runs_each_trials_value_and_the_baseline_th
     assert record["handed_on"]["id"] == by_lr[0.02]["id"] and record["handed_on"]["model_dir"].endswith("/model/1")
 
 
+@pytest.mark.process  # the train step / the study starts the sample's replicas
 def test_a_trial_that_ends_without_a_model_fails_at_the_trial_with_the_missing_model_line(tmp_path):
     """The codelab writes no model: its first trial is FAILED with the train step's line (the study stops there,
     max_failed_trials 0), not SUCCEEDED and found out by the verify step after the whole study."""

@@ -15,13 +15,21 @@ browser        headless chromium (chromedriver)                                 
 =============  =====================================================================================  ===========
 
 A test carries the marks of everything it starts (``process`` is implied by any of the others); a test with none of
-them is marked ``unit`` here, at collection, so ``-m unit`` is the unit loop. Marks come from two places:
+them is marked ``unit`` here, at collection, so ``-m unit`` is the unit loop. Marks come from what the test uses,
+read at collection (:func:`uses`):
 
-* the test's own ``@pytest.mark.<tier>`` (or its module's ``pytestmark``), for what its body starts;
-* its fixtures: a fixture that starts something says so once, with ``@tier("integration")`` under its
-  ``@pytest.fixture``; every test that uses it (directly or through other fixtures) gets those marks at collection.
+* its code and that of the helpers, classes and fixtures of tests/ it names (a ``vtp(...)`` helper, the closure a
+  fixture returns, a stand-in's methods): a call that starts a process (``subprocess.run``, ``Popen``,
+  ``os.system``, the product's replica launchers: :data:`STARTERS`) gives ``process``;
+* a fixture or helper that starts more says so once, with ``@tier("integration")`` (under a fixture's
+  ``@pytest.fixture``); every test that uses it (directly or through other fixtures and helpers) gets those marks.
   A fixture scoped wider than a function that starts a process must say so (the guard fails it otherwise): the
-  tests after the first would use what it started without ever being seen starting it.
+  tests after the first would use what it started without ever being seen starting it;
+* the test's own ``@pytest.mark.<tier>`` (or its module's ``pytestmark``) for what cannot be read so: what a
+  library starts for it (``kfp.local`` steps, ``vtp ci-local``'s steps), or a process that imports TensorFlow.
+
+An explicit ``@pytest.mark.unit`` keeps a test that names a starter but starts nothing (a launch refused before any
+process) in the unit loop. Whatever the marks say, the guard (tests/tier_guard.py) holds each test to them.
 
 **Parallel runs** (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject's addopts): tests that share a fixture
 scoped wider than a function (the engine and the trainer image, ``real_runs``, a module's trained run) form one
@@ -34,7 +42,10 @@ PYTEST_DONT_REWRITE (no assertions here; conftest imports ``tier`` before pytest
 """
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -49,8 +60,9 @@ PER_WORKER = frozenset({"hypertune_metric_file", "prepared_data"})
 
 
 def tier(*marks: str):
-    """``@tier("integration")`` under a fixture's ``@pytest.fixture``: every test that uses the fixture gets these
-    marks at collection (the fixture starts what they need)."""
+    """``@tier("integration")`` under a fixture's ``@pytest.fixture``, or on a helper function of tests/ (one that
+    runs the pipeline, say): every test that uses the fixture, or calls the helper, gets these marks at collection
+    (it starts what they need)."""
     unknown = [m for m in marks if m not in MARKED]
     if not marks or unknown:
         raise ValueError(f"tier{marks}: name one or more of {', '.join(MARKED)}")
@@ -63,6 +75,84 @@ def tier(*marks: str):
 
 def _declared(fixturedef) -> tuple[str, ...]:
     return getattr(fixturedef.func, "_test_tiers", ())
+
+
+#: What starts a process when a test (or a helper it calls) names it, by module: ``subprocess.run(...)``,
+#: ``os.system(...)``, and the product's own launchers of replicas (a job's processes, as the local runner starts them).
+STARTERS = {"subprocess": frozenset({"run", "Popen", "call", "check_call", "check_output", "getoutput",
+                                     "getstatusoutput"}),
+            "os": frozenset({"system", "fork", "forkpty", "posix_spawn", "posix_spawnp", "popen"}),
+            "jobs.local.launch.custom_job": frozenset({"launch"}),
+            "jobs.local.launch.supervisor": frozenset({"launch"})}
+
+
+def _codes(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):  # a nested function, lambda or comprehension
+            yield from _codes(const)
+
+
+def _starter(obj) -> bool:
+    """Whether ``obj`` is one of :data:`STARTERS` (``from subprocess import run`` names the function itself)."""
+    module = "os" if getattr(obj, "__module__", None) == "posix" else getattr(obj, "__module__", None)
+    return callable(obj) and getattr(obj, "__name__", None) in STARTERS.get(module, ())
+
+
+def _tests_module(name: str):
+    """The module of tests/ a function imports inside itself (``from tests.test_x import helper``), imported."""
+    if not name.startswith("tests.") or name in sys.modules:
+        return sys.modules.get(name) if name.startswith("tests.") else None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # its collection reports it
+        return None
+
+
+def uses(obj, seen: set | None = None) -> set[str]:
+    """The marks of what ``obj`` (a test, a fixture, a helper of tests/, a class of tests/) uses, read from its code
+    with no call made: a helper or fixture carrying ``@tier``; ``process`` where it names a call that starts one
+    (:data:`STARTERS`); and, through the functions and classes of tests/ it names (helpers, the closure a fixture
+    returns, a stand-in's methods; imported at its head or inside it), what those use."""
+    seen = set() if seen is None else seen
+    obj = getattr(obj, "__wrapped__", obj)
+    if id(obj) in seen:
+        return set()
+    seen.add(id(obj))
+    if isinstance(obj, type):
+        return set().union(*(uses(member, seen) for member in vars(obj).values()
+                             if isinstance(member, (types.FunctionType, staticmethod, classmethod, property))))
+    if isinstance(obj, (staticmethod, classmethod)):
+        return uses(obj.__func__, seen)
+    if isinstance(obj, property):
+        return set().union(*(uses(f, seen) for f in (obj.fget, obj.fset) if f is not None))
+    if not isinstance(obj, types.FunctionType):
+        return set()
+    found = set(getattr(obj, "_test_tiers", ()))
+    scope = obj.__globals__
+    for code in _codes(obj.__code__):
+        names = set(code.co_names)
+        modules = [m for m in map(_tests_module, names) if m is not None]
+        # a starter's module imported inside: ``from jobs.local.launch import custom_job`` (or ``... .custom_job
+        # import launch``) then ``custom_job.launch(...)``, read by name (nothing imported for it)
+        if any(names & STARTERS.get(m, frozenset()) for m in names | {f"{a}.{b}" for a in names if "." in a
+                                                                          for b in names}):
+            found.add("process")
+        for name in names:
+            for target in [scope.get(name), *(getattr(m, name, None) for m in modules)]:
+                if target is None:
+                    continue
+                if isinstance(target, types.ModuleType):
+                    if names & STARTERS.get(target.__name__, frozenset()):
+                        found.add("process")
+                    continue
+                if _starter(target):
+                    found.add("process")
+                found.update(getattr(target, "_test_tiers", ()) if callable(target) else ())
+                if isinstance(target, (types.FunctionType, type)) and \
+                        str(getattr(target, "__module__", "")).startswith("tests"):
+                    found |= uses(target, seen)
+    return found
 
 
 def _fixturedefs(item: pytest.Item):
@@ -133,12 +223,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Before ``-m`` selects: the fixtures' tiers, ``unit`` on the rest; the xdist groups and the order."""
+    """Before ``-m`` selects: the tiers of what each test uses (:func:`uses`: its own code, its fixtures', the
+    helpers they call), ``unit`` on the rest; the xdist groups and the order."""
     for item in items:
+        # an explicit unit mark: the test names a starter but starts nothing (a launch refused before any process);
+        # the guard holds it to that. A fixture's @tier still counts (both together: an error below).
+        infer = item.get_closest_marker("unit") is None
+        used = uses(getattr(item, "function", None)) if infer else set()
         for _name, fixturedef in _fixturedefs(item):
-            for mark in _declared(fixturedef):
-                if not item.get_closest_marker(mark):
-                    item.add_marker(mark)
+            used.update(_declared(fixturedef))
+            if infer and str(getattr(fixturedef.func, "__module__", "")).startswith("tests"):
+                used |= uses(fixturedef.func)
+        for mark in sorted(used):
+            if not item.get_closest_marker(mark):
+                item.add_marker(mark)
         has = marks_of(item)
         if item.get_closest_marker("unit") and has:
             raise pytest.UsageError(f"{item.nodeid}: marked unit and {', '.join(sorted(has))}: a unit test starts "

@@ -121,11 +121,11 @@ def test_list_names_every_run_with_its_status_steps_metrics_wall_time_and_report
     code, out, err = _run(capsys, "list", "--root", str(root))
     assert code == 0 and err == ""
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip() and not line.startswith(("  ", "─"))
-            and not line.startswith("reports: ")}
+            and not line.startswith(("reports: ", "cost: "))}
     archive = real_runs["archive"].name
     assert set(rows) == {"run", "local", archive, "ctrl-c", "failed", "killed", "live", "gated"}  # not "not-a-run"
     assert re.search(r"^local\s+flowers-local\s+finished\s+16/16\s+val acc \d\.\d{3}(, train loss \d\.\d{4})?\s+"
-                     r"\d+ s\s+\d{4}-\d\d-\d\d \d\d:\d\d\s+yes\s*$", rows["local"]), rows["local"]
+                     r"\d+ s\s+(~\$[\d.]+\s+)?\d{4}-\d\d-\d\d \d\d:\d\d\s+yes\s*$", rows["local"]), rows["local"]
     assert re.search(rf"^{re.escape(archive)}\s+flowers-local\s+finished\s+10/10\s+val acc", rows[archive])
     assert rows[archive].split()[-1] == "yes"  # the copy's own report, at the path the reports line names
     assert f"reports: {root}/<run>/report.html" in out.splitlines()
@@ -178,7 +178,7 @@ def test_a_refused_model_fails_the_run_and_its_gate_record_is_read_back(root, ga
                      r"&gt; 1 missed", page), page
     assert "The gate refused this model" in page and "checked here on the figures above" in page
     # run.py's own last line names the step and the bar missed
-    status, note = _ending(str(sorted((folder / "logs").glob("run-*.log"))[-1]))
+    status, note, _cause = _ending(str(sorted((folder / "logs").glob("run-*.log"))[-1]))
     assert status == "failed" and note.startswith("the pipeline failed at step gate: serving.gate.thresholds[0]: "
                                                   "accuracy "), note
 
@@ -351,7 +351,10 @@ def test_prune_keeps_the_newest_copies_and_never_a_live_or_current_folder(tmp_pa
 
     # --older-than alone: every copy made more than N days ago (all of these), the current folder stays; what an
     # interrupted prune had set aside goes too
-    shutil.copytree(old[0], work / ".local.19990101-000000.removing")
+    aside = work / ".local.19990101-000000.removing"  # as a prune sets a copy aside: its record names that copy
+    shutil.copytree(old[0], aside)
+    record = json.loads((aside / prune.COPY_RECORD).read_text()) if (aside / prune.COPY_RECORD).exists() else {}
+    (aside / prune.COPY_RECORD).write_text(json.dumps({**record, "copy_of": "local", "copy": "local.19990101-000000"}))
     rc, out, _ = _run(capsys, "prune", "--older-than", "30", "--root", str(work))
     assert rc == 0 and not any(p.exists() for p in old) and (work / "local").exists()
     assert not (work / ".local.19990101-000000.removing").exists() and "left by an interrupted prune" in out

@@ -190,7 +190,7 @@ def test_compile_plan_and_notes_then_a_rerun_is_complete_and_a_code_edit_is_refu
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (project / "gpu-job.yaml").write_text(GPU_JOB)
     assert run_py("--config", "gpu-job.yaml", "--compile-only", "h100.pipeline.yaml", cwd=project).returncode == 0
-    run_py("plan", "--config", "job.yaml", "--out", "plan.json", cwd=project)
+    assert run_py("plan", "--config", "gpu-job.yaml", "--out", "plan.json", cwd=project).returncode == 0  # a plan that fits
     assert (project / "plan.json").exists()
     (project / "NOTES.md").write_text("tried lr 0.01\n")
     proc = run_py("--config", "job.yaml", cwd=project)

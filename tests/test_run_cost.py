@@ -58,7 +58,7 @@ def test_runs_list_shows_the_cost_column_when_a_run_has_one():
     text = out.getvalue()
     rows = {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0] in ("local", "vertex", "old")}
     assert "~$0.95" in rows["local"] and "$316.98" in rows["vertex"] and " - " in rows["old"]
-    assert "cost: a Vertex run's CustomJobs at their own start and end times" in text
+    assert "cost: a Vertex run's CustomJobs over their own times; ~: what a local run's option would have cost" in text
     bare = io.StringIO()
     show_list([_run("old", None)], "runs", False, bare)
     assert "cost" not in bare.getvalue()

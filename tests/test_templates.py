@@ -62,6 +62,24 @@ def test_upload_sends_the_compiled_pipeline_with_its_tags(registry, capsys, tmp_
     assert f"--template {registry.host}/flowers-local/v1" in err
 
 
+def test_keep_writes_exactly_the_bytes_uploaded_and_never_over_a_file_that_is_not_a_pipeline(registry, capsys, tmp_path):
+    kept = tmp_path / "local.yaml"
+    rc = run_main("upload-template", "--config", "local", *TEMPLATE, "--host", registry.host, "--keep", str(kept))
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    content = multipart_fields(registry.requests[0])["content"]
+    assert kept.read_bytes() == content and out.strip().endswith(hashlib.sha256(kept.read_bytes()).hexdigest())
+    assert run_main("upload-template", "--config", "local", *TEMPLATE, "--host", registry.host, "--keep", str(kept)) == 0
+    capsys.readouterr()  # its own earlier artifact (a compiled pipeline) is replaced
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("mine: true\n")
+    before = len(registry.requests)
+    assert run_main("upload-template", "--config", "local", *TEMPLATE, "--host", registry.host, "--keep", str(notes)) == 2
+    err = capsys.readouterr().err
+    assert (f"error: --keep: {notes} exists and is not a file upload-template wrote" in err and "Traceback" not in err
+            and notes.read_text() == "mine: true\n" and len(registry.requests) == before)  # refused before any upload
+
+
 @pytest.mark.parametrize("status,message,expected", [
     (400, "Invalid package name", "400 Invalid package name"),
     (403, "Permission 'artifactregistry.repositories.uploadArtifacts' denied",

@@ -34,7 +34,9 @@ from jobs.cloud.credentials import access_token, is_local_endpoint
 from jobs.spec import validate
 from jobs.spec.command_line import plain, shown
 from jobs.spec.flag_file import flag_file_warnings, max_cost_problems
+from jobs.spec import output_file
 from jobs.spec.errors import CloudError
+from jobs.spec.own_outputs import is_compiled_pipeline
 from trainers.config_files import load_document
 from trainers.errors import ConfigError
 
@@ -51,6 +53,10 @@ def host_problem(host: str) -> str | None:
     return (f"--host: {host!r} is not a Kubeflow Pipelines repository in Artifact Registry; expected "
             "https://REGION-kfp.pkg.dev/PROJECT/REPO (create one with: gcloud artifacts repositories create REPO "
             "--repository-format=kfp --location=REGION); valid choices: https://us-central1-kfp.pkg.dev/PROJECT/REPO")
+
+
+def _compiled(path: str) -> bool:
+    return is_compiled_pipeline(Path(path))
 
 
 def _auth(url: str) -> tuple[dict[str, str], str | None]:
@@ -125,6 +131,8 @@ def _main(argv: list[str], compile_pipeline) -> int:
     p.add_argument("--host", required=True, help="https://REGION-kfp.pkg.dev/PROJECT/REPO")
     p.add_argument("--tag", dest="tags", action="append", default=[], help="tag of the uploaded version (repeatable)")
     p.add_argument("--image", help="base image for the pipeline's components")
+    p.add_argument("--keep", metavar="OUT.yaml", default="",
+                   help="also write the uploaded YAML here (the bytes of the version uploaded, for a build's artifacts)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="refuse a plan that can cost more (as budget.max_total)")
     p.add_argument("--prices", default="", metavar="FILE", help="your own price file (as budget.prices)")
     p.add_argument("--require-checks", action="store_true",
@@ -140,6 +148,10 @@ def _main(argv: list[str], compile_pipeline) -> int:
     except ConfigError as exc:
         cfg = None
         problems += [str(e) for e in exc.problems]
+    if args.keep:
+        kept = output_file.output_problem(args.keep, "--keep", "upload-template", inputs=[args.config],
+                                          example="pipeline.yaml", ours=_compiled)
+        problems += [str(kept)] if kept else []
     match = AR_HOST_RE.fullmatch(args.host) or LOCAL_HOST_RE.fullmatch(args.host)
     placement = None
     if cfg is not None and match:
@@ -165,6 +177,12 @@ def _main(argv: list[str], compile_pipeline) -> int:
         path = compile_pipeline(cfg, str(Path(tmp) / f"{cfg.name}.yaml"), "vertex", base_image=args.image,
                                 placement=placement)
         package, version = upload(path, args.host, args.tags)
+        if args.keep:  # exactly the bytes uploaded (their sha256 is the version), under THE output rule
+            try:
+                output_file.write_output(args.keep, Path(path).read_bytes(), "--keep", "upload-template",
+                                         inputs=[args.config], ours=_compiled)
+            except output_file.OutputRefused as exc:
+                return _fail([f"{exc} (the template was uploaded: {package}/{version})"])
     print(f"{package}/{version}")
     ref = args.tags[0] if args.tags else version
     print(shown(f"run it with: python pipelines/run.py --project PROJECT --region REGION --pipeline-root "

@@ -109,15 +109,19 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
         out.write(f"no runs under {root}\n")
         return
     costs = any(r.cost for r in found)  # the column only where a run has a cost (jobs.spec.run_cost)
-    widths = column_widths(found, costs)
-    rows = [[r.name, r.job or "-", r.status, _steps_text(r), _metrics_text(r.metrics, widths["final metrics"]),
-             _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-", *([run_cost.short(r.cost)] if costs else []),
-             _when(r.when), "yes" if r.report else "-"] for r in found]
+    fixed = [{"status": r.status, "steps": _steps_text(r),
+              "wall": _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-",
+              **({"cost": run_cost.short(r.cost)} if costs else {}), "when": _when(r.when),
+              "report": "yes" if r.report else "-"} for r in found]
+    widths = column_widths(found, costs, fixed)
+    rows = [[r.name, r.job or "-", cells["status"], cells["steps"], _metrics_text(r.metrics, widths["final metrics"]),
+             cells["wall"], *([cells["cost"]] if costs else []), cells["when"], cells["report"]]
+            for r, cells in zip(found, fixed)]
     _table(["run", "job", "status", "steps", "final metrics", "wall", *(["cost"] if costs else []), "when", "report"],
            rows, out, widths=widths)
     if costs:
-        out.write("cost: a Vertex run's CustomJobs at their own start and end times; ~ a local run's estimate of what its "
-                  "option would have cost (list prices)\n")
+        out.write("cost: a Vertex run's CustomJobs over their own times; ~: what a local run's option would have cost "
+                  "(list prices)\n")
     if any(r.report for r in found):
         out.write(f"reports: {_shown_path(os.path.abspath(root))}/<run>/report.html\n")
     for r in found:
@@ -155,12 +159,15 @@ COST_COLUMN = 9
 GAPS = 2 * 7
 
 
-def column_widths(found: list[Run], costs: bool = False) -> dict[str, int]:
+def column_widths(found: list[Run], costs: bool = False, fixed: list[dict[str, str]] | None = None) -> dict[str, int]:
     """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
-    names are never cut); ``costs``: with the cost column."""
+    names are never cut); ``costs``: with the cost column; ``fixed``: each run's cells of the fixed columns, which
+    then take only the room their longest cell (or heading) needs, the rest going to the job and the metrics."""
     run = max([3, *(len(r.name) for r in found)])
-    extra = COST_COLUMN + 2 if costs else 0
-    left = max(16, WIDTH - GAPS - extra - sum(COLUMNS.values()) - run)
+    most = {**COLUMNS, **({"cost": COST_COLUMN} if costs else {})}
+    used = {h: min(w, max([len(h), *(len(cells.get(h, "")) for cells in fixed)]))
+            for h, w in most.items()} if fixed else most
+    left = max(16, WIDTH - GAPS - (2 if costs else 0) - sum(used.values()) - run)
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])
     if job + metrics > left:  # the job's name whole if it can be, the metrics (as many as fit) in the rest
@@ -169,7 +176,7 @@ def column_widths(found: list[Run], costs: bool = False) -> dict[str, int]:
         room = max(13, left - job)
         metrics = min(room, max(len(_metrics_text(r.metrics, room)) for r in found))
         job = max(job, left - metrics) if job < left - metrics else job
-    return {"run": run, "job": job, **COLUMNS, **({"cost": COST_COLUMN} if costs else {}), "final metrics": metrics}
+    return {"run": run, "job": job, **used, "final metrics": metrics}
 
 
 def _study_text(study: dict[str, Any] | None) -> str | None:

@@ -142,12 +142,49 @@ def test_outside_kfps_executor_nothing_is_arranged():
     assert sys.excepthook is hook and step_exit._state["registered"] is False
 
 
+def _executor_argv(output_file) -> list[str]:
+    executor_input = {"inputs": {}, "outputs": {"outputFile": str(output_file), "artifacts": {}}}
+    return ["--component_module_path", "m.py", "--executor_input", json.dumps(executor_input),
+            "--function_to_execute", "step"]
+
+
+def test_the_outputs_checked_before_the_end_are_the_executors_file_and_the_files_the_body_names(tmp_path):
+    out = tmp_path / "executor_output.json"
+    argv = _executor_argv(out)
+    assert step_exit.executor_output_file(argv) == str(out)
+    assert "kfp's executor output file " + str(out) + " is not there" in step_exit.missing_output(argv)
+    out.write_text("{}")
+    assert step_exit.missing_output(argv) is None
+    assert str(tmp_path / "v.json") in step_exit.missing_output(argv, [str(tmp_path / "v.json")])
+    (tmp_path / "v.json").write_text("{}")
+    assert step_exit.missing_output(argv, [str(tmp_path / "v.json")]) is None
+    for bad in (["--executor_input", "not json"], ["--executor_input", '{"outputs": {}}'], []):
+        assert "names no outputs.outputFile" in step_exit.missing_output(bad)
+
+
+def test_the_end_fails_with_one_line_when_an_output_is_missing(tmp_path, monkeypatch, capsys):
+    """What the exit handler does, its ``os._exit`` caught: status 1 and one ``error:`` line when the executor's
+    file is missing, 0 and nothing when it is there."""
+    ended = []
+    monkeypatch.setattr(step_exit.os, "_exit", ended.append)
+    monkeypatch.setattr(step_exit.logging, "shutdown", lambda: None)
+    monkeypatch.setattr(step_exit, "_state", {"registered": True, "failed": False, "paths": ()})
+    out = tmp_path / "executor_output.json"
+    monkeypatch.setattr(step_exit.sys, "argv", ["executor_main.py", *_executor_argv(out)])
+    step_exit._end()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert ended == [1] and line.startswith("error: the step ends without its outputs: kfp's executor output file")
+    out.write_text("{}")
+    step_exit._end()
+    assert ended == [1, 0] and capsys.readouterr().err == ""
+
+
 ENDS = """
 from kfp import dsl, local
 
 
 @dsl.component(base_image="python:3.11", install_kfp_package=False)
-def ends(marker: str, fail_after: bool) -> str:
+def ends(marker: str, fail_after: bool, promised: str = "") -> str:
     import atexit
     import sys
 
@@ -155,7 +192,7 @@ def ends(marker: str, fail_after: bool) -> str:
     from jobs.steps.step_exit import end_without_teardown
 
     atexit.register(lambda: open(marker, "w").write("teardown ran"))  # registered first: would run last
-    print("arranged", end_without_teardown())
+    print("arranged", end_without_teardown(*([promised] if promised else [])))
     return 7 if fail_after else "done"  # 7 for a str output: kfp's executor fails while writing the outputs
 
 
@@ -163,10 +200,11 @@ local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=PIPELINE
 """
 
 
-def test_a_step_ends_without_teardown_once_its_outputs_are_written_and_a_later_failure_still_fails(tmp_path):
+def test_a_step_ends_without_teardown_once_its_outputs_are_written_and_a_later_failure_still_fails(tmp_path, capfd):
     """Under kfp.local's SubprocessRunner (``python -m kfp.dsl.executor_main``, as on Vertex): the step's output is
     there, the exit handlers registered before the call never ran (the process ended first), and where kfp's
-    executor fails after the body the task still fails (status 1), Python's own exit taking its course."""
+    executor fails after the body the task still fails (status 1), Python's own exit taking its course. A file the
+    body says it wrote that is not there fails the task with one line, before the process ends."""
     import importlib.util
 
     from kfp import local
@@ -182,5 +220,16 @@ def test_a_step_ends_without_teardown_once_its_outputs_are_written_and_a_later_f
         failed = module.ends(marker=str(tmp_path / "failed"), fail_after=True)
         assert failed.outputs == {}  # FAILURE: kfp.local (raise_on_error=False) hands back no output
         assert (tmp_path / "failed").read_text() == "teardown ran"
+        capfd.readouterr()
+        written = tmp_path / "written"
+        written.write_text("x")
+        assert module.ends(marker=str(tmp_path / "ok2"), fail_after=False, promised=str(written)).output == "done"
+        lost = module.ends(marker=str(tmp_path / "lost"), fail_after=False, promised=str(tmp_path / "never-written"))
+        assert lost.outputs == {} and not (tmp_path / "lost").exists()  # failed, and still without the teardown
+        shown = capfd.readouterr()
+        (line,) = [x for x in (shown.out + shown.err).splitlines() if "error: the step ends without" in x]
+        assert line.endswith(f"error: the step ends without its outputs: an output the step wrote "
+                             f"{tmp_path / 'never-written'} is not there; the step fails rather than end as done "
+                             "(its log above says what it did)")
     finally:
         local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))

@@ -25,4 +25,4 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
     if content["classes"]:
         confusion.log_confusion_matrix(content["classes"], content["confusion_matrix"])
     print(f"wrote the run report{' ' + written if written else ''}")
-    end_without_teardown()  # no finalization of the step's modules once the outputs are written
+    end_without_teardown(report.path, summary.path)  # no finalization of the step's modules once written

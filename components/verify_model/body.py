@@ -54,4 +54,4 @@ def verify_model(model: Input[Model], verified_model: Output[Model], metrics: Ou
           f"instances ({record['input_source']}), {latency['median']:.1f} ms median{'; ' + shown if shown else ''}; "
           f"first prediction: {json.dumps(record['predictions'][0])[:200]}")
 
-    end_without_teardown()  # TensorFlow's teardown: 0.6 s after the outputs are written
+    end_without_teardown(verification.path)  # TensorFlow's teardown: 0.6 s after the outputs are written

@@ -1,5 +1,6 @@
 """What a step's process imports and how it ends: TensorFlow imported lazily for the verify step
-(``jobs.steps.tensorflow_import``) and the end without teardown (``jobs.steps.step_exit``)."""
+(``jobs.steps.tensorflow_import``: only for the version it was tested with; a failure midway starts the process
+again with the plain import) and the end without teardown once the outputs are there (``jobs.steps.step_exit``)."""
 from __future__ import annotations
 
 import json
@@ -23,14 +24,14 @@ def _fresh(code: str, *args: str) -> dict:
 
 LAZY_THEN_COMPLETE = """
 import json, sys
-from jobs.steps.tensorflow_import import LAZY, complete, import_tensorflow
+from jobs.steps.tensorflow_import import LAZY, complete, import_tensorflow, installed_version as ti_version
 tf = import_tensorflow()
 lazy = len(tf.__dict__[LAZY])
 modules = len(sys.modules)
 seen = {"lazy": lazy, "modules": modules, "keras": "keras" in sys.modules, "version": tf.__version__,
         "sum": int((tf.constant([1, 2]) + 1).numpy().sum()), "item": int(tf.constant([4, 5])[1]),
         "equal": bool((tf.constant(1) == 1).numpy()), "exists": tf.io.gfile.exists(sys.argv[1]),
-        "in_dir": "saved_model" in dir(tf), "missing": None}
+        "in_dir": "saved_model" in dir(tf), "missing": None, "installed": ti_version()}
 try:
     tf.no_such_thing
 except AttributeError as exc:
@@ -57,7 +58,7 @@ def test_tensorflow_comes_in_lazily_and_completes_to_the_eager_import():
     eager = _fresh(EAGER)
     assert lazy["lazy"] > 200 and not lazy["keras"]
     assert lazy["sum"] == 5 and lazy["item"] == 5 and lazy["equal"]  # operators on Tensor, as eagerly
-    assert lazy["version"] == eager["version"] and lazy["exists"] and lazy["in_dir"]
+    assert lazy["version"] == eager["version"] == lazy["installed"] and lazy["exists"] and lazy["in_dir"]
     assert "no_such_thing" in lazy["missing"]
     assert lazy["completed"] and lazy["left"] == 0 and lazy["again"] is False
     assert lazy["public"] == eager["public"]
@@ -66,9 +67,9 @@ def test_tensorflow_comes_in_lazily_and_completes_to_the_eager_import():
 FALLBACK = """
 import json, sys
 from jobs.steps import tensorflow_import as ti
-def unreadable():
+def unreadable(origin):
     raise ImportError("an __init__ this cannot read")
-ti._lazy_module = unreadable
+ti._deferred = unreadable
 tf = ti.import_tensorflow()
 print(json.dumps({"lazy": ti.LAZY in tf.__dict__, "keras": "keras" in sys.modules, "io": hasattr(tf, "io"),
                   "finders": [type(f).__name__ for f in sys.meta_path]}))
@@ -79,6 +80,69 @@ def test_a_tensorflow_it_cannot_read_lazily_is_imported_as_written_still_without
     seen = _fresh(FALLBACK)
     assert seen == {"lazy": False, "keras": False, "io": True, "finders": seen["finders"]}
     assert "_KerasRefused" not in seen["finders"]
+
+
+PLAIN = """
+import json, os, sys
+print("start", flush=True)
+from jobs.steps import tensorflow_import as ti
+SETUP
+tf = ti.import_tensorflow()
+print(json.dumps({"lazy": ti.LAZY in tf.__dict__, "keras": "keras" in sys.modules,
+                  "sum": int((tf.constant([1, 2]) + 1).numpy().sum()), "fresh_env": ti.FRESH in os.environ,
+                  "finders": [type(f).__name__ for f in sys.meta_path]}))
+"""
+
+
+def _plain_run(setup: str, env: dict | None = None) -> tuple[list[str], dict, str]:
+    import os
+
+    proc = subprocess.run([sys.executable, "-c", PLAIN.replace("SETUP", setup)], capture_output=True, text=True,
+                          timeout=300, cwd=str(ROOT), env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    return lines, json.loads(lines[-1]), proc.stderr
+
+
+def test_another_tensorflow_version_takes_the_plain_import_still_without_keras():
+    """The rewrite is switched on only for the versions it was tested with: any other version imports TensorFlow as
+    written, Keras refused all the same."""
+    lines, seen, _ = _plain_run("ti.TESTED_VERSIONS = ('0.0.0',)")
+    assert lines[:-1] == ["start"]
+    assert seen == {"lazy": False, "keras": False, "sum": 5, "fresh_env": False, "finders": seen["finders"]}
+    assert "_KerasRefused" not in seen["finders"]
+
+
+def test_a_failure_midway_starts_the_process_again_with_the_plain_import():
+    """TensorFlow's statements run, then fail (the C++ runtime loaded, half its modules imported): the process does not
+    go on with that TensorFlow; it starts again from its beginning (``start`` twice), takes the plain import there, says
+    so in one line, and ends with the right result."""
+    midway = ("import builtins\n"
+              "def failing(code, namespace):\n"
+              "    builtins.exec(code, namespace)\n"
+              "    raise RuntimeError('midway')\n"
+              "ti.exec = failing")
+    lines, seen, stderr = _plain_run(midway)
+    assert lines[:-1] == ["start", "start"]
+    assert seen == {"lazy": False, "keras": False, "sum": 5, "fresh_env": False, "finders": seen["finders"]}
+    (note,) = [line for line in stderr.splitlines() if "midway" in line]
+    assert note == ("note: TensorFlow's lazy import stopped midway (RuntimeError: midway); this process starts again, "
+                    "with the plain import")
+
+
+def test_the_fresh_marker_takes_the_plain_import_and_leaves_the_environment():
+    lines, seen, _ = _plain_run("", env={"VTP_TENSORFLOW_IMPORT": "plain"})
+    assert lines[:-1] == ["start"] and seen["lazy"] is False and seen["keras"] is False and seen["fresh_env"] is False
+
+
+def test_a_session_that_cannot_start_again_gets_one_import_error_line(monkeypatch):
+    from jobs.steps import tensorflow_import
+
+    monkeypatch.setattr(sys, "orig_argv", ["python3"])
+    with pytest.raises(ImportError) as caught:
+        tensorflow_import._start_again_plainly(RuntimeError("midway\nthere"))
+    assert str(caught.value) == ("TensorFlow's lazy import stopped midway (RuntimeError: midway there); this session "
+                                 "cannot start again: start it with VTP_TENSORFLOW_IMPORT=plain for the plain import")
 
 
 def test_a_file_without_re_exports_is_not_read_lazily(tmp_path):

@@ -1,5 +1,14 @@
 """Old import paths that published component YAMLs name, kept working after the tree's layout changed.
 
+**Deprecated; removed on 2027-06-01** (CHANGELOG.md, 2026-11-29). Since then every component YAML names one module of
+this package, the entry point ``components.entry`` (``components/entry.py``), so no module path behind it needs
+keeping. YAMLs compiled before it (``tests/published/6a0b772/``, ``tests/published/97d0f77/``) import internal
+paths, and run ``python3 -u -m jobs.cloud.custom_job`` / ``jobs.cloud.tuning_job`` as commands: until the removal
+date those paths resolve and those commands run the step (``tests/test_published_compat.py``); a module of theirs moved
+before then adds its old path to :data:`MOVED` (an old command must still run the step: :data:`COMMANDS` only
+answers "moved"). After it, this module, its table and ``tests/published/`` go, and a YAML
+compiled before 2026-11-29 must be compiled again (``python pipelines/run.py components --image IMAGE --out DIR``).
+
 A component YAML compiled by an earlier version embeds its function's source, and that source imports from the job
 side by path: ``from jobs import records, steps``, ``from jobs.verify import VerifyError``. A pipeline a user
 compiled (or uploaded to an Artifact Registry KFP repository) keeps running in the image of a newer version only

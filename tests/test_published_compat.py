@@ -2,8 +2,10 @@
 
 A KFP user's compiled pipeline (or one uploaded to an Artifact Registry KFP repository) embeds each component's
 function source, and that source imports the job side by path. ``tests/published/<commit>/`` holds the YAMLs of
-the version before the tree was laid out in layer folders (issue 43, CHANGELOG.md); every module path and every
-name they read must resolve here (``jobs/moved.py`` keeps the old paths), and one of them runs in ``kfp.local``.
+the versions published before every component called the one entry point (``components/entry.py``): 6a0b772, before
+the tree was laid out in layer folders (issue 43), and 97d0f77, the last before the entry point (issue 54). Until the
+removal date in CHANGELOG.md every module path and every name they read must resolve here (``jobs/moved.py`` keeps
+the old paths), every container command they run must still run, and their ``validate_config`` runs in ``kfp.local``.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from tests.conftest import ROOT
 PUBLISHED = ROOT / "tests" / "published"
 FIRST_PARTY = ("jobs", "trainers", "components", "pipelines")
 YAMLS = sorted(PUBLISHED.glob("*/*.yaml"))
+VERSIONS = sorted(p.name for p in PUBLISHED.iterdir() if p.is_dir())
 
 
 def _sources(path: Path) -> list[str]:
@@ -50,7 +53,26 @@ def _reads(source: str) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def test_the_previous_versions_yamls_are_here():
-    assert len(YAMLS) >= 12, "tests/published/<commit>/ holds every component YAML of the previous version"
+    assert VERSIONS == ["6a0b772", "97d0f77"]
+    assert len(list((PUBLISHED / "6a0b772").glob("*.yaml"))) == 12 and len(list((PUBLISHED / "97d0f77").glob("*.yaml"))) == 14
+
+
+def _commands(path: Path) -> list[list[str]]:
+    """The ``python3 -u -m MODULE`` commands of a YAML's container executors (not kfp's executor)."""
+    spec = yaml.safe_load(path.read_text())
+    return [executor["container"]["command"] for executor in spec["deploymentSpec"]["executors"].values()
+            if executor["container"]["command"][:1] == ["python3"]]
+
+
+@pytest.mark.parametrize("path", [p for p in YAMLS if _commands(p)], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_an_old_container_command_still_runs_the_step(path):
+    """An old container component's command (``python3 -u -m jobs.cloud.custom_job``) is that step's runtime still:
+    its flags, not a moved module's one line."""
+    for command in _commands(path):
+        assert command[:3] == ["python3", "-u", "-m"]
+        proc = subprocess.run([sys.executable, *command[1:], "--help"], capture_output=True, text=True, timeout=60,
+                              cwd=ROOT)
+        assert proc.returncode == 0 and "--gcp_resources" in proc.stdout, proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("path", YAMLS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -98,10 +120,11 @@ def test_an_old_path_the_table_lacks_fails_as_python_would():
 
 
 @pytest.mark.timeout(300)
-def test_an_old_validate_config_yaml_runs_under_kfp_local(tmp_path):
-    """The previous version's ``validate_config`` YAML, run as kfp.local runs a task (its own process, this
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_old_validate_config_yaml_runs_under_kfp_local(tmp_path, version):
+    """A previous version's ``validate_config`` YAML, run as kfp.local runs a task (its own process, this
     checkout on the path as the image's ``PYTHONPATH=/app``): its outputs are this version's."""
-    (old,) = [p for p in YAMLS if p.stem == "validate_config"]
+    old = PUBLISHED / version / "validate_config.yaml"
     program = f"""
 import json, sys
 from kfp import local

@@ -307,7 +307,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
                                 parameters=("gcp_resources", "best_trial", "best_model_dir"),
                                 artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
                                            "study": ("system.Artifact", str(tmp_path / "study"))}))
-        assert run.args[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
+        assert run.args[:5] == ["python3", "-u", "-m", "components.entry", "hyperparameter_tuning_job"]
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/hyperparameterTuningJobs$")
         (job,) = vertex.tuning_jobs.values()  # decoded strictly as aiplatform_v1.HyperparameterTuningJob

@@ -139,3 +139,35 @@ print(json.dumps({{"display_name": task.outputs["display_name"], "pools": len(ta
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["display_name"] and out["pools"] >= 1
+
+
+def _container_modules() -> list[str]:
+    """The modules the previous version's container components run (``python3 -u -m MODULE`` in the command)."""
+    found = set()
+    for path in YAMLS:
+        spec = yaml.safe_load(path.read_text())
+        for executor in spec["deploymentSpec"]["executors"].values():
+            command = executor["container"].get("command", [])
+            found.update(command[i + 1] for i, part in enumerate(command[:-1]) if part == "-m"
+                         and command[i + 1].split(".")[0] in FIRST_PARTY)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("module", _container_modules())
+def test_every_module_an_old_container_component_runs_still_runs(module):
+    """A container component's command line names a module: it must still start (its ``--help``), wherever the
+    module lives now (``jobs.moved.RUNS``)."""
+    proc = subprocess.run([sys.executable, "-u", "-m", module, "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_an_old_runnable_path_runs_its_module_now(tmp_path):
+    """The mechanism of :data:`jobs.moved.RUNS`, on a planted entry: ``python -m OLD ARGS`` runs the new module as
+    ``__main__`` with ARGS, and its exit status is the new module's."""
+    (tmp_path / "new_home.py").write_text("import sys\nif __name__ == '__main__':\n"
+                                          "    print('ran', sys.argv[1:])\n    sys.exit(3)\n")
+    (tmp_path / "sitecustomize.py").write_text("from jobs import moved\nmoved.RUNS['jobs.old_home'] = 'new_home'\n")
+    proc = subprocess.run([sys.executable, "-m", "jobs.old_home", "--flag", "x"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert (proc.returncode, proc.stdout.strip()) == (3, "ran ['--flag', 'x']"), proc.stderr[-2000:]

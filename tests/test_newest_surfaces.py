@@ -8,7 +8,7 @@ the user meets it (a subprocess where the user runs one). Each class's rule has 
 * every record read by THE reader: ``trainers.record_reader``;
 * a refused credential: ``jobs.cloud.credentials`` (``_guarded``, ``refresh_refused``, ``endpoint_problem``);
 * names by their forms: ``trainers.resource_names`` (and ``jobs.cloud.job_logs.log_filter``'s quoting);
-* bounded work: ``jobs.spec.validate.list_limit_problems``, ``fileio.open_regular``;
+* bounded work: ``jobs.spec.validate.list_limit_problems``, ``regular_file.open_regular``;
 * flag against file: ``jobs.spec.flag_file``.
 The kill of a study is ``tests/test_lifeline.py``'s.
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import types
@@ -134,17 +135,24 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types, once per class (resolving string annotations is the costly part)."""
+    return typing.get_type_hints(cls)
+
+
 def build(cls: type, data: Any, path: str, problems: list[Problem]) -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         problems.append(problem(path or "config", f"expected a mapping, got {type(data).__name__} {data!r}"))
         return cls()
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in data.items():
-        field_path = f"{path}.{key}" if path else str(key)
+        shown = str(key) or "''"  # an empty key is named as one, never as no field at all
+        field_path = f"{path}.{shown}" if path else shown
         if key not in names:
             near = difflib.get_close_matches(str(key), names, n=1)
             hint = f" did you mean {near[0]!r}?" if near else ""

@@ -36,7 +36,7 @@ Loading checks the *shape* (unknown fields, wrong types) and reports every probl
 ``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
 (hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
 This module is the schema (one dataclass per section, :class:`JobConfig` the whole) and the ways in
-(:func:`load`, :func:`load_json`, :func:`from_dict`); reading files and presets and applying overrides is
+(:func:`load`, :func:`load_json`, :func:`from_dict`; :func:`read`, the one parser under them all); reading files and presets and applying overrides is
 ``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce``; the
 sections only Vertex acts on (a pool's disk and NFS mounts, ``scheduling``, ``vertex``, ``placement``, ``budget``)
 are ``trainers.config_vertex``. It never imports TensorFlow.
@@ -401,8 +401,11 @@ class JobConfig:
 # The ways in: plain data (``trainers.coerce``), a file or preset (``trainers.config_files``), JSON.
 
 
-def from_dict(data: dict[str, Any]) -> JobConfig:
-    """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
+def read(data: Any) -> tuple[JobConfig, list[Problem]]:
+    """THE parser of a job's plain data: the typed config and every problem of its shape, never raising. A field
+    that is wrong keeps its default and its problem says so (``field: what is wrong; valid choices: ...``), so a
+    reader that must judge the rest anyway (the hardware rules, on a job whose shape is wrong: a bad field must not
+    hide a bad machine type) reads the same sections, with the same defaults, as :func:`from_dict`."""
     problems: list[Problem] = []
     topology = data.get("topology") if isinstance(data, dict) else None
     refused = REFUSED_STRATEGIES.get(str(topology.get("strategy")).lower()) if isinstance(topology, dict) else None
@@ -410,7 +413,12 @@ def from_dict(data: dict[str, Any]) -> JobConfig:
         problems.append(problem("topology.strategy", f"{topology['strategy']!r} is not supported: {refused[0]}",
                                 [refused[1]]))
         data = {**data, "topology": {k: v for k, v in topology.items() if k != "strategy"}}
-    cfg = coerce.build(JobConfig, data, "", problems)
+    return coerce.build(JobConfig, data, "", problems), problems
+
+
+def from_dict(data: dict[str, Any]) -> JobConfig:
+    """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
+    cfg, problems = read(data)
     if problems:
         raise ConfigError(problems)
     return cfg

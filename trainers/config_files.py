@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from trainers.errors import ConfigError, problem
-from trainers.fileio import read_regular
+from trainers.regular_file import read_regular
 
 
 PRESET_DIR = Path(__file__).resolve().parent / "configs"

@@ -49,7 +49,7 @@ from jobs.spec.job_image import PLACEHOLDER_PROJECT
 from jobs.spec.trainer_section import trainer_file_problems
 from trainers import config as config_lib
 from trainers.errors import ConfigError, problem
-from trainers.fileio import NotARegularFile, read_regular
+from trainers.regular_file import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
 REQUIREMENTS_DIR = "/workspace/requirements"

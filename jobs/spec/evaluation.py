@@ -55,7 +55,7 @@ from typing import Any
 
 from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, open_regular
+from trainers.regular_file import NotARegularFile, open_regular
 from trainers.paths import readable
 
 FIELD = "serving.eval_data"

@@ -33,7 +33,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, read_regular
+from trainers.regular_file import NotARegularFile, read_regular
 
 #: the trainer image's Python (containers/Dockerfile: ``BASE_IMAGE=python:3.11-slim``)
 IMAGE_PYTHON = "3.11"

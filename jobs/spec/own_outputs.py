@@ -25,7 +25,7 @@ import yaml
 
 from jobs.spec import records
 from trainers import config as config_lib, record_reader
-from trainers.fileio import NotARegularFile, read_regular
+from trainers.regular_file import NotARegularFile, read_regular
 
 #: folders this product writes at any depth of a project: the precision measurements' cache
 #: (``trainers.precision.cache_dir``: ``<parent of output.base_dir>/.vtp-cache``)

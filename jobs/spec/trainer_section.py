@@ -21,7 +21,7 @@ from trainers import config as config_lib
 from trainers.cluster import LOCAL_LAUNCHER_ENV
 from trainers.config_files import RELATIVE_RULE, found_elsewhere
 from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, read_regular
+from trainers.regular_file import NotARegularFile, read_regular
 
 MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

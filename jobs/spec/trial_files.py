@@ -18,7 +18,7 @@ from typing import Any
 from jobs.spec.records import METRICS_RECORD, read_at
 from jobs.spec.tuning_rules import BASELINE
 from trainers.cluster import OUTPUT_LAYOUT, output_dirs
-from trainers.fileio import NotARegularFile, open_regular
+from trainers.regular_file import NotARegularFile, open_regular
 from trainers.paths import join
 
 HYPERTUNE_DIR = "hypertune"

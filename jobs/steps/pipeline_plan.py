@@ -14,7 +14,7 @@ from jobs.spec import ranking, records
 from jobs.spec.hardware import prices
 from jobs.spec.job_image import component_image
 from trainers import config as config_lib
-from trainers.fileio import open_regular
+from trainers.regular_file import open_regular
 
 TARGETS = ("vertex", "local")
 

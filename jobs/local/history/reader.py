@@ -47,7 +47,7 @@ from jobs.local.run.folder import last_checkpoint
 from jobs.local.run.lock import LOCK_NAME
 from trainers import record_reader
 from trainers.errors import problem
-from trainers.fileio import NotARegularFile, open_regular
+from trainers.regular_file import NotARegularFile, open_regular
 
 PROG = "python pipelines/run.py runs"
 DEFAULT_ROOT = "runs"

@@ -51,6 +51,7 @@ from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio, record_reader
 from trainers.cluster import output_dirs
 from trainers.config import BUILTIN_COMMAND
+from trainers.regular_file import open_regular
 
 def read_record(base: str) -> dict[str, Any]:
     """The record of the run that last finished in ``base`` (``run.json``, ``jobs.spec.records.read_run``)."""
@@ -372,7 +373,7 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
     seconds to stopping."""
     try:
-        with fileio.open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
+        with open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
             m = _STATE_RE.search(f.read())
     except (OSError, ValueError):  # NotARegularFile is a ValueError: a pipe is no checkpoint state, never waited on
         return None

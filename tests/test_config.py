@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 def messages(exc: ConfigError) -> list[str]:

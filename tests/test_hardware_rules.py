@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 from jobs.spec.hardware import rules
 from jobs.spec.hardware.advice import check_warnings
 from jobs.spec.hardware.catalog import load_catalog
@@ -71,7 +71,7 @@ def fields(problems):
 def test_default_config_is_valid():
     report = check_job(DEFAULT_JOB)
     assert isinstance(report, Report) and report.ok and report.errors == [] and report.warnings == []
-    # no topology at all: the schema's (trainers.config.Topology), as the one parser fills it and `vtp validate` judges
+    # no topology at all: the schema's (jobfile.config.Topology), as the one parser fills it and `vtp validate` judges
     # a job file without one: multi_worker with only the chief, one error naming the remedy (no topology of its own)
     [alone] = check_job({}).errors
     assert alone.field == "topology.strategy" and "topology.worker.replica_count" in alone.message
@@ -96,7 +96,7 @@ def test_fields_chief_is_one_replica():
 
 def test_fields_unknown_strategy_region_and_keys():
     problems = check_fields(job(strategy="multiworker", region="US Central"))
-    # the one parser's verdict (trainers.config.read): the strategy is one of the schema's, with a did-you-mean
+    # the one parser's verdict (jobfile.config.read): the strategy is one of the schema's, with a did-you-mean
     assert problems[0].field == "topology.strategy" and "did you mean 'multi_worker'" in problems[0].message
     assert "multi_worker" in problems[0].valid
     assert problems[1].field == "topology.region"
@@ -445,7 +445,7 @@ def test_evaluator_rules():
 
 
 def test_the_parameter_server_preset_validates_cleanly():
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     from jobs.spec.validate import validate
 
     cfg = config_lib.load("parameter-server")

@@ -28,11 +28,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainers", "jobs", "components", "pipelines")
+PACKAGES = ("jobfile", "trainers", "jobs", "components", "pipelines")
 
 #: (layer, the modules and packages in it), bottom first. A name stands for itself and every module under it;
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("job file", ("jobfile",)),
     ("trainers", ("trainers",)),
     ("spec", ("jobs", "jobs.spec")),
     ("clients", ("jobs.cloud",)),

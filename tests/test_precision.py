@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainers import config as config_lib
-from trainers.config_files import load_document, presets
+from jobfile import config as config_lib
+from jobfile.config_files import load_document, presets
 from trainers import precision as p
 
 #: a CPU with the bf16 flag of a kind the priors do not know (no vendor, family, model): auto measures when worth it

@@ -1,4 +1,4 @@
-"""Every file a user names is read only when it is a regular file of bounded size (``trainers.regular_file.open_regular``
+"""Every file a user names is read only when it is a regular file of bounded size (``jobfile.regular_file.open_regular``
 / ``read_regular``, the one check): a named pipe would block ``open()`` until a writer came, a device never
 ends, a huge file exhausts memory. Each reader says one line naming its field, or (a record, a log) treats the
 path as unreadable; none waits. Every case runs under a time bound far above its cost: a hang fails, a slow
@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from trainers import record_reader, regular_file
+from trainers import record_reader
+from jobfile import regular_file
 
 BOUND_S = 120
 

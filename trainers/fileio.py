@@ -18,9 +18,9 @@ import shutil
 import uuid
 from typing import Any, Callable
 
-from trainers.errors import ConfigError, problem
-from trainers.paths import join
-from trainers.regular_file import read_regular
+from jobfile.errors import ConfigError, problem
+from jobfile.paths import join
+from jobfile.regular_file import read_regular
 
 log = logging.getLogger(__name__)
 

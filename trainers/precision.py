@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from trainers import fileio, record_reader
 from trainers.gpus import AMPERE, compute_capability, fast_float16
-from trainers.paths import join
+from jobfile.paths import join
 from trainers.precision_priors import PRIORS_FILE, Prior, lookup
 
 log = logging.getLogger(__name__)

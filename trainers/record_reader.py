@@ -3,7 +3,7 @@
 (``vertex_jobs.json``), the precision cache. A record is read back defensively, in one place, before any field of it
 is used:
 
-* the file: a regular file (a named pipe or a device is refused at once, never waited on: ``trainers.regular_file``)
+* the file: a regular file (a named pipe or a device is refused at once, never waited on: ``jobfile.regular_file``)
   of at most ``limit`` bytes (:data:`MAX_BYTES` by default), UTF-8;
 * the JSON: nested at most :data:`MAX_DEPTH` levels (checked without recursion: a record 100,000 levels deep is a
   reason, not a ``RecursionError``), numbers finite (``NaN``, ``Infinity``, ``1e400`` refused) and integers of at most
@@ -27,7 +27,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from trainers import fileio
-from trainers.regular_file import NotARegularFile, open_regular
+from jobfile.regular_file import NotARegularFile, open_regular
 
 #: a record's limits: bigger, or nested deeper, is no record a run wrote
 MAX_BYTES = 16 * 1024 * 1024

@@ -14,7 +14,7 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     # lazy: KFP component body
     from jobs.spec.errors import CloudError
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     try:
         image = steps.trainer_image(config_lib.load_json(config_json), build_context_uri, dockerfile, project,

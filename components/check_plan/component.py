@@ -17,7 +17,7 @@ def check_plan(config_json: str, location: str, project: str, run_id: str = "", 
     # lazy: KFP component body
     from jobs.steps import calls as steps
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     errors = steps.check_plan(config_lib.load_json(config_json), project, location, run_id=run_id,
                               require_checks=require_checks, api_endpoint=api_endpoint)

@@ -36,9 +36,9 @@ def pick_model(model: Output[Model], study: Output[Artifact], config_json: str =
     # lazy: KFP component body
     from jobs.tuning import pick
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     # lazy: KFP component body
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     def fail(line: str):
         steps.console_log(f"error: {line}")

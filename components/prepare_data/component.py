@@ -18,9 +18,9 @@ def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Datas
     # lazy: KFP component body
     from jobs.steps import calls as steps
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     # lazy: KFP component body
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     try:
         cfg = config_lib.load_json(config_json)

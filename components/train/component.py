@@ -24,7 +24,7 @@ def train(config_json: str, model: Output[Model], metrics: Output[Metrics], chec
     # lazy: KFP component body
     from jobs.local.launch.outcome import JobFailed
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     cfg = config_lib.load_json(config_json)
     if dataset is not None:

@@ -33,11 +33,11 @@ def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study
     # lazy: KFP component body
     from jobs.tuning.local import StudyFailed, run_local_study
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     # lazy: KFP component body
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
     # lazy: KFP component body
-    from trainers.paths import join
+    from jobfile.paths import join
 
     cfg = config_lib.load_json(config_json)
     if dataset is not None:

@@ -23,7 +23,7 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
                          ("baseline_output_directory", str), ("baseline_display_name", str), ("placement", list),
                          ("budget", dict), ("labels", dict), ("baseline_labels", dict), ("tuning_labels", dict),
                          ("hardware", list), ("baseline_hardware", list)]):
-    """Check every rule of the job config (``config_json``, a ``trainers.config.JobConfig`` as JSON) before
+    """Check every rule of the job config (``config_json``, a ``jobfile.config.JobConfig`` as JSON) before
     anything is spent; fail with one ``error:`` line per problem.
 
     ``image_uri`` (e.g. build_image's output) becomes every pool's image. ``location``: the region whose
@@ -63,11 +63,11 @@ def validate_config(config_json: str, image_uri: str = "", location: str = "", c
     # lazy: KFP component body
     from jobs.steps import calls as steps
     # lazy: KFP component body
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     # lazy: KFP component body
     from trainers.cluster import output_dirs
     # lazy: KFP component body
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     try:
         cfg = config_lib.load_json(config_json).with_image(image_uri)  # a built image wins

@@ -37,8 +37,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from jobs.spec import placement, trial_files, tuning_rules
 from jobs.spec.job_image import job_image
-from trainers import config as config_lib
-from trainers.paths import fuse_path
+from jobfile import config as config_lib
+from jobfile.paths import fuse_path
 
 #: Vertex's pool positions, by the config's pool names.
 POOLS = ("chief", "worker", "parameter_server", "evaluator")
@@ -127,7 +127,7 @@ def worker_pool_specs(job: Mapping[str, Any], image_uri: str, command: Sequence[
         pool = topology.get(name) or {}
         if not isinstance(pool, Mapping):
             pool = {}
-        if name == "chief" and name not in topology:  # the schema's chief (trainers.config.Topology), as the parser fills it
+        if name == "chief" and name not in topology:  # the schema's chief (jobfile.config.Topology), as the parser fills it
             pool = dataclasses.asdict(config_lib.Topology().chief)
         replicas = _int(pool.get("replica_count", 1 if name == "chief" else 0))
         if replicas <= 0:

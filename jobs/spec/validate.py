@@ -20,10 +20,10 @@ import os
 import re
 from pathlib import Path
 
-from trainers import config as config_lib
-from trainers.config_files import RELATIVE_RULE, found_elsewhere, load_document
-from trainers.errors import ConfigError, Problem, problem
-from trainers.regular_file import NotARegularFile, open_regular
+from jobfile import config as config_lib
+from jobfile.config_files import RELATIVE_RULE, found_elsewhere, load_document
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.regular_file import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems
 from trainers.resource_names import REGION_RE, fits
 from jobs.spec.evaluation import eval_data_problems, settings_problems as eval_settings_problems

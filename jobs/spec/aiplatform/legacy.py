@@ -28,7 +28,7 @@ import difflib
 import re
 from typing import Any, Mapping, Sequence
 
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.aiplatform.gcloud_flags import merge, parse_flags
 from jobs.spec.job_spec import as_int, worker_pool_specs

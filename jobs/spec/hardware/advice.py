@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 from trainers.gpus import AMPERE, fast_float16
 from jobs.spec.hardware.catalog import Gpu, load_catalog
 from jobs.spec.hardware.shared import JobView, Pool, view, has_tpu

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from jobs.spec.hardware.advice import check_warnings
 from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
 from jobs.spec.hardware.today import tensorflow_problems, tpu_vm_shape_problems, unknowns
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 from jobs.spec.hardware.catalog import Catalog, load_catalog
 from jobs.spec.hardware.shared import (JobView, Pool, one_line, view, checked_pools as _checked, has_tpu, infer_strategy,
                                   machine_of as _machine, or_join as _or, region_problems, tpu_cores, tpu_pool)

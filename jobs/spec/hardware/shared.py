@@ -2,7 +2,7 @@
 inference.
 
 The rules read the job through :func:`view`, which reads it through THE parser of a job's data
-(``trainers.config.read``: the schema's sections, types and defaults, every problem of shape collected, never
+(``jobfile.config.read``: the schema's sections, types and defaults, every problem of shape collected, never
 raising), so the rules judge what a run would run: no second parser with defaults of its own. A pool a problem of
 shape names is marked ``ok=False`` and the other rules skip it rather than report consequences of the same mistake;
 a negative count (the schema's types allow it) is one problem here.
@@ -17,8 +17,8 @@ from typing import Any, Iterable
 
 from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.names import region_verdict
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 POOLS = ("chief", "worker", "parameter_server", "evaluator")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -26,7 +26,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @dataclasses.dataclass(frozen=True)
 class Pool:
-    """One worker pool of the job as the rules read it: its hardware fields (``trainers.config.Pool``), its name,
+    """One worker pool of the job as the rules read it: its hardware fields (``jobfile.config.Pool``), its name,
     and whether the parser found it well formed."""
     name: str
     replica_count: int = 0
@@ -83,7 +83,7 @@ def _named(problems: list[Problem], path: str) -> bool:
 
 def view(job: Any) -> JobView:
     """The job as the rules read it: ``job`` a :class:`JobView` (as is), a ``JobConfig``, or plain data (a job
-    file's document, a legacy import's translation: parsed by ``trainers.config.read``). Never raises."""
+    file's document, a legacy import's translation: parsed by ``jobfile.config.read``). Never raises."""
     if isinstance(job, JobView):
         return job
     cfg, problems = (job, []) if isinstance(job, config_lib.JobConfig) else config_lib.read(job)

@@ -21,7 +21,7 @@ from typing import Any
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, topology_chips
 from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
 from jobs.spec.hardware.shared import JobView, view, checked_pools, region_problems
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 STRICT_HINT = "--strict or validation.strict: true refuses it"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, pytorch_image_version
 from jobs.spec.hardware.shared import Pool, view, checked_pools, has_tpu, machine_of, or_join, tpu_pool
 

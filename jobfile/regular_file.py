@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import stat
 
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 
 #: the most bytes a user-named file read whole may hold (a job file, a record, a request, held-out examples, a log's
 #: tail is read from its end): a bound, so that a huge file is one line rather than memory exhausted

@@ -24,7 +24,7 @@ A job config describes everything needed to run one training job, locally or on 
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 * ``notify``     where a run's end is sent (a webhook whose URL is read from the environment or Secret Manager,
-  Vertex's e-mail), ``trainers.config_notify``.
+  Vertex's e-mail), ``jobfile.config_notify``.
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -37,9 +37,9 @@ Loading checks the *shape* (unknown fields, wrong types) and reports every probl
 (hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
 This module is the schema (one dataclass per section, :class:`JobConfig` the whole) and the ways in
 (:func:`load`, :func:`load_json`, :func:`from_dict`; :func:`read`, the one parser under them all); reading files and presets and applying overrides is
-``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce``; the
+``jobfile.config_files``, turning plain data into the dataclasses with field paths ``jobfile.coerce``; the
 sections only Vertex acts on (a pool's disk and NFS mounts, ``scheduling``, ``vertex``, ``placement``, ``budget``)
-are ``trainers.config_vertex``. It never imports TensorFlow.
+are ``jobfile.config_vertex``. It never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ import json
 import os
 from typing import Any, Literal
 
-from trainers import coerce
-from trainers.config_files import apply_overrides, load_document
-from trainers.config_notify import Notify
-from trainers.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
-from trainers.errors import ConfigError, Problem, problem
-from trainers.paths import join
+from jobfile import coerce
+from jobfile.config_files import apply_overrides, load_document
+from jobfile.config_notify import Notify
+from jobfile.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.paths import join
 
 
 Strategy = Literal["one_device", "mirrored", "multi_worker", "parameter_server", "tpu"]
@@ -398,7 +398,7 @@ class JobConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# The ways in: plain data (``trainers.coerce``), a file or preset (``trainers.config_files``), JSON.
+# The ways in: plain data (``jobfile.coerce``), a file or preset (``jobfile.config_files``), JSON.
 
 
 def read(data: Any) -> tuple[JobConfig, list[Problem]]:

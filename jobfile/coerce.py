@@ -4,8 +4,8 @@ field path: the job config's generic coercer.
 :func:`build` walks a dataclass's type hints: nested dataclasses, ``list[X]``, ``dict[K, V]``, ``Literal``
 choices (with "did you mean" for a near miss), ``X | None`` (unset), and the scalars, accepting what YAML and
 compiled KFP parameters make of them (``2.0`` for an int, ``1e-3`` read as a string, an env value given as a
-number) and refusing the rest. It knows nothing of the job config's sections (``trainers.config`` is the schema)
-and never raises: each problem is appended to ``problems`` (``trainers.errors.Problem``, ``field: what is
+number) and refusing the rest. It knows nothing of the job config's sections (``jobfile.config`` is the schema)
+and never raises: each problem is appended to ``problems`` (``jobfile.errors.Problem``, ``field: what is
 wrong; valid choices: ...``) and the field keeps its default, so one pass reports every problem at once.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 #: Every integer of the job config is a count, a size or a seed that Vertex's API (or TensorFlow) carries as an
 #: int32 (``replica_count``'s neighbours ``accelerator_count`` and ``boot_disk_size_gb``, the tuning job's trial

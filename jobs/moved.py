@@ -44,7 +44,8 @@ import importlib.machinery
 import sys
 import types
 
-#: old module -> {name the published YAMLs read there: "its module now:its name"}; since 2026-11-27 (issue 43).
+#: old module -> {name the published YAMLs read there: "its module now:its name"}; since 2026-11-27 (issue 43), the
+#: ``trainers.*`` entries since 2026-11-29 (issue 54).
 MOVED: dict[str, dict[str, str]] = {
     "jobs.evaluation": {
         "figures": "jobs.spec.evaluation_verdict:figures",
@@ -95,6 +96,18 @@ MOVED: dict[str, dict[str, str]] = {
     },
     "jobs.verify": {
         "VerifyError": "jobs.steps.verify:VerifyError",
+    },
+    # since 2026-11-29 (issue 54): the job file's schema and loader, and what they stand on, went down to jobfile/;
+    # the YAMLs of 6a0b772 and 97d0f77 read these (each imports jobs first, which installs this finder)
+    "trainers.config": {
+        "load_json": "jobfile.config:load_json",
+        "resolved_base_dir": "jobfile.config:resolved_base_dir",
+    },
+    "trainers.errors": {
+        "ConfigError": "jobfile.errors:ConfigError",
+    },
+    "trainers.paths": {
+        "join": "jobfile.paths:join",
     },
 }
 

@@ -18,7 +18,7 @@ from components import entry
 from tests.conftest import ROOT
 
 #: a first-party module path, dotted (``jobs.spec.ranking``) or as a file path (``jobs/cloud/custom_job.py``)
-FIRST_PARTY = re.compile(r"\b(?:jobs|trainers|pipelines|components)(?:[./][A-Za-z_]\w*)+")
+FIRST_PARTY = re.compile(r"\b(?:jobs|jobfile|trainers|pipelines|components)(?:[./][A-Za-z_]\w*)+")
 LIGHT = [n for n in components.NAMES if n not in entry.COMMANDS]
 #: the whole body of a lightweight component's function (after its docstring): the contract of components.entry
 STUB = ["arguments = dict(locals())", "from components.entry import v1", "return v1({name!r}, arguments)"]
@@ -60,7 +60,7 @@ def test_the_work_behind_the_entry_point_takes_the_definitions_inputs(name):
 def test_a_named_tuples_fields_are_the_outputs_the_definition_declares(name, monkeypatch):
     defined = inspect.signature(components.definition(name).python_func).return_annotation._fields
     if name == "validate_config":
-        from trainers import config as config_lib
+        from jobfile import config as config_lib
 
         out = entry.v1(name, {"config_json": config_lib.load("local").to_json()})
     else:
@@ -78,7 +78,7 @@ def _picked(monkeypatch):
     record = {"metric": "val_rmse", "goal": "MINIMIZE", "trials": [], "best_trial": None}
     handed = {"id": "3", "parameters": {}, "metric": 0.2, "model_dir": "/m", "reason": "best trial"}
     monkeypatch.setattr(body.pick, "pick", lambda found, baseline: {**record, body.tuning_rules.HANDED_ON: handed})
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     with tempfile.TemporaryDirectory() as tmp:
         study = f"{tmp}/study.json"

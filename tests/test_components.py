@@ -164,7 +164,7 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
     """No private path: every container task of the compiled pipeline runs a component whose executor is the
     committed YAML's, byte for byte but for the image."""
     from pipelines.training_pipeline import compile_pipeline
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     published = {}
     for name in components.NAMES:
@@ -189,7 +189,7 @@ def test_the_pipeline_is_built_from_the_published_yamls(tmp_path):
 LIGHT = """
 import json, sys, time
 started = time.perf_counter()
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from components.validate_config.component import validate_config
 from components.upload_model.component import upload_model
 cfg = config_lib.load("local")

@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import signal_when
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import as_json_numbers, finish, start_step
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
 JOB = ["container.image_uri=" + IMAGE, "output.base_dir=gs://my-pipelines/runs/x", "topology.region=europe-west4"]

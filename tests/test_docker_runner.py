@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from jobs.local.launch import containers, docker_session, replica_container
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ from jobs import moved
 from tests.conftest import ROOT
 
 PUBLISHED = ROOT / "tests" / "published"
-FIRST_PARTY = ("jobs", "trainers", "components", "pipelines")
+FIRST_PARTY = ("jobfile", "jobs", "trainers", "components", "pipelines")
 YAMLS = sorted(PUBLISHED.glob("*/*.yaml"))
 VERSIONS = sorted(p.name for p in PUBLISHED.iterdir() if p.is_dir())
 
@@ -129,7 +129,7 @@ def test_an_old_validate_config_yaml_runs_under_kfp_local(tmp_path, version):
 import json, sys
 from kfp import local
 from kfp.components import load_component_from_file
-from trainers import config as config_lib
+from jobfile import config as config_lib
 local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root={str(tmp_path / 'root')!r})
 task = load_component_from_file({str(old)!r})(config_json=config_lib.load("local").to_json())
 print(json.dumps({{"display_name": task.outputs["display_name"], "pools": len(task.outputs["worker_pool_specs"])}}))

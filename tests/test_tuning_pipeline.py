@@ -387,7 +387,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
 
     import components
     from tests.pipeline_dag import tasks_started_with_defaults
-    from trainers import paths
+    from jobfile import paths
 
     project = copy_project(tmp_path / "my-project")
     out = tmp_path / "tune.pipeline.yaml"
@@ -485,7 +485,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
 def test_baseline_false_compiles_no_baseline_job_and_pick_model_hands_on_the_best_trial(tmp_path):
     from pipelines.training_pipeline import compile_pipeline
     from tests.pipeline_dag import tasks_started_with_defaults
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     cfg = config_lib.load(str(EXAMPLE / "tune.yaml"), [f"container.image_uri={IMAGE}", f"output.base_dir={GCS_BASE}",
                                                        "serving.eval_data=gs://team-bucket/eval.jsonl",
@@ -503,8 +503,8 @@ def test_pick_model_records_a_failed_baseline_and_hands_on_the_best_trial(tmp_pa
     from kfp.dsl import Artifact, Model
 
     import components
-    from trainers import config as config_lib
-    from trainers import paths
+    from jobfile import config as config_lib
+    from jobfile import paths
 
     monkeypatch.setattr(paths, "FUSE_ROOT", str(tmp_path / "gcs"))
     (tmp_path / "gcs" / "team-bucket" / "runs" / "regressor-tune").mkdir(parents=True)  # the trials wrote there

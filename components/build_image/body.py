@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobs.spec.errors import CloudError
 from jobs.steps import calls as steps
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def build_image(config_json: str, build_context_uri: str = "", dockerfile: str = "containers/Dockerfile",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.steps import calls as steps
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def check_plan(config_json: str, location: str, project: str, run_id: str = "", require_checks: bool = False,

@@ -10,8 +10,8 @@ from kfp.dsl import Artifact, Input, Model, Output
 from jobs.spec import records, tuning_rules
 from jobs.steps import calls as steps
 from jobs.tuning import pick
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 def pick_model(model: Output[Model], study: Output[Artifact], config_json: str = "",

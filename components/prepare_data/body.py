@@ -5,8 +5,8 @@ from __future__ import annotations
 from kfp.dsl import Dataset, Input, Output
 
 from jobs.steps import calls as steps
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Dataset] = None):

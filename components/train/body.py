@@ -7,7 +7,7 @@ from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from jobs.local.launch.outcome import JobFailed
 from jobs.steps import calls as steps
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def train(config_json: str, model: Output[Model], metrics: Output[Metrics], checkpoints: Output[Artifact],

@@ -8,9 +8,9 @@ from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 from jobs.spec import records, tuning_rules
 from jobs.steps import calls as steps
 from jobs.tuning.local import StudyFailed, run_local_study
-from trainers import config as config_lib
-from trainers.errors import ConfigError
-from trainers.paths import join
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
+from jobfile.paths import join
 
 
 def tune(config_json: str, model: Output[Model], metrics: Output[Metrics], study: Output[Artifact],

@@ -11,9 +11,9 @@ from collections import namedtuple
 from jobs.spec import job_spec, labels, ranking, validate
 from jobs.spec.records import in_run_folder
 from jobs.steps import calls as steps
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers.cluster import output_dirs
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 
 
 def validate_config(config_json: str, image_uri: str = "", location: str = "", check_files: bool = False,

@@ -75,7 +75,7 @@ def _doc(data: str, out: str, epochs: int, strategy: str, workers: int = 0) -> d
 
 
 def measure(kind: str, data: str, out: str, epochs: int) -> dict:
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     strategy, workers = ARMS[kind]
     cfg = config_lib.from_dict(_doc(data, out, epochs, strategy, workers))
@@ -102,7 +102,7 @@ def measure(kind: str, data: str, out: str, epochs: int) -> dict:
 
 def projection() -> None:
     from machine import training_flops_per_example
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     from trainers.models import build_model
 
     print("\nPROJECTION for the cloud presets (computed, not measured; see the module doc for sources)")
@@ -147,7 +147,7 @@ def ps_projection(utilisation: float | None = None) -> None:
     the same 5 machines under MultiWorkerMirroredStrategy (ring all-reduce). Compute time from the CPU's peak
     at ``utilisation`` (default: measured here, the one-device step of the seed CNN vs this CPU's peak)."""
     from machine import training_flops_per_example
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     from trainers.models import build_model
 
     cfg = config_lib.load("parameter-server")
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.child:
-        from trainers import config as config_lib
+        from jobfile import config as config_lib
         from trainers.train import train_and_evaluate
 
         res = train_and_evaluate(config_lib.from_dict(json.loads(args.child[0])), env={})

@@ -2,6 +2,7 @@
 
     python benchmarks/pipeline_steps.py                       # this checkout, 2 rounds
     python benchmarks/pipeline_steps.py --baseline ../old     # and another checkout, alternating (before/after)
+    python benchmarks/pipeline_steps.py --imports-only --rounds 5 --baseline ../old   # only the fresh-process imports
 
 The parts: the run's start-up (process start, imports, validation, loading the components, kfp.local's set-up:
 from launch to the first task's start, read from kfp's own timestamped lines in ``<base>/logs/run-*.log``),
@@ -118,6 +119,9 @@ IMPORTS = (
     ("import tensorflow (each replica; verify-model before)", "import tensorflow"),
     ("import tensorflow as verify-model does now (lazily, without Keras)",
      "from jobs.steps.verify import import_tensorflow; import_tensorflow()"),
+    ("verify-model's plain path: as written, without Keras (VTP_TENSORFLOW_IMPORT=plain; no effect before issue 54)",
+     "import os; os.environ['VTP_TENSORFLOW_IMPORT'] = 'plain'; "
+     "from jobs.steps.verify import import_tensorflow; import_tensorflow()"),
 )
 
 
@@ -141,15 +145,36 @@ def noop_task_seconds(rounds: int = 3) -> float:
 
 
 
+def imports_only(repos: dict[str, Path], rounds: int) -> int:
+    """:data:`IMPORTS` in fresh processes of each checkout, alternating checkouts within each round (a drift of the
+    machine hits both alike); medians printed side by side."""
+    seconds: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for label, code in IMPORTS:
+            for name, repo in repos.items():
+                seconds.setdefault((label, name), []).append(process_seconds(code, repo, rounds=1))
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; load "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}; {rounds} rounds, medians, whole fresh processes")
+    print("| import | " + " | ".join(f"{n} s" for n in repos) + " |")
+    print("|---|" + "---:|" * len(repos))
+    for label, _ in IMPORTS:
+        print(f"| {label} | " + " | ".join(f"{statistics.median(seconds[(label, n)]):.2f}" for n in repos) + " |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repo", type=Path, default=HERE, help="the checkout to measure (default: this one)")
     p.add_argument("--baseline", type=Path, help="another checkout, measured alternately (e.g. before a change)")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--imports-only", action="store_true",
+                   help="only the fresh-process imports (no pipeline run), in every checkout alternately")
     args = p.parse_args(argv)
     repos = {"after": args.repo.resolve()}
     if args.baseline:
         repos = {"before": args.baseline.resolve(), **repos}
+    if args.imports_only:
+        return imports_only(repos, max(args.rounds, 1))
     samples: dict[str, list[tuple[dict[str, float], float]]] = {name: [] for name in repos}
     with tempfile.TemporaryDirectory(prefix="steps-bench-") as tmp:
         for r in range(args.rounds):

@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="small_cnn")
     args = parser.parse_args(argv)
 
-    from trainers import config as config_lib
-    from trainers.config_files import apply_overrides
+    from jobfile import config as config_lib
+    from jobfile.config_files import apply_overrides
     from trainers import precision as p, precision_auto as a, precision_priors
     from trainers import train
     from trainers.plan import make_plan

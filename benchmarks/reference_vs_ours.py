@@ -105,8 +105,8 @@ def run_reference(images: str, out: str, epochs: int) -> dict:
 def run_ours(images: str, out: str, epochs: int, overrides: list[str]) -> dict:
     t0 = time.monotonic()
     from jobs.steps import calls as steps
-    from trainers import config as config_lib
-    from trainers.config_files import apply_overrides
+    from jobfile import config as config_lib
+    from jobfile.config_files import apply_overrides
 
     doc = {
         "name": "bench-ours",

@@ -42,8 +42,8 @@ SETTINGS = {
 
 
 def child(data: str, out: str, epochs: int, overrides: list[str], result: str) -> None:
-    from trainers import config as config_lib
-    from trainers.config_files import apply_overrides
+    from jobfile import config as config_lib
+    from jobfile.config_files import apply_overrides
     from trainers.train import train_and_evaluate
 
     doc = {"name": "bench-threads", "data": {"source": "tfrecord", "path": data, "image_size": 180, "shuffle_buffer": 1000},

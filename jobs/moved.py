@@ -1,5 +1,14 @@
 """Old import paths that published component YAMLs name, kept working after the tree's layout changed.
 
+**Deprecated; removed on 2027-06-01** (CHANGELOG.md, 2026-11-29). Since then every component YAML names one module of
+this package, the entry point ``components.entry`` (``components/entry.py``), so no module path behind it needs
+keeping. YAMLs compiled before it (``tests/published/6a0b772/``, ``tests/published/97d0f77/``) import internal
+paths, and run ``python3 -u -m jobs.cloud.custom_job`` / ``jobs.cloud.tuning_job`` as commands: until the removal
+date those paths resolve and those commands run the step (``tests/test_published_compat.py``); a module of theirs moved
+before then adds its old path to :data:`MOVED` (an old command must still run the step: :data:`COMMANDS` only
+answers "moved"). After it, this module, its table and ``tests/published/`` go, and a YAML
+compiled before 2026-11-29 must be compiled again (``python pipelines/run.py components --image IMAGE --out DIR``).
+
 A component YAML compiled by an earlier version embeds its function's source, and that source imports from the job
 side by path: ``from jobs import records, steps``, ``from jobs.verify import VerifyError``. A pipeline a user
 compiled (or uploaded to an Artifact Registry KFP repository) keeps running in the image of a newer version only
@@ -12,6 +21,10 @@ real module has the name, that makes each old module as a stand-in whose attribu
 its home. An old path that is still a real module (``jobs.steps`` is now the steps layer's package) takes its old
 names through :func:`getter`. ``tests/test_published_compat.py`` reads every import and attribute of the YAMLs of
 the previous version (``tests/published/``) and runs one of them in ``kfp.local``; CHANGELOG.md lists the moves.
+
+A module a published *container* component runs (``python3 -m jobs.cloud.custom_job`` in its command line) must
+keep running there: :data:`RUNS` maps each such old runnable path to its module now, and ``python -m OLD`` runs that
+module as ``__main__`` with the same arguments.
 
 The old *commands* moved too (``python -m jobs.local.launcher`` is ``python -m jobs.local.launch``): :data:`COMMANDS`
 maps each old runnable path (CHANGELOG.md) to the command that does its work now, and ``python -m OLD`` answers with
@@ -31,7 +44,8 @@ import importlib.machinery
 import sys
 import types
 
-#: old module -> {name the published YAMLs read there: "its module now:its name"}; since 2026-11-27 (issue 43).
+#: old module -> {name the published YAMLs read there: "its module now:its name"}; since 2026-11-27 (issue 43), the
+#: ``trainers.*`` entries since 2026-11-29 (issue 54).
 MOVED: dict[str, dict[str, str]] = {
     "jobs.evaluation": {
         "figures": "jobs.spec.evaluation_verdict:figures",
@@ -83,6 +97,18 @@ MOVED: dict[str, dict[str, str]] = {
     "jobs.verify": {
         "VerifyError": "jobs.steps.verify:VerifyError",
     },
+    # since 2026-11-29 (issue 54): the job file's schema and loader, and what they stand on, went down to jobfile/;
+    # the YAMLs of 6a0b772 and 97d0f77 read these (each imports jobs first, which installs this finder)
+    "trainers.config": {
+        "load_json": "jobfile.config:load_json",
+        "resolved_base_dir": "jobfile.config:resolved_base_dir",
+    },
+    "trainers.errors": {
+        "ConfigError": "jobfile.errors:ConfigError",
+    },
+    "trainers.paths": {
+        "join": "jobfile.paths:join",
+    },
 }
 
 
@@ -96,19 +122,36 @@ COMMANDS: dict[str, str] = {
     "jobs.local.replica_container": "python -m jobs.local.launch.replica_container",
     "jobs.aiplatform.cli": "vtp validate (python -m jobs.spec.validate_cli)",
 }
-#: the old packages that held a command, answered as stand-in packages so ``python -m OLD.sub`` reaches the finder
-_PACKAGES = {name.rsplit(".", 1)[0] for name in COMMANDS} - {"jobs", "jobs.local", "jobs.ci"}
+#: old module a published container component runs (``python -m OLD`` in its command line) -> its module now, run
+#: as ``__main__`` with the same arguments
+RUNS: dict[str, str] = {}
+#: when an old path of these tables moved, where it is not the first move's date
+MOVED_ON: dict[str, str] = {}
+FIRST_MOVE = "2026-11-27"  # issue 43
 EXIT_MOVED = 2
+
+
+def _packages() -> set[str]:
+    """The old packages above an old path (``jobs.spec`` above ``jobs.spec.records``), answered as stand-in
+    packages so that importing the old path, or ``python -m OLD.sub``, reaches the finder (a real package of the
+    same name always wins: the finder is asked last)."""
+    names = set(MOVED) | set(COMMANDS) | set(RUNS)
+    return {name.rsplit(".", k)[0] for name in names for k in range(1, name.count(".") + 1)} - {"jobs"}
+
+
+def moved_on(old: str) -> str:
+    """The date ``old`` moved (CHANGELOG.md names it)."""
+    return MOVED_ON.get(old, FIRST_MOVE)
 
 
 def moved_line(old: str) -> str:
     """The one line ``python -m OLD`` answers with."""
     shown = old[:-len(".__main__")] if old.endswith(".__main__") else old
     if old in COMMANDS:
-        return f"error: python -m {shown} moved: run {COMMANDS[old]} (CHANGELOG.md, 2026-11-27)"
+        return f"error: python -m {shown} moved: run {COMMANDS[old]} (CHANGELOG.md, {moved_on(old)})"
     homes = sorted({target.partition(":")[0] for target in MOVED.get(old, {}).values()})
     return (f"error: {shown} is no command; its names moved to {', '.join(homes) or 'other modules'} "
-            "(CHANGELOG.md, 2026-11-27)")
+            f"(CHANGELOG.md, {moved_on(old)})")
 
 
 def _resolve(old: str, name: str):
@@ -138,16 +181,21 @@ class _Loader(importlib.abc.Loader):
         return None
 
     def get_code(self, fullname: str):
-        """What ``python -m fullname`` runs (``runpy`` asks the loader for the code): the one moved line, exit 2."""
+        """What ``python -m fullname`` runs (``runpy`` asks the loader for the code): the module it is now
+        (:data:`RUNS`), or the one moved line, exit 2."""
+        if fullname in RUNS:
+            return compile(f"import runpy\nrunpy.run_module({RUNS[fullname]!r}, run_name='__main__', alter_sys=True)\n",
+                           f"<moved {fullname}>", "exec")
         return compile(f"import sys\nprint({moved_line(fullname)!r}, file=sys.stderr)\nraise SystemExit({EXIT_MOVED})\n",
                        f"<moved {fullname}>", "exec")
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED and fullname not in COMMANDS and fullname not in _PACKAGES:
+        packages = _packages()
+        if fullname not in MOVED and fullname not in COMMANDS and fullname not in RUNS and fullname not in packages:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=fullname in _PACKAGES)
+        return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=fullname in packages)
 
 
 def install() -> None:

@@ -29,7 +29,7 @@ from kfp.dsl import Artifact, Model
 import components
 from components.base import DEFAULT_IMAGE
 from jobs.steps.pipeline_plan import PipelinePlan, plan as plan_pipeline
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 PROJECT = _placeholders.PROJECT_ID_PLACEHOLDER
 

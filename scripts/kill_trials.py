@@ -105,7 +105,7 @@ def make_data(work: Path) -> str:
 
 
 def job(base: Path, data: str, args, max_restarts: int):
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     common = [f"output.base_dir={base}", "data.source=tfrecord", f"data.path={data}",
               f"training.steps={args.steps}", f"checkpoint.every_steps={args.every_steps}", "checkpoint.keep=3",

@@ -87,7 +87,7 @@ def real_runs(tmp_path_factory, prepared_data) -> dict:
 
 def job_config(base_dir, data_dir: str, *overrides: str):
     """The `local` preset on the shared prepared data, writing under ``base_dir``."""
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     return config_lib.load("local", [f"output.base_dir={base_dir}", "data.source=tfrecord",
                                      f"data.path={data_dir}", *overrides])
@@ -144,7 +144,7 @@ def finished_run(job_file: Path, *overrides: str) -> Path:
     by hand: what a rerun is checked against before its first step (``jobs.local.run.folder``). Returns the folder."""
     # lazy: only the tests of a run's folder need the job side
     from jobs.local.run.folder import making, write_making, write_record
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     cfg = config_lib.load(str(job_file), list(overrides))
     base = Path(config_lib.resolved_base_dir(cfg))

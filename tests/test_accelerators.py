@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainers import cluster as cluster_lib
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers.strategy import EXIT_NO_ACCELERATOR, AcceleratorMissing, check_accelerators
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.names import region_verdict
 from jobs.spec.hardware.shared import region_problems
 from jobs.spec.validate import validate_document
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 CAT = load_catalog()
 

@@ -125,7 +125,7 @@ def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
     for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/spec/image_reference.py",
-                   "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "trainers/configs/local.yaml",
+                   "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "jobfile/presets/local.yaml",
                    "jobs/spec/hardware/catalog.yaml"):
         assert needed in files, needed
     assert not [f for f in files if f.startswith((".git/", "runs/", "tests/", "examples/", "README")) or "__pycache__" in f
@@ -204,7 +204,7 @@ def test_the_dependency_layer_depends_only_on_pyproject_and_the_wheels(tmp_path)
     assert deps_inputs() == before
     # the sources stage takes the four packages alone; the final image takes the venv from `deps` and the
     # sources from `sources`, in that order, and copies nothing from the context itself
-    assert _copy_sources(stages["sources"]) == ["trainers", "jobs", "components", "pipelines"]
+    assert _copy_sources(stages["sources"]) == ["jobfile", "trainers", "jobs", "components", "pipelines"]
     final = stages["final"]
     copies = [line for line in final if line.upper().startswith("COPY")]
     assert copies == ["COPY --from=deps /opt/venv /opt/venv", "COPY --from=sources /app /app"]

@@ -272,7 +272,7 @@ def test_a_manual_build_without_short_sha_tags_manual_build_id(workspace):
 
 def test_a_triggered_build_runs_every_step_in_order(workspace):
     from tests.standins.kfp_registry import KfpRegistryStandIn
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     with KfpRegistryStandIn(project=PROJECT, repo="pipelines") as registry:
         subs = substitutions(short_sha="abc1234", _TEMPLATE_HOST=f"{registry.url}/{PROJECT}/pipelines",

@@ -28,7 +28,7 @@ from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild
 from tests.standins.gcs import Gcs
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 IMAGE = "us-central1-docker.pkg.dev/proj/training/tf-trainer:ctx-0123456789abcdef"
 FAST = (0.02, 0.05)  # poll intervals for the stand-in

@@ -331,7 +331,7 @@ def test_the_trigger_runs_every_step_here_end_to_end(own_dockerd, own_registry, 
     from tests.docker_servers import BUSYBOX, require
     from tests.standins.kfp_registry import KfpRegistryStandIn
     from tests.standins.vertex import VertexStandIn
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     require(BUSYBOX)
     src = fresh_checkout(tmp_path)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from trainers.cluster import output_dirs, read_cluster, replica_dir
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 
 A, B, C = "10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"
 

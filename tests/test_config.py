@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 def messages(exc: ConfigError) -> list[str]:
@@ -95,3 +95,18 @@ def test_prepared_dirs_follow_the_base_dir(tmp_path):
     gcs = config_lib.load("tpu")
     assert config_lib.prepared_data_dir(gcs) == "gs://my-bucket/flowers-tfrecords"
     assert json.loads(gcs.to_json())["topology"]["chief"]["machine_type"] == "cloud-tpu"
+
+
+def test_an_empty_key_is_named_as_one():
+    """A YAML ``"": 0`` is an unknown field named ``''``, never a problem with no field (found by the hardware rules'
+    property test once they read the job through this parser)."""
+    with pytest.raises(ConfigError) as e:
+        config_lib.from_dict({"": 0, "topology": {"chief": {"": 1}}})
+    assert [p.field for p in e.value.problems] == ["''", "topology.chief.''"]
+
+
+def test_read_is_the_parser_under_from_dict_and_never_raises():
+    cfg, problems = config_lib.read({"training": {"epochs": "two", "precision": "float16"}, "topology": "x"})
+    assert cfg.training.epochs == config_lib.Training().epochs and cfg.training.precision == "float16"
+    assert [p.field for p in problems] == ["training.epochs", "topology"]
+    assert config_lib.read(config_lib.JobConfig().to_dict()) == (config_lib.JobConfig(), [])

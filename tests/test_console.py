@@ -80,12 +80,12 @@ def test_a_failed_step_shows_its_last_lines_and_the_log_file(tmp_path):
     for line in ["08:00:00.000 - INFO - Executing task 'prepare-data'",
                  "    I0000 00:00:1795336308.443507   20081 port.cc:153] noise",
                  "    Traceback (most recent call last):",
-                 "    trainers.errors.ConfigError: data.path: no images",
+                 "    jobfile.errors.ConfigError: data.path: no images",
                  "08:00:01.000 - ERROR - Task 'prepare-data' finished with status FAILURE"]:
         console._handle(line)
     text = shown.getvalue()
     assert "✗ prepare-data failure after" in text
-    assert "    trainers.errors.ConfigError: data.path: no images" in text and "noise" not in text
+    assert "    jobfile.errors.ConfigError: data.path: no images" in text and "noise" not in text
     assert f"full log: {tmp_path / 'run.log'}" in text
 
 

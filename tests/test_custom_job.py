@@ -1,7 +1,7 @@
 """The Vertex branch's training step (jobs/cloud/custom_job.py), executed as Vertex executes it.
 
 The compiled pipeline's executor for the ``custom-training-job`` task is run as a process (its own
-container command, ``python3 -m jobs.cloud.custom_job`` with placeholders filled by kfp's own resolver
+container command, ``python3 -u -m components.entry custom_training_job`` with placeholders filled by kfp's own resolver
 from the executor input the Vertex backend would give it: the task's inputs as the upstream
 ``validate-config`` outputs them, numbers as JSON floats), up to and through the CustomJob create call, against the Vertex stand-in, which decodes the body strictly
 as an ``aiplatform_v1.CustomJob``. What is asserted is what Vertex would receive: the worker pools by
@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import signal_when
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import as_json_numbers, finish, start_step
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
 JOB = ["container.image_uri=" + IMAGE, "output.base_dir=gs://my-pipelines/runs/x", "topology.region=europe-west4"]
@@ -46,7 +46,7 @@ def start_executor(compiled: dict, inputs: dict, out: Path, env: dict | None = N
     """The task's container command, as the Vertex backend starts it (``{{$}}`` = the executor input)."""
     container = compiled["deploymentSpec"]["executors"]["exec-custom-training-job"]["container"]
     proc = start_step(container, "custom-training-job", inputs, out, parameters=("gcp_resources",), env=env)
-    assert proc.args[:4] == ["python3", "-u", "-m", "jobs.cloud.custom_job"]
+    assert proc.args[:5] == ["python3", "-u", "-m", "components.entry", "custom_training_job"]
     return proc
 
 

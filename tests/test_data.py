@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from trainers import data, image_records, prepare
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 
 SIZE = 12
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ import pytest
 
 from jobs.local.launch import containers, docker_session, replica_container
 from jobs.local.run.folder import last_checkpoint
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
 

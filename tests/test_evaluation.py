@@ -15,7 +15,7 @@ import pytest
 from jobs.spec import evaluation
 from jobs.spec.evaluation_verdict import decide_task, judge
 from tests.conftest import ROOT
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 FEATURES = 4
 

@@ -16,7 +16,7 @@ from jobs.steps import gate as gate_lib
 from jobs.spec.gate_section import Bar, OPS, gate_problems, known_metrics, parse_bar
 from jobs.spec.errors import CloudError
 from tests.conftest import ROOT
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 PARENT = "projects/my-proj/locations/europe-west4/models/42"
 
@@ -121,7 +121,7 @@ def test_a_set_value_split_into_words_is_one_problem_saying_how_to_give_a_list()
 
 def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_path):
     from jobs.spec import validate
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     report = validate.validate(_cfg('serving.gate.thresholds=["accuracy => 0.8"]'), check_data=False)
     assert [str(p) for p in report.errors if p.field.startswith("serving.gate")] == [
@@ -137,7 +137,7 @@ def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_
 
 def test_run_py_validate_prints_one_error_line_per_gate_problem(tmp_path):
     job = tmp_path / "job.yaml"
-    job.write_text((ROOT / "trainers" / "configs" / "local.yaml").read_text()
+    job.write_text((ROOT / "jobfile" / "presets" / "local.yaml").read_text()
                    + "\nserving:\n  gate:\n    thresholds: ['accuracy >= 0.8', 'loss << 1']\n    better_than_parent: true\n")
     proc = subprocess.run([sys.executable, str(ROOT / "pipelines" / "run.py"), "validate", str(job)],
                           capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
@@ -352,7 +352,7 @@ def test_better_than_baseline_needs_a_study_with_its_baseline():
                                                                      "tuning.baseline=false"])))
     assert line.startswith("serving.gate.better_than_baseline: needs tuning.baseline: true") and \
         "valid choices: tuning.baseline: true, better_than_baseline: false" in line
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^tuning.baseline: expected true or false"):
         config_lib.load(tuning, ["tuning.baseline=sometimes"])
@@ -520,7 +520,7 @@ LIGHT = """
 import json, sys
 from kfp.dsl import Artifact, Metrics, Model
 from components.gate.component import gate
-from trainers import config as config_lib
+from jobfile import config as config_lib
 cfg = config_lib.load("local", ['serving.gate.thresholds=["accuracy >= 0.8"]'])
 out = [Model(name="gated_model", uri=""), Metrics(name="metrics", uri=sys.argv[1] + "/m"), Artifact(name="result", uri=sys.argv[1] + "/r.json")]
 gate.python_func(model=Model(uri="/x/model", metadata={"job": "j"}), gated_model=out[0], metrics=out[1], result=out[2],

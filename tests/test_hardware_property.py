@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainers.errors import Problem
+from jobfile.errors import Problem
 from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.aiplatform.gcloud_flags import FLAGS
 from jobs.spec.aiplatform.legacy import KNOWN_KEYS, import_legacy, translate

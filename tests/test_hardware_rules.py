@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 from jobs.spec.hardware import rules
 from jobs.spec.hardware.advice import check_warnings
 from jobs.spec.hardware.catalog import load_catalog
@@ -71,7 +71,10 @@ def fields(problems):
 def test_default_config_is_valid():
     report = check_job(DEFAULT_JOB)
     assert isinstance(report, Report) and report.ok and report.errors == [] and report.warnings == []
-    assert check_job({}).ok  # no topology at all: the project's default topology
+    # no topology at all: the schema's (jobfile.config.Topology), as the one parser fills it and `vtp validate` judges
+    # a job file without one: multi_worker with only the chief, one error naming the remedy (no topology of its own)
+    [alone] = check_job({}).errors
+    assert alone.field == "topology.strategy" and "topology.worker.replica_count" in alone.message
 
 
 # ---- check_fields -------------------------------------------------------------------------------
@@ -93,10 +96,12 @@ def test_fields_chief_is_one_replica():
 
 def test_fields_unknown_strategy_region_and_keys():
     problems = check_fields(job(strategy="multiworker", region="US Central"))
-    assert problems[0].field == "topology.strategy" and problems[0].valid[0] == "multi_worker"
+    # the one parser's verdict (jobfile.config.read): the strategy is one of the schema's, with a did-you-mean
+    assert problems[0].field == "topology.strategy" and "did you mean 'multi_worker'" in problems[0].message
+    assert "multi_worker" in problems[0].valid
     assert problems[1].field == "topology.region"
     [typo] = check_fields(job(chief={"acelerator_type": "NVIDIA_TESLA_T4"}))
-    assert typo.field == "topology.chief.acelerator_type" and typo.valid[0] == "accelerator_type"
+    assert typo.field == "topology.chief.acelerator_type" and "did you mean 'accelerator_type'" in typo.message
 
 
 def test_fields_accelerator_pairing():
@@ -338,11 +343,12 @@ def test_warnings_spot():
 
 def test_warnings_waste_and_legacy_gpus():
     one = job(strategy="one_device", worker=NO_WORKERS, chief=gpu("n1-standard-8", "NVIDIA_TESLA_K80", 4))
-    one["training"]["mixed_precision"] = True
+    one["training"]["precision"] = "float16"
     report = check_job(one)
     assert report.ok
     assert fields(report.warnings) == ["topology.chief.accelerator_count", "topology.chief.accelerator_type",
-                                       "training.mixed_precision"]
+                                       "training.precision"]
+    assert "no tensor cores" in report.warnings[2].message and report.warnings[2].valid == ("auto", "float32")
     assert "retired" in report.warnings[1].message
     ps = job(parameter_server={"replica_count": 2, "machine_type": "n1-highmem-8"})
     [w] = check_warnings(ps)
@@ -439,7 +445,7 @@ def test_evaluator_rules():
 
 
 def test_the_parameter_server_preset_validates_cleanly():
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     from jobs.spec.validate import validate
 
     cfg = config_lib.load("parameter-server")
@@ -448,3 +454,32 @@ def test_the_parameter_server_preset_validates_cleanly():
     assert cfg.scheduling.restart_job_on_worker_restart is False
     assert [p.replica_count for p in cfg.topology.pools()] == [1, 4, 1, 1]
     assert not any(p.accelerator_type for p in cfg.topology.pools())  # CPU pools, as the guides' example
+
+
+@pytest.mark.parametrize("accelerator, precision, warned", [
+    ("NVIDIA_TESLA_P4", "float16", True),       # 6.1: no tensor cores, 1/64-rate float16
+    ("NVIDIA_TESLA_P100", "float16", False),    # 6.0: GP100's double-rate float16 pays (trainers.gpus.fast_float16)
+    ("NVIDIA_TESLA_T4", "float16", False),      # 7.5: tensor cores
+    ("NVIDIA_TESLA_T4", "bfloat16", True),      # no bf16 tensor cores before Ampere
+    ("NVIDIA_TESLA_A100", "bfloat16", False),
+    ("NVIDIA_RTX_PRO_6000", "float16", False),  # 12.0 (Blackwell): the catalog's capability, from trainers.gpus
+    ("NVIDIA_TESLA_P4", "auto", False),         # auto decides per device: nothing to warn about
+    ("NVIDIA_TESLA_P4", "float32", False),
+])
+def test_the_precision_advice_reads_training_precision(accelerator, precision, warned):
+    """The advice reads ``training.precision`` through the one parser (the old view read only the deprecated
+    ``mixed_precision``, so ``precision: float16`` on a GPU without tensor cores was never warned about)."""
+    machine = {"NVIDIA_TESLA_A100": "a2-highgpu-1g", "NVIDIA_RTX_PRO_6000": "g4-standard-48"}.get(accelerator, "n1-standard-8")
+    one = job(strategy="one_device", worker=NO_WORKERS, chief=gpu(machine, accelerator, 1))
+    one["training"]["precision"] = precision
+    report = check_job(one)
+    assert report.ok, report.errors
+    assert ("training.precision" in fields(report.warnings)) is warned, report.warnings
+
+
+def test_every_catalog_gpu_has_its_compute_capability_from_the_one_table():
+    from trainers.gpus import COMPUTE_CAPABILITY
+    cat = load_catalog()
+    assert sorted(cat.gpus) == sorted(COMPUTE_CAPABILITY)  # one table, the same GPUs as the catalog lists
+    assert cat.gpus["NVIDIA_RTX_PRO_6000"].compute_capability == (12, 0) and cat.gpus["NVIDIA_RTX_PRO_6000"].tensor_cores
+    assert not cat.gpus["NVIDIA_TESLA_P100"].tensor_cores and cat.gpus["NVIDIA_TESLA_V100"].tensor_cores

@@ -11,7 +11,7 @@ from jobs.spec import job_spec, validate
 from jobs.spec.hardware import api_fields
 from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.hardware.rules import check_job, num_replicas
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 CAT = load_catalog()
 IMAGE = "us-central1-docker.pkg.dev/proj-1/training/tf-trainer:ctx-1@sha256:" + "a" * 64

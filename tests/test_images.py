@@ -5,7 +5,7 @@ import pytest
 
 from jobs import images
 from jobs.images.context import BuildError
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 AR = "us-central1-docker.pkg.dev/my-project/training/tf-trainer"
 

@@ -8,7 +8,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
 from jobs.spec import job_spec, validate
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 IMAGE = "us-central1-docker.pkg.dev/proj-1/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64
 RESERVATION = "projects/proj-1/zones/us-central1-a/reservations/a100-pool"
@@ -87,7 +87,7 @@ def test_one_builder_serves_the_cloud_step_and_the_local_launcher():
     (["trainer.env={X: true}"], "trainer.env.X: expected a string, got bool True"),
 ])
 def test_each_scheduling_and_env_rule_is_one_line(sets, expected):
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     try:
         errors = _errors(*sets)

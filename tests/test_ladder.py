@@ -22,8 +22,8 @@ from jobs.cloud import plan as planning
 from jobs.spec import labels, placement, ranking, records, validate
 from jobs.spec.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "gpu-ladder" / "job.yaml"

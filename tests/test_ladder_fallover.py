@@ -24,7 +24,7 @@ from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 from tests.test_ladder import A100, H100, H200, REGION2, STOCKOUT, Quotas, _plan, ladder_job
 from tests.vertex_steps import task_inputs
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 SPOT_GONE = "The Spot VMs of the job were preempted: Spot capacity is unavailable in the region."
 

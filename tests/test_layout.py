@@ -7,6 +7,8 @@ like any other; and a first-party import stays inside a function only with a sta
 The layers, bottom to top: each a folder (:data:`LAYERS`; a module may import its own layer and the layers below,
 never one above; every first-party module is in exactly one):
 
+0. ``jobfile/``: the job file (its schema, THE parser of it, presets, the one-line problems, paths, the bounded
+   read of a file a user names), below both sides: imports neither, nor kfp, nor TensorFlow;
 1. ``trainers/``: what runs inside a replica; imports no job side and no kfp;
 2. ``jobs/spec/``: what a job is and whether it is valid, with nothing run yet (the one-line errors, the hardware
    catalog and rules, the image reference, THE job spec, the replica environment, placement, each section's rules,
@@ -28,11 +30,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("trainers", "jobs", "components", "pipelines")
+PACKAGES = ("jobfile", "trainers", "jobs", "components", "pipelines")
 
 #: (layer, the modules and packages in it), bottom first. A name stands for itself and every module under it;
 #: the longest name that matches places a module.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("job file", ("jobfile",)),
     ("trainers", ("trainers",)),
     ("spec", ("jobs", "jobs.spec")),
     ("clients", ("jobs.cloud",)),
@@ -153,6 +156,15 @@ def test_trainers_never_import_the_job_side_or_kfp():
                         if i.split(".")[0] in ("jobs", "components", "pipelines", "kfp", "google_cloud_pipeline_components"))
            for name, path in modules.items() if name.startswith("trainers")}
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_job_file_imports_neither_side_nor_kfp_nor_tensorflow():
+    """The job file is read by the replica and the job side alike: nothing of either, nor a heavy library."""
+    modules = _sources()
+    bad = {name: sorted(i for i in _imports(path, name) if i.split(".")[0] in
+                        ("trainers", "jobs", "components", "pipelines", "kfp", "tensorflow", "keras", "tf_keras"))
+           for name, path in modules.items() if name.startswith("jobfile")}
+    assert {k: v for k, v in bad.items() if v} == {} and "jobfile.config" in modules
 
 
 def test_nothing_below_pipelines_imports_it():

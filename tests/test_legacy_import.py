@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import yaml
 
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 from jobs.spec.aiplatform.config_file import load_yaml
 from jobs.spec.validate_cli import validate_main
 from jobs.spec.aiplatform.legacy import import_legacy, is_legacy, to_worker_pool_specs, translate, translate_report

@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.test_submit import run_main
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 MODEL_DIR = "gs://my-pipelines/runs/flowers/model"
 

@@ -23,7 +23,7 @@ from jobs.local.launch.model_watch import ModelWatch, listening_ports
 from jobs.local.launch.outcome import JobFailed
 from jobs.steps import calls as steps
 from tests.conftest import ROOT, assert_no_processes_left
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers import outputs
 
 

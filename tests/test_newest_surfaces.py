@@ -8,7 +8,7 @@ the user meets it (a subprocess where the user runs one). Each class's rule has 
 * every record read by THE reader: ``trainers.record_reader``;
 * a refused credential: ``jobs.cloud.credentials`` (``_guarded``, ``refresh_refused``, ``endpoint_problem``);
 * names by their forms: ``trainers.resource_names`` (and ``jobs.cloud.job_logs.log_filter``'s quoting);
-* bounded work: ``jobs.spec.validate.list_limit_problems``, ``fileio.open_regular``;
+* bounded work: ``jobs.spec.validate.list_limit_problems``, ``regular_file.open_regular``;
 * flag against file: ``jobs.spec.flag_file``.
 The kill of a study is ``tests/test_lifeline.py``'s.
 """
@@ -32,7 +32,8 @@ from jobs.local.run.lock import LOCK_NAME, RunLock
 from jobs.spec import records
 from tests.conftest import ROOT
 from tests.standins.cloud_logging import LoggingStandIn
-from trainers import config as config_lib, precision, precision_auto, record_reader
+from trainers import precision, precision_auto, record_reader
+from jobfile import config as config_lib
 
 BOUND_S = 120
 
@@ -53,7 +54,7 @@ def one_error(proc: subprocess.CompletedProcess, fragment: str, status: int = 2)
 @pytest.fixture
 def job(tmp_path) -> Path:
     path = tmp_path / "job.yaml"
-    shutil.copy(ROOT / "trainers" / "configs" / "local.yaml", path)
+    shutil.copy(ROOT / "jobfile" / "presets" / "local.yaml", path)
     return path
 
 

@@ -28,9 +28,9 @@ from tests.standins.base import StandIn
 from tests.standins.secret_manager import SecretManager
 from tests.standins.webhook import SECRET_PATH, WebhookStandIn
 from tests.test_project import fast_policy  # noqa: F401  (autouse: the policy's 1 s timeouts, 2 s of retries)
-from trainers import config as config_lib
-from trainers.config_notify import Webhook
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.config_notify import Webhook
+from jobfile.errors import ConfigError
 
 SECRET = "projects/my-proj/secrets/run-webhook/versions/latest"
 

@@ -3,7 +3,7 @@ each duration flag of the commands, given NaN, an infinity, a negative or a huge
 naming that field, never a traceback and never accepted.
 
 Rules (owners): every float of the schema is finite and every int an int32, by field, before any rule reads it
-(``trainers.coerce``); the fields' own ranges (``jobs.spec.validate``, ``jobs.spec.tuning_section``, ``jobs.spec.placement``,
+(``jobfile.coerce``); the fields' own ranges (``jobs.spec.validate``, ``jobs.spec.tuning_section``, ``jobs.spec.placement``,
 ``jobs.spec.hardware.vertex_rules``); a duration flag is finite and in range (``jobs.spec.command_line.seconds_problem``)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from jobs.spec.validate import validate_document
 from tests.conftest import ROOT
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 BASE = config_lib.load("local").to_dict()
 

@@ -25,7 +25,7 @@ from tests.tiers import tier
 from jobs.spec import job_spec, records
 from jobs.steps import calls as steps
 from jobs.local.process.faults import attempt_lines, replica_pid, stderr_echo
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 STEPS, EVERY, LOG_EVERY = 80, 10, 5
 LOSS_BAND = 0.15

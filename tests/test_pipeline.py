@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import ROOT, job_config
 from tests.pipeline_dag import tasks_started_with_defaults
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from jobs.spec import job_spec, records
 EXPECTED = Path(__file__).parent / "expected"
 PRESETS = ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"]

@@ -5,7 +5,7 @@ import pytest
 
 from jobs.spec import placement
 from jobs.spec.validate import validate_document
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def test_without_a_section_the_only_option_is_the_jobs_own_region_and_strategy():

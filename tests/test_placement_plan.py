@@ -16,7 +16,7 @@ from jobs.spec.errors import CloudError
 from jobs.spec.placement import Finding, Option, Project
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "us-central1-docker.pkg.dev/acme-ml/training/tf-trainer-gpu:ctx-1@sha256:" + "b" * 64

@@ -15,7 +15,7 @@ from jobs.cloud.plan_cli import options_table
 from jobs.spec.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import finish, start_step, task_inputs
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "us-central1-docker.pkg.dev/acme-ml/training/tf-trainer-gpu:ctx-1@sha256:" + "b" * 64

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainers import config as config_lib
-from trainers.config_files import load_document, presets
+from jobfile import config as config_lib
+from jobfile.config_files import load_document, presets
 from trainers import precision as p
 
 #: a CPU with the bf16 flag of a kind the priors do not know (no vendor, family, model): auto measures when worth it
@@ -56,7 +56,21 @@ def test_auto_gpus_without_fast_float16_stay_float32(accelerator):
     assert "no fast float16" in choice.reason
 
 
-@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB"])
+def test_every_gpu_of_the_hardware_catalog_has_its_generation_here():
+    """One table of compute capabilities (``trainers.gpus``), read by the replica and by the hardware catalog: every
+    GPU the catalog lists is known to the precision choice (the RTX PRO 6000 Blackwell, 12.0, was missing)."""
+    from jobs.spec.hardware.catalog import load_catalog
+
+    for name, gpu in load_catalog().gpus.items():
+        cc, what = p._gpu_capability(p.Device("gpu", accelerator_type=name))
+        assert cc == gpu.compute_capability and cc is not None, name
+        assert "from the pool's accelerator_type" in what
+    rtx = p.Device("gpu", accelerator_type="NVIDIA_RTX_PRO_6000")
+    assert p._gpu_capability(rtx)[0] == (12, 0) and p.candidates(rtx) == ("float32", "mixed_bfloat16")
+
+
+@pytest.mark.parametrize("accelerator", ["NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB",
+                                         "NVIDIA_RTX_PRO_6000"])
 def test_auto_ampere_and_newer_get_bfloat16(accelerator):
     choice = p.choose("auto", p.Device("gpu", accelerator_type=accelerator))
     assert (choice.policy, choice.loss_scaling) == ("mixed_bfloat16", False)

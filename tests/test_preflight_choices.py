@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs.cloud import preflight
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 DIGEST = "a" * 64
 IMAGE = f"us-central1-docker.pkg.dev/proj-1/training/tf-trainer-gpu:t@sha256:{DIGEST}"

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from trainers import fileio, prepare
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 
 CLASSES, PER_CLASS, SIZE = 3, 8, 24
 

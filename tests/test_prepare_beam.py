@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-from trainers import config as config_lib  # noqa: E402
+from jobfile import config as config_lib
 from trainers import prepare, prepare_beam  # noqa: E402
-from trainers.errors import ConfigError  # noqa: E402
+from jobfile.errors import ConfigError  # noqa: E402
 
 
 def _files(root: Path) -> dict[str, bytes]:

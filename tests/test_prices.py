@@ -11,7 +11,7 @@ from jobs.spec import ranking
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.catalog import load_catalog
 from tests.test_plan import A3, H200_JOB, IMAGE, JOB, FakeProject, _run
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 # ---- the price table ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from tests.standins.quotas import Quotas
 from tests.standins.registry import RegistryStandIn, TokenRealm
 from tests.standins.resources import Resources
 from tests.standins.service_usage import ServiceUsage
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 T4 = "custom_model_training_nvidia_t4_gpus"
 T4_SPOT = "custom_model_training_preemptible_nvidia_t4_gpus"

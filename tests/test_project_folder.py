@@ -19,7 +19,7 @@ from jobs.local.run.lock import NotThisJob
 from jobs.spec import own_outputs, records
 from tests.conftest import finished_run
 from tests.snapshots import tree_bytes
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import pytest
 from jobs.cloud import quotas as cloud_quotas
 from jobs.spec.hardware import quotas
 from jobs.spec.hardware.catalog import load_catalog
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def test_every_gpu_and_tpu_of_the_catalog_maps_to_a_quota_name_or_an_explicit_unknown():

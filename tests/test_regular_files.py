@@ -1,4 +1,4 @@
-"""Every file a user names is read only when it is a regular file of bounded size (``trainers.fileio.open_regular``
+"""Every file a user names is read only when it is a regular file of bounded size (``jobfile.regular_file.open_regular``
 / ``read_regular``, the one check): a named pipe would block ``open()`` until a writer came, a device never
 ends, a huge file exhausts memory. Each reader says one line naming its field, or (a record, a log) treats the
 path as unreadable; none waits. Every case runs under a time bound far above its cost: a hang fails, a slow
@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from trainers import fileio, record_reader
+from trainers import record_reader
+from jobfile import regular_file
 
 BOUND_S = 120
 
@@ -43,7 +44,7 @@ def make_path(tmp_path):
             path.symlink_to(tmp_path / f"{name}.real")
         elif kind == "huge":
             with open(path, "wb") as f:
-                f.truncate(fileio.READ_LIMIT_BYTES + 1)
+                f.truncate(regular_file.READ_LIMIT_BYTES + 1)
         return str(path)
 
     yield make
@@ -60,8 +61,8 @@ EXPECTED = {"fifo": "is a named pipe (FIFO), not a regular file", "char-device":
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_one_check_names_the_field_and_the_kind(make_path, kind):
     path = make_path(kind)
-    with pytest.raises(fileio.NotARegularFile) as refused:
-        fileio.read_regular(path, "serving.eval_data")
+    with pytest.raises(regular_file.NotARegularFile) as refused:
+        regular_file.read_regular(path, "serving.eval_data")
     (problem,) = refused.value.problems
     assert problem.field == "serving.eval_data" and EXPECTED[kind] in problem.message, problem
     assert record_reader.read_or_none(path) is None  # a record reader: unreadable, not a hang
@@ -70,12 +71,12 @@ def test_the_one_check_names_the_field_and_the_kind(make_path, kind):
 def test_a_regular_file_within_the_bound_is_read_whole(tmp_path):
     path = tmp_path / "ok.json"
     path.write_bytes(b'{"a": 1}')
-    assert fileio.read_regular(str(path), "f") == b'{"a": 1}' and record_reader.read_or_none(str(path)) == {"a": 1}
-    assert fileio.read_regular(str(path), "f", limit=8) == b'{"a": 1}'
-    with pytest.raises(fileio.NotARegularFile):
-        fileio.read_regular(str(path), "f", limit=7)
+    assert regular_file.read_regular(str(path), "f") == b'{"a": 1}' and record_reader.read_or_none(str(path)) == {"a": 1}
+    assert regular_file.read_regular(str(path), "f", limit=8) == b'{"a": 1}'
+    with pytest.raises(regular_file.NotARegularFile):
+        regular_file.read_regular(str(path), "f", limit=7)
     with pytest.raises(FileNotFoundError):
-        fileio.read_regular(str(tmp_path / "missing"), "f")
+        regular_file.read_regular(str(tmp_path / "missing"), "f")
 
 
 @pytest.mark.timeout(BOUND_S)

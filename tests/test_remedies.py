@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jobs.local.run.lock import RunLock
-from jobs.moved import COMMANDS, EXIT_MOVED
+from jobs.moved import COMMANDS, EXIT_MOVED, moved_on
 from jobs.spec import validate
 from tests.conftest import finished_run
 
@@ -228,7 +228,7 @@ def test_an_old_command_says_the_new_one_in_one_line(old):
     proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == EXIT_MOVED and proc.stdout == ""
-    assert proc.stderr == f"error: python -m {module} moved: run {COMMANDS[old]} (CHANGELOG.md, 2026-11-27)\n"
+    assert proc.stderr == f"error: python -m {module} moved: run {COMMANDS[old]} (CHANGELOG.md, {moved_on(old)})\n"
     new = COMMANDS[old].split("(")[-1].rstrip(")") if "(" in COMMANDS[old] else COMMANDS[old]
     assert new.startswith("python -m ")
     works = subprocess.run([sys.executable, *new.split()[1:], "--help"], capture_output=True, text=True, timeout=60,

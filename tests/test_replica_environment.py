@@ -13,7 +13,7 @@ import pytest
 from jobs.spec import job_spec, replica_env
 from jobs.local.launch import containers, replica_container
 from tests.conftest import ROOT
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 #: the caller's shell in these tests: variables a replica must never see (Vertex would never set them)
 SHELL = {"SHELL_ONLY": "1", "GOOGLE_APPLICATION_CREDENTIALS": "/some/key.json", "CLOUDSDK_CONFIG": "/x",

@@ -15,7 +15,7 @@ import pytest
 from jobs.spec import provenance, records, tuning_rules
 from jobs.steps.reporting import data as report_data
 from jobs.images.user_code import trainer_version
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 CLASSES = ["daisy", "dandelion", "roses"]
 

@@ -423,7 +423,7 @@ def test_resuming_a_finished_job_trains_nothing_and_changes_nothing(tmp_path, pr
 def test_a_checkpoint_folder_of_another_job_is_refused_naming_output_base_dir(tmp_path, prepared_data, reference,
                                                                                monkeypatch, capsys):
     from trainers import task
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     base = tmp_path / "foreign"
     ckdir = copy_checkpoints(reference, base)

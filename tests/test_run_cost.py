@@ -11,7 +11,7 @@ from jobs.local.history.views import show_list
 from jobs.local.run.summary import summary_lines
 from jobs.spec import run_cost
 from jobs.spec.hardware import prices
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ATTEMPTS = [
     {"region": "us-central1", "strategy": "SPOT", "per_hour": 192.1, "job": "projects/p/locations/us-central1/customJobs/1000",

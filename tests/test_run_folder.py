@@ -25,7 +25,7 @@ from jobs.local.history.reader import read_run
 from jobs.local.run.folder import COPY_RECORD, archive, check_folder, making, write_making, write_record
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, RunLock
 from tests.snapshots import tree_bytes
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -177,7 +177,7 @@ def _tuned_folder(base: Path) -> None:
 
 
 def test_run_json_keeps_the_study_and_the_gate_and_a_tuned_runs_dirs_are_the_verified_trials(tmp_path):
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     _tuned_folder(tmp_path)
     cfg = config_lib.load("tuning", [f"output.base_dir={tmp_path}", 'serving.gate.thresholds=["accuracy >= 0.8"]'])
@@ -261,7 +261,7 @@ def test_a_users_trainer_resuming_an_earlier_runs_checkpoints_is_recorded_and_sa
     ``run.json``) and one ``warning:`` line says it. Checkpoints written after that record (an unfinished later
     run's, whose config is recorded nowhere) are recorded without differences and without a warning."""
     from jobs.steps import calls as steps
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     (tmp_path / "project" / "trainer").mkdir(parents=True)
     (tmp_path / "project" / "trainer" / "task.py").write_text(USER_TRAINER)

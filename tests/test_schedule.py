@@ -234,7 +234,7 @@ def test_a_job_whose_webhook_url_is_an_environment_variable_cannot_be_scheduled(
 # ---- a scheduled run ----------------------------------------------------------------------------------------------
 
 def _walk(cloud, monkeypatch, tmp_path):
-    from trainers import paths
+    from jobfile import paths
 
     (tmp_path / "gcs").mkdir(exist_ok=True)
     monkeypatch.setattr(paths, "FUSE_ROOT", str(tmp_path / "gcs"))  # Vertex's /gcs mount of every task

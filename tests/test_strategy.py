@@ -7,7 +7,7 @@ import time
 import pytest
 
 from trainers.cluster import read_cluster
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 from trainers.strategy import TPUUnavailable, Watchdog, make_strategy, resolve_tpu
 
 
@@ -155,7 +155,7 @@ def test_only_workers_and_parameter_servers_run_a_server():
 
 
 def test_replicas_in_sync_from_the_config():
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
     from trainers.strategy import replicas_in_sync
 
     assert replicas_in_sync(config_lib.load("local")) == 2

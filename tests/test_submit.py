@@ -16,7 +16,7 @@ import yaml
 from jobs.spec import labels
 from tests.conftest import ROOT, without_plan
 from tests.standins.vertex import VertexStandIn
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 PROJECT, REGION, ROOT_URI = "my-proj", "europe-west4", "gs://my-pipelines/root"
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-0123456789abcdef@sha256:" + "a" * 64

@@ -18,7 +18,7 @@ from tests.standins.kfp_registry import KfpRegistryStandIn, multipart_fields
 from tests.standins.tls_proxy import TlsProxy
 from tests.standins.vertex import VertexStandIn
 from tests.test_submit import GOOD, _cli, clean_env, run_main
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 # what submit accepts (an image pinned by digest, gs:// output) in the image's region
 TEMPLATE = [*GOOD, "--set", "topology.region=europe-west4"]

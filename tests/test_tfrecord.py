@@ -98,7 +98,7 @@ def test_local_prepare_never_imports_tensorflow(tmp_path):
     written and readable, and ``tensorflow`` was never imported (that import was 3-5 s of the step)."""
     code = textwrap.dedent(f"""
         import sys
-        from trainers import config as config_lib
+        from jobfile import config as config_lib
         from jobs import records, steps
         cfg = config_lib.load("local", ["output.base_dir={tmp_path}"])
         data_dir, manifest = steps.prepare(cfg)

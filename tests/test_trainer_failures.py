@@ -22,7 +22,7 @@ from jobs.steps import calls as steps
 from jobs.local.launch import hints
 from jobs.local.launch.outcome import JobFailed
 from tests.conftest import ROOT, assert_no_processes_left
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def run_py(*args, cwd=None, timeout=300, env=None):

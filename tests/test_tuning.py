@@ -19,9 +19,9 @@ import pytest
 from jobs.local.process.faults import replica_pid
 from jobs.spec.tuning_rules import format_value
 from tests.conftest import ROOT, assert_no_processes_left
-from trainers import config as config_lib
-from trainers.config_files import load_document
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.config_files import load_document
+from jobfile.errors import ConfigError
 
 PROJECT = ROOT / "tests" / "fakes" / "tuning_project"
 JOB = str(PROJECT / "job.yaml")

@@ -1,6 +1,6 @@
 """The Vertex branch's tuning step (jobs/cloud/tuning_job.py), executed as Vertex executes it.
 
-The published component's container command (``python3 -m jobs.cloud.tuning_job``, placeholders filled by kfp's
+The published component's container command (``python3 -u -m components.entry hyperparameter_tuning_job``, placeholders filled by kfp's
 own resolver from the executor input the Vertex backend would give it, numbers as JSON floats) runs as a process
 against the Vertex stand-in, which decodes the create body strictly as an ``aiplatform_v1.HyperparameterTuningJob``.
 What is asserted is what Vertex would receive: the study spec of the job file's ``tuning`` section and, as the
@@ -21,7 +21,7 @@ import components
 from tests.conftest import ROOT, signal_when
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import as_json_numbers, finish, start_step
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 IMAGE = "europe-west4-docker.pkg.dev/my-proj/training/tf-trainer:ctx-1@sha256:" + "a" * 64
 JOB = str(ROOT / "tests" / "fakes" / "tuning_project" / "job.yaml")
@@ -65,7 +65,7 @@ def start_executor(inputs: dict, out: Path, env: dict | None = None) -> subproce
                       parameters=("gcp_resources", "best_trial", "best_model_dir"),
                       artifacts={"model": ("system.Model", "gs://my-pipelines/root/x/model"),
                                  "study": ("system.Artifact", str(out / "study"))}, env=env)
-    assert proc.args[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
+    assert proc.args[:5] == ["python3", "-u", "-m", "components.entry", "hyperparameter_tuning_job"]
     return proc
 
 

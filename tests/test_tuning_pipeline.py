@@ -309,7 +309,7 @@ def test_the_compiled_vertex_pipeline_creates_the_tuning_job_of_the_job_file(tmp
                                 parameters=("gcp_resources", "best_trial", "best_model_dir"),
                                 artifacts={"model": ("system.Model", "gs://team-bucket/root/x/model"),
                                            "study": ("system.Artifact", str(tmp_path / "study"))}))
-        assert run.args[:4] == ["python3", "-u", "-m", "jobs.cloud.tuning_job"]
+        assert run.args[:5] == ["python3", "-u", "-m", "components.entry", "hyperparameter_tuning_job"]
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         (create,) = vertex.calls("POST", r"/hyperparameterTuningJobs$")
         (job,) = vertex.tuning_jobs.values()  # decoded strictly as aiplatform_v1.HyperparameterTuningJob
@@ -390,7 +390,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
 
     import components
     from tests.pipeline_dag import tasks_started_with_defaults
-    from trainers import paths
+    from jobfile import paths
 
     project = copy_project(tmp_path / "my-project")
     out = tmp_path / "tune.pipeline.yaml"
@@ -488,7 +488,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
 def test_baseline_false_compiles_no_baseline_job_and_pick_model_hands_on_the_best_trial(tmp_path):
     from pipelines.training_pipeline import compile_pipeline
     from tests.pipeline_dag import tasks_started_with_defaults
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     cfg = config_lib.load(str(EXAMPLE / "tune.yaml"), [f"container.image_uri={IMAGE}", f"output.base_dir={GCS_BASE}",
                                                        "serving.eval_data=gs://team-bucket/eval.jsonl",
@@ -506,8 +506,8 @@ def test_pick_model_records_a_failed_baseline_and_hands_on_the_best_trial(tmp_pa
     from kfp.dsl import Artifact, Model
 
     import components
-    from trainers import config as config_lib
-    from trainers import paths
+    from jobfile import config as config_lib
+    from jobfile import paths
 
     monkeypatch.setattr(paths, "FUSE_ROOT", str(tmp_path / "gcs"))
     (tmp_path / "gcs" / "team-bucket" / "runs" / "regressor-tune").mkdir(parents=True)  # the trials wrote there

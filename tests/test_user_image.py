@@ -12,8 +12,8 @@ import pytest
 
 from jobs.images import user as user_image
 from jobs.images.context import BuildError, content_tag, write_tar
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "tabular-regressor"

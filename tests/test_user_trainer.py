@@ -18,7 +18,7 @@ import yaml
 from jobs.spec import job_spec
 from jobs.steps import calls as steps
 from tests.conftest import ROOT, Killer, assert_no_processes_left
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 EXAMPLE = ROOT / "examples" / "tabular-regressor"
 IMAGE = "us-central1-docker.pkg.dev/team/training/regressor:ctx-1@sha256:" + "c" * 64

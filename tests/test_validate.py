@@ -1,8 +1,8 @@
 """jobs.spec.validate: schema + values + data folder + hardware rules, every problem at once."""
 import pytest
 
-from trainers import config as config_lib
-from trainers.config_files import PRESET_DIR, load_document, presets
+from jobfile import config as config_lib
+from jobfile.config_files import PRESET_DIR, load_document, presets
 from jobs.spec.validate import data_problems, validate, validate_document
 
 
@@ -87,7 +87,7 @@ def test_a_topology_the_strategy_cannot_run(strategy, extra, field):
      "runs in us-central1: Vertex needs both in one region; valid choices: projects/p/locations/us-central1/tensorboards/ID"),
 ])
 def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expected):
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     report = validate(config_lib.load("local", [f"output.tensorboard={value}"]), check_data=False)
     assert expected in [str(e) for e in report.errors]
@@ -149,7 +149,7 @@ def test_a_beam_runner_without_apache_beam_is_one_line(monkeypatch, capsys):
 
 
 def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
     from jobs.spec.validate import load
 
     cfg = load("local", ["training.steps=7"], region="europe-west4", check_data=False)
@@ -167,7 +167,7 @@ def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
 
 
 def test_load_says_its_warnings_even_when_it_refuses():
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
     from jobs.spec.validate import load
 
     idle_ps = ["topology.parameter_server.replica_count=1", "topology.parameter_server.machine_type=n1-standard-4"]

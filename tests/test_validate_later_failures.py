@@ -11,9 +11,9 @@ import pytest
 
 from jobs.spec.validate import validate_document
 from tests.conftest import ROOT
-from trainers import config as config_lib
-from trainers.config_files import load_document, presets
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.config_files import load_document, presets
+from jobfile.errors import ConfigError
 
 TUNING = load_document("tuning")
 

@@ -31,8 +31,8 @@ from jobs.spec.validate import validate
 from jobs.steps import calls as steps
 from tests.conftest import ROOT
 from tests.test_trainer_failures import project
-from trainers import config as config_lib
-from trainers import paths
+from jobfile import config as config_lib
+from jobfile import paths
 
 SAMPLES = ROOT / "tests" / "vertex_samples"
 

@@ -4,7 +4,7 @@ succeeded, its inputs resolved from the compiled spec (root parameters, upstream
 Vertex's placeholders filled in), then the exit task with the body's ``PipelineTaskFinalStatus``.
 
 Lightweight components run in this process through their own Python function (``components.definition``), so a
-test's stand-ins and monkeypatches (``trainers.paths.FUSE_ROOT``: Vertex's ``/gcs`` mount) reach them; the
+test's stand-ins and monkeypatches (``jobfile.paths.FUSE_ROOT``: Vertex's ``/gcs`` mount) reach them; the
 ``custom_training_job`` container step runs as Vertex runs it, a process of its compiled command
 (``tests.vertex_steps.start_step``): whatever it creates, it creates on the stand-in. Any other kind of task (an
 importer, GCPC's e-mail) is recorded as reached and ends the walk: the test says how far a run got.

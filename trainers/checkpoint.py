@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from trainers import fileio
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import json
 import os
 from typing import Mapping
 
-from trainers.errors import ConfigError, problem
-from trainers.paths import join
+from jobfile.errors import ConfigError, problem
+from jobfile.paths import join
 
 #: Where Vertex puts each output under a job's ``base_output_directory`` (and so does the launcher).
 OUTPUT_LAYOUT = {"model": ("AIP_MODEL_DIR", "model"), "checkpoints": ("AIP_CHECKPOINT_DIR", "checkpoints"),

@@ -35,9 +35,9 @@ import logging
 from typing import Any, Callable
 
 from trainers import input_cache
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 from trainers.image_records import augment_batch, decode_batch as decode
-from trainers.paths import join
+from jobfile.paths import join
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,11 @@ import re
 import time
 from typing import Any, Callable
 
-from trainers import cluster as cluster_lib, config as config_lib, data as data_lib, fileio, precision as precision_lib, record_reader
+from trainers import cluster as cluster_lib, data as data_lib, fileio, precision as precision_lib, record_reader
+from jobfile import config as config_lib
 from trainers.checkpoint import EXIT_PREEMPTED
 from trainers.models import build_model
-from trainers.paths import join
+from jobfile.paths import join
 from trainers.plan import make_plan
 from trainers.strategy import replicas_in_sync
 

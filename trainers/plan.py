@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trainers import config as config_lib, data as data_lib
+from trainers import data as data_lib
+from jobfile import config as config_lib
 from trainers.strategy import replicas_in_sync
 
 

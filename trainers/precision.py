@@ -36,7 +36,8 @@ import os
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from trainers import fileio, record_reader
-from trainers.paths import join
+from trainers.gpus import AMPERE, compute_capability, fast_float16
+from jobfile.paths import join
 from trainers.precision_priors import PRIORS_FILE, Prior, lookup
 
 log = logging.getLogger(__name__)
@@ -47,30 +48,6 @@ F_PRECISION = "training.precision"
 
 #: CPU flags (as in /proc/cpuinfo) that mean native bf16 arithmetic in oneDNN.
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-#: Vertex accelerator types -> CUDA compute capability (NVIDIA's published table,
-#: https://developer.nvidia.com/cuda-gpus). Used only when TensorFlow cannot tell us.
-GPU_COMPUTE_CAPABILITY = {
-    "NVIDIA_TESLA_K80": (3, 7),
-    "NVIDIA_TESLA_P4": (6, 1),
-    "NVIDIA_TESLA_P100": (6, 0),
-    "NVIDIA_TESLA_V100": (7, 0),
-    "NVIDIA_TESLA_T4": (7, 5),
-    "NVIDIA_TESLA_A100": (8, 0),
-    "NVIDIA_A100_80GB": (8, 0),
-    "NVIDIA_L4": (8, 9),
-    "NVIDIA_H100_80GB": (9, 0),
-    "NVIDIA_H100_MEGA_80GB": (9, 0),
-    "NVIDIA_H200_141GB": (9, 0),
-    "NVIDIA_B200": (10, 0),
-    "NVIDIA_GB200": (10, 0),
-}
-AMPERE = (8, 0)
-
-
-def fast_float16(cc: tuple[int, int]) -> bool:
-    """Tensor cores (7.x) or Pascal GP100's double-rate float16 (6.0)."""
-    return cc == (6, 0) or (7, 0) <= cc < AMPERE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +97,7 @@ def _gpu_capability(device: Device) -> tuple[tuple[int, int] | None, str]:
     if device.compute_capability:
         cc = tuple(device.compute_capability)
         return cc, f"compute capability {cc[0]}.{cc[1]}"
-    cc = GPU_COMPUTE_CAPABILITY.get(device.accelerator_type.upper())
+    cc = compute_capability(device.accelerator_type)
     if cc:
         return cc, f"{device.accelerator_type} (compute capability {cc[0]}.{cc[1]}, from the pool's accelerator_type)"
     return None, "an unknown GPU generation (no compute capability reported, accelerator_type " \

@@ -32,7 +32,7 @@ import sys
 from typing import Any
 
 from trainers.checkpoint import EXIT_PREEMPTED
-from trainers.paths import join, readable
+from jobfile.paths import join, readable
 
 BACKUP_LEAF = "backup"
 

@@ -23,7 +23,7 @@ Each record (see :data:`trainers.image_records.FEATURES`; ``encoding`` raw or jp
 Guarantees:
 
 * **Validation first**: every problem (missing folder, no classes, an empty class, a corrupt image,
-  bad parameters) is collected and raised as one :class:`~trainers.errors.ConfigError`.
+  bad parameters) is collected and raised as one :class:`~jobfile.errors.ConfigError`.
 * **Deterministic**: the split and the shard of an image depend only on ``sha256(seed, <class>/<file>)``,
   so running twice gives identical files and adding an image moves no other image.
 * **Atomic**: locally everything is written into a temporary sibling directory which is renamed into
@@ -57,8 +57,8 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from trainers import fileio, record_reader, image_records, prepare_beam, sources
-from trainers.errors import ConfigError, Problem, problem
-from trainers.paths import join
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.paths import join
 from trainers.synthetic import synthesize_image_folder
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ COUNTS_FILE = "counts.json"
 IMAGE_EXTENSIONS = sources.IMAGE_EXTENSIONS
 SPLITS = sources.SPLITS
 
-# Config fields named in errors (see trainers/config.py).
+# Config fields named in errors (see jobfile/config.py).
 F_PATH = "data.path"
 F_OUT = "data.prepared_dir"
 F_SIZE = "data.image_size"

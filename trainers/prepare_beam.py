@@ -30,7 +30,7 @@ import uuid
 from typing import Any
 
 from trainers import fileio
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 from trainers.resource_names import PROJECT_RE, REGION_RE, SERVICE_ACCOUNT_RE, fits
 from trainers.sources import ShardSpec, write_shard
 

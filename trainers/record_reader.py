@@ -3,7 +3,7 @@
 (``vertex_jobs.json``), the precision cache. A record is read back defensively, in one place, before any field of it
 is used:
 
-* the file: a regular file (a named pipe or a device is refused at once, never waited on: ``fileio.open_regular``)
+* the file: a regular file (a named pipe or a device is refused at once, never waited on: ``jobfile.regular_file``)
   of at most ``limit`` bytes (:data:`MAX_BYTES` by default), UTF-8;
 * the JSON: nested at most :data:`MAX_DEPTH` levels (checked without recursion: a record 100,000 levels deep is a
   reason, not a ``RecursionError``), numbers finite (``NaN``, ``Infinity``, ``1e400`` refused) and integers of at most
@@ -27,6 +27,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from trainers import fileio
+from jobfile.regular_file import NotARegularFile, open_regular
 
 #: a record's limits: bigger, or nested deeper, is no record a run wrote
 MAX_BYTES = 16 * 1024 * 1024
@@ -155,9 +156,9 @@ def _bytes(path: str, limit: int) -> bytes | None:
     except OSError as exc:
         raise Unreadable(path, f"cannot be read ({exc.strerror or exc})") from None
     try:
-        with fileio.open_regular(plain, path, limit=limit, text=False) as f:
+        with open_regular(plain, path, limit=limit, text=False) as f:
             data = f.read(limit + 1)
-    except fileio.NotARegularFile as exc:
+    except NotARegularFile as exc:
         text = str(exc)
         why = ("not a regular file" if "not a regular file" in text else
                f"more than a record holds ({limit:,} bytes at most)")

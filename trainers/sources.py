@@ -15,8 +15,8 @@ import typing
 from typing import Callable, Iterable
 
 from trainers import fileio, image_records, tfrecord
-from trainers.errors import Problem, problem
-from trainers.paths import join
+from jobfile.errors import Problem, problem
+from jobfile.paths import join
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 SPLITS = ("train", "validation")

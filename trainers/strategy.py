@@ -32,7 +32,7 @@ import time
 from typing import Any, Callable
 
 from trainers.cluster import ClusterInfo
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import logging
 import uuid
 
 from trainers import fileio, record_reader
-from trainers.errors import ConfigError, Problem, problem
-from trainers.paths import join
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.paths import join
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,9 @@ import os
 import re
 import sys
 
-from trainers import cluster as cluster_lib, config as config_lib
-from trainers.errors import ConfigError
+from trainers import cluster as cluster_lib
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 from trainers.evaluator import run_evaluator
 from trainers.strategy import AcceleratorMissing, EXIT_NO_ACCELERATOR, TPUUnavailable, check_accelerators
 from trainers.train import train_and_evaluate

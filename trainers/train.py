@@ -23,14 +23,14 @@ import os
 import sys
 from typing import Any
 
-from trainers import (cluster as cluster_lib, config as config_lib, data as data_lib, fileio, input_cache,
-                      precision as precision_lib, precision_auto, strategy as strategy_lib)
+from trainers import cluster as cluster_lib, data as data_lib, fileio, input_cache, precision as precision_lib, precision_auto, strategy as strategy_lib
+from jobfile import config as config_lib
 from trainers.precision_priors import POLICIES
 from trainers.checkpoint import EXIT_PREEMPTED, Checkpointer, PreemptionFlag, SaveSchedule
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 from trainers.export import export_model
 from trainers.models import build_model
-from trainers.paths import join
+from jobfile.paths import join
 from trainers.plan import evaluator_mismatch, make_plan
 from trainers.train_progress import Progress, Validation
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainers import config as config_lib, data as data_lib
-from trainers.errors import ConfigError
+from trainers import data as data_lib
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 from trainers.evaluator import VALIDATION_LOGS
-from trainers.paths import join
+from jobfile.paths import join
 
 
 class Progress:

@@ -42,8 +42,8 @@ import logging
 import time
 from typing import Any
 
-from trainers import (cluster as cluster_lib, config as config_lib, data as data_lib, input_cache,
-                      precision as precision_lib, strategy as strategy_lib)
+from trainers import cluster as cluster_lib, data as data_lib, input_cache, precision as precision_lib, strategy as strategy_lib
+from jobfile import config as config_lib
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.models import build_model
 from trainers.plan import evaluator_mismatch, make_plan

@@ -9,18 +9,8 @@ def build_image(config_json: str, build_context_uri: str = "", dockerfile: str =
     ``build_context_uri`` (a ``gs://.../ctx-<hash>.tgz`` context, as ``run.py build --backend cloudbuild``
     stages it) into the job's variant repository; with no context, the config's image, without any cloud
     call."""
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
-    # lazy: KFP component body
-    from jobs.spec.errors import CloudError
-    # lazy: KFP component body
-    from trainers import config as config_lib
+    from components.entry import v1
 
-    try:
-        image = steps.trainer_image(config_lib.load_json(config_json), build_context_uri, dockerfile, project,
-                                     api_endpoint or None)
-    except CloudError as exc:
-        print(f"error: {exc}")
-        raise SystemExit(1) from None
-    print(f"trainer image: {image}")
-    return image
+    return v1("build_image", arguments)

@@ -6,7 +6,7 @@ from components.base import component
 @component
 def check_plan(config_json: str, location: str, project: str, run_id: str = "", require_checks: bool = False,
                api_endpoint: str = ""):
-    """The checks ``vtp plan`` makes (``jobs.cloud.plan.decide``: every ``placement`` option against the hardware
+    """The checks ``vtp plan`` makes (every ``placement`` option against the hardware
     catalog, the project's Vertex AI quota, the budget; the bucket, the APIs, the image, the service account), made
     when the run starts: a run started by a schedule, from the console or from a template long after it was planned
     is checked as it starts, not as it was when someone looked. Runs as the pipeline's service account in
@@ -14,12 +14,8 @@ def check_plan(config_json: str, location: str, project: str, run_id: str = "", 
     ``require_checks``, could not be made) the step prints one ``error:`` line each, records why for this run
     (``run_id``; the end message reads it) and fails: the training step after it never runs, no job is created.
     ``api_endpoint``: the project's APIs' (a loopback stand-in in tests; empty: Google's)."""
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
-    # lazy: KFP component body
-    from trainers import config as config_lib
+    from components.entry import v1
 
-    errors = steps.check_plan(config_lib.load_json(config_json), project, location, run_id=run_id,
-                              require_checks=require_checks, api_endpoint=api_endpoint)
-    if errors:
-        raise SystemExit(1)
+    return v1("check_plan", arguments)

@@ -22,12 +22,12 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
     ``enable_dashboard_access``, ``reserved_ip_ranges`` and ``psc_network_attachment`` (``psc_interface_config``) go
     to the spec as the API names them; each pool's ``disk_spec`` and ``nfs_mounts`` travel in
     ``worker_pool_specs``. The spec is assembled by the
-    project's one builder (``jobs.spec.job_spec``) from these inputs, which ``validate_config`` outputs. Follows it to its end under the
+    project's one builder of the Vertex job spec from these inputs, which ``validate_config`` outputs. Follows it to its end under the
     project's client policy and cancels it when the pipeline is cancelled (SIGTERM); a retried task follows
     the job it already created. A failed job shows each failed replica's last lines from Cloud Logging
     (``logging_endpoint``: empty, Google's) and one hint line. ``placement`` and ``budget`` (validate_config's: the
     plan's judgement of the job's regions and scheduling strategies, each with its price, and the budget's bars): the
-    job is created in the option THE placement procedure (``jobs.spec.ranking``) ranks first; when Vertex ends it for
+    job is created in the option THE placement procedure (the one ``vtp plan`` ranks with) ranks first; when Vertex ends it for
     capacity, that option is blocked and the job is created again under the procedure's next answer with the same
     ``base_output_directory`` (the trainer resumes from its checkpoint), within ``timeout`` in all: never in an option
     the plan refused, never over the budget at that option's price, one line for each option passed over; never for
@@ -39,10 +39,10 @@ def custom_training_job(display_name: str, worker_pool_specs: list, base_output_
 
     Why not GCPC's ``CustomTrainingJobOp``: its launcher removes empty entries recursively before the create
     call, so an evaluator without parameter servers would land at index 2 and run as a parameter server
-    (``jobs/cloud/custom_job.py``). A container component, not a lightweight one: Python must be the
+    (pool 2 is the parameter servers' position). A container component, not a lightweight one: Python must be the
     container's own process to receive the SIGTERM of a cancelled pipeline (a lightweight component runs
     under ``sh -ec``, which does not pass it on)."""
-    return dsl.ContainerSpec(image=DEFAULT_IMAGE, command=["python3", "-u", "-m", "jobs.cloud.custom_job"], args=[
+    return dsl.ContainerSpec(image=DEFAULT_IMAGE, command=["python3", "-u", "-m", "components.entry", "custom_training_job"], args=[
         "--display_name", display_name, "--worker_pool_specs", worker_pool_specs,
         "--base_output_directory", base_output_directory, "--tensorboard", tensorboard,
         "--restart_job_on_worker_restart", restart_job_on_worker_restart,

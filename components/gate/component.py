@@ -27,32 +27,8 @@ def gate(model: Input[Model], gated_model: Output[Model], metrics: Output[Metric
     ``gate_passed`` and each bar's figure, ``result`` is the record (JSON), also written to
     ``<record_dir>/gate.json``. Missed: the record is written, every bar's line printed, and the step fails
     with one ``error:`` line naming the bar missed, so nothing downstream (the upload) runs."""
-    import json
-
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import gate as gate_lib
+    from components.entry import v1
 
-    try:
-        outcome = gate_lib.step(
-            config_json, verification_path=verification.path if verification is not None else None,
-            study_path=study.path if study is not None else None,
-            tensorboard_path=tensorboard.path if tensorboard is not None else None,
-            training=dict(training_metrics.metadata) if training_metrics is not None else None,
-            tuning_metric=tuning_metric, parent_model=parent_model, dry_run=dry_run, api_endpoint=api_endpoint,
-            record_dir=record_dir)
-    except gate_lib.StepFailed as exc:
-        print(f"error: {exc}", flush=True)
-        raise SystemExit(1)
-    with open(result.path, "w", encoding="utf-8") as f:
-        json.dump(outcome.to_dict(), f, indent=1)
-    for line in outcome.notes + outcome.lines:
-        print(f"gate: {line}", flush=True)
-    if not outcome.passed:
-        print(f"error: {outcome.missed}", flush=True)
-        raise SystemExit(1)
-    for name, value in gate_lib.logged_metrics(outcome).items():
-        metrics.log_metric(name, value)
-    gated_model.uri = model.uri
-    gated_model.metadata.update({**dict(model.metadata), "gate": {"passed": True, "bars": outcome.lines}})
-    print(f"gate: passed{f' ({len(outcome.checks)} bars)' if outcome.checks else ''}: {model.uri} goes on to the "
-          "Model Registry", flush=True)
+    return v1("gate", arguments)

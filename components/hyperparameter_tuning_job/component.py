@@ -21,7 +21,7 @@ def hyperparameter_tuning_job(display_name: str, tuning: dict, trial_job_spec: d
     pipeline is cancelled (SIGTERM), and a retried task follows the job it already created.
 
     ``placement`` and ``budget`` (validate_config's: the plan's judgement of the job's options and the budget's
-    bars): the tuning job is created in the option THE placement procedure (``jobs.spec.ranking``) ranks first, never
+    bars): the tuning job is created in the option THE placement procedure (the one ``vtp plan`` ranks with) ranks first, never
     in one the plan refused; none fits: one error line, nothing created. ``labels``: the run's labels (run, trial
     ``study``, config hash); the trials' CustomJobs, created by Vertex from ``trial_job_spec`` (a ``CustomJobSpec``,
     which has no labels), carry none. ``hardware`` (validate_config's): the worker pools of every rung of the job's
@@ -34,9 +34,9 @@ def hyperparameter_tuning_job(display_name: str, tuning: dict, trial_job_spec: d
     format (the report shows it).
 
     Why not GCPC's ``HyperparameterTuningJobRunOp``: its launcher removes empty entries recursively, so a pool
-    kept empty for the next one's position would be dropped (``jobs/cloud/custom_job.py``). A container
+    kept empty for the next one's position would be dropped (as ``custom_training_job`` says). A container
     component: Python must be the container's own process to receive the SIGTERM of a cancelled pipeline."""
-    return dsl.ContainerSpec(image=DEFAULT_IMAGE, command=["python3", "-u", "-m", "jobs.cloud.tuning_job"], args=[
+    return dsl.ContainerSpec(image=DEFAULT_IMAGE, command=["python3", "-u", "-m", "components.entry", "hyperparameter_tuning_job"], args=[
         "--display_name", display_name, "--tuning", tuning, "--trial_job_spec", trial_job_spec,
         "--location", location, "--project", project, "--gcp_resources", gcp_resources,
         "--best_trial", best_trial, "--best_model_dir", best_model_dir, "--study", study.path,

@@ -11,7 +11,7 @@ def notify(config_json: str, status: dsl.PipelineTaskFinalStatus, run_id: str = 
     """The pipeline's exit handler (``dsl.ExitHandler``): runs after every other task, whatever step failed, and
     sends the run's end where the job's ``notify:`` section says, when ``notify.on`` names that end (succeeded,
     failed, cancelled): the webhook (its URL read from ``notify.webhook.url_env`` here, or the Secret Manager
-    version ``notify.webhook.url_secret``; never printed). The message (``jobs.steps.notify_message``): the job, its
+    version ``notify.webhook.url_secret``; never printed). The message: the job, its
     final state (``status``, given by the pipeline runner), the cause that the failed step recorded for this run
     (``run_id``: the pipeline run's id, ``dsl.PIPELINE_JOB_ID_PLACEHOLDER``; or, for a step that records no id, written
     after ``run_created``, ``dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER``) and the failing replica's last lines,
@@ -21,10 +21,8 @@ def notify(config_json: str, status: dsl.PipelineTaskFinalStatus, run_id: str = 
 
     A notification that cannot be sent (no variable, an unreadable secret, a webhook that refuses, hangs or
     redirects elsewhere) is one ``warning:`` line; this step always ends 0, so the run's outcome is its own."""
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
+    from components.entry import v1
 
-    steps.notify(config_json, status.state, error=status.error_message or "",
-                 pipeline_job=status.pipeline_job_resource_name or "", run_id=run_id, run_created=run_created,
-                 on_vertex=on_vertex,
-                 folder_per_run=folder_per_run, pipeline_job_name=pipeline_job_name, api_endpoint=api_endpoint)
+    return v1("notify", arguments)

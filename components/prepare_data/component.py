@@ -15,26 +15,8 @@ def prepare_data(config_json: str, dataset: Output[Dataset], images: Input[Datas
     replaces ``data.path``. ``dataset``: its URI is the folder of shards (local path or ``gs://``), its
     metadata the classes, example counts, image size and encoding. ``train`` reads it; so can any step of
     yours."""
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
-    # lazy: KFP component body
-    from trainers import config as config_lib
-    # lazy: KFP component body
-    from trainers.errors import ConfigError
+    from components.entry import v1
 
-    try:
-        cfg = config_lib.load_json(config_json)
-        if images is not None:
-            cfg = cfg.with_images(images.uri)
-        data_dir, manifest = steps.prepare(cfg)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}")
-        raise SystemExit(2) from None
-    dataset.uri = data_dir
-    dataset.metadata.update({"format": "tfrecord", "classes": manifest["classes"],
-                             "num_examples": manifest["num_examples"], "image_size": manifest["image_size"],
-                             "encoding": manifest.get("encoding", "raw")})
-    counts = manifest["num_examples"]
-    print(f"prepared {sum(counts.values())} examples ({', '.join(f'{n} {s}' for s, n in counts.items())}) of "
-          f"{len(manifest['classes'])} classes in {data_dir}")
+    return v1("prepare_data", arguments)

@@ -21,21 +21,8 @@ def report(report: Output[HTML], summary: Output[Markdown], confusion: Output[Cl
     Outputs: ``report`` (one self-contained HTML page: the Vertex Pipelines UI shows it), ``summary``
     (Markdown), ``confusion`` (ClassificationMetrics, drawn by the UI; only for a classifier). With
     ``record_dir`` the page is also written to ``<record_dir>/report.html``."""
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
+    from components.entry import v1
 
-    content, written = steps.report(config_json, verification.path if verification is not None else "",
-                                     tensorboard.uri if tensorboard is not None else "",
-                                     checkpoints.uri if checkpoints is not None else "", record_dir,
-                                     study_file=study.path if study is not None else "")
-    with open(report.path, "w", encoding="utf-8") as f:
-        f.write(content["html"])
-    with open(summary.path, "w", encoding="utf-8") as f:
-        f.write(content["markdown"])
-    if content["classes"]:
-        confusion.log_confusion_matrix(content["classes"], content["confusion_matrix"])
-    print(f"wrote the run report{' ' + written if written else ''}")
-    # lazy: KFP component body
-    from jobs.steps.step_exit import end_without_teardown
-
-    end_without_teardown()  # no finalization of the step's modules once the outputs are written
+    return v1("report", arguments)

@@ -24,39 +24,8 @@ def upload_model(model: Input[Model], vertex_model: Output[VertexModel], locatio
 
     ``gate_record`` (the ``gate`` step's ``result``): once registered, its figures are recorded on the new
     version as a Model Registry evaluation, what the next run's ``serving.gate.better_than_parent`` beats."""
-    import json
-
+    arguments = dict(locals())  # the inputs and outputs, as kfp's executor passed them
     # lazy: KFP component body
-    from jobs.steps import calls as steps
-    # lazy: KFP component body
-    from jobs.spec.errors import CloudError
+    from components.entry import v1
 
-    try:
-        name, request = steps.upload_model(model.uri, location=location, project=project,
-                                            display_name=display_name or model.metadata.get("job") or "model",
-                                            serving_image=serving_image, labels=dict(labels), parent_model=parent_model,
-                                            pipeline_job=pipeline_job, api_endpoint=api_endpoint, dry_run=dry_run, record_dir=record_dir)
-    except CloudError as exc:
-        print(f"error: {exc}")
-        raise SystemExit(1) from None
-    if dry_run:
-        vertex_model.metadata.update({"dry_run": True, "request": request})
-        print(f"model upload request (not sent) for {request['parent']}: {json.dumps(request['model'])}")
-        return
-    vertex_model.uri = f"https://{location}-aiplatform.googleapis.com/v1/{name}"
-    vertex_model.metadata["resourceName"] = name.split("@")[0]
-    print(f"registered {name} (container {request['model']['containerSpec']['imageUri']})")
-    if gate_record is not None:
-        # lazy: KFP component body
-        from jobs.steps import gate
-
-        with open(gate_record.path, encoding="utf-8") as f:
-            record = json.load(f)
-        try:
-            evaluation = gate.record_on_version(name, record, pipeline_job=pipeline_job, api_endpoint=api_endpoint)
-        except CloudError as exc:
-            print(f"error: {exc}; the model is registered as {name}, but the next run's "
-                  "serving.gate.better_than_parent finds no figures on it")
-            raise SystemExit(1) from None
-        vertex_model.metadata["evaluation"] = evaluation
-        print(f"recorded the gate's figures on {name} as evaluation {evaluation}")
+    return v1("upload_model", arguments)

@@ -59,7 +59,7 @@ def job_configs(base_dir: str, steps: int = 20, image: str = "") -> tuple[str, s
     """The job the components share, as JSON: the project's `local` preset, 2 workers, on your data. Two
     views of it: the one that prepares your images into ``<base>/data``, and the one that trains on those
     shards (the CustomJob's replicas read them there; a Vertex replica cannot take a KFP artifact)."""
-    from trainers import config as config_lib
+    from jobfile import config as config_lib
 
     cfg = config_lib.load("local", [f"output.base_dir={base_dir}", "name=kfp-example", f"training.steps={steps}",
                                     "checkpoint.every_steps=10", "data.num_shards=2"]).with_image(image)

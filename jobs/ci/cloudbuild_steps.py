@@ -24,8 +24,8 @@ from pathlib import Path
 from jobs import images
 from jobs.images.context import content_tag, make_context
 from jobs.spec.errors import CloudError
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 DOCKERFILE = "containers/Dockerfile"
 

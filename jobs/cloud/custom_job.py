@@ -58,7 +58,7 @@ from jobs.spec.placement import Option
 from jobs.spec.vertex_failures import failed_tasks, replica_of
 from trainers.cluster import output_dirs
 from trainers import record_reader
-from trainers.paths import readable
+from jobfile.paths import readable
 
 #: the record of a Vertex run's CustomJob attempts, in its output folder
 JOBS_RECORD = records.VERTEX_JOBS_RECORD

@@ -46,7 +46,7 @@ from jobs.cloud.policy import CREATE_SERVER_ID, policy
 from jobs.cloud.lines import ended, interrupted_line, keeps_running
 from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
-from trainers.fileio import read_regular
+from jobfile.regular_file import read_regular
 from trainers.resource_names import JOB_NAME_RE
 
 SYSTEM_LABELS_ENV = "VERTEX_AI_PIPELINES_RUN_LABELS"  # set by Vertex AI Pipelines in every task (GCPC reads it)

@@ -33,7 +33,7 @@ from jobs.cloud import clients
 from jobs.cloud.credentials import client_kwargs, is_local_endpoint
 from jobs.cloud.policy import policy
 from jobs.spec.errors import CloudError
-from trainers.config_notify import Webhook
+from jobfile.config_notify import Webhook
 
 SERVICE = "Secret Manager"
 #: the hosts whose webhooks take ``{"text": ...}`` only: Slack's and Google Chat's incoming webhooks

@@ -41,8 +41,8 @@ from jobs.spec.hardware import prices
 from jobs.spec.image_reference import BuildError
 from jobs.spec.job_image import build_repository
 from jobs.spec.placement import Finding, Option, Project
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 PROJECT_PLACEHOLDER = "PROJECT"
 

@@ -31,7 +31,7 @@ from jobs.cloud.plan import (PROJECT_PLACEHOLDER, Plan, Request, config_argument
                              image_problem, ladder_rung, requests, short_lines, shortened)
 from jobs.cloud.submit import job_id_for
 from jobs.spec.hardware import prices
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 
 
 def options_table(plan: Plan) -> list[str]:

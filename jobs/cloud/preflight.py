@@ -27,9 +27,9 @@ from jobs.spec.job_image import PLACEHOLDER_PROJECT, component_image, job_image
 from jobs.spec.notify_section import vertex_problems as notify_problems
 from jobs.spec.labels import LABEL_KEY_RE, LABEL_VALUE_RE
 from jobs.spec.validate import NAME_RE as PIPELINE_NAME_RE, sample_request_problems
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
-from trainers.paths import gcs_uri
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
+from jobfile.paths import gcs_uri
 from trainers.resource_names import BUCKET_RE, PROJECT_RE, REGION_RE, fits
 
 PLACEHOLDER_BUCKET = "my-bucket"

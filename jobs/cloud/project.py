@@ -35,8 +35,8 @@ from jobs.spec.errors import CloudError
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import job_image
 from jobs.spec.placement import Finding, Option, Project, options, with_option
-from trainers import config as config_lib
-from trainers.errors import ConfigError, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, problem
 
 #: the APIs every Vertex training job of this product uses (docs/vertex.md's one-time set-up)
 BASE_APIS = ("aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com")

@@ -47,7 +47,7 @@ from jobs.cloud.policy import CREATE_SERVER_ID
 from jobs.spec import cron as cron_rules, validate
 from jobs.spec.command_line import shown
 from jobs.spec.labels import run_labels
-from trainers.errors import ConfigError, problem
+from jobfile.errors import ConfigError, problem
 
 #: at most one run of a schedule at a time, and a run due meanwhile is skipped (module docstring)
 MAX_CONCURRENT_RUNS = 1

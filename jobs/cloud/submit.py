@@ -35,8 +35,8 @@ from jobs.spec import labels as run_labels
 from jobs.spec.command_line import plain, seconds_problem, shown
 from jobs.spec.flag_file import empty_flag_problems, flag_file_warnings, max_cost_problems
 from jobs.spec.hardware.vertex_rules import identity_problems, peering_problems
-from trainers import config as config_lib
-from trainers.errors import ConfigError, Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, Problem, problem
 
 JOB_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,127}$")
 TEMPLATE_RE = re.compile(r"^https://[a-z0-9-]+-kfp\.pkg\.dev/[^/]+/[^/]+/[^/]+/[^/]+$")

@@ -37,8 +37,8 @@ from jobs.spec.flag_file import flag_file_warnings, max_cost_problems
 from jobs.spec import output_file
 from jobs.spec.errors import CloudError
 from jobs.spec.own_outputs import is_compiled_pipeline
-from trainers.config_files import load_document
-from trainers.errors import ConfigError
+from jobfile.config_files import load_document
+from jobfile.errors import ConfigError
 
 AR_HOST_RE = re.compile(r"^https://(?P<location>[a-z]+-[a-z]+[0-9]+)-kfp\.pkg\.dev/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")
 LOCAL_HOST_RE = re.compile(r"^http://(?:127\.[0-9.]+|localhost):[0-9]+/(?P<project>[^/]+)/(?P<repo>[^/]+)/?$")

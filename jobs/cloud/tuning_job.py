@@ -44,8 +44,8 @@ from jobs.cloud import custom_job, job_runner
 from jobs.spec.errors import CloudError
 from jobs.spec.job_spec import pools_by_position
 from jobs.spec.tuning_section import Study, flag_value, parse
-from trainers.errors import ConfigError
-from trainers.paths import join
+from jobfile.errors import ConfigError
+from jobfile.paths import join
 
 ALGORITHMS = {None: "ALGORITHM_UNSPECIFIED", "bayesian": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH",
               "grid": "GRID_SEARCH"}

@@ -25,7 +25,7 @@ from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
 from jobs.spec import saved_model
 from jobs.spec.hardware.catalog import load_catalog
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 CONSOLE_URL = ("https://console.cloud.google.com/vertex-ai/locations/{location}/pipelines/runs/{job_id}"
                "?project={project}")

@@ -31,8 +31,8 @@ from jobs.images.user import build_user_image
 from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
 from jobs.spec.errors import CloudError
 from jobs.spec.image_reference import BuildError
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is jobs/images/build.py)
 

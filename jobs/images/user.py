@@ -47,9 +47,9 @@ from jobs.spec.command_line import shown
 from jobs.spec.image_reference import BuildError, parse_reference
 from jobs.spec.job_image import PLACEHOLDER_PROJECT
 from jobs.spec.trainer_section import trainer_file_problems
-from trainers import config as config_lib
-from trainers.errors import ConfigError, problem
-from trainers.fileio import NotARegularFile, read_regular
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, problem
+from jobfile.regular_file import NotARegularFile, read_regular
 
 CODE_DIR = "/workspace/code"
 REQUIREMENTS_DIR = "/workspace/requirements"

@@ -25,7 +25,7 @@ from typing import Any
 
 from jobs.spec import own_outputs
 from jobs.spec.provenance import commit_text, git_state
-from trainers.fileio import NotARegularFile, read_regular
+from jobfile.regular_file import NotARegularFile, read_regular
 
 #: directories left out at any depth of trainer.source_dir: version control, virtualenvs, caches
 ALWAYS_EXCLUDED_DIRS = (".git", ".hg", ".svn", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache",

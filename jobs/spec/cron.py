@@ -18,7 +18,7 @@ import difflib
 import functools
 import re
 
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 EXAMPLE = "TZ=America/New_York 0 3 * * *"
 #: (name, lowest, highest, names for 1.. or 0..)

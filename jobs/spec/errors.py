@@ -6,7 +6,7 @@
   build); a CloudError, so a command that says "error: ..." for one says it for the other.
 
 Both live here, below everything that raises them, because the spec (the image reference a job runs) and
-the clients both need them. Bad *configuration* is ``trainers.errors.ConfigError`` (one problem per field).
+the clients both need them. Bad *configuration* is ``jobfile.errors.ConfigError`` (one problem per field).
 """
 from __future__ import annotations
 

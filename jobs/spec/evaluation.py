@@ -53,10 +53,10 @@ import json
 import math
 from typing import Any
 
-from trainers.config_files import RELATIVE_RULE, found_elsewhere
-from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, open_regular
-from trainers.paths import readable
+from jobfile.config_files import RELATIVE_RULE, found_elsewhere
+from jobfile.errors import Problem, problem
+from jobfile.regular_file import NotARegularFile, open_regular
+from jobfile.paths import readable
 
 FIELD = "serving.eval_data"
 TASKS = ("auto", "regression", "classification")

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from jobs.spec.evaluation import EXAMPLE_LINE, FIELD, PREFERRED_OUTPUTS, EvalError, is_whole, kind_of_label, task_problems
-from trainers.errors import problem
+from jobfile.errors import problem
 
 
 def regression_metrics(labels, predictions) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 #: the flags that override a field of the job file: flag -> (the attribute on argparse's namespace, the field)
 OVERRIDES = {"--service-account": ("service_account", "vertex.service_account"),

@@ -26,8 +26,8 @@ import operator
 import re
 
 from jobs.spec.evaluation_verdict import METRIC_NAMES
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 #: The comparisons a bar may make, and what each means.
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}

@@ -32,8 +32,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, read_regular
+from jobfile.errors import Problem, problem
+from jobfile.regular_file import NotARegularFile, read_regular
 
 #: the trainer image's Python (containers/Dockerfile: ``BASE_IMAGE=python:3.11-slim``)
 IMAGE_PYTHON = "3.11"

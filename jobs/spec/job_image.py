@@ -41,7 +41,7 @@ def _pools(cfg: Any) -> list[Mapping[str, Any]]:
 def variant_for(cfg: Any) -> str:
     """``gpu`` when any pool with replicas asks for a GPU, ``tpu`` for a TPU, else ``cpu``.
 
-    ``cfg``: a :class:`trainers.config.JobConfig` or its dict. TPUs are recognised through the hardware
+    ``cfg``: a :class:`jobfile.config.JobConfig` or its dict. TPUs are recognised through the hardware
     catalog (legacy ``cloud-tpu`` machines, TPU VM machine types, ``TPU_*`` accelerators).
     """
     catalog = load_catalog()

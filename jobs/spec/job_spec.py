@@ -32,13 +32,13 @@ Pure: no cloud client, no TensorFlow, no kfp.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from jobs.spec import placement, trial_files, tuning_rules
-from jobs.spec.hardware.jobview import DEFAULT_TOPOLOGY, as_int
 from jobs.spec.job_image import job_image
-from trainers import config as config_lib
-from trainers.paths import fuse_path
+from jobfile import config as config_lib
+from jobfile.paths import fuse_path
 
 #: Vertex's pool positions, by the config's pool names.
 POOLS = ("chief", "worker", "parameter_server", "evaluator")
@@ -71,6 +71,17 @@ def declared_env(cfg: config_lib.JobConfig) -> dict[str, str]:
 def container_env(cfg: config_lib.JobConfig) -> list[dict[str, str]]:
     """``trainer.env`` as Vertex's ``container_spec.env`` (``[{name, value}]``, in the file's order)."""
     return [{"name": k, "value": v} for k, v in declared_env(cfg).items()]
+
+
+def as_int(value: Any) -> int | None:
+    """An integer count, accepting integral floats (kfp compiles ints to 2.0); None if not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _int(value: Any) -> int:
@@ -106,7 +117,7 @@ def worker_pool_specs(job: Mapping[str, Any], image_uri: str, command: Sequence[
                       args: Sequence[str] = (), env: Sequence[Mapping[str, str]] = ()) -> list[dict[str, Any]]:
     """The four pools of ``job['topology']`` (a config dict, possibly ill-typed: a legacy import's too)
     running ``image_uri`` with ``command``/``args``/``env``; an unused pool is ``{}``."""
-    topology = job.get("topology", DEFAULT_TOPOLOGY)
+    topology = job.get("topology", {})
     topology = topology if isinstance(topology, Mapping) else {}
     scheduling = job.get("scheduling") if isinstance(job.get("scheduling"), Mapping) else {}
     reservation = scheduling.get("reservation_affinity") if isinstance(scheduling.get("reservation_affinity"),
@@ -116,8 +127,9 @@ def worker_pool_specs(job: Mapping[str, Any], image_uri: str, command: Sequence[
         pool = topology.get(name) or {}
         if not isinstance(pool, Mapping):
             pool = {}
-        default = 1 if name == "chief" or pool.get("machine_type") else 0
-        replicas = _int(pool.get("replica_count", default))
+        if name == "chief" and name not in topology:  # the schema's chief (jobfile.config.Topology), as the parser fills it
+            pool = dataclasses.asdict(config_lib.Topology().chief)
+        replicas = _int(pool.get("replica_count", 1 if name == "chief" else 0))
         if replicas <= 0:
             specs.append({})
             continue

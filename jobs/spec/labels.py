@@ -25,7 +25,7 @@ import hashlib
 import re
 from typing import Mapping
 
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")

@@ -31,8 +31,8 @@ from typing import Callable
 from jobs.spec import placement
 from jobs.spec.hardware.rules import Report, num_replicas
 from jobs.spec.job_image import variant_for
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 #: strategies whose checkpoints restore into one another, by family
 FAMILIES = {"one_device": "all-reduce", "mirrored": "all-reduce", "multi_worker": "all-reduce",

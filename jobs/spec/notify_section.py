@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 #: a Secret Manager version (``SecretManagerService.AccessSecretVersion``'s ``name``): a secret id is letters,

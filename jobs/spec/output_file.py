@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from trainers import record_reader
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 #: the key a JSON output carries to say which command wrote it (:func:`mark`)
 MARK_KEY = "written_by"

@@ -10,7 +10,7 @@ trainer's files), so compiling, planning or adding a second job file does not ma
 
 Each is recognised by what only this product writes, never by its name alone (a user's ``config.yaml`` or
 ``run.json`` stays code): a compiled pipeline by KFP's top-level keys, a plan by :func:`jobs.cloud.plan_cli.write_json`'s
-keys, a job file by every key being a field of this product's job schema (``trainers.config``), a run folder by the
+keys, a job file by every key being a field of this product's job schema (``jobfile.config``), a run folder by the
 records a run leaves (``jobs.spec.records``). Files are read only when their suffix fits and up to a size a real one
 never passes.
 """
@@ -24,8 +24,9 @@ from typing import Any
 import yaml
 
 from jobs.spec import records
-from trainers import config as config_lib, record_reader
-from trainers.fileio import NotARegularFile, read_regular
+from trainers import record_reader
+from jobfile import config as config_lib
+from jobfile.regular_file import NotARegularFile, read_regular
 
 #: folders this product writes at any depth of a project: the precision measurements' cache
 #: (``trainers.precision.cache_dir``: ``<parent of output.base_dir>/.vtp-cache``)
@@ -74,7 +75,7 @@ def _section_fields() -> dict[str, set[str] | None]:
 
 def is_job_file(path: str | os.PathLike) -> bool:
     """A job file of this product: a YAML mapping whose every key is a section of the job schema
-    (``trainers.config.JobConfig``) and every section's key one of that section's fields, with a ``trainer`` or a
+    (``jobfile.config.JobConfig``) and every section's key one of that section's fields, with a ``trainer`` or a
     ``topology`` section. A user's own config (``{trainer: {epochs: 5}}``, ``{model: ..., optimizer: ...}``) fails the
     rule and stays code."""
     if not str(path).endswith((".yaml", ".yml")):

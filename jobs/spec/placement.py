@@ -19,8 +19,8 @@ import dataclasses
 
 from jobs.spec.hardware.rules import num_replicas
 from jobs.spec.hardware.shared import region_problems
-from trainers import config as config_lib
-from trainers.errors import ConfigError, Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, Problem, problem
 
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 #: the pools a rung may change, in Vertex's order
@@ -184,7 +184,7 @@ def placement_problems(cfg: config_lib.JobConfig) -> list[Problem]:
             p.append(problem(f"placement.strategies[{i}]", f"{s} is listed twice", list(STRATEGIES)))
     for name in ("max_per_hour", "max_total"):
         value = getattr(cfg.budget, name)
-        if value < 0:  # NaN and infinity never get here: the schema refuses them (trainers.coerce)
+        if value < 0:  # NaN and infinity never get here: the schema refuses them (jobfile.coerce)
             p.append(problem(f"budget.{name}", f"{value} is not a price in US dollars (a finite number, 0 for "
                                                "no bar)", ["100", "0"]))
     return p

@@ -40,7 +40,7 @@ from jobs.spec import ladder, placement, validate
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.rules import num_replicas
 from jobs.spec.placement import Finding, Option
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 #: the price file's form, as lines name it
 PRICE_FILE_FORM = "the form of jobs/spec/hardware/prices.yaml"

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainers import config as config_lib, fileio, record_reader
-from trainers.paths import join, readable
+from trainers import fileio, record_reader
+from jobfile import config as config_lib
+from jobfile.paths import join, readable
 
 # -- the records' names --------------------------------------------------------------------------------------
 TRAINING_RECORD = "training.json"

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 from jobs.spec import ranking
 from jobs.spec.hardware import prices
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 #: the pipeline steps whose wall time is the training (a local run)
 TRAINING_STEPS = ("train", "tune")

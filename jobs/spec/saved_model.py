@@ -28,7 +28,7 @@ import dataclasses
 import os
 
 from trainers import fileio
-from trainers.paths import join, readable
+from jobfile.paths import join, readable
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 #: names shown in a listing, at most

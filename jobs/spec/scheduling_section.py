@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from trainers import config as config_lib
-from trainers.config_vertex import Scheduling
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.config_vertex import Scheduling
+from jobfile.errors import Problem, problem
 
 #: A duration as the job file and the Vertex API write it: seconds with an ``s``.
 TIMEOUT_RE = re.compile(r"^\d+(\.\d+)?s$")

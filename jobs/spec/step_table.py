@@ -12,7 +12,7 @@ import html
 import os
 from typing import Any
 from trainers import fileio
-from trainers.fileio import open_regular
+from jobfile.regular_file import open_regular
 
 START, END = "<!-- pipeline-steps -->", "<!-- /pipeline-steps -->"
 

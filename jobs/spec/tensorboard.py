@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import struct
 
-from trainers.fileio import NotARegularFile, open_regular
+from jobfile.regular_file import NotARegularFile, open_regular
 
 #: sub-folders that never hold the job's own summaries (the launcher's logs, MWMS workers' temp copies)
 SKIP_DIRS = ("replicas",)

@@ -17,11 +17,11 @@ from pathlib import Path
 from jobs.spec.image_requirements import image_pin_problems, read_text
 from jobs.spec.job_image import variant_for
 from jobs.spec.replica_env import is_vertex_variable
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers.cluster import LOCAL_LAUNCHER_ENV
-from trainers.config_files import RELATIVE_RULE, found_elsewhere
-from trainers.errors import Problem, problem
-from trainers.fileio import NotARegularFile, read_regular
+from jobfile.config_files import RELATIVE_RULE, found_elsewhere
+from jobfile.errors import Problem, problem
+from jobfile.regular_file import NotARegularFile, read_regular
 
 MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 

@@ -18,8 +18,8 @@ from typing import Any
 from jobs.spec.records import METRICS_RECORD, read_at
 from jobs.spec.tuning_rules import BASELINE
 from trainers.cluster import OUTPUT_LAYOUT, output_dirs
-from trainers.fileio import NotARegularFile, open_regular
-from trainers.paths import join
+from jobfile.regular_file import NotARegularFile, open_regular
+from jobfile.paths import join
 
 HYPERTUNE_DIR = "hypertune"
 #: What cloudml-hypertune writes beside the reported tag on every line.

@@ -20,8 +20,8 @@ import typing
 from typing import Any, Literal, Mapping
 
 from jobs.spec import tuning_rules
-from trainers import config as config_lib
-from trainers.errors import ConfigError, Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, Problem, problem
 from trainers.train import HYPERTUNE_METRICS
 
 #: A parameter's name is a command-line flag (``--NAME=VALUE``) and Vertex's ``parameter_id``.
@@ -104,8 +104,8 @@ class Study:
 
 
 def parse(section: config_lib.Tuning | Mapping[str, Any] | None) -> Study:
-    """THE parser of the ``tuning`` section: the typed section (a ``trainers.config.Tuning``) or its plain dict, as
-    a pipeline passes it, shape-checked (``trainers.config``), then checked by the section's own rules
+    """THE parser of the ``tuning`` section: the typed section (a ``jobfile.config.Tuning``) or its plain dict, as
+    a pipeline passes it, shape-checked (``jobfile.config``), then checked by the section's own rules
     (:func:`section_problems`); a section with nothing to search is refused too. Raises ConfigError with every
     problem, each naming its field."""
     if isinstance(section, config_lib.Tuning):

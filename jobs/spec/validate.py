@@ -20,10 +20,10 @@ import os
 import re
 from pathlib import Path
 
-from trainers import config as config_lib
-from trainers.config_files import RELATIVE_RULE, found_elsewhere, load_document
-from trainers.errors import ConfigError, Problem, problem
-from trainers.fileio import NotARegularFile, open_regular
+from jobfile import config as config_lib
+from jobfile.config_files import RELATIVE_RULE, found_elsewhere, load_document
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.regular_file import NotARegularFile, open_regular
 from trainers.prepare_beam import beam_missing_problems, dataflow_problems
 from trainers.resource_names import REGION_RE, fits
 from jobs.spec.evaluation import eval_data_problems, settings_problems as eval_settings_problems
@@ -147,7 +147,7 @@ def tuned_range_problems(cfg: config_lib.JobConfig) -> list[Problem]:
 def _field_rules(cfg: config_lib.JobConfig) -> list[Problem]:
     """The config's own field rules (values and hardware), without the tuning section's."""
     no_study = dataclasses.replace(cfg, tuning=config_lib.Tuning())
-    return _value_checks(no_study) + list(check_job(no_study.to_dict()).errors)
+    return _value_checks(no_study) + list(check_job(no_study).errors)
 
 
 def _value_warnings(cfg: config_lib.JobConfig) -> list[Problem]:
@@ -292,7 +292,7 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
     limits = list_limit_problems(cfg)
     if limits:  # nothing else is checked of a list no job could use: it is one line, at once
         return Report(errors=limits, warnings=[])
-    report = check_job(cfg.to_dict())
+    report = check_job(cfg)
     vertex_errors, vertex_warnings = vertex_problems(cfg)  # disk_spec, nfs_mounts, the vertex section
     errors = (_value_checks(cfg) + list(report.errors) + retired_problems(cfg.to_dict()) + vertex_errors
               + tuned_range_problems(cfg) + placement_problems(cfg) + notify_problems(cfg))
@@ -304,13 +304,6 @@ def validate(cfg: config_lib.JobConfig, check_data: bool = True) -> Report:
                   + notify_warnings(cfg) + tuning_warnings(cfg) + ladder_warnings(cfg))
 
 
-def _with_defaults(defaults: dict, doc: dict) -> dict:
-    merged = dict(defaults)
-    for key, value in doc.items():
-        merged[key] = _with_defaults(defaults[key], value) if isinstance(value, dict) and isinstance(defaults.get(key), dict) else value
-    return merged
-
-
 def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.JobConfig | None, Report]:
     """Validate a plain config document, reporting every problem at once: when its shape is wrong
     (unknown field, wrong type) the hardware rules still run on the raw document, so a bad field does
@@ -320,7 +313,7 @@ def validate_document(doc: dict, check_data: bool = True) -> tuple[config_lib.Jo
     except ConfigError as exc:
         shape = list(exc.problems)
         seen = {p.field for p in shape}
-        raw = check_job(_with_defaults(config_lib.JobConfig().to_dict(), doc))
+        raw = check_job(doc)  # the same parser, its problems of shape already said above
         return None, Report(errors=shape + [p for p in raw.errors if p.field not in seen], warnings=list(raw.warnings))
     report = validate(cfg, check_data)
     return cfg, Report(errors=report.errors, warnings=[*report.warnings, *builtin_only_problems(doc, cfg)])

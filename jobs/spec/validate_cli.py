@@ -32,9 +32,9 @@ from jobs.spec.command_line import plan_hint, shown
 from jobs.spec.hardware.listing import main as hardware_main
 from jobs.spec.hardware.rules import Report, num_replicas
 from jobs.spec.validate import validate_document
-from trainers import config as config_lib
-from trainers.config_files import PRESET_DIR, is_preset, load_document
-from trainers.errors import ConfigError, Problem
+from jobfile import config as config_lib
+from jobfile.config_files import PRESET_DIR, is_preset, load_document
+from jobfile.errors import ConfigError, Problem
 
 USAGE = """usage: python pipelines/run.py validate FILE.yaml [--set KEY=VALUE ...]      (a job config of this project)
        python pipelines/run.py validate FILE.yaml [gcloud-style flags] [-- USER_ARGS]  (an AI Platform config)

@@ -17,9 +17,9 @@ import time
 from typing import Any
 
 from jobs.spec import records, saved_model
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers import record_reader
-from trainers.paths import join
+from jobfile.paths import join
 
 def prepare(cfg: config_lib.JobConfig) -> tuple[str, dict[str, Any]]:
     """Make the TFRecord shards the trainer reads; returns (data_dir, manifest)."""
@@ -316,7 +316,7 @@ def notify(config_json: str, state: str, *, error: str = "", pipeline_job: str =
 
     # lazy: one step: notify
     from jobs.steps import notify_message
-    from trainers.errors import ConfigError
+    from jobfile.errors import ConfigError
 
     try:
         cfg = config_lib.load_json(config_json)

@@ -16,7 +16,7 @@ from jobs.cloud import preflight
 from jobs.cloud.preflight import placeholder_free, say
 from jobs.spec.command_line import plan_hint
 from jobs.spec.own_outputs import is_compiled_pipeline
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 
 def output_problems(out: str, config_source: str, overwrite: bool = False) -> list[Problem]:

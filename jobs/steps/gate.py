@@ -42,8 +42,8 @@ from jobs.spec.errors import CloudError
 from jobs.spec.evaluation_verdict import figures
 from jobs.spec.gate_section import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
 from jobs.spec.tensorboard import last_values, read_scalars
-from trainers import config as config_lib
-from trainers.errors import ConfigError, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, problem
 
 #: the display name of the evaluations :func:`record_on_version` writes, preferred when reading a parent's.
 EVALUATION_NAME = "serving-gate"

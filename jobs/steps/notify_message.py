@@ -31,9 +31,9 @@ from jobs.cloud.vertex import console_url
 from jobs.local.run.summary import eval_text, gate_line
 from jobs.spec import records
 from jobs.spec.hardware import prices
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers.cluster import output_dirs
-from trainers.paths import readable
+from jobfile.paths import readable
 
 #: the message's text is cut to this many characters (Google Chat's limit for a text message is 4,096)
 TEXT_MAX = 3500

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from jobs.spec import ranking, records
 from jobs.spec.hardware import prices
 from jobs.spec.job_image import component_image
-from trainers import config as config_lib
-from trainers.fileio import open_regular
+from jobfile import config as config_lib
+from jobfile.regular_file import open_regular
 
 TARGETS = ("vertex", "local")
 

@@ -25,8 +25,8 @@ from jobs.spec.command_line import invoked_as, seconds_problem, shown
 from jobs.cloud import submit
 from jobs.local.run import pipeline_run
 from jobs.local.run.console import Console
-from trainers.config_files import presets
-from trainers.errors import ConfigError
+from jobfile.config_files import presets
+from jobfile.errors import ConfigError
 
 
 class Pipeline(NamedTuple):

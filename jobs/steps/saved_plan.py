@@ -41,9 +41,10 @@ from jobs.spec import output_file, own_outputs, placement, ranking, validate
 from jobs.spec.command_line import shown
 from jobs.spec.hardware import prices
 from jobs.spec.hardware.catalog import CATALOG_PATH, load_catalog
-from trainers import config as config_lib, record_reader
-from trainers.config_files import is_preset
-from trainers.errors import ConfigError, problem
+from trainers import record_reader
+from jobfile import config as config_lib
+from jobfile.config_files import is_preset
+from jobfile.errors import ConfigError, problem
 
 KIND, VERSION = own_outputs.SAVED_PLAN_KIND, 1
 #: a saved plan older than this is stale (quotas and capacity move within a day)

@@ -24,8 +24,20 @@ What can differ from the eager import: a registration made by a module that noth
 used (a ``TypeSpec`` or revived type of an API the model's signatures use but the loader does not import). So
 a load that fails under the lazy import is retried after :func:`complete` has imported every remaining name, i.e.
 after the very import ``import tensorflow`` makes (``jobs.steps.verify.load``): a model is never refused that the
-eager import loads. Where the file cannot be read this way (a TensorFlow whose ``__init__`` differs), the plain
-import runs instead.
+eager import loads.
+
+When the rewrite runs, and what runs instead (the plain ``import tensorflow``, Keras still refused: by its own
+figures ~70 % of the gain, 5.6-6.9 s -> 3.2-3.5 s; the rewrite the remaining ~1.3 s):
+
+* only for a TensorFlow whose version it was tested with (:data:`TESTED_VERSIONS`, read from the installed
+  distribution's metadata without importing it); any other version takes the plain import;
+* a file it cannot read (no re-exports, unparsable) takes the plain import, in the same process: nothing of
+  TensorFlow has run yet;
+* a failure while TensorFlow's statements run (the C++ runtime loaded, half the modules imported) never continues in
+  that process: this process starts again from its beginning (``os.execve`` of its own command line, ``sys.orig_argv``)
+  with :data:`FRESH` set, and the fresh process takes the plain import. A step calls this before its work (verify
+  does), so nothing is done twice but what preceded the import; an interactive session, which cannot start again,
+  gets one ImportError line instead.
 
 Why by hand: TensorFlow has no lazy mode for its top level (``tensorflow.python.util.lazy_loader`` serves
 single names, ``lazy_loader`` of scientific-python needs the package's own ``__init__`` written for it).
@@ -36,13 +48,23 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import importlib.util
+import os
 import sys
 from types import ModuleType
 from typing import Any
 
 #: attribute of a lazily imported ``tensorflow`` module: {name: (module, attribute)} of the re-exports not yet used
 LAZY = "_vtp_lazy_names"
+#: the TensorFlow versions whose generated ``__init__`` this rewrite was tested with (``tests/test_step_processes.py``,
+#: ``benchmarks/pipeline_steps.py``); any other version takes the plain import
+TESTED_VERSIONS = ("2.21.0",)
+#: the distributions that install the ``tensorflow`` package (``pyproject.toml``'s variants and the CPU build)
+DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel")
+#: set (to ``plain``) in the environment of the fresh process a failed rewrite starts: that process, or one a
+#: benchmark starts so, takes the plain import; read once, and taken out of the environment
+FRESH = "VTP_TENSORFLOW_IMPORT"
 #: re-exports imported as written: importing ``tf.__operators__`` gives ``Tensor`` its operators (``+``, ``==``,
 #: ``[]``: ``math_ops``, ``tensor_getitem_override``), which code uses without naming anything of TensorFlow
 EAGER = ("__operators__",)
@@ -127,12 +149,21 @@ class _LazyModule(ModuleType):
         return sorted(set(self.__dict__) | set(self.__dict__.get(LAZY, {})))
 
 
-def _lazy_module() -> ModuleType:
-    """``tensorflow`` imported with its re-exports lazy (module docstring); raises what its ``__init__`` raises."""
+def _prepared():
+    """(TensorFlow's spec, the code of its ``__init__`` without its re-exports, the re-exports) where the file can be
+    read so; None where it cannot (nothing of TensorFlow has run: the plain import may follow in this process)."""
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.origin:
-        raise ImportError("tensorflow is not installed")
-    code, lazy = _deferred(spec.origin)
+        return None
+    try:
+        code, lazy = _deferred(spec.origin)
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+    return spec, code, lazy
+
+
+def _lazy_module(spec, code, lazy: dict[str, tuple[str, str]]) -> ModuleType:
+    """``tensorflow`` imported with its re-exports lazy (module docstring); raises what its ``__init__`` raises."""
     module = importlib.util.module_from_spec(spec)
     module.__dict__[LAZY] = lazy
     module.__class__ = _LazyModule
@@ -158,11 +189,48 @@ def complete(tf: ModuleType) -> bool:
     return True
 
 
+def installed_version() -> str | None:
+    """The version of the installed distribution whose ``tensorflow`` package Python would import (its metadata,
+    beside the package; TensorFlow itself is not imported); None where none is found."""
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or not spec.origin:
+        return None
+    for name in DISTRIBUTIONS:
+        try:
+            distribution = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if os.path.realpath(distribution.locate_file("tensorflow/__init__.py")) == os.path.realpath(spec.origin):
+            return distribution.version
+    return None
+
+
+def _start_again_plainly(exc: Exception):
+    """After a failure midway through the rewrite: this process's own command line again, as a fresh process with
+    :data:`FRESH` set (module docstring); never returns. Where there is no command to start again (an interactive
+    session), one ImportError line."""
+    why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    if len(argv) < 2 or sys.flags.interactive:
+        raise ImportError(f"TensorFlow's lazy import stopped midway ({why}); this session cannot start again: start "
+                          f"it with {FRESH}=plain for the plain import") from None
+    print(f"note: TensorFlow's lazy import stopped midway ({why}); this process starts again, with the plain import",
+          file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os.execve(sys.executable, [sys.executable, *argv[1:]], {**os.environ, FRESH: "plain"})
+
+
 def import_tensorflow() -> ModuleType:
-    """``tensorflow``, lazily (module docstring), without Keras. A no-op where TensorFlow is already imported;
-    where Keras already is, the plain import (Keras brought in what it needs of TensorFlow already)."""
+    """``tensorflow`` without Keras: lazily (module docstring) where that was tested, else as written. A no-op where
+    TensorFlow is already imported; where Keras already is, the plain import (Keras brought in what it needs of
+    TensorFlow already)."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    plain = os.environ.pop(FRESH, "") == "plain"
     if any(name in sys.modules for name in _KerasRefused.NAMES):
         import tensorflow as tf
 
@@ -170,11 +238,14 @@ def import_tensorflow() -> ModuleType:
     refusal = _KerasRefused()
     sys.meta_path.insert(0, refusal)
     try:
-        try:
-            return _lazy_module()
-        except Exception:  # a TensorFlow whose __init__ this cannot read: the plain import, still without Keras
+        prepared = None if plain or installed_version() not in TESTED_VERSIONS else _prepared()
+        if prepared is None:  # the plain import, still without Keras
             import tensorflow as tf
 
             return tf
+        try:
+            return _lazy_module(*prepared)
+        except Exception as exc:  # TensorFlow half made in this process: never go on with it
+            _start_again_plainly(exc)
     finally:
         sys.meta_path.remove(refusal)

@@ -16,8 +16,8 @@ import sys
 from jobs.spec import validate
 from jobs.steps import calls as steps
 from jobs.tuning.local import StudyFailed, run_local_study
-from trainers import config as config_lib
-from trainers.errors import ConfigError, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, problem
 
 
 def _interrupt(signum, frame):

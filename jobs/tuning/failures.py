@@ -8,7 +8,7 @@ from typing import Any
 
 from jobs.local.launch.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
 from jobs.spec.tuning_section import Study
-from trainers.errors import problem
+from jobfile.errors import problem
 
 
 #: keys of a run's outcome that the study reads and never records: the failed run's own last lines and cause

@@ -41,7 +41,7 @@ The failure that costs hours, caught in minutes: a trial that exits 0 without re
 (another tag, no report, NaN) while no trial has reported it is a configuration error, not a failed trial:
 no further trial starts, the running ones finish, and if none of them reports the metric either the study
 stops with ONE ``error:`` line naming the tag the study expects and the tags the trainer did report
-(:class:`trainers.errors.ConfigError`, field ``tuning.metric``).
+(:class:`jobfile.errors.ConfigError`, field ``tuning.metric``).
 
 The baseline (``tuning.baseline``, on by default): the job as it stands (its own arguments, no tuning flag, no
 trial id) runs beside the trials in ``<base>/baseline/``, measured as a trial is (its chief's cloudml-hypertune
@@ -67,8 +67,8 @@ from jobs.spec import tuning_rules, tuning_section as spec_lib
 from jobs.tuning.failures import metric_problem, say_own_failure
 from jobs.tuning.loop import StudyLoop
 from jobs.spec.tuning_rules import STOPPED
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 class StudyFailed(RuntimeError):

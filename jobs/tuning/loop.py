@@ -16,8 +16,8 @@ from jobs.tuning.failures import OWN, flag_refused
 from jobs.tuning.search import Search
 from jobs.spec.tuning_rules import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from jobs.spec.tuning_section import Study
-from trainers import config as config_lib
-from trainers.paths import join
+from jobfile import config as config_lib
+from jobfile.paths import join
 
 #: the states of a trial that has ended and counts as done (n/N in its line)
 ENDED = (SUCCEEDED, FAILED, INFEASIBLE)

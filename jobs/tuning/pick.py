@@ -24,7 +24,7 @@ from typing import Any
 from jobs.spec import saved_model, trial_files, tuning_rules
 from jobs.spec.errors import CloudError
 from jobs.cloud.job_runner import named_job
-from trainers.paths import FUSE_ROOT, join, readable
+from jobfile.paths import FUSE_ROOT, join, readable
 
 
 def _job_name(gcp_resources: str) -> str:

@@ -13,9 +13,9 @@ from jobs.spec import records, tuning_rules
 from jobs.tuning.failures import OWN
 from jobs.spec.tuning_rules import ACTIVE
 from jobs.spec.tuning_section import Study
-from trainers import config as config_lib
-from trainers.errors import ConfigError, problem
-from trainers.paths import join
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, problem
+from jobfile.paths import join
 
 
 def study_key(cfg: config_lib.JobConfig, t: Study) -> dict[str, Any]:

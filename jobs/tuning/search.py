@@ -36,7 +36,7 @@ import math
 from typing import Any
 
 from jobs.spec.tuning_section import LOG_SCALES, Study, typed_value
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def _grid_values(p: config_lib.Parameter) -> list[Any]:

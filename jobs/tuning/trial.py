@@ -21,8 +21,8 @@ from jobs.steps.calls import NoModel, require_model
 from jobs.tuning.failures import failure_fields
 from jobs.spec.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
 from jobs.spec.tuning_section import Study
-from trainers import config as config_lib
-from trainers.errors import ConfigError
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError
 
 
 def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Sequence[str] = (),

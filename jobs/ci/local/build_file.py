@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from jobs.ci.local.errors import InputError
-from trainers.fileio import NotARegularFile, read_regular
+from jobfile.regular_file import NotARegularFile, read_regular
 
 DOCKER_BUILDERS = ("gcr.io/cloud-builders/docker", "docker")
 GCLOUD_BUILDERS = ("gcr.io/cloud-builders/gcloud", "gcr.io/google.com/cloudsdktool/", "google/cloud-sdk")

@@ -32,7 +32,7 @@ from jobs.cloud.credentials import client_kwargs
 from jobs.spec.errors import CloudError
 from jobs.local.history.reader import UsageError, lock_held
 from trainers import record_reader
-from trainers.fileio import NotARegularFile, open_regular
+from jobfile.regular_file import NotARegularFile, open_regular
 from trainers.resource_names import JOB_NAME_RE, fits
 
 PROG = "python pipelines/run.py logs"

@@ -26,7 +26,7 @@ from jobs.local.process import lifeline
 from jobs.local.run.folder import COPY_RECORD, copy_record
 from jobs.local.run.lock import FolderBusy, NotThisJob, RunLock, now_iso
 from trainers import fileio
-from trainers.errors import problem
+from jobfile.errors import problem
 
 
 def folder_bytes(path: str) -> int:

@@ -36,7 +36,7 @@ from jobs.spec import job_spec
 from jobs.local.launch import containers, supervisor
 from jobs.local.launch.outcome import JobResult
 from jobs.local.launch.workdir import ReplicaWorkdirs
-from trainers import config as config_lib
+from jobfile import config as config_lib
 
 
 def launch(cfg: config_lib.JobConfig, base: str, *, args: Sequence[str] = (), env: Mapping[str, str] | None = None,

@@ -18,7 +18,7 @@ from jobs.spec.image_reference import parse_reference
 from jobs.spec.image_requirements import read_pins
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
-from trainers.config import resolved_base_dir
+from jobfile.config import resolved_base_dir
 
 #: the longest the probe container may take (it imports nothing heavy: find_spec and metadata only)
 PROBE_TIMEOUT_S = 180.0

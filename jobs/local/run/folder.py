@@ -50,7 +50,8 @@ from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio, record_reader
 from trainers.cluster import output_dirs
-from trainers.config import BUILTIN_COMMAND
+from jobfile.config import BUILTIN_COMMAND
+from jobfile.regular_file import open_regular
 
 def read_record(base: str) -> dict[str, Any]:
     """The record of the run that last finished in ``base`` (``run.json``, ``jobs.spec.records.read_run``)."""
@@ -214,7 +215,7 @@ def added_code(before: dict[str, Any], now: dict[str, Any]) -> str | None:
 
 
 def _builtin(config: dict[str, Any]) -> bool:
-    """Whether a config runs the built-in trainer (``trainers.config.JobConfig.user_trainer``, on the dict)."""
+    """Whether a config runs the built-in trainer (``jobfile.config.JobConfig.user_trainer``, on the dict)."""
     trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
     container = config.get("container") if isinstance(config.get("container"), dict) else {}
     return not trainer.get("module") and list(container.get("command") or []) == list(BUILTIN_COMMAND)
@@ -372,7 +373,7 @@ def last_checkpoint(checkpoint_dir: str) -> tuple[str, int] | None:
     Plain text parsing on purpose: it runs in the CLI after Ctrl-C, where importing TensorFlow would add
     seconds to stopping."""
     try:
-        with fileio.open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
+        with open_regular(os.path.join(checkpoint_dir, "checkpoint"), "checkpoint", limit=1 << 20) as f:
             m = _STATE_RE.search(f.read())
     except (OSError, ValueError):  # NotARegularFile is a ValueError: a pipe is no checkpoint state, never waited on
         return None

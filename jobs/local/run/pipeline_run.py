@@ -42,9 +42,9 @@ from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
 from jobs.spec.replica_env import PROJECT_ROOT
-from trainers import config as config_lib
+from jobfile import config as config_lib
 from trainers.cluster import output_dirs
-from trainers.errors import problem
+from jobfile.errors import problem
 
 
 @dataclasses.dataclass

@@ -10,8 +10,8 @@ from jobs.spec import gate_section as gate_spec, provenance, records, run_cost, 
 from jobs.images.user_code import trainer_version
 from jobs.spec.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
-from trainers.config import resolved_base_dir
-from trainers.paths import join
+from jobfile.config import resolved_base_dir
+from jobfile.paths import join
 
 
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from trainers.errors import ConfigError
-from trainers.fileio import read_regular
+from jobfile.errors import ConfigError
+from jobfile.regular_file import read_regular
 
 
 class _VersionFloat(float):

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Any, Mapping, Sequence
 
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 
 # flag -> (path under trainingInput, kind)
 FLAGS: dict[str, tuple[tuple[str, ...], str]] = {

@@ -28,13 +28,23 @@ import difflib
 import re
 from typing import Any, Mapping, Sequence
 
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 from jobs.spec.hardware.catalog import load_catalog
 from jobs.spec.aiplatform.gcloud_flags import merge, parse_flags
-from jobs.spec.hardware.jobview import as_int, as_str, one_line
-from jobs.spec.job_spec import worker_pool_specs
+from jobs.spec.job_spec import as_int, worker_pool_specs
 from jobs.spec.hardware.rules import Report, check_job, check_tpu_version
-from jobs.spec.hardware.shared import infer_strategy
+from jobs.spec.hardware.shared import infer_strategy, one_line
+
+
+def as_str(value: Any) -> str | None:
+    """A text field of an AI Platform config: stripped; a number YAML read (``2.11``) as its text; None if neither."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return getattr(value, "text", None) or str(value)
+    return None
 
 TI = "trainingInput"
 KNOWN_KEYS = ("scaleTier", "masterType", "masterConfig", "workerType", "workerCount", "workerConfig",

@@ -13,16 +13,18 @@
 - an evaluator or parameter server with no workers: GCPC's launcher drops empty ``{}`` pools and the
   evaluator would land in workerpool1 (FACTS.md);
 - legacy/retired GPU types (K80 retired, P4/P100 older generation: catalog ``status``/``note``);
-- mixed precision on a GPU without tensor cores; tpu_tf_version without a TPU.
+- ``training.precision: float16`` on a GPU with no fast float16 (no tensor cores, not GP100), ``bfloat16`` on one
+  before Ampere; tpu_tf_version without a TPU.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from trainers.errors import Problem, problem
-from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.hardware.jobview import JobView, Pool, view
-from jobs.spec.hardware.shared import has_tpu
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
+from trainers.gpus import AMPERE, fast_float16
+from jobs.spec.hardware.catalog import Gpu, load_catalog
+from jobs.spec.hardware.shared import JobView, Pool, view, has_tpu
 
 
 def check_warnings(job: Any) -> list[Problem]:
@@ -31,11 +33,11 @@ def check_warnings(job: Any) -> list[Problem]:
     pools = [p for p in v.used_pools if p.ok]
     accelerated = [p for p in pools if p.accelerator_type or (cat.machines.get(p.machine_type)
                                                              and cat.machines[p.machine_type].tpu)]
-    if v.spot and accelerated and v.checkpoint_every_steps == 0 and v.checkpoint_every_seconds == 0:
+    if v.job.scheduling.strategy == "SPOT" and accelerated and v.job.checkpoint.every_steps == 0 and v.job.checkpoint.every_seconds == 0:
         out.append(problem("checkpoint.every_steps", "SPOT accelerators can be preempted at any time and no "
                                                       "checkpointing is configured: a preemption loses all progress",
                            ["every_steps > 0", "every_seconds > 0"]))
-    if v.spot and not v.restart_on_worker_restart and v.strategy != "parameter_server":
+    if v.job.scheduling.strategy == "SPOT" and not v.job.scheduling.restart_job_on_worker_restart and v.strategy != "parameter_server":
         out.append(problem("scheduling.restart_job_on_worker_restart",
                            "a SPOT job whose VM is preempted fails instead of restarting", ["true"]))
     chief = v.pools["chief"]
@@ -66,13 +68,29 @@ def check_warnings(job: Any) -> list[Problem]:
         paths = [f"topology.{p.name}.accelerator_type" for p in pools if p.accelerator_type == gpu]
         if info.status in ("retired", "legacy"):
             out.append(problem(paths[0], info.advice(), info.use_instead))
-        if v.mixed_precision and gpu not in cat.tensor_core_gpus:
-            out.append(problem("training.mixed_precision",
-                               f"{gpu} has no tensor cores: mixed precision will not speed training up",
-                               ["false"]))
-    if v.tpu_tf_version and not has_tpu(v):
+        out += precision_warnings(v.job.training, info)
+    if v.job.topology.tpu_tf_version and not has_tpu(v):
         out.append(problem("topology.tpu_tf_version", "is ignored: the job has no TPU", [""]))
     return out
+
+
+def precision_warnings(training: config_lib.Training, gpu: Gpu) -> list[Problem]:
+    """A reduced precision asked for explicitly (``training.precision``) on a GPU where it cannot pay, by the
+    replica's own rule of which GPU computes what fast (``trainers.gpus``, the catalog's compute capability):
+    float16 without tensor cores or Pascal GP100's double rate (K80, P4), bfloat16 before Ampere (no bf16 tensor
+    cores: emulated, slower than float32). ``auto`` decides per device and is never warned about; the deprecated
+    ``mixed_precision: true`` means ``auto``."""
+    cc = gpu.compute_capability
+    if cc is None or training.precision not in ("float16", "bfloat16"):
+        return []
+    what = f"{gpu.name} (compute capability {cc[0]}.{cc[1]})"
+    if training.precision == "float16" and not fast_float16(cc) and cc < AMPERE:
+        why = "has no tensor cores and no fast float16: float16 will not speed training up"
+    elif training.precision == "bfloat16" and cc < AMPERE:
+        why = "has no bf16 tensor cores (Ampere, 8.0, and later): bfloat16 is emulated and slower than float32"
+    else:
+        return []
+    return [problem("training.precision", f"{what} {why}", ["auto", "float32"])]
 
 
 def ps_machine_warnings(v: JobView) -> list[Problem]:
@@ -95,7 +113,7 @@ def ps_machine_warnings(v: JobView) -> list[Problem]:
 
 def ps_restart_warnings(v: JobView) -> list[Problem]:
     """parameter_server with restart_job_on_worker_restart: true defeats asynchronous training's tolerance."""
-    if v.strategy != "parameter_server" or not v.restart_on_worker_restart:
+    if v.strategy != "parameter_server" or not v.job.scheduling.restart_job_on_worker_restart:
         return []
     return [problem("scheduling.restart_job_on_worker_restart",
                     "with parameter servers a restarted worker rejoins on its own and the chief reschedules its "

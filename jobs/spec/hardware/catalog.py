@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from jobs.spec.image_reference import BuildError, parse_reference
+from trainers.gpus import VOLTA, compute_capability
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -84,6 +85,13 @@ class Gpu:
     note: str = ""
     end_of_support: str = ""  # the date Vertex's pages give (YYYY-MM-DD), "" when none is known
     use_instead: tuple[str, ...] = ("NVIDIA_TESLA_T4", "NVIDIA_L4")  # what a legacy/retired GPU's line advises
+    #: CUDA compute capability, from THE table of it (``trainers.gpus``, which the replica reads too); None: unknown
+    compute_capability: tuple[int, int] | None = None
+
+    @property
+    def tensor_cores(self) -> bool:
+        """Tensor cores (Volta, compute capability 7.0, and later): what makes mixed precision pay."""
+        return self.compute_capability is not None and self.compute_capability >= VOLTA
 
     def advice(self, today: str | None = None) -> str:
         """What a legacy or retired GPU's one line says: its status, its note, its end of support (reached or not,
@@ -128,7 +136,6 @@ class Catalog:
     legacy_machines: Mapping[str, LegacyMachine]
     scale_tiers: Mapping[str, Mapping[str, Any]]
     strategies: tuple[str, ...]
-    tensor_core_gpus: frozenset[str]
     date: str = ""
     sources: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     families: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)  # key -> label, source, vertex
@@ -235,7 +242,8 @@ def load_catalog(path: str | None = None) -> Catalog:
                       per_gpu_memory_gb=float(e["per_gpu"]["memory_gb"]),
                       status=e["status"], source=str(e["source"]), note=str(e.get("note", "")),
                       end_of_support=str(e.get("end_of_support", "")),
-                      use_instead=tuple(e.get("use_instead") or Gpu.use_instead))
+                      use_instead=tuple(e.get("use_instead") or Gpu.use_instead),
+                      compute_capability=compute_capability(name))
             for name, e in raw["gpu_types"].items()}
     table = _gpu_table(raw, machines, gpus)
     zones = _zones(raw, gpus)
@@ -256,7 +264,6 @@ def load_catalog(path: str | None = None) -> Catalog:
         legacy_machines=legacy,
         scale_tiers=raw["scale_tiers"],
         strategies=tuple(raw["strategies"]["list"]),
-        tensor_core_gpus=frozenset(raw["tensor_core_gpus"]),
         date=str(raw["catalog"]["date"]),
         sources={k: (v if isinstance(v, dict) else {"what": str(v)}) for k, v in raw["sources"].items()},
         families=families, tpu_generations=generations,

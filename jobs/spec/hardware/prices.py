@@ -29,8 +29,8 @@ from typing import Any, Mapping
 import yaml
 
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, topology_chips
-from trainers import config as config_lib
-from trainers.errors import ConfigError, Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import ConfigError, Problem, problem
 
 PRICES_PATH = Path(__file__).with_name("prices.yaml")
 BASE_REGION = "us-central1"

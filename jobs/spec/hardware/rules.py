@@ -1,9 +1,10 @@
 """Hardware rules: every check from the seeds, each a small function ``rule(job) -> list[Problem]``.
 
 ``check_job(job)`` runs them all and returns a :class:`Report` with every error at once plus warnings
-(valid but wasteful or risky: see ``jobs.spec.hardware.advice``).  ``job`` is this project's job config
-dict; only ``topology`` (and ``training.global_batch_size``, ``container.image_uri``, ``checkpoint``,
-``scheduling`` for warnings) are read.  Field paths are dotted paths into that dict.
+(valid but wasteful or risky: see ``jobs.spec.hardware.advice``).  ``job`` is a ``JobConfig``, or plain data read
+through THE parser (``jobs.spec.hardware.shared.view``: its problems of shape are ``check_fields``'s); mostly
+``topology`` is read (and ``training``, ``container.image_uri``, ``checkpoint``, ``scheduling`` for warnings).
+Field paths are dotted paths of the job file.
 
 Conventions: a TPU v2/v3 (pods too) is ``machine_type: cloud-tpu`` + ``accelerator_type: TPU_V3`` +
 ``accelerator_count: <cores>`` in ``topology.chief``; a TPU VM is its machine type (e.g.
@@ -17,10 +18,9 @@ from typing import Any, Callable
 from jobs.spec.hardware.advice import check_warnings
 from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
 from jobs.spec.hardware.today import tensorflow_problems, tpu_vm_shape_problems, unknowns
-from trainers.errors import ConfigError, Problem, problem
+from jobfile.errors import ConfigError, Problem, problem
 from jobs.spec.hardware.catalog import Catalog, load_catalog
-from jobs.spec.hardware.jobview import JobView, Pool, one_line, view
-from jobs.spec.hardware.shared import (checked_pools as _checked, has_tpu, infer_strategy,
+from jobs.spec.hardware.shared import (JobView, Pool, one_line, view, checked_pools as _checked, has_tpu, infer_strategy,
                                   machine_of as _machine, or_join as _or, region_problems, tpu_cores, tpu_pool)
 from jobs.spec.hardware.tpu_rules import check_tpu_accelerators, check_tpu_pools, check_tpu_version
 
@@ -392,7 +392,7 @@ def check_evaluator(job: Any) -> list[Problem]:
 def check_batch(job: Any) -> list[Problem]:
     """training.global_batch_size (when > 0) is divisible by the number of replicas."""
     v = view(job)
-    n, gbs = num_replicas(job), v.global_batch_size
+    n, gbs = num_replicas(job), v.job.training.global_batch_size
     if gbs <= 0 or gbs % n == 0:
         return []
     lower, upper = gbs // n * n, (gbs // n + 1) * n
@@ -411,13 +411,14 @@ def check_job(job: Any, strict: bool | None = None) -> Report:
     """Run every rule; return all errors at once and the warnings. What the catalog does not know
     (``jobs.spec.hardware.today.unknowns``) is a warning, or an error when ``strict`` (default: the job's
     ``validation.strict``)."""
+    job = view(job)  # parsed once: every rule reads this view
     errors: list[Problem] = []
     for rule in RULES:
         errors.extend(rule(job))
     tf_errors, tf_warnings = tensorflow_problems(job)
     errors += tpu_vm_shape_problems(job) + tf_errors
     unknown = unknowns(job)
-    strict = view(job).strict if strict is None else strict
+    strict = job.job.validation.strict if strict is None else strict
     warnings = (check_warnings(job) + tf_warnings) if strict else (unknown + check_warnings(job) + tf_warnings)
     if strict:
         errors += [Problem(p.field, p.message.split(": Vertex decides")[0] + ": refused under validation.strict "

@@ -1,15 +1,104 @@
-"""Helpers shared by the rule modules: pools of a job view, TPU detection, strategy inference."""
+"""Helpers shared by the rule modules: the job as the rules read it (:func:`view`), TPU detection, strategy
+inference.
+
+The rules read the job through :func:`view`, which reads it through THE parser of a job's data
+(``jobfile.config.read``: the schema's sections, types and defaults, every problem of shape collected, never
+raising), so the rules judge what a run would run: no second parser with defaults of its own. A pool a problem of
+shape names is marked ``ok=False`` and the other rules skip it rather than report consequences of the same mistake;
+a negative count (the schema's types allow it) is one problem here.
+"""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
 from typing import Any, Iterable
 
 from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.hardware.jobview import JobView, Pool, view
 from jobs.spec.hardware.names import region_verdict
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
+
+POOLS = ("chief", "worker", "parameter_server", "evaluator")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """One worker pool of the job as the rules read it: its hardware fields (``jobfile.config.Pool``), its name,
+    and whether the parser found it well formed."""
+    name: str
+    replica_count: int = 0
+    machine_type: str = ""
+    accelerator_type: str = ""
+    accelerator_count: int = 0
+    tpu_topology: str = ""
+    ok: bool = True
+
+    @property
+    def path(self) -> str:
+        return f"topology.{self.name}"
+
+    @property
+    def used(self) -> bool:
+        return self.replica_count > 0
+
+
+@dataclasses.dataclass
+class JobView:
+    """The parsed job (:attr:`job`, a ``JobConfig``), its problems of shape, and its pools by name. ``strategy``
+    and ``region`` are the job's when well formed, else "" (a rule that reads them skips a malformed one)."""
+    job: config_lib.JobConfig
+    problems: list[Problem]
+    pools: dict[str, Pool]
+    strategy_ok: bool = True
+    region_ok: bool = True
+
+    @property
+    def strategy(self) -> str:
+        return self.job.topology.strategy if self.strategy_ok else ""
+
+    @property
+    def region(self) -> str:
+        return self.job.topology.region if self.region_ok else ""
+
+    @property
+    def used_pools(self) -> list[Pool]:
+        return [p for p in self.pools.values() if p.used]
+
+
+def _escape(text: str) -> str:
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def one_line(p: Problem) -> Problem:
+    """The problem with control characters (newlines from user keys/values) escaped: one line each."""
+    return Problem(_escape(p.field), _escape(p.message), tuple(_escape(str(v)) for v in p.valid))
+
+
+def _named(problems: list[Problem], path: str) -> bool:
+    return any(p.field == path or p.field.startswith(path + ".") or p.field.startswith(path + "[") for p in problems)
+
+
+def view(job: Any) -> JobView:
+    """The job as the rules read it: ``job`` a :class:`JobView` (as is), a ``JobConfig``, or plain data (a job
+    file's document, a legacy import's translation: parsed by ``jobfile.config.read``). Never raises."""
+    if isinstance(job, JobView):
+        return job
+    cfg, problems = (job, []) if isinstance(job, config_lib.JobConfig) else config_lib.read(job)
+    problems = list(problems)
+    pools = {}
+    for name, pool in zip(POOLS, cfg.topology.pools()):
+        ok = not _named(problems, f"topology.{name}") and not any(p.field in ("config", "topology") for p in problems)
+        for key in ("replica_count", "accelerator_count"):
+            if getattr(pool, key) < 0:
+                problems.append(problem(f"topology.{name}.{key}", f"must be a whole number >= 0, not {getattr(pool, key)}"))
+                ok = False
+        pools[name] = Pool(name, max(0, pool.replica_count), pool.machine_type.strip(), pool.accelerator_type.strip(),
+                           max(0, pool.accelerator_count), pool.tpu_topology.strip(), ok)
+    return JobView(cfg, problems, pools, strategy_ok=not _named(problems, "topology.strategy"),
+                   region_ok=not _named(problems, "topology.region"))
 
 
 def _cat():

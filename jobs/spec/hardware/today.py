@@ -19,10 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, topology_chips
-from jobs.spec.hardware.jobview import JobView, view
 from jobs.spec.hardware.names import accelerator_verdict, machine_verdict
-from jobs.spec.hardware.shared import checked_pools, region_problems
-from trainers.errors import Problem, problem
+from jobs.spec.hardware.shared import JobView, view, checked_pools, region_problems
+from jobfile.errors import Problem, problem
 
 STRICT_HINT = "--strict or validation.strict: true refuses it"
 
@@ -123,7 +122,7 @@ def tensorflow_problems(job: Any) -> tuple[list[Problem], list[Problem]]:
             continue
         others = [m for g in cat.tpu_generations.values() if g.tensorflow and g.vertex_training == "listed"
                   for m in g.machine_types][:3]
-        if v.user_trainer:
+        if v.job.user_trainer:
             warnings.append(problem(f"{p.path}.machine_type", f"TPU {generation.name} ({p.machine_type}) does not run "
                                                               f"TensorFlow: {generation.tensorflow_note}; fine if your "
                                                               "trainer is JAX or PyTorch", others))

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 from jobs.spec.hardware.catalog import CLOUD_TPU, load_catalog, pytorch_image_version
-from jobs.spec.hardware.jobview import Pool, view
-from jobs.spec.hardware.shared import checked_pools, has_tpu, machine_of, or_join, tpu_pool
+from jobs.spec.hardware.shared import Pool, view, checked_pools, has_tpu, machine_of, or_join, tpu_pool
 
 
 def _cat():
@@ -85,15 +84,15 @@ def check_tpu_version(job: Any, require_for_custom_container: bool = False) -> l
     cat, v = _cat(), view(job)
     if not has_tpu(v):
         return []
-    field, version = "topology.tpu_tf_version", v.tpu_tf_version
+    field, version = "topology.tpu_tf_version", v.job.topology.tpu_tf_version
     allowed = list(cat.runtime_versions) + sorted(set(cat.pytorch_images.values()))
-    expected = pytorch_image_version(v.image_uri) if v.image_uri else None
+    expected = pytorch_image_version(v.job.container.image_uri) if v.job.container.image_uri else None
     if expected and version != expected:
-        return [problem(field, f"the PyTorch XLA image {v.image_uri} needs tpu_tf_version {expected}"
+        return [problem(field, f"the PyTorch XLA image {v.job.container.image_uri} needs tpu_tf_version {expected}"
                                + (f", not {version}" if version else ""), [expected])]
     if version and version not in allowed:
         return [problem(field, f"{version} is not a runtime version available for TPUs", allowed)]
-    if not version and require_for_custom_container and v.image_uri:
+    if not version and require_for_custom_container and v.job.container.image_uri:
         return [problem(field, "a TPU running a custom container needs tpu_tf_version: the runtime version "
                                "whose TensorFlow the container uses", cat.runtime_versions)]
     return []

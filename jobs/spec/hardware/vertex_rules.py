@@ -13,8 +13,8 @@ import ipaddress
 import re
 
 from jobs.spec.hardware.catalog import load_catalog
-from trainers import config as config_lib
-from trainers.errors import Problem, problem
+from jobfile import config as config_lib
+from jobfile.errors import Problem, problem
 from trainers.resource_names import network_problem, service_account_problem
 
 POOL_NAMES = ("chief", "worker", "parameter_server", "evaluator")

@@ -19,8 +19,9 @@ from jobs.spec import run_cost
 from jobs.spec import provenance, records, trial_files, tuning_rules
 from jobs.steps.reporting import page as report, sections
 from jobs.spec.tensorboard import read_scalars
-from trainers import config as config_lib, record_reader
-from trainers.paths import join, readable
+from trainers import record_reader
+from jobfile import config as config_lib
+from jobfile.paths import join, readable
 
 
 def checkpoint_steps(checkpoint_dir: str) -> list[int]:

@@ -40,7 +40,7 @@ from jobs.steps.reporting import charts as report_charts, sections
 from jobs.steps.reporting.eval_section import EVAL_MISSING, eval_html, eval_markdown, eval_verdict
 from jobs.spec.tensorboard import CURVES_HOW, NO_SCALARS
 from trainers import fileio
-from trainers.paths import readable
+from jobfile.paths import readable
 
 MAX_PREDICTIONS = 10
 

@@ -24,7 +24,7 @@ from jobs.spec.tensorboard import last_values
 from jobs.steps import gate as gate_lib
 from jobs.steps.reporting import charts as report_charts
 from jobs.steps.reporting.eval_section import finite as _finite
-from trainers.errors import ConfigError
+from jobfile.errors import ConfigError
 
 #: the sections' CSS, added to the page's
 STYLE = ("#trials tr.best td{background:#fff3c4;font-weight:bold}#trials td.failed{color:#b00020}"

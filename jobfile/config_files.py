@@ -1,11 +1,11 @@
 """Job files and presets into a plain document: YAML read, ``--set key=value`` overrides applied, relative
-paths made absolute (the job config's loading; the typed schema is ``trainers.config``).
+paths made absolute (the job config's loading; the typed schema is ``jobfile.config``).
 
-A preset is a name (``local``, ``multiworker``...) of a YAML file in ``trainers/configs/``; anything else is a
+A preset is a name (``local``, ``multiworker``...) of a YAML file in ``jobfile/presets/``; anything else is a
 job file's path. Relative paths in a job *file* are relative to that file's folder (:data:`RELATIVE_TO_FILE`);
 in a preset and in ``--set`` they are relative to the current directory. A job file naming
 ``trainer.module`` and no ``data.source`` reads its own data (``data.source: none``). Every problem is a
-``trainers.errors.ConfigError`` naming ``--config`` or ``--set``.
+``jobfile.errors.ConfigError`` naming ``--config`` or ``--set``.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from trainers.errors import ConfigError, problem
-from trainers.fileio import read_regular
+from jobfile.errors import ConfigError, problem
+from jobfile.regular_file import read_regular
 
 
-PRESET_DIR = Path(__file__).resolve().parent / "configs"
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
 
 
 def presets() -> list[str]:

@@ -2,7 +2,7 @@
 boot disk and NFS mounts, ``scheduling`` (the CustomJob's ``Scheduling`` and reservation affinity),
 ``vertex`` (service account, network, web access, reserved IP ranges, Private Service Connect), ``placement``
 (the regions, scheduling strategies and hardware alternatives Vertex may run the job in) and ``budget``. One dataclass per section, as
-in ``trainers.config`` (the whole schema, :class:`trainers.config.JobConfig`); their rules are the job side's
+in ``jobfile.config`` (the whole schema, :class:`jobfile.config.JobConfig`); their rules are the job side's
 (``jobs.spec.scheduling_section``, ``jobs.spec.hardware.vertex_rules``, ``jobs.spec.placement``, ``jobs.spec.ladder``).
 It never imports TensorFlow.
 """

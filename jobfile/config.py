@@ -24,7 +24,7 @@ A job config describes everything needed to run one training job, locally or on 
 * ``tuning``     a hyperparameter study (metric, goal, parameters, algorithm, trial counts); empty = no tuning
   (``jobs.tuning``: trials here, then a Vertex HyperparameterTuningJob).
 * ``notify``     where a run's end is sent (a webhook whose URL is read from the environment or Secret Manager,
-  Vertex's e-mail), ``trainers.config_notify``.
+  Vertex's e-mail), ``jobfile.config_notify``.
 
 Relative paths in a job *file* are relative to that file's folder (``trainer.source_dir``,
 ``serving.sample_request``, ``serving.eval_data``, ``data.path``, ``data.prepared_dir``, ``output.base_dir``;
@@ -36,10 +36,10 @@ Loading checks the *shape* (unknown fields, wrong types) and reports every probl
 ``field.path: what is wrong; valid choices: ...``. :func:`validate` then checks the *meaning*
 (hardware rules from the catalog, data folder, strategy vs topology) before anything is spent.
 This module is the schema (one dataclass per section, :class:`JobConfig` the whole) and the ways in
-(:func:`load`, :func:`load_json`, :func:`from_dict`); reading files and presets and applying overrides is
-``trainers.config_files``, turning plain data into the dataclasses with field paths ``trainers.coerce``; the
+(:func:`load`, :func:`load_json`, :func:`from_dict`; :func:`read`, the one parser under them all); reading files and presets and applying overrides is
+``jobfile.config_files``, turning plain data into the dataclasses with field paths ``jobfile.coerce``; the
 sections only Vertex acts on (a pool's disk and NFS mounts, ``scheduling``, ``vertex``, ``placement``, ``budget``)
-are ``trainers.config_vertex``. It never imports TensorFlow.
+are ``jobfile.config_vertex``. It never imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ import json
 import os
 from typing import Any, Literal
 
-from trainers import coerce
-from trainers.config_files import apply_overrides, load_document
-from trainers.config_notify import Notify
-from trainers.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
-from trainers.errors import ConfigError, Problem, problem
-from trainers.paths import join
+from jobfile import coerce
+from jobfile.config_files import apply_overrides, load_document
+from jobfile.config_notify import Notify
+from jobfile.config_vertex import Budget, DiskSpec, NfsMount, Placement, Scheduling, Vertex
+from jobfile.errors import ConfigError, Problem, problem
+from jobfile.paths import join
 
 
 Strategy = Literal["one_device", "mirrored", "multi_worker", "parameter_server", "tpu"]
@@ -398,11 +398,14 @@ class JobConfig:
 
 
 # --------------------------------------------------------------------------------------------------
-# The ways in: plain data (``trainers.coerce``), a file or preset (``trainers.config_files``), JSON.
+# The ways in: plain data (``jobfile.coerce``), a file or preset (``jobfile.config_files``), JSON.
 
 
-def from_dict(data: dict[str, Any]) -> JobConfig:
-    """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
+def read(data: Any) -> tuple[JobConfig, list[Problem]]:
+    """THE parser of a job's plain data: the typed config and every problem of its shape, never raising. A field
+    that is wrong keeps its default and its problem says so (``field: what is wrong; valid choices: ...``), so a
+    reader that must judge the rest anyway (the hardware rules, on a job whose shape is wrong: a bad field must not
+    hide a bad machine type) reads the same sections, with the same defaults, as :func:`from_dict`."""
     problems: list[Problem] = []
     topology = data.get("topology") if isinstance(data, dict) else None
     refused = REFUSED_STRATEGIES.get(str(topology.get("strategy")).lower()) if isinstance(topology, dict) else None
@@ -410,7 +413,12 @@ def from_dict(data: dict[str, Any]) -> JobConfig:
         problems.append(problem("topology.strategy", f"{topology['strategy']!r} is not supported: {refused[0]}",
                                 [refused[1]]))
         data = {**data, "topology": {k: v for k, v in topology.items() if k != "strategy"}}
-    cfg = coerce.build(JobConfig, data, "", problems)
+    return coerce.build(JobConfig, data, "", problems), problems
+
+
+def from_dict(data: dict[str, Any]) -> JobConfig:
+    """Typed config from plain data (defaults fill the gaps). Raises ConfigError with every problem."""
+    cfg, problems = read(data)
     if problems:
         raise ConfigError(problems)
     return cfg

@@ -4,21 +4,22 @@ field path: the job config's generic coercer.
 :func:`build` walks a dataclass's type hints: nested dataclasses, ``list[X]``, ``dict[K, V]``, ``Literal``
 choices (with "did you mean" for a near miss), ``X | None`` (unset), and the scalars, accepting what YAML and
 compiled KFP parameters make of them (``2.0`` for an int, ``1e-3`` read as a string, an env value given as a
-number) and refusing the rest. It knows nothing of the job config's sections (``trainers.config`` is the schema)
-and never raises: each problem is appended to ``problems`` (``trainers.errors.Problem``, ``field: what is
+number) and refusing the rest. It knows nothing of the job config's sections (``jobfile.config`` is the schema)
+and never raises: each problem is appended to ``problems`` (``jobfile.errors.Problem``, ``field: what is
 wrong; valid choices: ...``) and the field keeps its default, so one pass reports every problem at once.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import types
 import typing
 from typing import Any, Literal
 
-from trainers.errors import Problem, problem
+from jobfile.errors import Problem, problem
 
 #: Every integer of the job config is a count, a size or a seed that Vertex's API (or TensorFlow) carries as an
 #: int32 (``replica_count``'s neighbours ``accelerator_count`` and ``boot_disk_size_gb``, the tuning job's trial
@@ -134,17 +135,24 @@ def _coerce(value: Any, tp: Any, path: str, problems: list[Problem]) -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types, once per class (resolving string annotations is the costly part)."""
+    return typing.get_type_hints(cls)
+
+
 def build(cls: type, data: Any, path: str, problems: list[Problem]) -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
         problems.append(problem(path or "config", f"expected a mapping, got {type(data).__name__} {data!r}"))
         return cls()
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in data.items():
-        field_path = f"{path}.{key}" if path else str(key)
+        shown = str(key) or "''"  # an empty key is named as one, never as no field at all
+        field_path = f"{path}.{shown}" if path else shown
         if key not in names:
             near = difflib.get_close_matches(str(key), names, n=1)
             hint = f" did you mean {near[0]!r}?" if near else ""

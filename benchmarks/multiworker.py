@@ -80,7 +80,7 @@ def measure(kind: str, data: str, out: str, epochs: int) -> dict:
     strategy, workers = ARMS[kind]
     cfg = config_lib.from_dict(_doc(data, out, epochs, strategy, workers))
     if workers:
-        from jobs.spec import records
+        from jobs.run_records import records
         from jobs.steps import calls as steps
 
         lines: list[str] = []

@@ -109,7 +109,7 @@ IMPORTS = (
     ("bare interpreter (python -c pass)", "pass"),
     ("import kfp as before (with its API client: kubernetes, requests)", "import kfp.local, kfp.dsl"),
     ("import kfp as run.py does now (no client)",
-     "import sys; sys.argv=['x']; from jobs.steps.run_command import import_kfp_without_its_client as f; f(); "
+     "import sys; sys.argv=['x']; from jobs.commands.run_command import import_kfp_without_its_client as f; f(); "
      "import kfp.local, kfp.dsl"),
     ("the 12 component YAMLs, kfp's loader", "import components as c; from kfp.components import "
      "load_component_from_file as l; [l(str(c.yaml_path(n))) for n in c.NAMES]"),

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from jobfile.config_files import apply_overrides
     from trainers import precision as p, precision_auto as a, precision_priors
     from trainers import train
-    from trainers.plan import make_plan
+    from trainers.training_plan import make_plan
     from trainers.prepare import prepare_tfrecords
     from trainers.synthetic import synthesize_image_folder
 

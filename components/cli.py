@@ -5,7 +5,7 @@ Writes ``DIR/<name>/component.yaml`` for every component (``components.NAMES``),
 pipeline with ``kfp.components.load_component_from_file``. With ``--host``
 (``https://REGION-kfp.pkg.dev/PROJECT/REPO``, an Artifact Registry Kubeflow Pipelines repository) each is also
 published there, beside the pipeline templates, through the same upload as ``upload-template``
-(``jobs.cloud.templates.upload``: the request ``kfp.registry.RegistryClient`` sends, under the client policy);
+(``jobs.commands.templates.upload``: the request ``kfp.registry.RegistryClient`` sends, under the client policy);
 one ``<component>/sha256:<hex>`` line each. Exit 0 written (and published); 2 bad input (one ``error:`` line);
 1 an upload failed; 130 Ctrl-C.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import components
-from jobs.cloud import templates
-from jobs.cloud.lines import run_command
-from jobs.spec.command_line import plain, shown
-from jobs.spec.image_reference import BuildError, parse_reference
+from jobs.commands import templates
+from jobs.cloud.apis.lines import run_command
+from jobs.rules.command_line import plain, shown
+from jobs.rules.image_reference import BuildError, parse_reference
 
 
 def main(argv: list[str]) -> int:

@@ -82,7 +82,7 @@ class Trainer:
     requirements: str = ""
     #: environment variables every replica gets, as Vertex's ``container_spec.env`` sets them: in every pool
     #: of the CustomJob, in every replica container (``--runner docker``) and every replica process here.
-    #: A replica sees nothing else of the caller's shell (``jobs.spec.replica_env``), so a trainer that
+    #: A replica sees nothing else of the caller's shell (``jobs.rules.replica_env``), so a trainer that
     #: needs ``TF_USE_LEGACY_KERAS=1`` declares it here and gets it on Vertex too.
     env: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -269,7 +269,7 @@ class Gate:
 class Serving:
     """How the verified model is registered in the Vertex AI Model Registry (Vertex runs only)."""
     #: prediction container; empty = Google's prebuilt TensorFlow container for the region and device
-    #: (``jobs.cloud.vertex.prebuilt_serving_image``: tf2-cpu/tf2-gpu 2.15, the newest Google publishes).
+    #: (``jobs.cloud.apis.vertex.prebuilt_serving_image``: tf2-cpu/tf2-gpu 2.15, the newest Google publishes).
     image_uri: str = ""
     #: Model Registry display name; empty = the job ``name``.
     display_name: str = ""
@@ -282,10 +282,10 @@ class Serving:
     #: held-out examples for an independent verdict on any model: a JSON Lines file, one example per line,
     #: ``{"instance": <one element of the sample request's instances>, "label": <value>}``, local (relative to
     #: the job file) for a run here, ``gs://`` for Vertex. The verify step evaluates the exported model on it
-    #: (``jobs.spec.evaluation``): regression -> RMSE, MAE, the RMSE of predicting the labels' mean; classification
+    #: (``jobs.evaluation.examples_file``): regression -> RMSE, MAE, the RMSE of predicting the labels' mean; classification
     #: -> accuracy, per-class precision and recall, the most-common-class baseline. Empty: no such verdict.
     eval_data: str = ""
-    #: how ``eval_data`` is judged: ``auto`` decides from the labels and the model's output (``jobs.spec.evaluation``
+    #: how ``eval_data`` is judged: ``auto`` decides from the labels and the model's output (``jobs.evaluation.examples_file``
     #: documents the rule), or say it: ``regression`` | ``classification``.
     eval_task: Literal["auto", "regression", "classification"] = "auto"
     #: which output of ``serving_default`` is the prediction, for a model with several (empty: the only one,
@@ -326,7 +326,7 @@ class Tuning:
     max_failed_trials: int = 0
     #: run the job as it stands (the trainer with its own arguments and no tuning flags; the built-in trainer
     #: with the config's values) beside the trials, measured the same way: the model that goes on is the
-    #: better of the best trial and this baseline (``jobs.spec.tuning_rules.handed_on_run``). Here one more run of the
+    #: better of the best trial and this baseline (``jobs.rules.tuning_rules.handed_on_run``). Here one more run of the
     #: study; on Vertex a CustomJob beside the HyperparameterTuningJob. false: no baseline, the best trial goes on.
     baseline: bool = True
 

@@ -1,7 +1,7 @@
 """The job config's ``notify:`` section: where a run's end (succeeded, failed, cancelled) is sent, as the schema
 (one dataclass per part, as in ``jobfile.config``). The webhook's URL is a secret and never appears in the job
 file: the section names where it is read at the run's end (an environment variable, or a Secret Manager version).
-Its rules are ``jobs.spec.notify_section``; the message and its sending, the pipeline's exit handler
+Its rules are ``jobs.rules.notify_section``; the message and its sending, the pipeline's exit handler
 (``components/notify``). Nothing here changes what a replica computes; it never imports TensorFlow.
 """
 from __future__ import annotations

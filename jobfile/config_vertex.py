@@ -3,7 +3,7 @@ boot disk and NFS mounts, ``scheduling`` (the CustomJob's ``Scheduling`` and res
 ``vertex`` (service account, network, web access, reserved IP ranges, Private Service Connect), ``placement``
 (the regions, scheduling strategies and hardware alternatives Vertex may run the job in) and ``budget``. One dataclass per section, as
 in ``jobfile.config`` (the whole schema, :class:`jobfile.config.JobConfig`); their rules are the job side's
-(``jobs.spec.scheduling_section``, ``jobs.spec.hardware.vertex_rules``, ``jobs.spec.placement``, ``jobs.spec.ladder``).
+(``jobs.rules.scheduling_section``, ``jobs.rules.hardware.vertex_rules``, ``jobs.rules.placement``, ``jobs.rules.ladder``).
 It never imports TensorFlow.
 """
 from __future__ import annotations
@@ -103,7 +103,7 @@ class PoolChange:
 @dataclasses.dataclass
 class Hardware:
     """One rung of the hardware ladder (``placement.hardware``): a change of ``topology`` the job may run on instead,
-    tried after the rungs before it (``jobs.spec.ladder``: same model and checkpoint, a strategy of the same family,
+    tried after the rungs before it (``jobs.rules.ladder``: same model and checkpoint, a strategy of the same family,
     the global batch kept)."""
     #: how the plan and the fall-over name it; empty: its hardware (``8x NVIDIA_H200_141GB on a3-ultragpu-8g``)
     name: str = ""
@@ -125,9 +125,9 @@ class Placement:
     (the hardware catalog offers the machines there, the project's quota covers them, the bucket's distance) and
     takes the cheapest that fits; after a capacity failure (a stockout, an expired FLEX_START wait, Spot capacity
     gone) the training step creates the job again with the next option, same ``output.base_dir``, so the trainer
-    resumes from its last checkpoint (``jobs.spec.placement``). Empty lists: the submission's region
+    resumes from its last checkpoint (``jobs.rules.placement``). Empty lists: the submission's region
     (``topology.region`` / ``--region``) and ``scheduling.strategy`` only. ``hardware``: the ladder, more ways to run
-    the job after ``topology`` (its first rung), in order of preference (``jobs.spec.ladder``)."""
+    the job after ``topology`` (its first rung), in order of preference (``jobs.rules.ladder``)."""
     regions: list[str] = dataclasses.field(default_factory=list)
     strategies: list[Literal["STANDARD", "SPOT", "FLEX_START"]] = dataclasses.field(default_factory=list)
     hardware: list[Hardware] = dataclasses.field(default_factory=list)
@@ -137,11 +137,11 @@ class Placement:
 class Budget:
     """The most the job may cost on Vertex, in US dollars at the price table's list prices (``vtp plan``); 0: no
     bar. A plan above either bar is refused (``--max-cost`` sets ``max_total``), and so is a plan whose price cannot
-    be computed under a bar (a budget never fails open: ``jobs.spec.hardware.prices``)."""
+    be computed under a bar (a budget never fails open: ``jobs.rules.hardware.prices``)."""
     max_per_hour: float = 0.0
     #: the job at its ``scheduling.timeout`` (a study: every trial and the baseline)
     max_total: float = 0.0
     #: your own price file (negotiated or committed-use figures, or those the table lacks), in the form of
-    #: ``jobs/spec/hardware/prices.yaml``: its figures win over the table's and the plan names them as yours
+    #: ``jobs/rules/hardware/prices.yaml``: its figures win over the table's and the plan names them as yours
     #: (``--prices`` wins over this); relative to the job file
     prices: str = ""

@@ -48,7 +48,7 @@ import types
 #: ``trainers.*`` entries since 2026-11-29 (issue 54).
 MOVED: dict[str, dict[str, str]] = {
     "jobs.evaluation": {
-        "figures": "jobs.spec.evaluation_verdict:figures",
+        "figures": "jobs.evaluation.verdict:figures",
     },
     "jobs.gate": {
         "GateError": "jobs.steps.gate:GateError",
@@ -58,23 +58,23 @@ MOVED: dict[str, dict[str, str]] = {
         "tuning_figures": "jobs.steps.gate:tuning_figures",
     },
     "jobs.job_spec": {
-        "baseline_job_spec": "jobs.spec.job_spec:baseline_job_spec",
-        "custom_job_spec": "jobs.spec.job_spec:custom_job_spec",
-        "parts": "jobs.spec.job_spec:parts",
+        "baseline_job_spec": "jobs.rules.job_spec:baseline_job_spec",
+        "custom_job_spec": "jobs.rules.job_spec:custom_job_spec",
+        "parts": "jobs.rules.job_spec:parts",
     },
     "jobs.local.launcher": {
         "JobFailed": "jobs.local.launch.outcome:JobFailed",
     },
     "jobs.placement": {
-        "options": "jobs.spec.placement:options",
+        "options": "jobs.rules.placement:options",
     },
     "jobs.records": {
-        "HANDED_ON": "jobs.spec.tuning_rules:HANDED_ON",
-        "TUNING_RECORD": "jobs.spec.records:TUNING_RECORD",
-        "artifact_json": "jobs.spec.records:artifact_json",
-        "baseline_metric": "jobs.spec.tuning_rules:baseline_metric",
-        "baseline_of": "jobs.spec.tuning_rules:baseline_of",
-        "write_at": "jobs.spec.records:write_at",
+        "HANDED_ON": "jobs.rules.tuning_rules:HANDED_ON",
+        "TUNING_RECORD": "jobs.run_records.records:TUNING_RECORD",
+        "artifact_json": "jobs.run_records.records:artifact_json",
+        "baseline_metric": "jobs.rules.tuning_rules:baseline_metric",
+        "baseline_of": "jobs.rules.tuning_rules:baseline_of",
+        "write_at": "jobs.run_records.records:write_at",
     },
     "jobs.steps": {
         "NoModel": "jobs.steps.calls:NoModel",
@@ -88,11 +88,11 @@ MOVED: dict[str, dict[str, str]] = {
         "verify_model": "jobs.steps.calls:verify_model",
     },
     "jobs.tensorboard": {
-        "last_values": "jobs.spec.tensorboard:last_values",
-        "read_scalars": "jobs.spec.tensorboard:read_scalars",
+        "last_values": "jobs.run_records.tensorboard:last_values",
+        "read_scalars": "jobs.run_records.tensorboard:read_scalars",
     },
     "jobs.validate": {
-        "validate_or_raise": "jobs.spec.validate:validate_or_raise",
+        "validate_or_raise": "jobs.rules.validate:validate_or_raise",
     },
     "jobs.verify": {
         "VerifyError": "jobs.steps.verify:VerifyError",
@@ -109,24 +109,96 @@ MOVED: dict[str, dict[str, str]] = {
     "trainers.paths": {
         "join": "jobfile.paths:join",
     },
+    # since 2026-11-30 (issue 54, tools/move_tree.py)
+    "jobs.cloud.clients": {
+        "CloudError": "jobs.cloud.apis.clients:CloudError",
+    },
+    "jobs.spec": {
+        "job_spec": "jobs.rules.job_spec",
+        "labels": "jobs.rules.labels",
+        "ranking": "jobs.rules.ranking",
+        "records": "jobs.run_records.records",
+        "tuning_rules": "jobs.rules.tuning_rules",
+        "validate": "jobs.rules.validate",
+    },
+    "jobs.spec.errors": {
+        "CloudError": "jobs.rules.errors:CloudError",
+    },
+    "jobs.spec.evaluation_verdict": {
+        "figures": "jobs.evaluation.verdict:figures",
+    },
+    "jobs.spec.job_spec": {
+        "baseline_job_spec": "jobs.rules.job_spec:baseline_job_spec",
+        "custom_job_spec": "jobs.rules.job_spec:custom_job_spec",
+        "parts": "jobs.rules.job_spec:parts",
+        "rung_pools": "jobs.rules.job_spec:rung_pools",
+    },
+    "jobs.spec.labels": {
+        "for_job": "jobs.rules.labels:for_job",
+    },
+    "jobs.spec.ranking": {
+        "doc_problems": "jobs.rules.ranking:doc_problems",
+        "offline_doc": "jobs.rules.ranking:offline_doc",
+    },
+    "jobs.spec.records": {
+        "TUNING_RECORD": "jobs.run_records.records:TUNING_RECORD",
+        "artifact_json": "jobs.run_records.records:artifact_json",
+        "in_run_folder": "jobs.run_records.records:in_run_folder",
+        "write_at": "jobs.run_records.records:write_at",
+    },
+    "jobs.spec.tuning_rules": {
+        "HANDED_ON": "jobs.rules.tuning_rules:HANDED_ON",
+        "baseline_metric": "jobs.rules.tuning_rules:baseline_metric",
+        "baseline_of": "jobs.rules.tuning_rules:baseline_of",
+    },
+    "jobs.spec.validate": {
+        "validate_or_raise": "jobs.rules.validate:validate_or_raise",
+    },
 }
 
 
 #: old runnable module (``python -m OLD``, CHANGELOG.md) -> the command now; since 2026-11-27 (issue 43)
 COMMANDS: dict[str, str] = {
     "jobs.ci.__main__": "python -m jobs.ci.cloudbuild_steps",  # `python -m jobs.ci`: jobs.ci is a package now
-    "jobs.ci_local": "vtp ci-local (python -m jobs.ci.local)",
+    "jobs.ci_local": "vtp ci-local (python -m jobs.commands.ci_local)",
     "jobs.local.launcher": "python -m jobs.local.launch",
-    "jobs.local.runs_cli": "vtp runs (python -m jobs.local.history.runs_cli)",
+    "jobs.local.runs_cli": "vtp runs (python -m jobs.commands.runs_cli)",
     "jobs.local.lifeline": "python -m jobs.local.process.lifeline",
     "jobs.local.replica_container": "python -m jobs.local.launch.replica_container",
-    "jobs.aiplatform.cli": "vtp validate (python -m jobs.spec.validate_cli)",
+    "jobs.aiplatform.cli": "vtp validate (python -m jobs.commands.validate_cli)",
+    # since 2026-11-30 (issue 54, tools/move_tree.py)
+    "jobs.ci.local": "vtp ci-local (python -m jobs.commands.ci_local)",
+    "jobs.cloud.project": "python -m jobs.cloud.apis.project",
+    "jobs.local.history.runs_cli": "vtp runs (python -m jobs.commands.runs_cli)",
+    "jobs.spec.validate_cli": "vtp validate (python -m jobs.commands.validate_cli)",
 }
 #: old module a published container component runs (``python -m OLD`` in its command line) -> its module now, run
 #: as ``__main__`` with the same arguments
-RUNS: dict[str, str] = {}
+RUNS: dict[str, str] = {
+    # since 2026-11-30 (issue 54, tools/move_tree.py)
+    "jobs.cloud.custom_job": "jobs.cloud.vertex_jobs.custom_job",
+    "jobs.cloud.tuning_job": "jobs.cloud.vertex_jobs.tuning_job",
+}
 #: when an old path of these tables moved, where it is not the first move's date
-MOVED_ON: dict[str, str] = {}
+MOVED_ON: dict[str, str] = {
+    # since 2026-11-30 (issue 54, tools/move_tree.py)
+    "jobs.ci.local": "2026-11-30",
+    "jobs.cloud.clients": "2026-11-30",
+    "jobs.cloud.custom_job": "2026-11-30",
+    "jobs.cloud.project": "2026-11-30",
+    "jobs.cloud.tuning_job": "2026-11-30",
+    "jobs.local.history.runs_cli": "2026-11-30",
+    "jobs.spec": "2026-11-30",
+    "jobs.spec.errors": "2026-11-30",
+    "jobs.spec.evaluation_verdict": "2026-11-30",
+    "jobs.spec.job_spec": "2026-11-30",
+    "jobs.spec.labels": "2026-11-30",
+    "jobs.spec.ranking": "2026-11-30",
+    "jobs.spec.records": "2026-11-30",
+    "jobs.spec.tuning_rules": "2026-11-30",
+    "jobs.spec.validate": "2026-11-30",
+    "jobs.spec.validate_cli": "2026-11-30",
+}
 FIRST_MOVE = "2026-11-27"  # issue 43
 EXIT_MOVED = 2
 

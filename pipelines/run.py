@@ -1,10 +1,10 @@
 """``vtp`` (``python pipelines/run.py``): the training pipeline's command line, its entry point.
 
-Wiring only: the command is ``jobs.steps.run_command`` (arguments, validation, dispatch: the local run is
-``jobs.local.run.pipeline_run``, the Vertex submission ``jobs.cloud.submit``), each subcommand a module of the job
+Wiring only: the command is ``jobs.commands.run_command`` (arguments, validation, dispatch: the local run is
+``jobs.local.run.pipeline_run``, the Vertex submission ``jobs.commands.submit``), each subcommand a module of the job
 side (:data:`SUBCOMMANDS`); the pipeline is ``pipelines.training_pipeline``, handed to the command here. What a
 user reads in ``--help`` is :data:`USAGE` (plain text, no markup); the exit statuses are
-``jobs.steps.run_command.EXIT_STATUS``.
+``jobs.commands.run_command.EXIT_STATUS``.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import sys
 if __name__ == "__main__" and __package__ in (None, ""):  # `python pipelines/run.py` from a checkout
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.steps import run_command
-from jobs.spec.command_line import survives_closed_pipe  # noqa: E402
+from jobs.commands import run_command
+from jobs.rules.command_line import survives_closed_pipe  # noqa: E402
 
-#: what ``--help`` opens with: what a user can do, as the user typed the command (``jobs.spec.command_line.shown``)
+#: what ``--help`` opens with: what a user can do, as the user typed the command (``jobs.rules.command_line.shown``)
 USAGE = """\
 Train your TensorFlow job from source to a verified, exported model: on this machine (the default), compiled
 for Vertex AI Pipelines, or submitted to Vertex AI.
@@ -49,18 +49,18 @@ gpu-1x4, multiworker, parameter-server, tpu, tuning."""
 
 #: ``python pipelines/run.py NAME ...`` -> the job side's command (each returns an exit status).
 SUBCOMMANDS = {
-    "validate": run_command.Subcommand("jobs.spec.validate_cli", "validate_main"),
-    "plan": run_command.Subcommand("jobs.steps.saved_plan", "plan_main"),
-    "apply": run_command.Subcommand("jobs.steps.saved_plan", "apply_main", compiles=True),
-    "hardware": run_command.Subcommand("jobs.spec.hardware.listing"),
+    "validate": run_command.Subcommand("jobs.commands.validate_cli", "validate_main"),
+    "plan": run_command.Subcommand("jobs.commands.saved_plan", "plan_main"),
+    "apply": run_command.Subcommand("jobs.commands.saved_plan", "apply_main", compiles=True),
+    "hardware": run_command.Subcommand("jobs.commands.hardware_cli"),
     "build": run_command.Subcommand("jobs.images.build"),
-    "upload-template": run_command.Subcommand("jobs.cloud.templates", compiles=True),
-    "schedule": run_command.Subcommand("jobs.cloud.schedule", compiles=True),
-    "register-model": run_command.Subcommand("jobs.cloud.submit", "register_main"),
+    "upload-template": run_command.Subcommand("jobs.commands.templates", compiles=True),
+    "schedule": run_command.Subcommand("jobs.commands.schedule", compiles=True),
+    "register-model": run_command.Subcommand("jobs.commands.submit", "register_main"),
     "components": run_command.Subcommand("components.cli"),
-    "runs": run_command.Subcommand("jobs.local.history.runs_cli"),
-    "logs": run_command.Subcommand("jobs.local.history.logs_cli"),
-    "ci-local": run_command.Subcommand("jobs.ci.local"),
+    "runs": run_command.Subcommand("jobs.commands.runs_cli"),
+    "logs": run_command.Subcommand("jobs.commands.logs_cli"),
+    "ci-local": run_command.Subcommand("jobs.commands.ci_local"),
 }
 
 
@@ -81,7 +81,7 @@ def build_pipeline(*args, **kwargs):
 PIPELINE = run_command.Pipeline(USAGE, compile_pipeline, build_pipeline)
 
 
-@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.spec.command_line.CLOSED_PIPE); when the command started
+@survives_closed_pipe  # `vtp ... | head`: exit 141 quietly (jobs.rules.command_line.CLOSED_PIPE); when the command started
 def main(argv: list[str] | None = None) -> int:
     return run_command.main(list(sys.argv[1:] if argv is None else argv), SUBCOMMANDS, PIPELINE)
 

@@ -38,7 +38,7 @@ def build_pipeline(cfg: config_lib.JobConfig, target: str = "vertex", base_image
                    placement: dict = None):
     """The pipeline function of ``cfg`` for ``target`` (``vertex`` | ``local``); its config is the default of
     the ``config_json`` parameter, for Vertex as Vertex runs it (``JobConfig.for_vertex``: a user trainer's
-    code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.cloud.preflight`` refuses
+    code is the image's WORKDIR, the sample request travels as a parameter; ``jobs.rules.preflight`` refuses
     any other local path before anything is compiled), and the placement judgement (``placement``: ``vtp plan``'s)
     the default of ``placement_plan``. What it holds is decided in ``jobs.steps.pipeline_plan``."""
     plan = plan_pipeline(cfg, target, placement)
@@ -139,8 +139,8 @@ def _vertex_pipeline(c, plan: PipelinePlan):
         # build_context_uri empty: the config's image, no cloud call; gs://...tgz: Cloud Build, by digest.
         # folder_per_run (a schedule's runs): each run writes into <output.base_dir>/<its pipeline job name>;
         # require_checks: a plan check that could not be made fails the run (check_plan)
-        # placement_plan: vtp plan's judgement of the options, with prices and the budget's bars (jobs.spec.ranking);
-        # the run's own id names every job it creates (labels: jobs.spec.labels).
+        # placement_plan: vtp plan's judgement of the options, with prices and the budget's bars (jobs.rules.ranking);
+        # the run's own id names every job it creates (labels: jobs.rules.labels).
         given = dict(config_json=config_json, location=location, build_context_uri=build_context_uri,
                      service_account=service_account, network=network, sample_request=sample_request,
                      eval_data=eval_data, folder_per_run=folder_per_run, require_checks=require_checks,
@@ -215,7 +215,7 @@ def _vertex_body(c, plan: PipelinePlan, *, config_json, location, build_context_
 
 def _custom_job(c, job, location, display_name, worker_pool_specs, base_output_directory, labels, hardware):
     """The project's own CustomJob step, not GCPC's CustomTrainingJobOp: its launcher drops the empty pool
-    that keeps an evaluator at index 3 (jobs/cloud/custom_job.py); every other part is the job's."""
+    that keeps an evaluator at index 3 (jobs/cloud/vertex_jobs/custom_job.py); every other part is the job's."""
     return c.custom_training_job(
         display_name=display_name,
         worker_pool_specs=worker_pool_specs,
@@ -266,7 +266,7 @@ def _vertex_study(c, plan: PipelinePlan, job, config, data, location, checked):
                    record_dir=job.outputs["base_output_directory"])
     if plan.baseline:
         # beside it, the job as it stands (tuning.baseline): a CustomJob in <base>/baseline whose chief
-        # reports the study's metric to a file there (jobs.spec.job_spec.baseline_job_spec)
+        # reports the study's metric to a file there (jobs.rules.job_spec.baseline_job_spec)
         baseline = _custom_job(c, job, location, job.outputs["baseline_display_name"],
                                job.outputs["baseline_worker_pool_specs"],
                                job.outputs["baseline_output_directory"],

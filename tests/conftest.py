@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Nothing in the tests may probe a metadata server: cloud clients talk to stand-ins on 127.0.0.1 only.
 # google-auth honours only the lowercase value (`os.getenv("NO_GCE_CHECK") == "true"`): "True" still probes.
 os.environ["NO_GCE_CHECK"] = "true"
-# The client policy (jobs/cloud/policy.py, one env reader) for the tests: backoff and polling shrunk (a retried call
+# The client policy (jobs/cloud/apis/policy.py, one env reader) for the tests: backoff and polling shrunk (a retried call
 # or a followed job takes milliseconds), the budgets not: a stand-in slowed by a busy machine (the suite runs in
 # parallel, a test's processes beside another's) must still be answered (a 3 s budget was not, under load). A test
 # of a fault sets its own short budget (tests/test_cloud_faults.py, test_project.py, ...) with monkeypatch.setenv;
@@ -133,7 +133,7 @@ def vertex():
 
 
 def without_plan(text: str) -> str:
-    """A cloud command's stderr without the plan's own lines (``jobs.cloud.plan``: ``plan: <option> ...`` per option
+    """A cloud command's stderr without the plan's own lines (``jobs.cloud.planning``: ``plan: <option> ...`` per option
     and ``warning: not checked: ...`` per project check it could not make), which submit and upload-template say
     before theirs; tests/test_plan.py asserts those."""
     return "\n".join(line for line in text.splitlines() if not line.startswith(("plan: ", "warning: not checked: ")))

@@ -79,7 +79,7 @@ def test_local_launcher_and_plain_process_run_over_cpus_and_say_so():
 
 
 def test_launcher_marks_its_replicas():
-    from jobs.spec.replica_env import replica_environment, vertex_environment
+    from jobs.rules.replica_env import replica_environment, vertex_environment
 
     vertex = vertex_environment([1], {"workerpool0": ["127.0.0.1:1"]}, 0, 0, "/tmp/x", "job")
     env = replica_environment({cluster_lib.LOCAL_LAUNCHER_ENV: "0", "HOME": "/root"}, None, vertex)

@@ -3,15 +3,15 @@
 alternative; nothing wrong accepted; no traceback.
 
 Classes and owners:
-* a region's name, wherever one is read (``jobs.spec.hardware.names.region_verdict`` / ``jobs.spec.hardware.shared.
+* a region's name, wherever one is read (``jobs.rules.hardware.names.region_verdict`` / ``jobs.rules.hardware.shared.
   region_problems``: topology.region, placement.regions, ``vtp hardware --region``, the submission's ``--region``);
-* ``vtp hardware`` filters that match nothing say so, with what exists (``jobs.spec.hardware.listing``);
+* ``vtp hardware`` filters that match nothing say so, with what exists (``jobs.commands.hardware_cli``);
 * a boot disk the machine cannot use, SPOT with a TPU Pod, VPC peering with accelerators Vertex does not peer
-  (catalog data with sources; ``jobs.spec.hardware.vertex_rules``);
+  (catalog data with sources; ``jobs.rules.hardware.vertex_rules``);
 * ``serving.eval_data``: a NaN in an instance, labels of the wrong kind for ``eval_task``, labels that are no class
-  of the model (``jobs.spec.evaluation``);
-* a flag that overrides a different value of the job file (``jobs.spec.flag_file.flag_file_warnings``);
-* ``tuning`` with ``baseline: false`` and nothing to search (``jobs.spec.tuning_section.section_problems``).
+  of the model (``jobs.evaluation.examples_file``);
+* a flag that overrides a different value of the job file (``jobs.commands.flag_file.flag_file_warnings``);
+* ``tuning`` with ``baseline: false`` and nothing to search (``jobs.rules.tuning_section.section_problems``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobs.spec import evaluation
-from jobs.spec.evaluation_verdict import judge
-from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.hardware.names import region_verdict
-from jobs.spec.hardware.shared import region_problems
-from jobs.spec.validate import validate_document
+from jobs.evaluation import examples_file
+from jobs.evaluation.verdict import judge
+from jobs.rules.hardware.catalog import load_catalog
+from jobs.rules.hardware.names import region_verdict
+from jobs.rules.hardware.shared import region_problems
+from jobs.rules.validate import validate_document
 from jobfile import config as config_lib
 
 CAT = load_catalog()
@@ -50,7 +50,7 @@ def _one_device(**chief) -> dict:
     ("us_east4", "us-east4"),
 ])
 def test_a_malformed_or_mistyped_region_is_refused_with_did_you_mean_everywhere(region, meant):
-    from jobs.spec.placement import placement_problems
+    from jobs.rules.placement import placement_problems
 
     doc = {"topology": {"region": region}}
     line = [e for e in _errors(doc) if e.startswith("topology.region:")]
@@ -61,7 +61,7 @@ def test_a_malformed_or_mistyped_region_is_refused_with_did_you_mean_everywhere(
 
 
 def test_vtp_hardware_and_the_submission_check_the_regions_name_first(capsys):
-    from jobs.cloud.preflight import region_problems as submission_region
+    from jobs.rules.preflight import region_problems as submission_region
     from pipelines.run import main
 
     assert main(["hardware", "--region", "US-CENTRAL1"]) == 2
@@ -192,7 +192,7 @@ def test_vpc_peering_with_accelerators_vertex_does_not_peer_is_refused(machine, 
 ])
 def test_a_number_that_is_not_finite_inside_an_instance_is_refused_by_its_line(instance, where):
     lines = [json.dumps({"instance": instance, "label": 1.0}), json.dumps({"instance": instance, "label": 2.0})]
-    examples, problems = evaluation.parse_lines(lines)
+    examples, problems = examples_file.parse_lines(lines)
     assert examples == [] and len(problems) == 2
     assert problems[0].message.startswith(f"line 1: the instance holds a number that is not finite ({where})")
 
@@ -207,9 +207,9 @@ def test_a_number_that_is_not_finite_inside_an_instance_is_refused_by_its_line(i
 def test_labels_of_the_wrong_kind_for_eval_task_are_refused_before_anything_runs(tmp_path, task, labels, fragment):
     path = tmp_path / "eval.jsonl"
     path.write_text("".join(json.dumps({"instance": [1.0, 2.0], "label": v}) + "\n" for v in labels))
-    problems = evaluation.eval_data_problems(str(path), task=task)
+    problems = examples_file.eval_data_problems(str(path), task=task)
     assert len(problems) == 1 and problems[0].field == "serving.eval_task" and fragment in problems[0].message
-    assert evaluation.eval_data_problems(str(path), task="auto") == []
+    assert examples_file.eval_data_problems(str(path), task="auto") == []
 
 
 @pytest.mark.parametrize("outputs, labels, fragment", [
@@ -223,7 +223,7 @@ def test_labels_of_the_wrong_kind_for_eval_task_are_refused_before_anything_runs
 ])
 def test_labels_that_are_no_class_of_the_model_stop_the_verdict(outputs, labels, fragment):
     classes = ["cat", "dog"] if isinstance(labels[0], str) else None
-    with pytest.raises(evaluation.EvalError) as exc:
+    with pytest.raises(examples_file.EvalError) as exc:
         judge(outputs, labels, task="classification", classes=classes)
     assert fragment in str(exc.value) and "\n" not in str(exc.value)
 
@@ -235,7 +235,7 @@ def test_labels_the_model_has_are_judged():
 
 # ---- a flag and the file -------------------------------------------------------------------------------------------
 def test_a_flag_that_overrides_the_file_says_which_wins():
-    from jobs.spec.flag_file import flag_file_warnings
+    from jobs.commands.flag_file import flag_file_warnings
 
     cfg = config_lib.from_dict({"topology": {"region": "us-central1"},
                                 "vertex": {"service_account": "trainer@p.iam.gserviceaccount.com",
@@ -254,7 +254,7 @@ def test_a_flag_that_overrides_the_file_says_which_wins():
 
 
 def test_the_network_flag_is_held_to_the_same_peering_rule():
-    from jobs.cloud.submit import preflight
+    from jobs.commands.submit import preflight
 
     cfg = config_lib.from_dict({**_one_device(machine_type="a3-ultragpu-8g", accelerator_type="NVIDIA_H200_141GB",
                                               accelerator_count=8), "name": "h200-job"})

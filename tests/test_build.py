@@ -168,7 +168,7 @@ def test_registry_api_and_cloudbuild_backend_on_a_registry_that_is_not_googles(d
     """The tag check without an engine (what the Cloud Build backend uses): HEAD /v2/.../manifests/TAG, read
     back from a real registry; its answer came without Google credentials from a registry that is not
     Google's, so it is reported and not taken as proof: Cloud Build builds anyway."""
-    from jobs.cloud.registry import registry_digest
+    from jobs.cloud.apis.registry import registry_digest
     from jobs.images import parse_reference
     from tests.standins.base import StandIn
     from tests.standins.cloudbuild import CloudBuild
@@ -198,7 +198,7 @@ def test_a_registry_that_is_not_googles_never_gets_the_google_token():
     """401 + Bearer challenge -> token from the realm: asked anonymously (a loopback registry and realm are
     not Google hosts over https), so a realm that wants Google credentials grants nothing, and nothing is
     believed."""
-    from jobs.cloud.registry import registry_digest
+    from jobs.cloud.apis.registry import registry_digest
     from jobs.images import parse_reference
     from tests.standins.registry import RegistryStandIn, TokenRealm, basic_credentials
 

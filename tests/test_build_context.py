@@ -124,9 +124,9 @@ def test_missing_context_or_dockerfile_is_one_line(tmp_path):
 def test_repository_context_sends_the_packages_and_not_the_junk():
     """The real context: what containers/Dockerfile needs, without runs/, .git or caches."""
     files = set(make_context(ROOT).files)
-    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/spec/image_reference.py",
+    for needed in ("pyproject.toml", "containers/Dockerfile", "containers/requirements.py", "trainers/task.py", "jobs/rules/image_reference.py",
                    "components/train/component.py", "components/train/component.yaml", "pipelines/run.py", "jobfile/presets/local.yaml",
-                   "jobs/spec/hardware/catalog.yaml"):
+                   "jobs/rules/hardware/catalog.yaml"):
         assert needed in files, needed
     assert not [f for f in files if f.startswith((".git/", "runs/", "tests/", "examples/", "README")) or "__pycache__" in f
                 or f.endswith(".pyc") or ".egg-info/" in f]

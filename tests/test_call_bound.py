@@ -1,4 +1,4 @@
-"""The bound of a call and of a command, by construction (``jobs.cloud.clients.retried`` and ``within``), on a fake
+"""The bound of a call and of a command, by construction (``jobs.cloud.apis.clients.retried`` and ``within``), on a fake
 clock: no attempt runs past the deadline, none starts with less than ``MIN_ATTEMPT_S`` left (even when a sleep
 overran, as on a busy machine), and inside ``within`` every call ends by the command's deadline, counted from when
 the command started (its start-up and compiling included: a submit against an endpoint that never answers ended
@@ -11,9 +11,9 @@ import requests
 from google.api_core import exceptions as core
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from jobs.cloud import clients
-from jobs.cloud.policy import CREATE_OWN_ID, MIN_ATTEMPT_S, POLICY_ENV, READ, policy
-from jobs.cloud.lines import failure_line
+from jobs.cloud.apis import clients
+from jobs.cloud.apis.policy import CREATE_OWN_ID, MIN_ATTEMPT_S, POLICY_ENV, READ, policy
+from jobs.cloud.apis.lines import failure_line
 
 
 class FakeClock:

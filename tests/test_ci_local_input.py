@@ -1,10 +1,10 @@
 """``vtp ci-local``'s input, refused before anything starts (issue 44: accepted and wrong, and unclear): one
 ``error:`` line naming the flag or the build file's field, exit 2, no traceback, no run folder made.
 
-Rules (owners): duplicate step ids and negative timeouts (``jobs.ci.local.build_file.step_rules``); Cloud Build's
-substitution limits and gcloud's comma form (``jobs.ci.local.substitutions``); ``--project``, ``--timeout``
-(``jobs.ci.local.cli.flag_problems`` over ``jobs.cloud.preflight.project_problems`` and
-``jobs.spec.command_line.seconds_problem``); ``--registry``'s form (``jobs.ci.local.standins.registry_problem``)."""
+Rules (owners): duplicate step ids and negative timeouts (``jobs.commands.ci_local.build_file.step_rules``); Cloud Build's
+substitution limits and gcloud's comma form (``jobs.commands.ci_local.substitutions``); ``--project``, ``--timeout``
+(``jobs.commands.ci_local.cli.flag_problems`` over ``jobs.rules.preflight.project_problems`` and
+``jobs.rules.command_line.seconds_problem``); ``--registry``'s form (``jobs.commands.ci_local.standins.registry_problem``)."""
 from __future__ import annotations
 
 import pytest
@@ -111,7 +111,7 @@ def test_just_inside_the_limits_runs(capsys, tmp_path):
 def test_every_build_timeout_outside_its_range_is_one_line(value):
     import argparse
 
-    from jobs.ci.local.cli import flag_problems
+    from jobs.commands.ci_local.cli import flag_problems
 
     problems = flag_problems(argparse.Namespace(project="local-project", timeout=value, substitution=[]))
     assert len(problems) == 1 and problems[0].startswith("--timeout ") and "finite number of seconds" in problems[0]

@@ -1,5 +1,5 @@
 """Every command's output survives a closed pipe (``vtp validate FILE | head -1``): one rule at the entry point
-(``jobs.spec.command_line.survives_closed_pipe`` around ``pipelines/run.py``'s ``main``): exit status 141 (128 + SIGPIPE, as
+(``jobs.rules.command_line.survives_closed_pipe`` around ``pipelines/run.py``'s ``main``): exit status 141 (128 + SIGPIPE, as
 ``cat``/``git log`` under ``pipefail``), nothing on stderr, no traceback; and the local run's console, whose
 reader went away, goes on reading what the run writes (a dead reader thread would hang the run).
 
@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from jobs.spec import command_line as cli
+from jobs.rules import command_line as cli
 from tests.conftest import ROOT
 
 BOUND_S = 120  # a hang is a failure, not a slow machine: every command here takes seconds

@@ -379,8 +379,8 @@ def test_a_bad_policy_variable_is_one_line(vertex, capsys, monkeypatch):
 
 
 def test_policy_defaults_and_bounds(monkeypatch):
-    from jobs.cloud.policy import POLICY_ENV, Policy, policy
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.apis.policy import POLICY_ENV, Policy, policy
+    from jobs.rules.errors import CloudError
 
     for key in POLICY_ENV:
         monkeypatch.delenv(key, raising=False)

@@ -78,7 +78,7 @@ def test_the_trigger_parses_as_a_build_trigger_and_runs_this_build():
     assert set(trigger.substitutions) <= set(build_doc()["substitutions"]), "the trigger sets only known ones"
     assert not any(re.fullmatch(pattern.replace("**", ".*").replace("*", "[^/]*"), path)
                    for pattern in trigger.ignored_files for path in ("cloudbuild.yaml", "containers/Dockerfile",
-                                                                     "jobs/cloud/cloudbuild.py", "trainers/train.py"))
+                                                                     "jobs/cloud/apis/cloudbuild.py", "trainers/train.py"))
 
 
 def test_every_variable_a_step_reads_is_a_substitution_a_builtin_or_its_own():
@@ -171,7 +171,7 @@ def test_the_image_build_context_never_holds_a_virtualenv_or_caches(tmp_path):
     from jobs.images.context import make_context
 
     root = _tree(tmp_path / "src")
-    for rel in ("jobs/.venv/lib/x.py", "jobs/venv/bin/python3", "trainers/.mypy_cache/y", "components/.ipynb_checkpoints/z"):
+    for rel in ("jobs//venv/lib/x.py", "jobs/venv/bin/python3", "trainers/.mypy_cache/y", "components/.ipynb_checkpoints/z"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("never in an image\n")
     files = make_context(root).files

@@ -1,4 +1,4 @@
-"""The Cloud Build backend (jobs.images.cloudbuild over jobs.cloud.cloudbuild, jobs.cloud.gcs) against local stand-ins of
+"""The Cloud Build backend (jobs.images.cloudbuild over jobs.cloud.apis.cloudbuild, jobs.cloud.apis.gcs) against local stand-ins of
 the real HTTP APIs.
 
 Every call goes through the real google-cloud-storage / google-cloud-build clients (REST) to
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from jobs import images
-from jobs.spec import job_spec
+from jobs.rules import job_spec
 from jobs.steps import calls as steps
-from jobs.cloud import cloudbuild, gcs
+from jobs.cloud.apis import cloudbuild, gcs
 from jobs.images import cloudbuild as cloudbuild_builder
-from jobs.spec.errors import CloudError
+from jobs.rules.errors import CloudError
 from tests.conftest import ROOT
 from tests.standins.base import StandIn
 from tests.standins.cloudbuild import CloudBuild

@@ -1,4 +1,4 @@
-"""`vtp ci-local` (jobs/ci/local/): cloudbuild.yaml run here, step by step, as Cloud Build runs it.
+"""`vtp ci-local` (jobs/commands/ci_local/): cloudbuild.yaml run here, step by step, as Cloud Build runs it.
 
 The fast tests run small build files of their own (bash one-liners) to check what the runner does as Cloud
 Build does: the order waitFor gives (concurrent where allowed), a failed step stopping the build, timeouts
@@ -47,7 +47,7 @@ def toy_build(tmp_path: Path, steps: list[dict], **extra) -> Path:
 
 
 def ci_local(capsys, config: Path, tmp_path: Path, *args: str) -> tuple[int, list[str], list[str]]:
-    from jobs.ci.local import main
+    from jobs.commands.ci_local import main
 
     status = main(["--config", str(config), "--as", "submit", "--workspace", str(tmp_path / "run"), *args])
     out, err = capsys.readouterr()
@@ -131,7 +131,7 @@ def test_ctrl_c_stops_every_step_and_says_so(tmp_path):
     config = toy_build(tmp_path, [{"id": "first", "script": "true"},
                                   {"id": "long", "script": f"echo started; MARK={marker} sleep 300"},
                                   {"id": "never", "script": "true"}])
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.ci.local", "--config", str(config), "--as", "submit",
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.commands.ci_local", "--config", str(config), "--as", "submit",
                              "--workspace", str(tmp_path / "run")], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -247,7 +247,7 @@ def test_a_build_file_with_nothing_to_run_or_an_empty_wait_is_one_error_line(cap
 @pytest.mark.parametrize("where", ["file", "under-a-file", "under-a-file-deeper"])
 def test_a_workspace_that_cannot_be_a_folder_is_one_error_line(capsys, tmp_path, where):
     """``--workspace`` a file, or below one: refused with the other flags, before any step; the file untouched."""
-    from jobs.ci.local import main
+    from jobs.commands.ci_local import main
 
     config = toy_build(tmp_path, [{"id": "x", "script": "touch ran"}])
     afile = tmp_path / "afile"
@@ -274,7 +274,7 @@ def test_a_workspace_that_cannot_be_a_folder_is_one_error_line(capsys, tmp_path,
 ])
 def test_the_project_build_never_reaches_the_cloud(capsys, tmp_path, args, fragment):
     """Refused before anything runs, one line naming what the local run needs instead."""
-    from jobs.ci.local import main
+    from jobs.commands.ci_local import main
 
     if "--docker-host" in args and not shutil.which("docker"):
         pytest.skip("needs the docker CLI (apt-get install docker.io)")

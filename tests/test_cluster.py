@@ -95,7 +95,7 @@ def test_unknown_pool_is_named():
 
 def test_launcher_environment_round_trips_through_the_reader(tmp_path):
     """What the local launcher gives a replica is what the trainer reads (the same contract as Vertex)."""
-    from jobs.spec.replica_env import vertex_environment
+    from jobs.rules.replica_env import vertex_environment
 
     addresses = {"workerpool0": ["127.0.0.1:1"], "workerpool1": ["127.0.0.1:2", "127.0.0.1:3"]}
     env = vertex_environment([1, 2, 0, 0], addresses, 1, 1, str(tmp_path), "job")

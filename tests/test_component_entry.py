@@ -17,7 +17,7 @@ import components
 from components import entry
 from tests.conftest import ROOT
 
-#: a first-party module path, dotted (``jobs.spec.ranking``) or as a file path (``jobs/cloud/custom_job.py``)
+#: a first-party module path, dotted (``jobs.rules.ranking``) or as a file path (``jobs/cloud/vertex_jobs/custom_job.py``)
 FIRST_PARTY = re.compile(r"\b(?:jobs|jobfile|trainers|pipelines|components)(?:[./][A-Za-z_]\w*)+")
 LIGHT = [n for n in components.NAMES if n not in entry.COMMANDS]
 #: the whole body of a lightweight component's function (after its docstring): the contract of components.entry

@@ -154,7 +154,7 @@ def test_a_v1_or_broken_yaml_goes_through_kfps_own_loader(tmp_path):
 
 
 def test_run_py_imports_kfp_without_its_api_client_and_leaves_no_switch_behind():
-    code = ("import os, sys; from jobs.steps.run_command import import_kfp_without_its_client as f; f(); "
+    code = ("import os, sys; from jobs.commands.run_command import import_kfp_without_its_client as f; f(); "
             "import kfp.local, kfp.dsl, kfp.compiler; "
             "print('kfp.client' in sys.modules, 'kubernetes' in sys.modules, '_KFP_RUNTIME' in os.environ)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)

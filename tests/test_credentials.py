@@ -166,7 +166,7 @@ class _every_tag(dict):
 
 
 def test_the_rule_itself():
-    from jobs.cloud.credentials import may_receive_google_token as ok
+    from jobs.cloud.apis.credentials import may_receive_google_token as ok
 
     assert ok("https://us-docker.pkg.dev/v2/token") and ok("https://europe-west4-aiplatform.googleapis.com/v1/x")
     assert ok("https://gcr.io/v2/token") and ok("https://eu.gcr.io/v2/token")

@@ -1,4 +1,4 @@
-"""The Vertex branch's training step (jobs/cloud/custom_job.py), executed as Vertex executes it.
+"""The Vertex branch's training step (jobs/cloud/vertex_jobs/custom_job.py), executed as Vertex executes it.
 
 The compiled pipeline's executor for the ``custom-training-job`` task is run as a process (its own
 container command, ``python3 -u -m components.entry custom_training_job`` with placeholders filled by kfp's own resolver
@@ -55,8 +55,8 @@ def run_executor(compiled, inputs, out, env=None, timeout=120) -> subprocess.Com
 
 
 def _pools(cfg_sets=(), job_dict=None):
-    from jobs.spec import job_spec
-    from jobs.spec.job_spec import worker_pool_specs
+    from jobs.rules import job_spec
+    from jobs.rules.job_spec import worker_pool_specs
 
     if job_dict is not None:
         return worker_pool_specs(job_dict, IMAGE, ["python"], ["-m", "trainers.task"])
@@ -117,7 +117,7 @@ def test_system_labels_of_the_run_are_added_like_gcpc_does(tmp_path):
 
 @pytest.mark.integration
 def test_a_retried_task_follows_the_job_it_created_instead_of_creating_another(tmp_path):
-    from jobs.cloud import job_runner
+    from jobs.cloud.vertex_jobs import job_runner
 
     compiled = _compiled(tmp_path)
     with VertexStandIn() as vertex:
@@ -182,9 +182,9 @@ def test_a_create_whose_answer_is_lost_is_not_repeated(tmp_path):
 
 
 def test_pools_by_position_unit():
-    from jobs.spec import job_spec
-    from jobs.cloud import custom_job
-    from jobs.spec.errors import CloudError
+    from jobs.rules import job_spec
+    from jobs.cloud.vertex_jobs import custom_job
+    from jobs.rules.errors import CloudError
 
     a, b = {"replica_count": 1}, {"replica_count": 2}
     assert job_spec.pools_by_position([a, {}, {}, {}]) == [a]
@@ -201,8 +201,8 @@ def test_pools_by_position_unit():
 def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monkeypatch):
     """Each poll is a read under the policy: a 503 or a dropped connection is retried; a poll that keeps
     failing ends in one line saying the job may still run and how to see and cancel it."""
-    from jobs.cloud import custom_job
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.vertex_jobs import custom_job
+    from jobs.rules.errors import CloudError
 
     monkeypatch.setenv("VTP_CLOUD_READ_TIMEOUT_S", "1")
     monkeypatch.setenv("VTP_CLOUD_RETRY_TOTAL_S", "2")
@@ -226,7 +226,7 @@ def test_polls_ride_out_a_passing_fault_and_give_up_with_one_line(tmp_path, monk
 def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_create(tmp_path):
     """Issue 33: a multi-worker job file's per-pool boot disks, NFS mount, vertex section and disable_retries,
     through the compiled step (its inputs as validate_config outputs them), in the create call Vertex decodes."""
-    from jobs.spec import job_spec
+    from jobs.rules import job_spec
 
     cfg = config_lib.load("multiworker", [*JOB, "topology.chief.disk_spec={boot_disk_type: pd-ssd, boot_disk_size_gb: 250}",
                                           "topology.worker.disk_spec={boot_disk_type: pd-standard, boot_disk_size_gb: 1000}",
@@ -262,7 +262,7 @@ def test_disk_specs_web_access_service_account_and_disable_retries_reach_the_cre
                                              ("worker_pool_specs", "", "worker pools"),
                                              ("reserved_ip_ranges", "range-1", "range names")])
 def test_a_list_argument_that_is_not_a_json_list_is_one_line(capsys, flag, value, what):
-    from jobs.cloud.custom_job import main
+    from jobs.cloud.vertex_jobs.custom_job import main
 
     argv = {"display_name": "x", "worker_pool_specs": "[{}]", "location": "europe-west4", "project": "p",
             "gcp_resources": "/nonexistent/gcp_resources", flag: value}

@@ -174,7 +174,7 @@ def jpeg_prepared(tmp_path_factory) -> str:
 @pytest.mark.integration
 @pytest.mark.timeout(420)
 def test_kill_9_with_jpeg_streaming_and_augmentation_resumes_bitwise_exactly(tmp_path, jpeg_prepared):
-    from jobs.spec import records
+    from jobs.run_records import records
     from jobs.steps import calls as steps
     from tests.conftest import assert_no_processes_left
     from tests.test_resilience import (EVERY, JOB_TIMEOUT_S, STEPS, Recorder, _cfg, assert_resumed,

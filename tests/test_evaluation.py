@@ -1,4 +1,4 @@
-"""The independent verdict on any model (``serving.eval_data``, jobs.spec.evaluation + jobs.steps.verify): a regressor and a
+"""The independent verdict on any model (``serving.eval_data``, jobs.evaluation.examples_file + jobs.steps.verify): a regressor and a
 classifier trained here, exported, and judged on held-out examples in a process that never trained; every
 figure checked against numpy on the Keras model's own predictions. The file's rules, one ``error:`` line per
 line at fault; the task rule; the gate, the preflight and the pipeline carrying it."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobs.spec import evaluation
-from jobs.spec.evaluation_verdict import decide_task, judge
+from jobs.evaluation import examples_file
+from jobs.evaluation.verdict import decide_task, judge
 from tests.conftest import ROOT
 from jobfile import config as config_lib
 
@@ -155,7 +155,7 @@ def test_a_binary_classifier_with_one_score_and_string_labels_through_a_class_na
                              ["cat", "cat", "dog"])
     assert named["output"] == "class_name" and named["accuracy"] == pytest.approx(2 / 3)
     assert named["baseline_class"] == "cat" and named["baseline_accuracy"] == pytest.approx(2 / 3)
-    with pytest.raises(evaluation.EvalError, match=r"^serving\.eval_output: serving_default has several outputs"):
+    with pytest.raises(examples_file.EvalError, match=r"^serving\.eval_output: serving_default has several outputs"):
         judge({"a": np.zeros((2, 1)), "b": np.zeros((2, 1))}, [0.5, 0.1])
 
 
@@ -167,7 +167,7 @@ def _problems(tmp_path: Path, text: str, sample=None) -> list[str]:
     if sample is not None:
         (tmp_path / "sample.json").write_text(json.dumps({"instances": [sample]}))
         request = str(tmp_path / "sample.json")
-    return [str(p) for p in evaluation.eval_data_problems(str(path), request)]
+    return [str(p) for p in examples_file.eval_data_problems(str(path), request)]
 
 
 @pytest.mark.parametrize("text, sample, expected", [
@@ -198,13 +198,13 @@ def test_many_bad_lines_are_five_lines_and_a_count(tmp_path):
 
 def test_a_missing_file_and_the_settings_without_a_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert [str(p) for p in evaluation.eval_data_problems(str(tmp_path / "nope.jsonl"))] == [
+    assert [str(p) for p in examples_file.eval_data_problems(str(tmp_path / "nope.jsonl"))] == [
         f"serving.eval_data: {tmp_path / 'nope.jsonl'} does not exist (a --set value is relative to the current "
         "folder, a job file's to the file's folder); valid choices: a JSON Lines file of held-out examples here, one "
         'per line: {"instance": [0.1, 0.2], "label": 1.5}, no serving.eval_data (no held-out verdict)']
-    assert evaluation.eval_data_problems("gs://b/eval.jsonl") == []  # read by the verify step, where it is
+    assert examples_file.eval_data_problems("gs://b/eval.jsonl") == []  # read by the verify step, where it is
     cfg = config_lib.load("local", ["serving.eval_task=regression"])
-    assert [p.field for p in evaluation.settings_problems(cfg.serving)] == ["serving.eval_task"]
+    assert [p.field for p in examples_file.settings_problems(cfg.serving)] == ["serving.eval_task"]
 
 
 def test_the_example_ships_held_out_examples_generated_as_its_data():
@@ -228,7 +228,7 @@ def test_the_example_ships_held_out_examples_generated_as_its_data():
     assert not any((seen == row).all(axis=1).any() for row in held)
     cfg = config_lib.load(str(project / "job.yaml"))
     assert cfg.serving.eval_data == str(project / "eval.jsonl")
-    from jobs.spec import validate
+    from jobs.rules import validate
 
     assert validate.validate(cfg).errors == []
 
@@ -250,7 +250,7 @@ def test_run_py_says_a_bad_eval_file_in_one_line_per_line(tmp_path):
 # -- where the verdict goes: the gate, the preflight, the pipeline ---------------------------------------------
 def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
     from jobs.steps import gate
-    from jobs.spec.gate_section import gate_problems
+    from jobs.rules.gate_section import gate_problems
 
     record = {"eval": {"task": "regression", "rmse": 0.2, "mae": 0.1, "baseline_rmse": 1.0, "examples": 5,
                        "r2": 0.96}}
@@ -267,7 +267,7 @@ def test_the_gate_sees_the_eval_figures_and_refuses_them_without_eval_data():
 
 
 def test_on_vertex_eval_data_is_a_cloud_storage_path_like_every_other():
-    from jobs.cloud import preflight
+    from jobs.rules import preflight
 
     cfg = config_lib.load(str(ROOT / "examples" / "tabular-regressor" / "job.yaml"),
                           ["output.base_dir=gs://team-bucket/runs/r"])

@@ -13,8 +13,8 @@ import types
 import pytest
 
 from jobs.steps import gate as gate_lib
-from jobs.spec.gate_section import Bar, OPS, gate_problems, known_metrics, parse_bar
-from jobs.spec.errors import CloudError
+from jobs.rules.gate_section import Bar, OPS, gate_problems, known_metrics, parse_bar
+from jobs.rules.errors import CloudError
 from tests.conftest import ROOT
 from jobfile import config as config_lib
 
@@ -120,7 +120,7 @@ def test_a_set_value_split_into_words_is_one_problem_saying_how_to_give_a_list()
 
 
 def test_validation_runs_the_gate_rules_and_the_loader_refuses_unknown_keys(tmp_path):
-    from jobs.spec import validate
+    from jobs.rules import validate
     from jobfile.errors import ConfigError
 
     report = validate.validate(_cfg('serving.gate.thresholds=["accuracy => 0.8"]'), check_data=False)
@@ -291,7 +291,7 @@ def test_a_local_run_skips_the_parent_with_a_note_and_writes_the_record(tmp_path
 # -- better than the baseline: the job as it stands, run beside the study ----------------------------------------
 def _study(best: float, baseline: float | None, goal: str = "minimize", state: str = "SUCCEEDED") -> dict:
     """A study's record as jobs.tuning.local and pick_model write it: trial 3 the best, the baseline beside it."""
-    from jobs.spec import tuning_rules
+    from jobs.rules import tuning_rules
 
     trial = {"id": "3", "state": "SUCCEEDED", "metric": best, "parameters": {"units": 21}, "model_dir": "/r/3/model"}
     run = {"id": "baseline", "state": state, "metric": baseline, "model_dir": "/r/baseline/model"}
@@ -622,7 +622,7 @@ def test_the_gate_step_accepts_and_the_upload_runs(tmp_path, vertex):
 
 def test_an_upstream_record_that_is_not_json_is_one_line(tmp_path):
     """What the gate and pick_model components say of an artifact that is missing or not JSON (one line each)."""
-    from jobs.spec import records
+    from jobs.run_records import records
 
     garbage = tmp_path / "verification"
     garbage.write_text("<html>not json</html>")

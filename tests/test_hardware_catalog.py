@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from jobs.spec.hardware.catalog import load_catalog, pytorch_image_version
-from jobs.spec.hardware.rules import (check_gpu_count, check_gpu_resources, check_job, check_zones,
+from jobs.rules.hardware.catalog import load_catalog, pytorch_image_version
+from jobs.rules.hardware.rules import (check_gpu_count, check_gpu_resources, check_job, check_zones,
                                      gpu_resource_shortfall, valid_gpu_counts)
 
 COLUMNS = ("NVIDIA_TESLA_K80", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100")
@@ -258,8 +258,8 @@ def test_validation_imports_neither_tensorflow_nor_kfp():
     """What keeps validation light: it loads neither TensorFlow nor kfp. Its time is printed, never asserted (it
     depends on the machine; figures live in benchmarks)."""
     code = ("import sys, time; t = time.perf_counter(); "
-            "import jobs.spec.validate_cli, jobs.spec.aiplatform.legacy, jobs.spec.hardware.rules; "
-            "from jobs.spec.hardware.rules import check_job; check_job({}); "
+            "import jobs.commands.validate_cli, jobs.rules.aiplatform.legacy, jobs.rules.hardware.rules; "
+            "from jobs.rules.hardware.rules import check_job; check_job({}); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'kfp', 'keras')]; "
             "assert not bad, bad; print(time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,12 +5,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobfile.errors import Problem
-from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.aiplatform.gcloud_flags import FLAGS
-from jobs.spec.aiplatform.legacy import KNOWN_KEYS, import_legacy, translate
-from jobs.spec.job_spec import worker_pool_specs
-from jobs.spec.hardware.rules import Report, check_job, num_replicas
-from jobs.spec.hardware.shared import infer_strategy
+from jobs.rules.hardware.catalog import load_catalog
+from jobs.rules.aiplatform.gcloud_flags import FLAGS
+from jobs.rules.aiplatform.legacy import KNOWN_KEYS, import_legacy, translate
+from jobs.rules.job_spec import worker_pool_specs
+from jobs.rules.hardware.rules import Report, check_job, num_replicas
+from jobs.rules.hardware.shared import infer_strategy
 
 CAT = load_catalog()
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,15 +7,15 @@ import dataclasses
 import pytest
 
 from jobfile.errors import ConfigError
-from jobs.spec.hardware import rules
-from jobs.spec.hardware.advice import check_warnings
-from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.job_spec import worker_pool_specs
-from jobs.spec.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
+from jobs.rules.hardware import rules
+from jobs.rules.hardware.advice import check_warnings
+from jobs.rules.hardware.catalog import load_catalog
+from jobs.rules.job_spec import worker_pool_specs
+from jobs.rules.hardware.rules import (Report, check_accelerator_types, check_batch, check_fields, check_gpu_count,
                                  check_gpu_resources, check_job, check_machine_types, check_regions, check_same_gpus,
                                  check_strategy, check_tpu_accelerators, check_tpu_pools, check_tpu_version,
                                  check_zones, num_replicas)
-from jobs.spec.hardware.shared import infer_strategy
+from jobs.rules.hardware.shared import infer_strategy
 
 DEFAULT_JOB = {
     "name": "flowers-local",
@@ -446,7 +446,7 @@ def test_evaluator_rules():
 
 def test_the_parameter_server_preset_validates_cleanly():
     from jobfile import config as config_lib
-    from jobs.spec.validate import validate
+    from jobs.rules.validate import validate
 
     cfg = config_lib.load("parameter-server")
     report = validate(cfg, check_data=False)

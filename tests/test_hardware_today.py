@@ -7,10 +7,10 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from jobs.spec import job_spec, validate
-from jobs.spec.hardware import api_fields
-from jobs.spec.hardware.catalog import load_catalog
-from jobs.spec.hardware.rules import check_job, num_replicas
+from jobs.rules import job_spec, validate
+from jobs.rules.hardware import api_fields
+from jobs.rules.hardware.catalog import load_catalog
+from jobs.rules.hardware.rules import check_job, num_replicas
 from jobfile import config as config_lib
 
 CAT = load_catalog()
@@ -32,7 +32,7 @@ def fields(problems):
 def test_every_accelerator_type_of_the_installed_client_is_in_the_catalog():
     unknown = [a.name for a in aiplatform_v1.AcceleratorType if a.name != "ACCELERATOR_TYPE_UNSPECIFIED"
                and a.name not in CAT.accelerator_types]
-    assert unknown == [], f"new AcceleratorType values: add them to jobs/spec/hardware/catalog.yaml: {unknown}"
+    assert unknown == [], f"new AcceleratorType values: add them to jobs/rules/hardware/catalog.yaml: {unknown}"
 
 
 def test_legacy_and_retired_gpus_advise_only_what_their_line_lists_as_valid_choices():
@@ -71,7 +71,7 @@ def test_every_field_of_the_job_the_client_knows_is_reachable_or_has_a_reason():
     walked = {f"{name}.{f.name}" for name in api_fields.MESSAGES
               for f in getattr(aiplatform_v1, name).pb().DESCRIPTOR.fields}
     missing = sorted(walked - set(api_fields.FIELDS))
-    assert missing == [], f"fields of the installed client with no decision (jobs/spec/hardware/api_fields.py): {missing}"
+    assert missing == [], f"fields of the installed client with no decision (jobs/rules/hardware/api_fields.py): {missing}"
     assert sorted(set(api_fields.FIELDS) - walked) == []  # nothing decided for a field the client does not have
     assert all(why for why in api_fields.unreachable().values())
 
@@ -259,7 +259,7 @@ def test_multi_host_v5e_slice_is_one_pool_of_one_replica_with_the_whole_topology
     [pool, *rest] = job_spec.worker_pool_specs(job, "img")
     assert rest == [{}, {}, {}] and pool["replica_count"] == 1
     assert pool["machine_spec"] == {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4"}
-    from jobs.spec.hardware.today import describe_slice
+    from jobs.rules.hardware.today import describe_slice
 
     assert describe_slice("ct5lp-hightpu-4t", "4x4") == "ct5lp-hightpu-4t 4x4: 16 chips on 4 hosts of 4"
 
@@ -318,7 +318,7 @@ def test_vtp_hardware_lists_what_the_catalog_knows_with_date_and_sources(capsys)
 
 
 def test_validate_strict_flag_refuses_unknowns(capsys):
-    from jobs.spec.validate_cli import validate_main
+    from jobs.commands.validate_cli import validate_main
 
     sets = ["--set", "topology.chief.machine_type=x7-standard-8", "--set", "topology.worker.replica_count=0",
             "--set", "topology.strategy=one_device"]

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.history import prune, runs_cli
+from jobs.commands import runs_cli
+from jobs.local.history import prune
 from tests.tiers import tier
 from jobs.local.history.reader import _ending
 
@@ -230,7 +231,7 @@ def test_a_tuned_runs_study_and_gate_are_listed_and_compared(root, tmp_path, cap
 def test_list_imports_neither_tensorflow_nor_kfp(root):
     """What keeps ``runs list`` fast (importing TensorFlow costs 2-9 s): it never imports it nor kfp. Its time is
     printed, never asserted: it depends on the machine (house rule: figures live in benchmarks)."""
-    code = ("import sys, time; t = time.monotonic(); from jobs.local.history import runs_cli; "
+    code = ("import sys, time; t = time.monotonic(); from jobs.commands import runs_cli; "
             f"rc = runs_cli.main(['list', '--root', {str(root)!r}]); "
             "print('took', time.monotonic() - t); print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('tensorflow', 'kfp', 'keras')))")

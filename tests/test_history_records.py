@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 
-from jobs.local.history import runs_cli
+from jobs.commands import runs_cli
 from jobs.local.run.summary import summary_lines
 from tests.conftest import ROOT
 

@@ -53,7 +53,7 @@ def test_explicit_image_wins_everywhere():
 
 
 def test_vertex_job_runs_the_variant_image():
-    from jobs.spec import job_spec
+    from jobs.rules import job_spec
     specs = job_spec.parts(job_spec.custom_job_spec(config_lib.load("gpu-1x4")))["worker_pool_specs"]
     assert specs[0]["container_spec"]["image_uri"] == f"{AR}-gpu:latest"
 
@@ -83,7 +83,7 @@ def test_parse_reference(ref, parsed):
 
 
 def test_docker_hub_is_asked_at_its_api_host_without_the_docker_io_prefix():
-    from jobs.cloud.registry import registry_url
+    from jobs.cloud.apis.registry import registry_url
 
     assert registry_url(images.parse_reference("docker.io/user/name:v1")) == \
         "https://registry-1.docker.io/v2/user/name/manifests/v1"

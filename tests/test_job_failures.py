@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import vertex_failures
+from jobs.rules import vertex_failures
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 
@@ -75,7 +75,7 @@ def fast_policy(monkeypatch):
 
 
 def test_entries_come_newest_first_bounded_and_are_shown_oldest_first(fast_policy):
-    from jobs.cloud import job_logs
+    from jobs.cloud.apis import job_logs
 
     with LoggingStandIn() as logging:
         logging.lines("1000", "workerpool0-0", [f"line {i}" for i in range(50)])
@@ -103,8 +103,8 @@ def test_entries_come_newest_first_bounded_and_are_shown_oldest_first(fast_polic
     ("html", "the answer was not the API's JSON"),
 ])
 def test_cloud_logging_faults_are_one_line_never_a_traceback_or_a_hang(fast_policy, capsys, fault, expected):
-    from jobs.cloud import job_logs
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.apis import job_logs
+    from jobs.rules.errors import CloudError
 
     started = time.monotonic()
     with LoggingStandIn() as logging:
@@ -159,8 +159,8 @@ def test_a_failed_custom_job_shows_the_failed_replicas_last_lines_and_the_hint(t
 
 
 def test_cloud_logging_out_of_reach_is_one_line_and_the_error_still_comes(tmp_path, fast_policy):
-    from jobs.cloud import custom_job
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.vertex_jobs import custom_job
+    from jobs.rules.errors import CloudError
     from tests.test_custom_job import _pools
 
     lines: list[str] = []
@@ -232,8 +232,8 @@ def test_a_stockout_falls_over_to_the_next_region_and_the_trainer_resumes(tmp_pa
     ("The replica workerpool0-0 exited with a non-zero status of 1.", ["no known cause here"]),
 ])
 def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, lines):
-    from jobs.cloud import custom_job
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.vertex_jobs import custom_job
+    from jobs.rules.errors import CloudError
     from tests.test_custom_job import _pools
 
     said: list[str] = []
@@ -250,8 +250,8 @@ def test_user_code_quota_or_an_unknown_cause_never_fall_over(tmp_path, error, li
 
 
 def test_fall_over_is_bounded_by_the_list_and_by_the_timeout(tmp_path):
-    from jobs.cloud import custom_job
-    from jobs.spec.errors import CloudError
+    from jobs.cloud.vertex_jobs import custom_job
+    from jobs.rules.errors import CloudError
     from tests.test_custom_job import _pools
 
     spec = dict(display_name="x", worker_pool_specs=_pools(), project="my-proj", location="europe-west4",
@@ -272,7 +272,7 @@ def test_fall_over_is_bounded_by_the_list_and_by_the_timeout(tmp_path):
 
 
 def test_resume_point_says_what_it_can_read(tmp_path):
-    from jobs.cloud.custom_job import resume_point
+    from jobs.cloud.vertex_jobs.custom_job import resume_point
 
     assert resume_point(str(tmp_path)) == f"step 0 (no checkpoint in {tmp_path}/checkpoints)"
     (tmp_path / "checkpoints").mkdir()

@@ -1,4 +1,4 @@
-"""THE CustomJobSpec (jobs/spec/job_spec.py): one builder for the local launcher, the docker runner, the CustomJob
+"""THE CustomJobSpec (jobs/rules/job_spec.py): one builder for the local launcher, the docker runner, the CustomJob
 step and a HyperparameterTuningJob's trials; every field placed as the API names it, parsed strictly by the real
 type; the scheduling extras (FLEX_START's max wait, a persistent resource, a reservation) validated first."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-from jobs.spec import job_spec, validate
+from jobs.rules import job_spec, validate
 from jobfile import config as config_lib
 
 IMAGE = "us-central1-docker.pkg.dev/proj-1/training/tf-trainer-gpu:ctx-1@sha256:" + "a" * 64

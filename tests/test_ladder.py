@@ -1,9 +1,9 @@
 """Issue 53, item 1: ``placement.hardware``, an ordered ladder of hardware alternatives.
 
-The ladder is one more field of THE placement procedure's option (``jobs.spec.placement.Option.rung``): every rung is
-judged in every region and strategy as one option is (catalog, quota, price, budget: ``jobs.spec.ranking``), ranked
+The ladder is one more field of THE placement procedure's option (``jobs.rules.placement.Option.rung``): every rung is
+judged in every region and strategy as one option is (catalog, quota, price, budget: ``jobs.rules.ranking``), ranked
 rung by rung (the user's preference; the price within a rung), carried to the pipeline in the plan's judgement, and
-created by the training step with the rung's worker pools (THE spec builder, ``jobs.spec.job_spec``, applied to the
+created by the training step with the rung's worker pools (THE spec builder, ``jobs.rules.job_spec``, applied to the
 job on that rung). The Vertex side is the strict stand-in (tests/standins/vertex.py). The fall-over after a stockout,
 and the built-in trainer resuming on another topology: tests/test_ladder_fallover.py.
 """
@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.cloud import plan as planning
-from jobs.spec import labels, placement, ranking, records, validate
-from jobs.spec.placement import Finding, Option, Project
+from jobs.cloud import planning
+from jobs.rules import labels, placement, ranking, validate
+from jobs.run_records import records
+from jobs.rules.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError
@@ -253,7 +254,7 @@ def _h200_first(tmp_path):
 
 
 def test_a_pick_on_a_later_rung_is_sent_as_the_job_as_written_with_that_rungs_request(tmp_path):
-    from jobs.cloud.plan_cli import document
+    from jobs.commands.plan_cli import document
 
     cfg, plan = _h200_first(tmp_path)
     assert plan.submitted is plan.written and plan.cfg.topology.chief.machine_type == "a3-ultragpu-8g"

@@ -16,10 +16,12 @@ import pytest
 import yaml
 
 import components
-from jobs.cloud import custom_job, plan as planning
-from jobs.spec import job_spec, records, validate
-from jobs.spec.errors import CloudError
-from jobs.spec.placement import Finding, Option, Project
+from jobs.cloud import planning
+from jobs.cloud.vertex_jobs import custom_job
+from jobs.rules import job_spec, validate
+from jobs.run_records import records
+from jobs.rules.errors import CloudError
+from jobs.rules.placement import Finding, Option, Project
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 from tests.test_ladder import A100, H100, H200, REGION2, STOCKOUT, Quotas, _plan, ladder_job
@@ -195,7 +197,7 @@ def test_a_rung_the_step_has_no_pools_for_creates_nothing():
 def test_a_study_runs_its_trials_on_the_rung_the_plan_picks(tmp_path):
     """A study does not fall over, but is created on the first option that fits: on the H200 rung (no H100 quota),
     every trial on the H200's pools; the baseline beside it is THE baseline spec on each rung."""
-    from jobs.cloud import tuning_job
+    from jobs.cloud.vertex_jobs import tuning_job
 
     cfg = ladder_job(tmp_path, "tuning.metric=val_accuracy", "tuning.goal=maximize", "tuning.max_trials=2",
                      "tuning.parameters={training.learning_rate: {type: double, min: 0.001, max: 0.01}}")

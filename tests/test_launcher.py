@@ -15,7 +15,7 @@ import pytest
 from jobs.local.launch import __main__ as launcher_cli
 from jobs.local.launch.outcome import JobFailed, ReplicaFailure
 from jobs.local.launch.supervisor import launch
-from jobs.spec.replica_env import vertex_environment
+from jobs.rules.replica_env import vertex_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FAKES = pathlib.Path(__file__).resolve().parent / "fakes"

@@ -10,18 +10,22 @@ never one above; every first-party module is in exactly one):
 0. ``jobfile/``: the job file (its schema, THE parser of it, presets, the one-line problems, paths, the bounded
    read of a file a user names), below both sides: imports neither, nor kfp, nor TensorFlow;
 1. ``trainers/``: what runs inside a replica; imports no job side and no kfp;
-2. ``jobs/spec/``: what a job is and whether it is valid, with nothing run yet (the one-line errors, the hardware
-   catalog and rules, the image reference, THE job spec, the replica environment, placement, each section's rules,
-   validation, the AI Platform import, the records a run leaves and the rules that read them);
-3. ``jobs/cloud/``: the Google Cloud APIs under one policy, the Vertex jobs' one runner;
+2. ``jobs/rules/``, ``jobs/run_records/``, ``jobs/evaluation/``: what a job is and whether it is valid, with nothing
+   run yet (the one-line errors, the hardware catalog and rules, the image reference, THE job spec, the replica
+   environment, placement, each section's rules, validation, the preflight, the AI Platform import); what a run
+   leaves and how it is read back (the records, a study's trial files, provenance, the cost, TensorBoard's
+   scalars); the held-out verdict (the examples file, the figures);
+3. ``jobs/cloud/``: the Google Cloud APIs under one policy (``apis/``), what runs inside a step's container to run
+   a Vertex job (``vertex_jobs/``), the plan of a Vertex job (``planning``);
 4. ``jobs/images/``: building an image through one builder interface;
 5. ``jobs/local/``: a job on this machine (``process/``, ``launch/``, ``run/``, ``history/``, in that order);
 6. ``jobs/steps/``, ``jobs/tuning/``, ``jobs/ci/``: the pipeline's steps as plain calls, the gate, verification, the
-   report, compiling; a study on this machine; the CI's decisions and ``vtp ci-local``;
-7. ``components/``: the KFP components, each a thin wrapper of a step;
-8. ``pipelines/``: wiring only; nothing imports it.
+   report, compiling; a study on this machine; the decisions of the CI's steps;
+7. ``jobs/commands/``: the commands users type (``pipelines/run.py``'s table), where no lower layer calls them;
+8. ``components/``: the KFP components, each a thin wrapper of a step;
+9. ``pipelines/``: wiring only; nothing imports it.
 
-``jobs/__init__.py`` and ``jobs/moved.py`` (the old import paths published component YAMLs name) sit with the spec.
+``jobs/__init__.py`` and ``jobs/moved.py`` (the old import paths published component YAMLs name) sit with the rules.
 And no two first-party modules import each other, directly or round a loop, at import time or later.
 """
 from __future__ import annotations
@@ -37,11 +41,12 @@ PACKAGES = ("jobfile", "trainers", "jobs", "components", "pipelines")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("job file", ("jobfile",)),
     ("trainers", ("trainers",)),
-    ("spec", ("jobs", "jobs.spec")),
+    ("rules", ("jobs", "jobs.rules", "jobs.run_records", "jobs.evaluation")),
     ("clients", ("jobs.cloud",)),
     ("images", ("jobs.images",)),
     ("local runtime", ("jobs.local",)),
     ("steps", ("jobs.steps", "jobs.tuning", "jobs.ci")),
+    ("commands", ("jobs.commands",)),
     ("components", ("components",)),
     ("pipelines", ("pipelines",)),
 ]
@@ -217,8 +222,8 @@ def _fails(check) -> bool:
 def test_the_checker_finds_a_cycle_and_an_upward_import(tmp_path, monkeypatch):
     """The checks above are not vacuous: a planted cycle and a planted upward import are found."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/spec/records.py": "from jobs.spec import validate\n",
-        "jobs/spec/validate.py": "import jobs.spec.records\n\ndef later():\n    from pipelines import run\n",
+        "jobs/run_records/records.py": "from jobs.rules import validate\n",
+        "jobs/rules/validate.py": "import jobs.run_records.records\n\ndef later():\n    from pipelines import run\n",
         "trainers/t.py": "def f():\n    import kfp\n",
     })
     for check in (test_no_import_cycle_at_import_time, test_no_import_cycle_counting_imports_inside_functions,
@@ -231,8 +236,8 @@ def test_the_checker_finds_a_cycle_closed_inside_a_function(tmp_path, monkeypatc
     """Two modules of one layer, one importing the other at import time, the other importing it back inside
     a function (how the circles of the job side were closed): a cycle, though not one at import time."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/spec/records.py": "from jobs.spec import validate\n",
-        "jobs/spec/validate.py": "def problems():\n    from jobs.spec.records import read_at\n    return read_at\n",
+        "jobs/run_records/records.py": "from jobs.rules import validate\n",
+        "jobs/rules/validate.py": "def problems():\n    from jobs.run_records.records import read_at\n    return read_at\n",
     })
     assert not _fails(test_no_import_cycle_at_import_time)
     assert _fails(test_no_import_cycle_counting_imports_inside_functions)
@@ -243,14 +248,14 @@ def test_the_checker_finds_an_upward_import_inside_a_function(tmp_path, monkeypa
     """The spec reaching up into the local runtime from inside a function (as validation once did for the
     replica environment) is an upward import; the same import from the runtime down is not."""
     _plant(tmp_path, monkeypatch, {
-        "jobs/spec/validate.py": "def problems():\n    from jobs.local.launcher import launch\n    return launch\n",
+        "jobs/rules/validate.py": "def problems():\n    from jobs.local.launcher import launch\n    return launch\n",
         "jobs/local/__init__.py": "",
-        "jobs/local/launcher.py": "from jobs.spec import validate\n",
+        "jobs/local/launcher.py": "from jobs.rules import validate\n",
     })
-    assert layer_of("jobs.spec.validate") < layer_of("jobs.local.launcher")
+    assert layer_of("jobs.rules.validate") < layer_of("jobs.local.launcher")
     assert _fails(test_no_module_imports_a_higher_layer_counting_imports_inside_functions)
     assert not _fails(test_no_import_cycle_at_import_time)
-    (tmp_path / "jobs" / "spec" / "validate.py").write_text("def problems():\n    return None\n")
+    (tmp_path / "jobs" / "rules" / "validate.py").write_text("def problems():\n    return None\n")
     assert not _fails(test_no_module_imports_a_higher_layer_counting_imports_inside_functions)
 
 
@@ -403,15 +408,15 @@ def test_every_first_party_import_inside_a_function_says_why():
 
 def test_the_checker_finds_an_unexplained_or_untrue_lazy_import(tmp_path, monkeypatch):
     _plant(tmp_path, monkeypatch, {
-        "jobs/spec/light.py": "import json\n",
-        "jobs/spec/heavy.py": "import tensorflow\n",
-        "jobs/steps/user.py": ("def a():\n    from jobs.spec import light\n\n"
-                               "def b():\n    # lazy: heavy: tensorflow\n    from jobs.spec import light\n\n"
-                               "def c():\n    # lazy: heavy: tensorflow\n    from jobs.spec import heavy\n\n"
-                               "def d():\n    # lazy: KFP component body\n    from jobs.spec import light\n\n"
-                               "def e():\n    # lazy: cycle: jobs.spec.light\n    from jobs.spec import light\n\n"
-                               "def f():\n    # lazy: script: runs alone\n    from jobs.spec import light\n\n"
-                               "def g():\n    # lazy: one step: g\n    from jobs.spec import light\n"),
+        "jobs/rules/light.py": "import json\n",
+        "jobs/rules/heavy.py": "import tensorflow\n",
+        "jobs/steps/user.py": ("def a():\n    from jobs.rules import light\n\n"
+                               "def b():\n    # lazy: heavy: tensorflow\n    from jobs.rules import light\n\n"
+                               "def c():\n    # lazy: heavy: tensorflow\n    from jobs.rules import heavy\n\n"
+                               "def d():\n    # lazy: KFP component body\n    from jobs.rules import light\n\n"
+                               "def e():\n    # lazy: cycle: jobs.rules.light\n    from jobs.rules import light\n\n"
+                               "def f():\n    # lazy: script: runs alone\n    from jobs.rules import light\n\n"
+                               "def g():\n    # lazy: one step: g\n    from jobs.rules import light\n"),
     })
     found = _unexplained_imports_inside_functions()
     assert [f.split(":")[1] for f in found] == ["2", "6", "14", "18", "22", "26"], found

@@ -8,11 +8,11 @@ import pytest
 import yaml
 
 from jobfile.errors import ConfigError
-from jobs.spec.aiplatform.config_file import load_yaml
-from jobs.spec.validate_cli import validate_main
-from jobs.spec.aiplatform.legacy import import_legacy, is_legacy, to_worker_pool_specs, translate, translate_report
-from jobs.spec.aiplatform.gcloud_flags import parse_gcloud_flags
-from jobs.spec.hardware.rules import check_job
+from jobs.rules.aiplatform.config_file import load_yaml
+from jobs.commands.validate_cli import validate_main
+from jobs.rules.aiplatform.legacy import import_legacy, is_legacy, to_worker_pool_specs, translate, translate_report
+from jobs.rules.aiplatform.gcloud_flags import parse_gcloud_flags
+from jobs.rules.hardware.rules import check_job
 
 # ---- the seeds' own configs, verbatim ------------------------------------------------------------
 T4_CONFIG = """

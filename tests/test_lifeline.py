@@ -20,7 +20,7 @@ from jobs.local.process import lifeline
 from jobs.local.run.lock import LOCK_NAME, RunLock
 from tests.conftest import ROOT, assert_no_processes_left
 from jobs.local.process.faults import pids_with_env
-from jobs.spec.command_line import start_ticks
+from jobs.rules.command_line import start_ticks
 
 BOUND_S = 60
 

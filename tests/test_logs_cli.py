@@ -1,4 +1,4 @@
-"""``vtp logs`` (jobs/local/history/logs_cli.py): one command for a local run's replica logs and a Vertex job's (Cloud
+"""``vtp logs`` (jobs/commands/logs_cli.py): one command for a local run's replica logs and a Vertex job's (Cloud
 Logging through the real client, against the stand-in), ``--replica`` and ``--follow``."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.history import logs_cli
+from jobs.commands import logs_cli
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 
@@ -51,7 +51,7 @@ def test_bad_input_is_one_error_line(tmp_path, capsys, argv, expected):
 
 
 def test_a_vertex_job_by_name_by_run_folder_and_by_gcp_resources(tmp_path):
-    from jobs.cloud.job_runner import write_gcp_resources
+    from jobs.cloud.vertex_jobs.job_runner import write_gcp_resources
 
     with LoggingStandIn() as logging:
         logging.lines("1000", "workerpool0-0", ["chief starts", "chief ends"])
@@ -76,7 +76,7 @@ def test_a_vertex_job_by_name_by_run_folder_and_by_gcp_resources(tmp_path):
 
 
 def test_follow_prints_new_lines_until_the_job_ends(tmp_path):
-    from jobs.cloud import custom_job
+    from jobs.cloud.vertex_jobs import custom_job
     from tests.test_custom_job import _pools
 
     with VertexStandIn(custom_states=("RUNNING", "RUNNING", "RUNNING", "SUCCEEDED")) as vertex, \

@@ -1,4 +1,4 @@
-"""Vertex AI Model Registry: one request definition (``jobs.cloud.vertex.upload_request``, parsed strictly as
+"""Vertex AI Model Registry: one request definition (``jobs.cloud.apis.vertex.upload_request``, parsed strictly as
 ``aiplatform_v1.UploadModelRequest`` here), written beside the model by the local branch (the
 ``upload_model`` component's dry run), sent by ``run.py register-model`` and by the same component in the
 pipeline's Vertex branch, against the stand-in."""
@@ -24,7 +24,7 @@ def test_upload_request_is_a_valid_api_message_with_the_regions_container():
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format
 
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     cfg = config_lib.load("local", ["serving.labels={team: vision}"])
     request = vertex.model_upload_request(cfg, MODEL_DIR + "/", "my-proj", "europe-west4")
@@ -52,7 +52,7 @@ def test_the_request_is_built_without_the_client_library_but_parses_as_its_type(
     from google.cloud.aiplatform.helpers import get_prebuilt_prediction_container_uri
     from google.protobuf import json_format
 
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     request = vertex.upload_request(MODEL_DIR, display_name="m", serving_image="us-docker.pkg.dev/x/y:1", project="p",
                                     location="us-central1", labels={"a": "b"}, parent_model="projects/p/locations/"
@@ -118,7 +118,7 @@ def test_the_upload_component_registers_a_model_against_the_stand_in(vertex, tmp
 
 
 def test_register_model_sends_the_request_and_waits_for_its_operation(vertex, capsys):
-    from jobs.cloud import vertex as vertex_lib
+    from jobs.cloud.apis import vertex as vertex_lib
 
     rc = run_main("register-model", "--project", "my-proj", "--region", "europe-west4", "--model-dir", MODEL_DIR,
                   "--api-endpoint", vertex.url)

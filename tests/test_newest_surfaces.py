@@ -1,15 +1,15 @@
 """Issue 56: the newest surfaces (``vtp plan``, ``vtp logs``, ``runs prune``, run locks, ``provenance.json``, the
-precision cache, ``python -m jobs.cloud.project``) under bad input and kills, one test per class on each surface, as
+precision cache, ``python -m jobs.cloud.apis.project``) under bad input and kills, one test per class on each surface, as
 the user meets it (a subprocess where the user runs one). Each class's rule has one owner:
 
-* nothing of the user's written over or deleted: ``jobs.spec.output_file`` (``--out``), ``jobs.local.history.prune``
+* nothing of the user's written over or deleted: ``jobs.commands.output_file`` (``--out``), ``jobs.local.history.prune``
   (``.X.removing`` only with its own record), ``jobs.local.run.lock`` + ``jobs.local.process.lifeline`` (a process
   stopped only by the run's token), ``jobs.local.run.folder.check_folder`` (no record: ``--fresh``);
 * every record read by THE reader: ``trainers.record_reader``;
-* a refused credential: ``jobs.cloud.credentials`` (``_guarded``, ``refresh_refused``, ``endpoint_problem``);
-* names by their forms: ``trainers.resource_names`` (and ``jobs.cloud.job_logs.log_filter``'s quoting);
-* bounded work: ``jobs.spec.validate.list_limit_problems``, ``regular_file.open_regular``;
-* flag against file: ``jobs.spec.flag_file``.
+* a refused credential: ``jobs.cloud.apis.credentials`` (``_guarded``, ``refresh_refused``, ``endpoint_problem``);
+* names by their forms: ``trainers.resource_names`` (and ``jobs.cloud.apis.job_logs.log_filter``'s quoting);
+* bounded work: ``jobs.rules.validate.list_limit_problems``, ``regular_file.open_regular``;
+* flag against file: ``jobs.commands.flag_file``.
 The kill of a study is ``tests/test_lifeline.py``'s.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.local.history import logs_cli, runs_cli
+from jobs.commands import logs_cli, runs_cli
 from jobs.local.process import lifeline
 from jobs.local.run.folder import COPY_RECORD, NotThisJob, check_folder, making, write_making
 from jobs.local.run.lock import LOCK_NAME, RunLock
-from jobs.spec import records
+from jobs.run_records import records
 from tests.conftest import ROOT
 from tests.standins.cloud_logging import LoggingStandIn
 from trainers import precision, precision_auto, record_reader
@@ -58,7 +58,7 @@ def job(tmp_path) -> Path:
     return path
 
 
-# ---- vtp plan --out: nothing of the user's written over (jobs.spec.output_file) ------------------------------------
+# ---- vtp plan --out: nothing of the user's written over (jobs.commands.output_file) ------------------------------------
 def test_plan_out_never_writes_over_the_users_files_and_each_refusal_is_one_line(tmp_path, job):
     before = job.read_bytes()
     other = tmp_path / "notes.json"
@@ -86,7 +86,7 @@ def test_plan_out_never_writes_over_the_users_files_and_each_refusal_is_one_line
 
 
 def test_the_output_rule_names_each_kind(tmp_path):
-    from jobs.spec.output_file import output_problem
+    from jobs.commands.output_file import output_problem
 
     os.mkfifo(tmp_path / "p")
     (tmp_path / "d").mkdir()
@@ -149,7 +149,7 @@ def test_the_unclear_three_say_what_is_wrong(tmp_path, job):
 
 
 def test_python_m_jobs_cloud_project_checks_its_flags_first(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "jobs.cloud.project", "--project", "Bad Project!", "--region",
+    proc = subprocess.run([sys.executable, "-m", "jobs.cloud.apis.project", "--project", "Bad Project!", "--region",
                            "US-CENTRAL1"], cwd=str(ROOT), capture_output=True, text=True, timeout=BOUND_S)
     assert proc.returncode == 2 and proc.stdout == ""  # nothing was checked with those values
     assert [line.split(":")[1].strip() for line in proc.stderr.splitlines()] == ["--project", "--region"]
@@ -176,7 +176,7 @@ def test_vtp_logs_refuses_a_damaged_attempts_record_and_names_not_of_their_form(
 
 
 def test_vtp_logs_over_a_deep_record_a_quoted_gcp_resources_and_a_bad_name(tmp_path, capsys):
-    from jobs.cloud.job_logs import log_filter
+    from jobs.cloud.apis.job_logs import log_filter
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / records.VERTEX_JOBS_RECORD).write_text('{"attempts": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -231,7 +231,7 @@ def test_prune_keeps_a_users_dot_removing_folder_and_stops_no_process_a_stale_lo
     named_like.mkdir()
     users = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
-        from jobs.spec.command_line import start_ticks
+        from jobs.rules.command_line import start_ticks
 
         time.sleep(0.2)
         stale = json.dumps({"pid": users.pid, "children": [{"pid": users.pid, "start": start_ticks(users.pid)}]})
@@ -262,7 +262,7 @@ def test_prune_root_empty_is_refused(tmp_path):
 def test_a_rerun_stops_no_process_a_stale_lock_names_and_a_lock_that_is_a_pipe_is_one_line(tmp_path):
     users = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
-        from jobs.spec.command_line import start_ticks
+        from jobs.rules.command_line import start_ticks
 
         time.sleep(0.2)
         base = tmp_path / "a"
@@ -386,7 +386,7 @@ def test_the_reader_refuses_what_no_record_holds(tmp_path):
     assert lifeline.carrying("x; rm -rf ~") == [] and lifeline.carrying(5) == []
 
 
-# ---- a refused credential: one line wherever it is used (jobs.cloud.credentials) ----------------------------------
+# ---- a refused credential: one line wherever it is used (jobs.cloud.apis.credentials) ----------------------------------
 @pytest.mark.parametrize("command", ["submit", "upload-template"])
 def test_a_revoked_service_account_key_is_one_line_naming_it_and_how_to_renew(tmp_path, command):
     """A service-account key whose refresh Google's token endpoint (a stand-in behind the TLS proxy, at its real

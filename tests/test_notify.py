@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.cloud import notify as sender, preflight
-from jobs.spec import records, validate
+from jobs.cloud.apis import notify as sender
+from jobs.rules import preflight
+from jobs.rules import validate
+from jobs.run_records import records
 from jobs.steps import calls as steps, notify_message
 from tests.conftest import ROOT
 from tests.standins.base import StandIn

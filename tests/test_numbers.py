@@ -3,8 +3,8 @@ each duration flag of the commands, given NaN, an infinity, a negative or a huge
 naming that field, never a traceback and never accepted.
 
 Rules (owners): every float of the schema is finite and every int an int32, by field, before any rule reads it
-(``jobfile.coerce``); the fields' own ranges (``jobs.spec.validate``, ``jobs.spec.tuning_section``, ``jobs.spec.placement``,
-``jobs.spec.hardware.vertex_rules``); a duration flag is finite and in range (``jobs.spec.command_line.seconds_problem``)."""
+(``jobfile.coerce``); the fields' own ranges (``jobs.rules.validate``, ``jobs.rules.tuning_section``, ``jobs.rules.placement``,
+``jobs.rules.hardware.vertex_rules``); a duration flag is finite and in range (``jobs.rules.command_line.seconds_problem``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ import typing
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from jobs.spec.validate import validate_document
+from jobs.rules.validate import validate_document
 from tests.conftest import ROOT
 from jobfile import config as config_lib
 
@@ -103,7 +103,7 @@ def test_any_non_finite_or_huge_number_is_refused_by_its_field(path, value):
 @settings(max_examples=40, deadline=None)
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**12, 10**12).map(float)))
 def test_every_duration_flag_takes_only_finite_seconds_in_range(value):
-    from jobs.spec.command_line import seconds_problem
+    from jobs.rules.command_line import seconds_problem
 
     line = seconds_problem("--wait", value, 604800.0, zero=True)
     ok = math.isfinite(value) and 0 <= value <= 604800

@@ -22,7 +22,8 @@ import pytest
 from tests.conftest import assert_no_processes_left
 from tests.test_resilience import latest_in_state_file
 from tests.tiers import tier
-from jobs.spec import job_spec, records
+from jobs.rules import job_spec
+from jobs.run_records import records
 from jobs.steps import calls as steps
 from jobs.local.process.faults import attempt_lines, replica_pid, stderr_echo
 from jobfile import config as config_lib
@@ -111,7 +112,7 @@ def reference(tmp_path_factory, prepared_data) -> Path:
 @pytest.mark.timeout(300)
 def test_the_preset_trains_with_parameter_servers_and_an_evaluator(reference, prepared_data):
     from jobs.local.run.summary import run_summary
-    from jobs.spec.tensorboard import read_scalars
+    from jobs.run_records.tensorboard import read_scalars
 
     cfg = ps_config(reference, prepared_data)
     metrics = records.read_metrics(cfg)
@@ -218,7 +219,7 @@ def test_the_evaluator_evaluates_each_new_checkpoint_until_the_last(tmp_path, pr
     import keras
     import tensorflow as tf
 
-    from jobs.spec.tensorboard import read_scalars
+    from jobs.run_records.tensorboard import read_scalars
     from tests.conftest import job_config
     from trainers import data as data_lib
     from trainers.evaluator import evaluate, run_evaluator
@@ -272,7 +273,7 @@ def test_run_local_picks_the_launcher_rules_of_the_strategy(tmp_path, prepared_d
 
 def test_the_chief_warns_when_the_evaluator_would_expect_another_step_count(prepared_data, tmp_path):
     from tests.conftest import job_config
-    from trainers.plan import evaluator_mismatch, make_plan
+    from trainers.training_plan import evaluator_mismatch, make_plan
 
     cfg = job_config(tmp_path, prepared_data, "training.steps=0", "training.epochs=2",
                      "topology.evaluator.replica_count=1", "topology.evaluator.machine_type=n1-standard-4")

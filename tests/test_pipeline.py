@@ -12,7 +12,8 @@ import yaml
 from tests.conftest import ROOT, job_config
 from tests.pipeline_dag import tasks_started_with_defaults
 from jobfile import config as config_lib
-from jobs.spec import job_spec, records
+from jobs.rules import job_spec
+from jobs.run_records import records
 EXPECTED = Path(__file__).parent / "expected"
 PRESETS = ["local", "gpu-1x4", "multiworker", "parameter-server", "tpu"]
 

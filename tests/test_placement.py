@@ -1,10 +1,10 @@
-"""The ``placement`` and ``budget`` sections: the options in order and their form (jobs.spec.placement)."""
+"""The ``placement`` and ``budget`` sections: the options in order and their form (jobs.rules.placement)."""
 from __future__ import annotations
 
 import pytest
 
-from jobs.spec import placement
-from jobs.spec.validate import validate_document
+from jobs.rules import placement
+from jobs.rules.validate import validate_document
 from jobfile import config as config_lib
 
 

@@ -1,4 +1,4 @@
-"""Issue 49: the plan is the contract. One placement procedure (jobs/spec/ranking.py) ranks the options for ``vtp plan``
+"""Issue 49: the plan is the contract. One placement procedure (jobs/rules/ranking.py) ranks the options for ``vtp plan``
 and for the training step's fall-over; the fall-over never creates a job in an option the plan refused, re-checks the
 budget at that option's price, says why each option it passes over was skipped, and with none left creates nothing.
 The Vertex side is the strict stand-in (tests/standins/vertex.py): every create decoded as an ``aiplatform_v1`` message.
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cloud import plan as planning
-from jobs.spec import labels, ranking
-from jobs.spec.errors import CloudError
-from jobs.spec.placement import Finding, Option, Project
+from jobs.cloud import planning
+from jobs.rules import labels, ranking
+from jobs.rules.errors import CloudError
+from jobs.rules.placement import Finding, Option, Project
 from tests.standins.cloud_logging import LoggingStandIn
 from tests.standins.vertex import VertexStandIn
 from jobfile import config as config_lib
@@ -125,7 +125,7 @@ def _pools():
 
 
 def _run(vertex, tmp_path, doc, *, log, **extra):
-    from jobs.cloud import custom_job
+    from jobs.cloud.vertex_jobs import custom_job
 
     return custom_job.run(display_name="a3-demo", worker_pool_specs=_pools(), project="acme-ml",
                           location="us-central1", scheduling_strategy="SPOT", timeout="7200s",
@@ -197,8 +197,8 @@ def test_an_unknown_price_under_a_budget_never_gets_a_job(tmp_path):
 
 def test_the_tuning_job_is_created_only_where_the_plan_says(tmp_path):
     """A study does not fall over, but is created in the option ranked first, never in one the plan refused."""
-    from jobs.cloud import tuning_job
-    from jobs.spec import job_spec
+    from jobs.cloud.vertex_jobs import tuning_job
+    from jobs.rules import job_spec
 
     cfg = config_lib.load("tuning", [f"container.image_uri={IMAGE.replace('-gpu', '')}",
                                      "output.base_dir=gs://acme-runs/t", "data.path=gs://acme-data/f"])
@@ -238,7 +238,7 @@ def test_label_values_follow_vertex_rules(text, expected):
 
 def test_the_config_hash_is_the_same_under_every_option_and_differs_with_the_config(tmp_path):
     cfg = a3_job(tmp_path)
-    from jobs.spec.placement import with_option
+    from jobs.rules.placement import with_option
 
     same = {labels.config_hash(with_option(cfg, Option(r, s))) for r in REGIONS for s in ("SPOT", "STANDARD")}
     assert len(same) == 1 and labels.config_hash(cfg.with_overrides(["training.epochs=3"])) not in same

@@ -1,4 +1,4 @@
-"""``vtp plan`` (jobs/cloud/plan.py, said by jobs/cloud/plan_cli.py): the request equals what the compiled pipeline's training step sends; the
+"""``vtp plan`` (jobs/cloud/planning.py, said by jobs/commands/plan_cli.py): the request equals what the compiled pipeline's training step sends; the
 placement choice with a fake project; unchecked items (the price table and the budget: tests/test_prices.py)."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.cloud import plan as planning
-from jobs.cloud.plan_cli import options_table
-from jobs.spec.placement import Finding, Option, Project
+from jobs.cloud import planning
+from jobs.commands.plan_cli import options_table
+from jobs.rules.placement import Finding, Option, Project
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import finish, start_step, task_inputs
 from jobfile import config as config_lib
@@ -69,7 +69,7 @@ def test_the_plans_request_is_what_the_compiled_pipelines_step_sends(tmp_path, c
     import components
     from google.protobuf import json_format
 
-    from jobs.cloud import preflight
+    from jobs.rules import preflight
     from pipelines.training_pipeline import compile_pipeline
 
     cfg = config_lib.load(config, [*JOB, *sets] if config == "multiworker" else sets)
@@ -124,9 +124,9 @@ def test_an_empty_image_is_named_what_it_is():
 
 def _gpu_regions():
     """A region the catalog offers T4s in, and one it knows and does not."""
-    from jobs.spec import validate
-    from jobs.cloud.preflight import vertex_regions
-    from jobs.spec.placement import with_option
+    from jobs.rules import validate
+    from jobs.rules.preflight import vertex_regions
+    from jobs.rules.placement import with_option
 
     cfg = config_lib.load("multiworker", JOB)
     served = set(vertex_regions())  # a region Vertex serves at all, whose catalog entry lacks the GPU
@@ -227,7 +227,7 @@ def test_a_studys_plan_is_the_tuning_job_and_the_baseline_the_compiled_pipeline_
     import components
     from google.protobuf import json_format
 
-    from jobs.cloud import preflight
+    from jobs.rules import preflight
     from pipelines.training_pipeline import compile_pipeline
 
     cfg = preflight.placeholder_free(config_lib.load("tuning", [
@@ -304,7 +304,7 @@ def test_the_continent_of_a_bucket_location_or_a_region(location, where):
 
 
 def test_validate_ends_with_where_to_see_the_plan(capsys):
-    from jobs.spec.validate_cli import validate_main
+    from jobs.commands.validate_cli import validate_main
 
     assert validate_main([H200_JOB]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -59,7 +59,7 @@ def test_auto_gpus_without_fast_float16_stay_float32(accelerator):
 def test_every_gpu_of_the_hardware_catalog_has_its_generation_here():
     """One table of compute capabilities (``trainers.gpus``), read by the replica and by the hardware catalog: every
     GPU the catalog lists is known to the precision choice (the RTX PRO 6000 Blackwell, 12.0, was missing)."""
-    from jobs.spec.hardware.catalog import load_catalog
+    from jobs.rules.hardware.catalog import load_catalog
 
     for name, gpu in load_catalog().gpus.items():
         cc, what = p._gpu_capability(p.Device("gpu", accelerator_type=name))
@@ -152,7 +152,7 @@ def test_auto_is_the_default_and_mixed_precision_is_deprecated_with_the_new_fiel
 
 
 def test_contradictory_mixed_precision_and_float32_is_a_validation_error():
-    from jobs.spec.validate import validate
+    from jobs.rules.validate import validate
 
     cfg = config_lib.load("local", ["training.mixed_precision=true", "training.precision=float32"])
     errors = [str(e) for e in validate(cfg, check_data=False).errors]

@@ -351,7 +351,7 @@ def test_the_measuring_path_runs_for_real_on_the_jobs_model_and_caches(tmp_path,
     from trainers import cluster as cluster_lib
     from trainers import train
     from trainers.models import build_model
-    from trainers.plan import make_plan
+    from trainers.training_plan import make_plan
 
     monkeypatch.setattr(p, "candidates", lambda device: ("float32", "mixed_bfloat16"))
     monkeypatch.setattr(p, "prior_for", lambda device: None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.cloud import preflight
+from jobs.rules import preflight
 from jobfile import config as config_lib
 
 DIGEST = "a" * 64

@@ -97,7 +97,7 @@ def test_a_missing_or_bad_dataflow_option_is_one_line_naming_the_field(change, f
 
 
 def test_validate_checks_the_dataflow_block_only_for_the_dataflow_runner():
-    from jobs.spec.validate import validate
+    from jobs.rules.validate import validate
 
     cfg = config_lib.load("local", ["data.prepare_runner=dataflow", "data.dataflow.project=my-project"])
     errors = [str(e) for e in validate(cfg, check_data=False).errors]

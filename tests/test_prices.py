@@ -1,4 +1,4 @@
-"""The price table and the budget (jobs/spec/hardware/prices.py, jobs/spec/ranking.py, issue 49): every figure with its
+"""The price table and the budget (jobs/rules/hardware/prices.py, jobs/rules/ranking.py, issue 49): every figure with its
 source, seen or recalled; a user's price file over the table, shown as theirs; a budget that refuses an unknown price
 naming the missing figures, and offers only fixes that fit."""
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from jobs.cloud import plan as planning
-from jobs.spec import ranking
-from jobs.spec.hardware import prices
-from jobs.spec.hardware.catalog import load_catalog
+from jobs.cloud import planning
+from jobs.rules import ranking
+from jobs.rules.hardware import prices
+from jobs.rules.hardware.catalog import load_catalog
 from tests.test_plan import A3, H200_JOB, IMAGE, JOB, FakeProject, _run
 from jobfile import config as config_lib
 
@@ -198,7 +198,7 @@ def test_a_malformed_price_file_is_one_error_naming_the_key(tmp_path, text, fiel
 
 
 def test_a_job_files_price_file_is_relative_to_it_and_checked_with_the_job(tmp_path):
-    from jobs.spec import validate
+    from jobs.rules import validate
 
     (tmp_path / "prices.yaml").write_text("gpus:\n  NVIDIA_L4: {hour: 0.7}\n")
     (tmp_path / "job.yaml").write_text("budget: {prices: prices.yaml}\n")

@@ -1,4 +1,4 @@
-"""The project's side of ``vtp plan`` (jobs.cloud.project.CloudProject) against strict stand-ins of the real APIs:
+"""The project's side of ``vtp plan`` (jobs.cloud.apis.project.CloudProject) against strict stand-ins of the real APIs:
 quotas (Cloud Quotas), bucket location (Cloud Storage), APIs enabled (Service Usage), the image (a registry's
 manifest), the run-as service account (IAM), network / reservation / persistent resource; each check ok, missing,
 forbidden, or not checked; every fault (5xx, dropped connection, silence, an HTML page) one bounded line.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.cloud.project import CloudProject, line, main
-from jobs.spec.hardware import quotas as quota_names
-from jobs.spec.placement import Option
+from jobs.cloud.apis.project import CloudProject, line, main
+from jobs.rules.hardware import quotas as quota_names
+from jobs.rules.placement import Option
 from tests.standins.base import StandIn
 from tests.standins.gcs import Gcs
 from tests.standins.iam import Iam

@@ -16,7 +16,7 @@ from jobs.images import user as user_image
 from jobs.images.user_code import collect_code
 from jobs.local.run.folder import check_folder, making, starts_over, write_making
 from jobs.local.run.lock import NotThisJob
-from jobs.spec import own_outputs, records
+from jobs.run_records import own_outputs, records
 from tests.conftest import finished_run
 from tests.snapshots import tree_bytes
 from jobfile import config as config_lib

@@ -66,7 +66,7 @@ def _commands(path: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize("path", [p for p in YAMLS if _commands(p)], ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_an_old_container_command_still_runs_the_step(path):
-    """An old container component's command (``python3 -u -m jobs.cloud.custom_job``) is that step's runtime still:
+    """An old container component's command (``python3 -u -m jobs.cloud.vertex_jobs.custom_job``) is that step's runtime still:
     its flags, not a moved module's one line."""
     for command in _commands(path):
         assert command[:3] == ["python3", "-u", "-m"]

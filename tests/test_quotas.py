@@ -1,14 +1,14 @@
-"""The Vertex AI training quota names (jobs/spec/hardware/quotas.yaml) against the hardware catalog and the installed
-google-cloud-quotas types, a job's need per quota, and reading a limit out of a QuotaInfo (jobs.cloud.quotas)."""
+"""The Vertex AI training quota names (jobs/rules/hardware/quotas.yaml) against the hardware catalog and the installed
+google-cloud-quotas types, a job's need per quota, and reading a limit out of a QuotaInfo (jobs.cloud.apis.quotas)."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from jobs.cloud import quotas as cloud_quotas
-from jobs.spec.hardware import quotas
-from jobs.spec.hardware.catalog import load_catalog
+from jobs.cloud.apis import quotas as cloud_quotas
+from jobs.rules.hardware import quotas
+from jobs.rules.hardware.catalog import load_catalog
 from jobfile import config as config_lib
 
 

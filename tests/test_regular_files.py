@@ -82,17 +82,18 @@ def test_a_regular_file_within_the_bound_is_read_whole(tmp_path):
 @pytest.mark.timeout(BOUND_S)
 @pytest.mark.parametrize("kind", ["fifo", "char-device", "link-to-fifo"])
 def test_serving_eval_data_and_sample_request(make_path, kind):
-    from jobs.spec import evaluation, validate
+    from jobs.evaluation import examples_file
+    from jobs.rules import validate
 
     path = make_path(kind, "eval.jsonl")
-    problems = evaluation.eval_data_problems(path)
+    problems = examples_file.eval_data_problems(path)
     assert [p.field for p in problems] == ["serving.eval_data"] and EXPECTED[kind] in problems[0].message
-    with pytest.raises(evaluation.EvalError, match=r"^serving\.eval_data: .*not a regular file"):
-        evaluation.read_examples(path)
+    with pytest.raises(examples_file.EvalError, match=r"^serving\.eval_data: .*not a regular file"):
+        examples_file.read_examples(path)
     request = make_path(kind, "request.json")
     problems = validate.sample_request_problems(request)
     assert [p.field for p in problems] == ["serving.sample_request"] and EXPECTED[kind] in problems[0].message
-    assert evaluation.eval_data_problems(make_path("folder", "good")) != []  # a folder keeps its own line
+    assert examples_file.eval_data_problems(make_path("folder", "good")) != []  # a folder keeps its own line
 
 
 @pytest.mark.timeout(BOUND_S)
@@ -102,7 +103,7 @@ def test_files_under_the_trainers_source_dir_are_never_read_unless_regular(make_
     regular file", never sniffed for credentials nor hashed, nor read for a did-you-mean."""
     from pathlib import Path
 
-    from jobs.spec import trainer_section as trainer_spec
+    from jobs.rules import trainer_section as trainer_spec
     from jobs.images.user_code import collect_code
 
     src = tmp_path / "src"

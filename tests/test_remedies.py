@@ -18,7 +18,7 @@ import pytest
 
 from jobs.local.run.lock import RunLock
 from jobs.moved import COMMANDS, EXIT_MOVED, moved_on
-from jobs.spec import validate
+from jobs.rules import validate
 from tests.conftest import finished_run
 
 ROOT = Path(__file__).resolve().parent.parent

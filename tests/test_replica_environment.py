@@ -1,5 +1,5 @@
 """What a replica sees: Vertex's variables, the job's ``trainer.env``, a short documented base, and nothing else
-of the caller's shell (``jobs.spec.replica_env``), under the process runner and the docker runner alike."""
+of the caller's shell (``jobs.rules.replica_env``), under the process runner and the docker runner alike."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import job_spec, replica_env
+from jobs.rules import job_spec, replica_env
 from jobs.local.launch import containers, replica_container
 from tests.conftest import ROOT
 from jobfile import config as config_lib

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import provenance, records, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import provenance, records
 from jobs.steps.reporting import data as report_data
 from jobs.images.user_code import trainer_version
 from jobfile import config as config_lib
@@ -78,7 +79,7 @@ def _cfg(base: Path):
 
 def test_report_content(run_folder):
     from jobs.steps.reporting import data as report_data
-    from jobs.spec.tensorboard import read_scalars
+    from jobs.run_records.tensorboard import read_scalars
 
     scalars = read_scalars(str(run_folder / "logs"))
     assert scalars["train/loss"] == [(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.125)]  # the resumed values win
@@ -753,14 +754,14 @@ def test_the_hyperparameters_say_what_precision_auto_measured():
                                           ("int64", "int64_val"), ("float16", "half_val"), ("uint8", "int_val"),
                                           ("int16", "int_val"), ("uint32", "uint32_val"), ("uint64", "uint64_val")])
 def test_a_tensor_of_one_number_reads_as_tensorboard_reads_it(dtype, field):
-    """jobs.spec.tensorboard.tensor_number (no TensorBoard TensorFlow stub, no boto3) against TensorBoard's own
+    """jobs.run_records.tensorboard.tensor_number (no TensorBoard TensorFlow stub, no boto3) against TensorBoard's own
     make_ndarray, for each encoding: the value's bytes in tensor_content, or the dtype's *_val field (make_ndarray
     refuses uint32_val and uint64_val, which this reads)."""
     import numpy as np
     from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
     from tensorboard.util import tensor_util
 
-    from jobs.spec.tensorboard import tensor_number
+    from jobs.run_records.tensorboard import tensor_number
 
     enum = {"float32": types_pb2.DT_FLOAT, "float64": types_pb2.DT_DOUBLE, "int32": types_pb2.DT_INT32,
             "int64": types_pb2.DT_INT64, "float16": types_pb2.DT_HALF, "uint8": types_pb2.DT_UINT8,
@@ -785,7 +786,7 @@ def test_a_bfloat16_or_a_string_tensor():
 
     from tensorboard.compat.proto import tensor_pb2, types_pb2
 
-    from jobs.spec.tensorboard import tensor_number
+    from jobs.run_records.tensorboard import tensor_number
 
     bits = struct.unpack("<I", struct.pack("<f", 1.5))[0] >> 16  # 1.5 is exact in bfloat16
     assert tensor_number(tensor_pb2.TensorProto(dtype=types_pb2.DT_BFLOAT16, half_val=[bits])) == 1.5

@@ -172,7 +172,7 @@ def test_the_chief_validates_at_every_checkpoint_and_reports_the_last_to_hypertu
     metrics.json's ``val_*`` and what cloudml-hypertune's file holds (in the run folder: the local launcher
     gives a replica no CLOUD_ML_* variable). The bitwise resume tests below compare against this very run,
     so the validation passes cannot have changed the training."""
-    from jobs.spec.tensorboard import read_scalars
+    from jobs.run_records.tensorboard import read_scalars
 
     scalars = read_scalars(str(reference / "logs"))
     steps = list(range(EVERY, STEPS + 1, EVERY))

@@ -2,7 +2,7 @@
 seen, the first within 15 s of the call whatever the fault, and a call that keeps failing ends in one
 ``error:`` line within its budget (120 s by default), naming the resource and how to look for it.
 
-Time is the module clock of ``jobs.cloud.clients`` (``monotonic``/``wall_time``/``sleep``), replaced by
+Time is the module clock of ``jobs.cloud.apis.clients`` (``monotonic``/``wall_time``/``sleep``), replaced by
 :class:`Clock`: the policy's sleeps only move it forward (no test sleeps through a backoff), real time spent
 in an attempt still counts. Two kinds of test:
 
@@ -27,10 +27,10 @@ import pytest
 import requests
 from google.api_core import exceptions as core
 
-from jobs.cloud import clients
-from jobs.cloud.policy import CREATE_OWN_ID, CREATE_SERVER_ID, POLICY_ENV, Policy, READ, policy
-from jobs.cloud.lines import describe, failure_line, run_command, seconds
-from jobs.cloud.credentials import client_kwargs
+from jobs.cloud.apis import clients
+from jobs.cloud.apis.policy import CREATE_OWN_ID, CREATE_SERVER_ID, POLICY_ENV, Policy, READ, policy
+from jobs.cloud.apis.lines import describe, failure_line, run_command, seconds
+from jobs.cloud.apis.credentials import client_kwargs
 from tests.standins.base import StandIn
 from tests.standins.vertex import VertexStandIn
 
@@ -280,7 +280,7 @@ def token_credentials(monkeypatch):
     header or a request would show it; the product's own rule gives loopback anonymous credentials."""
     from google.oauth2.credentials import Credentials
 
-    from jobs.cloud import credentials
+    from jobs.cloud.apis import credentials
 
     monkeypatch.setattr(credentials, "credentials", lambda endpoint=None, what="": Credentials(token=TOKEN))
 
@@ -297,7 +297,7 @@ def server(fault: str):
 def follow(url):
     from google.cloud import aiplatform_v1
 
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     client = aiplatform_v1.PipelineServiceClient(**client_kwargs(url, "Vertex AI"))
     vertex.follow(client, NAME, poll_s=0.05, log=lambda line: None, sleep=lambda s: None)
@@ -306,14 +306,14 @@ def follow(url):
 def create_pipeline_job(url):
     from google.cloud import aiplatform_v1
 
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     vertex.submit_pipeline(aiplatform_v1.PipelineJob(display_name="flowers"), project=PROJECT, location=REGION,
                            job_id=NAME.rsplit("/", 1)[1], api_endpoint=url, log=lambda line: None)
 
 
 def upload_model(url):
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     vertex.upload_model({"parent": f"projects/{PROJECT}/locations/{REGION}", "model": {"displayName": "flowers"}},
                         REGION, api_endpoint=url, log=lambda line: None, sleep=lambda s: None)
@@ -420,7 +420,7 @@ def test_a_cloud_build_create_refused_is_retried_with_lines(clock, capsys, defau
     """The other server-id create (Cloud Build): refused is safe to repeat, and each repeat is said."""
     from google.cloud.devtools import cloudbuild_v1
 
-    from jobs.cloud import cloudbuild
+    from jobs.cloud.apis import cloudbuild
 
     url = f"http://127.0.0.1:{closed_port()}"
     rc = run_command(lambda argv: cloudbuild.run_build(cloudbuild_v1.Build(), project=PROJECT, endpoint=url,

@@ -1,4 +1,4 @@
-"""Issue 49: what a run cost (jobs/spec/run_cost.py), as the run summary, the report and ``vtp runs list`` show it: a
+"""Issue 49: what a run cost (jobs/run_records/run_cost.py), as the run summary, the report and ``vtp runs list`` show it: a
 Vertex run's CustomJobs at their own start and end times and prices; a local run as what its option would have cost."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from jobs.local.history.reader import Run
 from jobs.local.history.views import show_list
 from jobs.local.run.summary import summary_lines
-from jobs.spec import run_cost
-from jobs.spec.hardware import prices
+from jobs.run_records import run_cost
+from jobs.rules.hardware import prices
 from jobfile import config as config_lib
 
 ATTEMPTS = [

@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.spec import records
-from jobs.local.history import prune, runs_cli
+from jobs.run_records import records
+from jobs.commands import runs_cli
+from jobs.local.history import prune
 from jobs.local.history.reader import read_run
 from jobs.local.run.folder import COPY_RECORD, archive, check_folder, making, write_making, write_record
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, RunLock

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import records
+from jobs.run_records import records
 from jobs.local.run.folder import archive, last_checkpoint, read_record, write_record
 from jobs.local.run.lock import EXIT_BUSY, FolderBusy, LOCK_NAME, RunLock
 from jobs.local.run.summary import run_summary, summary_lines

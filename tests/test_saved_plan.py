@@ -1,4 +1,4 @@
-"""Issue 49: a saved plan, applied exactly (``vtp plan --out plan.json``, ``vtp apply plan.json``: jobs/steps/saved_plan.py).
+"""Issue 49: a saved plan, applied exactly (``vtp plan --out plan.json``, ``vtp apply plan.json``: jobs/commands/saved_plan.py).
 
 A plan applied to the Vertex stand-in sends the PipelineJob whose training step creates the CustomJob the plan
 recorded, field for field (the step run as Vertex runs it); a plan made stale by each of its inputs (the trainer's
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.cloud import plan as planning
-from jobs.spec import labels
-from jobs.spec.placement import Finding, Project
-from jobs.steps import saved_plan
+from jobs.cloud import planning
+from jobs.rules import labels
+from jobs.rules.placement import Finding, Project
+from jobs.commands import saved_plan
 from tests.standins.vertex import VertexStandIn
 from tests.vertex_steps import finish, start_step, task_inputs
 

@@ -15,7 +15,7 @@ import re
 import pytest
 import yaml
 
-from jobs.spec import cron as cron_rules
+from jobs.rules import cron as cron_rules
 from tests.conftest import without_plan
 from tests.standins.gcs import Gcs
 from tests.standins.iam import Iam
@@ -146,7 +146,7 @@ def test_create_list_pause_resume_delete(cloud, capsys, tmp_path):
     # labels and the service account in the pipeline job every run is made from (python-aiplatform#2929, #4039)
     assert job.service_account == SA
     got = dict(job.labels)
-    assert re.fullmatch(r"[0-9a-f]{16}", got.pop("vtp-config"))  # the config's hash (jobs.spec.labels.config_hash)
+    assert re.fullmatch(r"[0-9a-f]{16}", got.pop("vtp-config"))  # the config's hash (jobs.rules.labels.config_hash)
     assert got == {"team": "vision", "vtp-job": "flowers-local", "vtp-schedule": "flowers-local"}
     values = dict(job.runtime_config.parameter_values)
     assert values["folder_per_run"] is True and values["require_checks"] is False and values["location"] == REGION

@@ -174,8 +174,8 @@ class _FakeTF(types.SimpleNamespace):
 
 
 def _found_there(monkeypatch):
-    """The folder is taken as the SavedModel's (``jobs.spec.saved_model``'s rule reads the disk; these have none)."""
-    from jobs.spec.saved_model import FoundModel
+    """The folder is taken as the SavedModel's (``jobs.rules.saved_model``'s rule reads the disk; these have none)."""
+    from jobs.rules.saved_model import FoundModel
 
     monkeypatch.setattr(verify, "find", lambda model_dir: FoundModel(model_dir, model_dir))
 

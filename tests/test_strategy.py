@@ -166,13 +166,13 @@ def test_replicas_in_sync_from_the_config():
 
 
 def test_a_multi_host_tpu_slice_resolver_reaches_every_host():
-    """Issue 33: a 4x4 v5e slice on ct5lp-hightpu-4t is 4 hosts (jobs.spec.hardware); on each host the Cloud TPU VM
+    """Issue 33: a 4x4 v5e slice on ct5lp-hightpu-4t is 4 hosts (jobs.rules.hardware); on each host the Cloud TPU VM
     runtime lists them in TPU_WORKER_HOSTNAMES, and the resolver is given all of them. TensorFlow's own
     TPUClusterResolver turns that input into a cluster spec with one worker task per host, without any cloud call.
     Whether TPUStrategy then initialises across the hosts only a real slice can show."""
     import tensorflow as tf
 
-    from jobs.spec.hardware.catalog import load_catalog
+    from jobs.rules.hardware.catalog import load_catalog
 
     hosts = load_catalog().machines["ct5lp-hightpu-4t"].hosts("4x4")
     names = [f"t1v-n-{i}-w-{i}" for i in range(hosts)]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.spec import labels
+from jobs.rules import labels
 from tests.conftest import ROOT, without_plan
 from tests.standins.vertex import VertexStandIn
 from jobfile import config as config_lib
@@ -63,7 +63,7 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     cfg = config_lib.load("local", [*GOOD[1::2], f"topology.region={REGION}"])
     runtime = body["runtimeConfig"]
     params = runtime["parameterValues"]
-    # the plan's judgement of the options travels as placement_plan (jobs.spec.ranking), the compiled default too
+    # the plan's judgement of the options travels as placement_plan (jobs.rules.ranking), the compiled default too
     assert params["placement_plan"]["source"].startswith(f"vtp plan of project {PROJECT}")
     expected = yaml.safe_load(Path(compile_pipeline(cfg, str(tmp_path / "p.yaml"),
                                                     placement=params["placement_plan"])).read_text())
@@ -83,7 +83,7 @@ def test_submit_sends_the_compiled_pipeline_and_runtime_config(vertex, capsys, t
     assert config_lib.load_json(params["config_json"]) == cfg
     assert body["serviceAccount"] == f"runner@{PROJECT}.iam.gserviceaccount.com"
     assert body["network"] == "projects/123456789012/global/networks/vpc"
-    run_labels = {k: v for k, v in body["labels"].items() if k.startswith("vtp-")}  # the run's (jobs.spec.labels)
+    run_labels = {k: v for k, v in body["labels"].items() if k.startswith("vtp-")}  # the run's (jobs.rules.labels)
     assert {k: v for k, v in body["labels"].items() if k not in run_labels} == {"team": "vision", "cost-center": "ml-42"}
     assert run_labels == {"vtp-run": job_id, "vtp-config": labels.config_hash(cfg.for_vertex())}
     assert labels.problems(body["labels"]) == []
@@ -235,7 +235,7 @@ def test_gcr_io_and_other_registries_are_warnings(vertex, capsys, monkeypatch):
 def test_follow_polls_with_a_bounded_growing_interval():
     from types import SimpleNamespace
 
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     states = iter(["PIPELINE_STATE_PENDING"] * 2 + ["PIPELINE_STATE_RUNNING"] * 5 + ["PIPELINE_STATE_SUCCEEDED"])
 
@@ -285,7 +285,7 @@ def test_no_cache_turns_caching_off_for_every_task(vertex):
 
 
 def test_preflight_checks_the_hardware_in_the_jobs_region_not_the_configs():
-    from jobs.cloud import submit
+    from jobs.commands import submit
 
     cfg = config_lib.load("local", [*GOOD[1::2], "topology.strategy=mirrored", "topology.worker.replica_count=0",
                                     "topology.chief.machine_type=n1-standard-8",
@@ -314,7 +314,7 @@ def test_image_flag_is_the_components_image_and_is_checked_too(vertex, capsys):
 
 
 def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsys, monkeypatch):
-    from jobs.cloud import vertex as vertex_lib
+    from jobs.cloud.apis import vertex as vertex_lib
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -330,7 +330,7 @@ def test_ctrl_c_while_following_leaves_the_job_running_and_says_so(vertex, capsy
 
 
 def test_job_ids_made_in_the_same_second_differ_and_keep_vertexs_rule():
-    from jobs.cloud import submit
+    from jobs.commands import submit
 
     ids = {submit.job_id_for("flowers-local", now=1_800_000_000) for _ in range(50)}
     assert len(ids) > 45  # 36^4 suffixes: a collision in 50 draws is rare, never systematic

@@ -109,7 +109,7 @@ def test_a_200_that_is_not_the_upload_is_refused(registry, capsys, answer):
                                             "repository in Artifact Registry"),
     (["--tag", "sha256:abc"], "error: --tag: 'sha256:abc' is not a tag"),
     (["--set", "training.stepz=3"], "error: training.stepz: unknown field"),
-    # what submit refuses, a template refuses too (one preflight: jobs.cloud.preflight.job_problems)
+    # what submit refuses, a template refuses too (one preflight: jobs.rules.preflight.job_problems)
     (["--set", "container.image_uri="], "error: container.image_uri: europe-west4-docker.pkg.dev/my-proj/training/"
                                         "tf-trainer:latest is not pinned by digest"),
     (["--set", "container.image_uri=europe-west4-docker.pkg.dev/my-proj/t/tf:latest"],

@@ -261,7 +261,7 @@ def test_an_argparse_error_names_the_tuning_flag():
 def test_a_resumed_random_study_continues_its_sequence_and_never_repeats_a_trial(tmp_path):
     from jobs.tuning.local import run_local_study
     from jobs.tuning.search import Search
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     task = STUDY_TASK.replace('"--learning-rate"', '"--learning_rate"')
     folder = project(tmp_path, task, STUDY_JOB.replace("max_failed_trials: 3", "max_failed_trials: 0"))
@@ -388,12 +388,12 @@ def test_runs_list_keeps_the_job_name_whole_and_a_closed_pipe_ends_quietly(tmp_p
                              "my-regression-a"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # `| head` that has read what it wanted
     err = proc.stderr.read().decode()
-    # every command's rule for a closed pipe (jobs.spec.command_line.survives_closed_pipe): 141 quietly, as `cat` ends
+    # every command's rule for a closed pipe (jobs.rules.command_line.survives_closed_pipe): 141 quietly, as `cat` ends
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 def test_the_report_step_table_is_completed_when_the_pipeline_ends(tmp_path):
-    from jobs.spec import step_table
+    from jobs.local.run import step_table
 
     page = tmp_path / "report.html"
     page.write_text("<html>" + step_table.section({"steps": [{"name": "train", "seconds": 3.0, "status": "SUCCESS"}],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Killer, assert_no_processes_left, job_config
-from jobs.spec import records
+from jobs.run_records import records
 from jobs.steps import calls as steps
 from jobs.local.launch.outcome import JobFailed
 
@@ -36,7 +36,7 @@ def test_two_worker_training_exports_a_model_that_loads_and_serves(tmp_path, pre
     assert metrics["steps"] == 12
     # with an evaluator replica the chief writes no validation series of its own (the evaluator's are there), but
     # still evaluates the final model once: metrics.json and Vertex hyperparameter tuning get its figures
-    from jobs.spec.tensorboard import read_scalars
+    from jobs.run_records.tensorboard import read_scalars
 
     assert {s for s, _ in read_scalars(str(Path(cfg.output.base_dir) / "logs"))["validation/loss"]} <= {5, 10, 12}
     assert metrics["val_step"] == 12 and 0 <= metrics["val_accuracy"] <= 1

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from jobs.local.process.faults import replica_pid
-from jobs.spec.tuning_rules import format_value
+from jobs.rules.tuning_rules import format_value
 from tests.conftest import ROOT, assert_no_processes_left
 from jobfile import config as config_lib
 from jobfile.config_files import load_document
@@ -38,7 +38,7 @@ def with_tuning(cfg: config_lib.JobConfig, **tuning) -> config_lib.JobConfig:
 
 
 def errors(cfg) -> list[str]:
-    from jobs.spec.validate import validate
+    from jobs.rules.validate import validate
 
     return [str(p) for p in validate(cfg, check_data=False).errors]
 
@@ -129,7 +129,7 @@ def test_each_rule_is_one_error_line(tmp_path, rule):
 
 
 def warnings(cfg) -> list[str]:
-    from jobs.spec.validate import validate
+    from jobs.rules.validate import validate
 
     return [str(p) for p in validate(cfg, check_data=False).warnings]
 
@@ -185,7 +185,7 @@ def test_the_trial_record_folder_comes_from_aip_model_dir():
 
 
 def test_flags_are_written_as_vertex_writes_them(tmp_path):
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     cfg = job(tmp_path)
     # by name: a job file and the config JSON the pipeline passes on (sorted keys) give one command
@@ -197,7 +197,7 @@ def test_flags_are_written_as_vertex_writes_them(tmp_path):
 def test_the_section_is_parsed_once_into_one_frozen_study_from_the_typed_section_or_its_dict(tmp_path):
     import dataclasses
 
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     cfg = job(tmp_path)
     study = parse(cfg.tuning)
@@ -221,7 +221,7 @@ def test_the_section_is_parsed_once_into_one_frozen_study_from_the_typed_section
 
 @pytest.mark.parametrize("goal,best", [("minimize", "3"), ("maximize", "2")])
 def test_the_best_trial_rule_goal_ties_to_the_lowest_id_and_only_succeeded_finite_trials(goal, best):
-    from jobs.spec.tuning_rules import best_of
+    from jobs.rules.tuning_rules import best_of
 
     trials = [{"id": "10", "state": "SUCCEEDED", "metric": 0.1, "seconds": 1.0},  # 10 after 3: number order
               {"id": "2", "state": "SUCCEEDED", "metric": 0.9, "model_dir": "/b/2/model"},
@@ -235,7 +235,7 @@ def test_the_best_trial_rule_goal_ties_to_the_lowest_id_and_only_succeeded_finit
 
 # -- the hypertune file ------------------------------------------------------------------------------------
 def test_the_last_report_counts_and_the_tags_are_listed(tmp_path):
-    from jobs.spec.trial_files import last_value, read_reports, reported_tags
+    from jobs.run_records.trial_files import last_value, read_reports, reported_tags
 
     path = tmp_path / "chief-0.metrics"
     path.write_text('{"timestamp": 1, "trial": "1", "val_rmse": "0.5", "global_step": "1", "checkpoint_path": ""}\n'
@@ -263,7 +263,7 @@ def _inside(cfg, params: dict) -> bool:
 @pytest.mark.parametrize("algorithm", [None, "random"])
 def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_top(tmp_path, algorithm):
     from jobs.tuning.search import Search
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"]["algorithm"] = algorithm
@@ -282,7 +282,7 @@ def test_every_proposal_lies_in_the_declared_space_reverse_log_leaning_to_the_to
 
 def test_grid_search_covers_the_grid_without_repeats_across_a_resume(tmp_path):
     from jobs.tuning.search import Search
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     doc = job(tmp_path).to_dict()
     doc["tuning"].update(algorithm="grid", max_trials=12)
@@ -363,7 +363,7 @@ def test_max_failed_trials_stops_the_study_and_zero_means_the_first(tmp_path, mo
 
 
 def test_a_rerun_keeps_succeeded_trials_and_runs_the_others_again(tmp_path, monkeypatch):
-    from jobs.spec.records import read_study
+    from jobs.run_records.records import read_study
     from jobs.tuning.local import run_local_study
 
     ran = fake_trials(monkeypatch, {"2": FAILED, "*": OK})
@@ -692,7 +692,7 @@ def test_a_trial_gets_its_flags_after_the_args_its_id_its_folders_and_a_ready_me
     """cloudml-hypertune creates its file's folder check-then-create: replicas starting together would race
     there, so the folder exists before any replica starts."""
     from jobs.tuning.trial import trial_launch
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     cfg = config_lib.load(JOB, [f"output.base_dir={tmp_path}", "trainer.module=", "trainer.args=[]",
                                 f'container.command=["python", "-c", "{CHECK_TRIAL}"]', 'container.args=["--epochs=1"]'])
@@ -741,7 +741,7 @@ def test_the_docker_runner_takes_the_job_as_its_spec_says_and_refuses_extras(tmp
     variables: the one local launch refuses them there, before anything starts; a study says so in one line."""
     from jobs.local.launch import custom_job
     from jobs.tuning.trial import trial_launch
-    from jobs.spec.tuning_section import parse
+    from jobs.rules.tuning_section import parse
 
     monkeypatch.setenv("VTP_RUNNER", "docker")
     cfg = job(tmp_path)

@@ -1,4 +1,4 @@
-"""The Vertex branch's tuning step (jobs/cloud/tuning_job.py), executed as Vertex executes it.
+"""The Vertex branch's tuning step (jobs/cloud/vertex_jobs/tuning_job.py), executed as Vertex executes it.
 
 The published component's container command (``python3 -u -m components.entry hyperparameter_tuning_job``, placeholders filled by kfp's
 own resolver from the executor input the Vertex backend would give it, numbers as JSON floats) runs as a process
@@ -39,12 +39,12 @@ def job_config(*sets: str) -> config_lib.JobConfig:
 
 
 def trial_spec(cfg: config_lib.JobConfig) -> dict:
-    """The CustomJobSpec the training step would send, in proto field names: THE builder's (jobs.spec.job_spec), as
+    """The CustomJobSpec the training step would send, in proto field names: THE builder's (jobs.rules.job_spec), as
     the API type carries it (int64 counts as strings, as a decoded request has them)."""
     from google.cloud import aiplatform_v1
     from google.protobuf import json_format
 
-    from jobs.spec import job_spec
+    from jobs.rules import job_spec
 
     message = json_format.ParseDict(job_spec.custom_job_spec(cfg), aiplatform_v1.CustomJobSpec.pb()())
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
@@ -137,7 +137,7 @@ def test_an_evaluator_keeps_its_pool_position_in_the_trial_job(tmp_path):
 @pytest.mark.parametrize("algorithm,sent", [(None, "ALGORITHM_UNSPECIFIED"), ("bayesian", "ALGORITHM_UNSPECIFIED"),
                                             ("random", "RANDOM_SEARCH")])
 def test_algorithms_and_scales_map_to_vertex_names(algorithm, sent):
-    from jobs.cloud import tuning_job
+    from jobs.cloud.vertex_jobs import tuning_job
 
     tuning = job_config().to_dict()["tuning"]
     tuning["algorithm"] = algorithm
@@ -166,7 +166,7 @@ def test_a_bad_section_or_spec_is_one_line_before_any_call(tmp_path):
 
 
 def test_a_retried_task_follows_the_job_it_created(tmp_path):
-    from jobs.cloud import job_runner
+    from jobs.cloud.vertex_jobs import job_runner
 
     cfg = job_config()
     with VertexStandIn(tuning_trials=TRIALS) as vertex:

@@ -430,7 +430,7 @@ def test_the_compiled_vertex_pipeline_runs_the_baseline_beside_the_tuning_job_an
         (created,) = vertex.custom_jobs.values()
         (study_job,) = vertex.tuning_jobs.values()
 
-    # each is labelled for the bill (jobs.spec.labels): the baseline's trial label and the study's, the same config
+    # each is labelled for the bill (jobs.rules.labels): the baseline's trial label and the study's, the same config
     assert (created.labels["vtp-trial"], study_job.labels["vtp-trial"]) == ("baseline", "study")
     assert created.labels["vtp-config"] == study_job.labels["vtp-config"]
     # the baseline is the job as it stands: the trials' own spec, in <base>/baseline, no tuning flag

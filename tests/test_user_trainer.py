@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.spec import job_spec
+from jobs.rules import job_spec
 from jobs.steps import calls as steps
 from tests.conftest import ROOT, Killer, assert_no_processes_left
 from jobfile import config as config_lib

@@ -1,9 +1,9 @@
-"""jobs.spec.validate: schema + values + data folder + hardware rules, every problem at once."""
+"""jobs.rules.validate: schema + values + data folder + hardware rules, every problem at once."""
 import pytest
 
 from jobfile import config as config_lib
 from jobfile.config_files import PRESET_DIR, load_document, presets
-from jobs.spec.validate import data_problems, validate, validate_document
+from jobs.rules.validate import data_problems, validate, validate_document
 
 
 def fields(report):
@@ -97,7 +97,7 @@ def test_vertex_tensorboard_must_be_a_resource_of_the_jobs_region(value, expecte
 
 
 def test_the_validate_command_honours_set_and_refuses_unknown_flags(capsys, tmp_path):
-    from jobs.spec.validate_cli import validate_main
+    from jobs.commands.validate_cli import validate_main
     from tests.conftest import ROOT
 
     job = str(ROOT / "examples" / "tabular-regressor" / "job.yaml")
@@ -150,7 +150,7 @@ def test_a_beam_runner_without_apache_beam_is_one_line(monkeypatch, capsys):
 
 def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
     from jobfile.errors import ConfigError
-    from jobs.spec.validate import load
+    from jobs.rules.validate import load
 
     cfg = load("local", ["training.steps=7"], region="europe-west4", check_data=False)
     assert (cfg.training.steps, cfg.topology.region) == (7, "europe-west4")
@@ -168,7 +168,7 @@ def test_load_checks_a_submitted_job_in_its_region_and_raises_every_problem():
 
 def test_load_says_its_warnings_even_when_it_refuses():
     from jobfile.errors import ConfigError
-    from jobs.spec.validate import load
+    from jobs.rules.validate import load
 
     idle_ps = ["topology.parameter_server.replica_count=1", "topology.parameter_server.machine_type=n1-standard-4"]
     said: list[str] = []

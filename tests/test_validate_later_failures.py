@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobs.spec.validate import validate_document
+from jobs.rules.validate import validate_document
 from tests.conftest import ROOT
 from jobfile import config as config_lib
 from jobfile.config_files import load_document, presets

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cloud import vertex
+from jobs.cloud.apis import vertex
 from jobs.local.launch import custom_job, hints
 from jobs.local.launch.workdir import ReplicaWorkdirs
-from jobs.spec import image_requirements, saved_model, trial_files, tuning_rules
-from jobs.spec.validate import validate
+from jobs.rules import image_requirements, saved_model, tuning_rules
+from jobs.run_records import trial_files
+from jobs.rules.validate import validate
 from jobs.steps import calls as steps
 from tests.conftest import ROOT
 from tests.test_trainer_failures import project
@@ -265,7 +266,7 @@ def test_each_replica_runs_in_its_own_copy_of_the_code_and_the_source_folder_is_
     assert len({r["cwd"] for r in replicas}) == 4  # one folder per replica and attempt
     for r in replicas:
         assert os.path.dirname(r["cwd"]) == tempfile.gettempdir() and not os.path.exists(r["cwd"])  # removed
-        # the image's code: the job file is not in it (jobs.spec.own_outputs), nor a credential file
+        # the image's code: the job file is not in it (jobs.run_records.own_outputs), nor a credential file
         assert r["util"] == "util" and ".env" not in r["files"] and "job.yaml" not in r["files"]
         assert "data/rows.csv" in r["files"]
     assert any("each replica runs in its own working folder, a copy of the 3 file(s)" in line for line in said), said

@@ -28,7 +28,7 @@ OUTPUT_LAYOUT = {"model": ("AIP_MODEL_DIR", "model"), "checkpoints": ("AIP_CHECK
 #: Vertex worker pool index -> TensorFlow task type.
 POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
-#: Set to "1" by ``jobs.local.launch`` in every replica it starts (``jobs.spec.replica_env.replica_environment``).
+#: Set to "1" by ``jobs.local.launch`` in every replica it starts (``jobs.rules.replica_env.replica_environment``).
 #: Its CLUSTER_SPEC looks exactly like Vertex's, so this is how a replica tells that its "machines" are
 #: processes on one computer, where pools that ask for GPUs/TPUs run over CPUs on purpose.
 LOCAL_LAUNCHER_ENV = "VTP_LOCAL_LAUNCHER"

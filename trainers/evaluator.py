@@ -12,7 +12,7 @@ weights from it, evaluates them on the whole validation split and records
 
 When several checkpoints appeared since the last look only the newest is evaluated (as ``SidecarEvaluator``
 does). It exits 0 after evaluating the checkpoint of the last step, which it computes from the config as the
-chief does (``trainers.plan``: the known step count, like ``SidecarEvaluator``'s); the chief therefore spends
+chief does (``trainers.training_plan``: the known step count, like ``SidecarEvaluator``'s); the chief therefore spends
 no time on evaluation. SIGTERM: exits 42 at once (nothing to save: a restart evaluates again).
 A user's own trainer gets no such loop: the launcher (and Vertex) runs the user's command in pool 3 with the
 evaluator's environment, and that command decides what to do.
@@ -28,7 +28,7 @@ from jobfile import config as config_lib
 from trainers.checkpoint import EXIT_PREEMPTED
 from trainers.models import build_model
 from jobfile.paths import join
-from trainers.plan import make_plan
+from trainers.training_plan import make_plan
 from trainers.strategy import replicas_in_sync
 
 EVALUATION_FILE = "evaluation.json"

@@ -2,7 +2,7 @@
 
 One table for both sides of the tree: the replica reads it when TensorFlow does not report the device's
 capability (``trainers.precision``: a parameter-server coordinator deciding for its workers' GPUs, a driver that
-does not say), and the hardware catalog (``jobs.spec.hardware.catalog``) reads it for each of its ``gpu_types``
+does not say), and the hardware catalog (``jobs.rules.hardware.catalog``) reads it for each of its ``gpu_types``
 (tensor cores, the precision advice). It lives in the replica's package because the replica must not import the job
 side, and the job side may read this one; a test holds its names and the catalog's ``gpu_types`` together.
 

@@ -155,7 +155,7 @@ def resolve(precision: str, mixed_precision: bool) -> tuple[str, str | None]:
 
     Returns (precision to use, deprecation note or None). ``mixed_precision: true`` meant "mixed where the
     device supports it", which is what ``auto`` does; with an explicit ``precision`` the explicit field
-    wins (``jobs.spec.validate`` rejects the contradictory ``mixed_precision: true`` + ``precision: float32``)."""
+    wins (``jobs.rules.validate`` rejects the contradictory ``mixed_precision: true`` + ``precision: float32``)."""
     if not mixed_precision:
         return precision, None
     return precision, ("training.mixed_precision is deprecated and ignored: use training.precision "

@@ -2,7 +2,7 @@
 
 Vertex AI stops a replica with SIGTERM before Spot capacity is reclaimed or a VM goes into maintenance, and the
 job restarts (``scheduling.restart_job_on_worker_restart``; the training step may also create it again in another
-region: ``jobs.cloud.custom_job``). The built-in trainer already saves on SIGTERM at the next step and exits
+region: ``jobs.cloud.vertex_jobs.custom_job``). The built-in trainer already saves on SIGTERM at the next step and exits
 ``EXIT_PREEMPTED`` (``trainers.checkpoint``). A trainer of your own gets the same with two callbacks::
 
     from trainers.preemption import preemption_callbacks

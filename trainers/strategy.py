@@ -145,10 +145,10 @@ def make_strategy(name: str, info: ClusterInfo, *, cpu_replicas: int = 1, startu
                 return tf.distribute.TPUStrategy(resolver)
             except (tf.errors.OpError, IndexError, ValueError) as exc:
                 raise TPUUnavailable(f"could not initialise the TPU: {type(exc).__name__}: {exc}") from None
-    raise ConfigError([problem("topology.strategy", f"unknown strategy {name!r}", STRATEGIES)])
+    raise ConfigError([problem("topology.strategy", f"unknown strategy {name!r}", DISTRIBUTION_STRATEGIES)])
 
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker", "parameter_server", "tpu")
+DISTRIBUTION_STRATEGIES = ("one_device", "mirrored", "multi_worker", "parameter_server", "tpu")
 
 
 def _check_ps_cluster(info: ClusterInfo) -> None:
@@ -188,7 +188,7 @@ def replicas_in_sync(cfg: Any) -> int:
     """Replicas of one training step as the CONFIG describes them (the evaluator cannot see the trainers'
     devices): one_device 1; mirrored the chief's GPUs (or logical CPUs locally); multi_worker chief + workers
     x max(1, GPUs); parameter_server one worker's GPUs (a step runs on one worker); tpu its cores (8 unless a
-    pod). The chief checks it against ``strategy.num_replicas_in_sync`` (``trainers.plan``)."""
+    pod). The chief checks it against ``strategy.num_replicas_in_sync`` (``trainers.training_plan``)."""
     t = cfg.topology
     if t.strategy == "mirrored":
         return max(1, t.chief.accelerator_count)

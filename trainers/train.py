@@ -31,7 +31,7 @@ from jobfile.errors import ConfigError, problem
 from trainers.export import export_model
 from trainers.models import build_model
 from jobfile.paths import join
-from trainers.plan import evaluator_mismatch, make_plan
+from trainers.training_plan import evaluator_mismatch, make_plan
 from trainers.train_progress import Progress, Validation
 
 log = logging.getLogger("trainers.train")

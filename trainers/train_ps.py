@@ -46,7 +46,7 @@ from trainers import cluster as cluster_lib, data as data_lib, input_cache, prec
 from jobfile import config as config_lib
 from trainers.checkpoint import Checkpointer, PreemptionFlag, SaveSchedule
 from trainers.models import build_model
-from trainers.plan import evaluator_mismatch, make_plan
+from trainers.training_plan import evaluator_mismatch, make_plan
 from trainers.train import (exit_preempted, export_and_record, make_optimizer, refuse_checkpoint_past_the_end,
                             replica_step, run_guarded, summary_writer)
 from trainers.train_progress import Progress

@@ -2,7 +2,7 @@
 THE builder interface (``jobs.steps.calls.trainer_image``: Cloud Build with a context, else the config's image)."""
 from __future__ import annotations
 
-from jobs.spec.errors import CloudError
+from jobs.rules.errors import CloudError
 from jobs.steps import calls as steps
 from jobfile import config as config_lib
 

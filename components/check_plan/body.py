@@ -1,5 +1,5 @@
 """check_plan's work, behind ``components.entry`` (its inputs: ``component.py``): the checks ``vtp plan`` makes
-(``jobs.cloud.plan.decide``, through ``jobs.steps.calls.check_plan``), made again as the run starts."""
+(``jobs.cloud.planning.decide``, through ``jobs.steps.calls.check_plan``), made again as the run starts."""
 from __future__ import annotations
 
 from jobs.steps import calls as steps

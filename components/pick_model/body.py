@@ -1,5 +1,5 @@
 """pick_model's work, behind ``components.entry`` (its inputs and outputs: ``component.py``): the baseline's
-figure read and the better model picked by ``jobs.tuning.pick``; the study's record written by ``jobs.spec.records``."""
+figure read and the better model picked by ``jobs.tuning.pick``; the study's record written by ``jobs.run_records.records``."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,8 @@ from collections import namedtuple
 
 from kfp.dsl import Artifact, Input, Model, Output
 
-from jobs.spec import records, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import records
 from jobs.steps import calls as steps
 from jobs.tuning import pick
 from jobfile import config as config_lib

@@ -1,6 +1,6 @@
 """train's work, behind ``components.entry`` (its inputs and outputs: ``component.py``): the job's pools on
 this machine through the local launcher (``jobs.local.launch``, via ``jobs.steps.calls.train_local``); the
-SavedModel found by THE rule (``jobs.spec.saved_model``); a failure's cause recorded for the run's end message."""
+SavedModel found by THE rule (``jobs.rules.saved_model``); a failure's cause recorded for the run's end message."""
 from __future__ import annotations
 
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output

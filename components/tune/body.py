@@ -1,11 +1,12 @@
 """tune's work, behind ``components.entry`` (its inputs and outputs: ``component.py``): the study on this
 machine (``jobs.tuning.local.run_local_study``), the model handed on by the study's rules
-(``jobs.spec.tuning_rules``)."""
+(``jobs.rules.tuning_rules``)."""
 from __future__ import annotations
 
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from jobs.spec import records, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import records
 from jobs.steps import calls as steps
 from jobs.tuning.local import StudyFailed, run_local_study
 from jobfile import config as config_lib

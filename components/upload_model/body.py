@@ -8,7 +8,7 @@ import json
 from google_cloud_pipeline_components.types.artifact_types import VertexModel
 from kfp.dsl import Artifact, Input, Model, Output
 
-from jobs.spec.errors import CloudError
+from jobs.rules.errors import CloudError
 from jobs.steps import calls as steps
 from jobs.steps import gate
 

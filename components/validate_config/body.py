@@ -1,15 +1,15 @@
 """validate_config's work, behind ``components.entry`` (its inputs and outputs: ``component.py``).
 
-The rules are ``jobs.spec.validate``'s; the spec is THE builder's (``jobs.spec.job_spec``: ``custom_job_spec``,
-``baseline_job_spec``, ``rung_pools``); the placement judgement is THE procedure's (``jobs.spec.ranking``); a run's
-own folder ``jobs.spec.records.in_run_folder``; the labels ``jobs.spec.labels``."""
+The rules are ``jobs.rules.validate``'s; the spec is THE builder's (``jobs.rules.job_spec``: ``custom_job_spec``,
+``baseline_job_spec``, ``rung_pools``); the placement judgement is THE procedure's (``jobs.rules.ranking``); a run's
+own folder ``jobs.run_records.records.in_run_folder``; the labels ``jobs.rules.labels``."""
 from __future__ import annotations
 
 import dataclasses
 from collections import namedtuple
 
-from jobs.spec import job_spec, labels, ranking, validate
-from jobs.spec.records import in_run_folder
+from jobs.rules import job_spec, labels, ranking, validate
+from jobs.run_records.records import in_run_folder
 from jobs.steps import calls as steps
 from jobfile import config as config_lib
 from trainers.cluster import output_dirs

@@ -1,6 +1,6 @@
 """verify_model's work, behind ``components.entry`` (its inputs and outputs: ``component.py``): the
-SavedModel found by THE rule (``jobs.spec.saved_model``), loaded, run and timed by ``jobs.steps.verify`` (TensorFlow
-imported by ``jobs.steps.tensorflow_import``), the held-out verdict read by ``jobs.spec.evaluation_verdict``; the
+SavedModel found by THE rule (``jobs.rules.saved_model``), loaded, run and timed by ``jobs.steps.verify`` (TensorFlow
+imported by ``jobs.steps.tensorflow_import``), the held-out verdict read by ``jobs.evaluation.verdict``; the
 process ends once its outputs are written (``jobs.steps.step_exit``)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from jobs.spec.evaluation_verdict import figures
+from jobs.evaluation.verdict import figures
 from jobs.steps import calls as steps
 from jobs.steps.step_exit import end_without_teardown
 from jobs.steps.verify import VerifyError

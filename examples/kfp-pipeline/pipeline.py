@@ -103,8 +103,8 @@ def build(base_dir: str, image: str = DEFAULT_IMAGE, target: str = "local"):
 
 
 def compile_problems(image: str, base_dir: str) -> list[str]:
-    """What the project's submission would refuse in the Vertex YAML (``jobs.cloud.preflight``)."""
-    from jobs.cloud import preflight
+    """What the project's submission would refuse in the Vertex YAML (``jobs.rules.preflight``)."""
+    from jobs.rules import preflight
 
     errors, _ = preflight.image_problems("--image", image, "PROJECT", "us-central1")
     errors += preflight.gcs_problems("--base-dir", base_dir, "gs://BUCKET/runs/kfp-example")

@@ -1,2 +1,2 @@
 """Layer 6, CI: the decisions of ``cloudbuild.yaml``'s steps (``cloudbuild_steps``, ``python -m
-jobs.ci.cloudbuild_steps``) and ``vtp ci-local`` (``local/``: ``cloudbuild.yaml`` run on this machine, step by step)."""
+jobs.ci.cloudbuild_steps``, run inside Cloud Build). ``vtp ci-local`` is a command: ``jobs.commands.ci_local``."""

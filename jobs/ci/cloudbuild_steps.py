@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from jobs import images
 from jobs.images.context import content_tag, make_context
-from jobs.spec.errors import CloudError
+from jobs.rules.errors import CloudError
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError
 

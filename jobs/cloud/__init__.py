@@ -1,9 +1,11 @@
-"""The Google Cloud APIs, one module each, and the commands built on them.
+"""Layer 3, Google Cloud: three places, bottom to top.
 
-API clients: ``clients`` (endpoint, credentials, the one retry/timeout policy, errors, shared by all),
-``vertex`` (pipeline jobs, Model Registry), ``custom_job`` (create and follow the training CustomJob, pools by
-position), ``tuning_job`` (create and follow a HyperparameterTuningJob), ``cloudbuild`` (Cloud Build), ``gcs``
-(Cloud Storage). The Docker Registry API and the Docker engine are image concerns: ``jobs.images``.
-Commands: ``submit`` (``run.py --project``, ``run.py register-model``), ``templates`` (``run.py
-upload-template``); ``preflight`` holds the checks submit, templates and ``--compile-only`` share.
-"""
+* ``apis/``: the Google Cloud APIs, one module each, under one policy (``clients``: endpoint, credentials, the one
+  retry/timeout policy, errors), and the user's project as ``vtp plan`` sees it (``project``). The Docker Registry
+  API and the Docker engine are image concerns: ``jobs.images``;
+* ``vertex_jobs/``: what runs inside a pipeline step's container and runs a Vertex job there (``job_runner``,
+  ``custom_job``, ``tuning_job``; ``python3 -m`` of the container components);
+* ``planning``: the plan of a Vertex job (the request, the price, the option taken), decided before anything is
+  sent; ``vtp plan``, submit, ``upload-template`` and the pipeline's check step share it.
+
+The commands built on them are in ``jobs.commands``."""

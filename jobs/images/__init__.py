@@ -11,11 +11,11 @@
 ``build``              ``run.py build``: the job's image(s) built through a builder, returned by reference
 =====================  ======================================================================================
 
-Which image a job runs is the spec's (``jobs.spec.job_image``, over THE reference parser ``jobs.spec.image_reference``);
+Which image a job runs is the spec's (``jobs.rules.job_image``, over THE reference parser ``jobs.rules.image_reference``);
 their names are handed on here for callers above the spec that say ``images.job_image(cfg)``:
 """
-from jobs.spec.image_reference import DIGEST_HINT, DOCKER_HUB, BuildError, ImageRef, parse_reference
-from jobs.spec.job_image import (PLACEHOLDER_PROJECT, VARIANT_SUFFIX, VARIANTS, build_repository, component_image,
+from jobs.rules.image_reference import DIGEST_HINT, DOCKER_HUB, BuildError, ImageRef, parse_reference
+from jobs.rules.job_image import (PLACEHOLDER_PROJECT, VARIANT_SUFFIX, VARIANTS, build_repository, component_image,
                             job_image, repository_for, variant_for)
 
 __all__ = ["BuildError", "DIGEST_HINT", "DOCKER_HUB", "ImageRef", "PLACEHOLDER_PROJECT", "VARIANTS", "VARIANT_SUFFIX",

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Callable
 
 from jobs import images
-from jobs.cloud import preflight
-from jobs.cloud.lines import run_command
+from jobs.rules import preflight
+from jobs.cloud.apis.lines import run_command
 from jobs.images.builders import BACKENDS, InputError, builder_for
 from jobs.images.context import DEFAULT_DOCKERFILE, content_tag, make_context
 from jobs.images.user import build_user_image
-from jobs.spec.command_line import add_job_arguments, job_of, plain, shown
-from jobs.spec.errors import CloudError
-from jobs.spec.image_reference import BuildError
+from jobs.rules.command_line import add_job_arguments, job_of, plain, shown
+from jobs.rules.errors import CloudError
+from jobs.rules.image_reference import BuildError
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError
 

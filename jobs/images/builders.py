@@ -11,8 +11,8 @@ will run. Failures are one line (``BuildError`` / ``CloudError``).
 * :class:`DockerBuilder`: a Docker engine at ``DOCKER_HOST`` (``jobs.images.docker``); "already there" is
   asked through the engine, with its registry credentials.
 * :class:`CloudBuildBuilder`: Google Cloud Build (``jobs.images.cloudbuild``, over the API client
-  ``jobs.cloud.cloudbuild``): the context uploaded to Cloud Storage, built and pushed next to Artifact Registry;
-  "already there" asked from the registry directly (``jobs.cloud.registry``), believed only from a Google
+  ``jobs.cloud.apis.cloudbuild``): the context uploaded to Cloud Storage, built and pushed next to Artifact Registry;
+  "already there" asked from the registry directly (``jobs.cloud.apis.registry``), believed only from a Google
   registry asked with the Google token. It also builds a context already staged in Cloud Storage
   (``jobs.images.cloudbuild.StagedContext``): the pipeline's build step (``jobs.steps.calls.trainer_image``).
 """
@@ -23,14 +23,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
-from jobs.cloud import cloudbuild as api, registry
-from jobs.cloud.credentials import access_token, is_local_endpoint, may_receive_google_token
+from jobs.cloud.apis import cloudbuild as api, registry
+from jobs.cloud.apis.credentials import access_token, is_local_endpoint, may_receive_google_token
 from jobs.images import cloudbuild
 from jobs.images.docker import build_and_push_docker
-from jobs.spec.errors import BuildError, CloudError
+from jobs.rules.errors import BuildError, CloudError
 from jobs.images.cloudbuild import StagedContext
 from jobs.images.context import BuildContext, write_tar
-from jobs.spec.image_reference import parse_reference
+from jobs.rules.image_reference import parse_reference
 
 BACKENDS = ("docker", "cloudbuild")
 
@@ -92,7 +92,7 @@ class CloudBuildBuilder(ImageBuilder):
     def already_built(self, repository: str, tag: str) -> str | None:
         """``REPO:TAG@DIGEST`` when the registry already has the tag, else None.
 
-        Only a Google registry asked with the caller's Google token (``jobs.cloud.registry``'s rule: the token
+        Only a Google registry asked with the caller's Google token (``jobs.cloud.apis.registry``'s rule: the token
         goes to Google hosts only) is taken at its word; any other registry is asked anonymously and its
         answer only reported: the build goes ahead. Against a loopback Cloud Build stand-in only a loopback
         registry is asked (a test never reaches a real registry)."""

@@ -1,6 +1,6 @@
 """Cloud Build as an image builder: a build context staged in Cloud Storage, built and pushed next to the
 registry, returned by digest. ``jobs.images.builders.CloudBuildBuilder`` (the one builder interface) calls it;
-the API calls themselves are ``jobs.cloud.cloudbuild`` (the build) and ``jobs.cloud.gcs`` (the upload).
+the API calls themselves are ``jobs.cloud.apis.cloudbuild`` (the build) and ``jobs.cloud.apis.gcs`` (the upload).
 
 Two kinds of context:
 
@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Mapping
 
-from jobs.cloud import cloudbuild, gcs
-from jobs.spec.errors import CloudError
-from jobs.spec.image_reference import parse_reference
+from jobs.cloud.apis import cloudbuild, gcs
+from jobs.rules.errors import CloudError
+from jobs.rules.image_reference import parse_reference
 from jobs.images.context import DEFAULT_DOCKERFILE
 
 CONTENT_TAG = re.compile(r"ctx-[0-9a-f]{8,64}")

@@ -25,7 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import IO, Mapping
 
-from jobs.spec.image_reference import BuildError
+from jobs.rules.image_reference import BuildError
 
 DEFAULT_DOCKERFILE = "containers/Dockerfile"
 TAG_PREFIX = "ctx-"

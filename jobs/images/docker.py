@@ -2,9 +2,9 @@
 runner's), and building and pushing an image through it (``jobs.images.builders.DockerBuilder`` calls these).
 
 The engine's own registry credentials are used for pushes and for "does this tag exist". Every failure
-is a :class:`~jobs.spec.image_reference.BuildError` whose text is one line.
+is a :class:`~jobs.rules.image_reference.BuildError` whose text is one line.
 
-Timeouts (the policy of :mod:`jobs.cloud.clients`): ping and "does this tag exist" use the policy's read
+Timeouts (the policy of :mod:`jobs.cloud.apis.clients`): ping and "does this tag exist" use the policy's read
 timeout (the docker SDK takes one value for connect and read); the tag check is retried like any read
 (the engine answers 5xx when the registry is unreachable). The ping is not retried: an engine that is
 not there is not a transient fault. A build or push streams the engine's output and can stay silent
@@ -18,11 +18,11 @@ import re
 import tempfile
 from typing import Any, Callable, Mapping
 
-from jobs.cloud import clients
-from jobs.cloud.policy import READ, policy
-from jobs.cloud.lines import describe
+from jobs.cloud.apis import clients
+from jobs.cloud.apis.policy import READ, policy
+from jobs.cloud.apis.lines import describe
 from jobs.images.context import BuildContext, write_tar
-from jobs.spec.image_reference import BuildError, parse_reference
+from jobs.rules.image_reference import BuildError, parse_reference
 
 #: the longest a build or push may stay silent (Cloud Build's own bound for a whole build: 1 h)
 STREAM_TIMEOUT_S = 3600

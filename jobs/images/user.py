@@ -42,11 +42,11 @@ from jobs import images
 from jobs.images.builders import InputError
 from jobs.images.context import BuildContext, content_tag, make_context
 from jobs.images.user_code import collect_code
-from jobs.spec import job_image, job_spec
-from jobs.spec.command_line import shown
-from jobs.spec.image_reference import BuildError, parse_reference
-from jobs.spec.job_image import PLACEHOLDER_PROJECT
-from jobs.spec.trainer_section import trainer_file_problems
+from jobs.rules import job_image, job_spec
+from jobs.rules.command_line import shown
+from jobs.rules.image_reference import BuildError, parse_reference
+from jobs.rules.job_image import PLACEHOLDER_PROJECT
+from jobs.rules.trainer_section import trainer_file_problems
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError, problem
 from jobfile.regular_file import NotARegularFile, read_regular
@@ -108,7 +108,7 @@ def requirements_problems(path: Path, field: str = "trainer.requirements") -> li
 def plan(cfg, wheels_dir: str | None = None) -> Plan:
     """The generated context's files for the job's ``trainer:`` section. ``ConfigError`` (one problem per
     line) when the source folder, the module or the requirements file are wrong (the same checks as
-    ``run.py validate``: :func:`jobs.spec.trainer_section.trainer_file_problems`)."""
+    ``run.py validate``: :func:`jobs.rules.trainer_section.trainer_file_problems`)."""
     t = cfg.trainer
     if not t.module:
         raise ConfigError(problem("trainer.module", shown("is empty: python pipelines/run.py build --config JOB builds "

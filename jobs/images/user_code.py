@@ -3,7 +3,7 @@ code ran (:func:`trainer_version`: its git commit and the SHA-256 of those very 
 
 What never reaches the image (:data:`ALWAYS_EXCLUDED_DIRS`, :data:`CREDENTIAL_NAMES`, :func:`credential_reason`),
 whatever the user's own ``.dockerignore`` (applied first, Docker's rules) says: version control and caches,
-``runs/`` and the job's ``output.base_dir`` when inside ``source_dir``, this product's own files (``jobs.spec.own_outputs``:
+``runs/`` and the job's ``output.base_dir`` when inside ``source_dir``, this product's own files (``jobs.run_records.own_outputs``:
 compiled pipelines, saved plans, job files, run folders, the precision cache) and anything that looks like a
 credential. Every excluded path is named with its reason. The image itself is ``jobs.images.user``'s.
 
@@ -23,8 +23,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from jobs.spec import own_outputs
-from jobs.spec.provenance import commit_text, git_state
+from jobs.run_records import own_outputs
+from jobs.run_records.provenance import commit_text, git_state
 from jobfile.regular_file import NotARegularFile, read_regular
 
 #: directories left out at any depth of trainer.source_dir: version control, virtualenvs, caches
@@ -160,7 +160,7 @@ def collect_code(source_dir: Path, output_dir: str = "") -> tuple[list[str], lis
 
 
 def trainer_version(cfg) -> dict[str, Any] | None:
-    """Which code of a user's trainer ran, apart from this tool's (``jobs.spec.provenance.code_version``):
+    """Which code of a user's trainer ran, apart from this tool's (``jobs.run_records.provenance.code_version``):
     ``{"source_dir", "git_commit", "git_dirty", "content_sha256", "files", "file_sha256", "text"}``. The git commit
     of ``trainer.source_dir``'s repository (and whether its files there had changes), when it is in one; always the
     SHA-256 of the files the trainer's image would hold (:func:`collect_code`: the same files, the same

@@ -1,9 +1,9 @@
 """The pipeline's steps as plain library calls (the KFP components in ``components/`` are thin wrappers).
 
-``prepare`` -> ``train_local`` (or a Vertex CustomJob of ``jobs.spec.job_spec``) -> ``verify_model`` ->
+``prepare`` -> ``train_local`` (or a Vertex CustomJob of ``jobs.rules.job_spec``) -> ``verify_model`` ->
 the Model Registry request -> the report. Each step that has something to say about the run writes it
 beside the run (``<base>/training.json``, ``verification.json``, ``model_upload_request.json``,
-``report.html``: ``jobs.spec.records`` names them and writes them), which ``run.py`` gathers into ``<base>/run.json``.
+``report.html``: ``jobs.run_records.records`` names them and writes them), which ``run.py`` gathers into ``<base>/run.json``.
 
 Every component's process imports this module, so each step imports its own modules inside its function
 (``# lazy: one step: NAME``): a step's process loads that step's code only. With every step's modules at the head,
@@ -16,7 +16,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs.spec import records, saved_model
+from jobs.rules import saved_model
+from jobs.run_records import records
 from jobfile import config as config_lib
 from trainers import record_reader
 from jobfile.paths import join
@@ -131,16 +132,16 @@ def _earlier_checkpoints_warning(found: dict[str, Any]) -> str | None:
 
 
 class NoModel(RuntimeError):
-    """The job ended (every replica exit 0) without a SavedModel where ``jobs.spec.saved_model`` looks (in
+    """The job ended (every replica exit 0) without a SavedModel where ``jobs.rules.saved_model`` looks (in
     ``AIP_MODEL_DIR`` or one folder below): the train step fails itself (one line listing what the folder holds, and
     the way to write one for the trainer's Keras), rather than passing a folder verify refuses."""
 
 
 def require_model(cfg: config_lib.JobConfig, model_dir: str) -> saved_model.FoundModel:
-    """The job's model under ``model_dir`` (``AIP_MODEL_DIR``: THE rule, ``jobs.spec.saved_model``); raises
+    """The job's model under ``model_dir`` (``AIP_MODEL_DIR``: THE rule, ``jobs.rules.saved_model``); raises
     :class:`NoModel` (one line) when the chief ended without one. A ``gs://`` folder is Vertex's job's: as given."""
     # lazy: one step: require_model
-    from jobs.spec import job_spec
+    from jobs.rules import job_spec
     from jobs.local.launch.hints import no_model_hint
 
     if "://" in model_dir:
@@ -161,8 +162,8 @@ def train_local(cfg: config_lib.JobConfig, log=console_log) -> dict[str, Any]:
     ``model``: the SavedModel folder (``AIP_MODEL_DIR`` or one folder below it: :func:`require_model`, said in one
     line when below). Raises :class:`NoModel` when the job ended without one."""
     # lazy: one step: train_local
-    from jobs.spec.job_spec import shown_command
-    from jobs.spec.tensorboard import last_values, read_scalars
+    from jobs.rules.job_spec import shown_command
+    from jobs.run_records.tensorboard import last_values, read_scalars
     from trainers.cluster import output_dirs
 
     started = time.monotonic()
@@ -204,7 +205,7 @@ def trainer_image(cfg: config_lib.JobConfig, build_context_uri: str = "", docker
     interface (``jobs.images.builders``, Cloud Build's: a context already staged) into the job's variant
     repository, tagged with the object's name, returned by digest (``REPO:TAG@sha256:...``)."""
     # lazy: one step: trainer_image
-    from jobs.spec import job_image
+    from jobs.rules import job_image
 
     if not build_context_uri:
         return job_image.job_image(cfg)
@@ -238,7 +239,7 @@ def serving_fields(cfg: config_lib.JobConfig, location: str) -> dict[str, Any]:
     """The Model Registry fields of a job: display name, labels, prediction container for ``location``,
     parent model."""
     # lazy: one step: serving_fields
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     return {"display_name": cfg.serving.display_name or cfg.name, "labels": vertex.model_labels(cfg),
             "serving_image": vertex.serving_image(cfg, location), "parent_model": cfg.serving.parent_model}
@@ -251,7 +252,7 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
     ``<record_dir>/model_upload_request.json`` when given; send it unless ``dry_run``. Returns
     (``models/ID@version`` or ``""``, the request)."""
     # lazy: one step: upload_model
-    from jobs.cloud import vertex
+    from jobs.cloud.apis import vertex
 
     request = vertex.upload_request(model_uri, display_name=display_name, project=project, location=location,
                                     serving_image=serving_image or vertex.prebuilt_serving_image(location),
@@ -264,7 +265,7 @@ def upload_model(model_uri: str, *, location: str, project: str = "", display_na
 
 
 def record_train_failure(cfg: config_lib.JobConfig, run_id: str, exc: BaseException) -> None:
-    """Why the local train step failed, for this run's end message (``jobs.spec.records.write_failure``): the failed
+    """Why the local train step failed, for this run's end message (``jobs.run_records.records.write_failure``): the failed
     replica, its own error line, the hint for a known failure (``jobs.local.launch.hints``), its last lines."""
     # lazy: one step: record_train_failure
     from jobs.local.launch.hints import hint_for
@@ -284,11 +285,11 @@ def record_train_failure(cfg: config_lib.JobConfig, run_id: str, exc: BaseExcept
 
 def check_plan(cfg: config_lib.JobConfig, project: str, location: str, *, run_id: str = "",
                require_checks: bool = False, api_endpoint: str = "", log=console_log) -> list[str]:
-    """The plan's checks made inside the pipeline, before anything is created (``jobs.cloud.plan.decide`` with the
+    """The plan's checks made inside the pipeline, before anything is created (``jobs.cloud.planning.decide`` with the
     run's project and region, the job's budget): its lines, then one ``warning:`` per warning or check not made and
     one ``error:`` per problem; returns the problems, recorded for run ``run_id``'s end message when there are any."""
     # lazy: one step: check_plan
-    from jobs.cloud import plan as planning
+    from jobs.cloud import planning
 
     plan = planning.decide(cfg, project, location, require_checks=require_checks, api_endpoint=api_endpoint)
     for line in planning.short_lines(plan):

@@ -1,5 +1,5 @@
 """Compiled pipeline files: writing one without losing anything (telling one from anything else is
-``jobs.spec.own_outputs.is_compiled_pipeline``).
+``jobs.run_records.own_outputs.is_compiled_pipeline``).
 
 ``run.py --compile-only OUT`` writes through here: a path that is the job file itself, or any existing file
 that is not a compiled pipeline, is refused unless ``--overwrite`` says so (a job file overwritten by its
@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from jobs.cloud import preflight
-from jobs.cloud.preflight import placeholder_free, say
-from jobs.spec.command_line import plan_hint
-from jobs.spec.own_outputs import is_compiled_pipeline
+from jobs.rules import preflight
+from jobs.rules.preflight import placeholder_free, say
+from jobs.rules.command_line import plan_hint
+from jobs.run_records.own_outputs import is_compiled_pipeline
 from jobfile.errors import Problem, problem
 
 

@@ -1,4 +1,4 @@
-"""The gate before the Model Registry (``serving.gate``): its verdict, its record and its step (its rules: ``jobs.spec.gate_section``).
+"""The gate before the Model Registry (``serving.gate``): its verdict, its record and its step (its rules: ``jobs.rules.gate_section``).
 
 A job may set bars the verified model must pass to be registered at all::
 
@@ -8,15 +8,15 @@ A job may set bars the verified model must pass to be registered at all::
         better_than_parent: true    # also beat serving.parent_model's default version on those metrics
         better_than_baseline: true  # a tuned job: only a trial that beat the job as it stands
 
-* ``jobs.spec.gate_section`` is the spec: the bars (:class:`Bar`, :func:`parse`) and :func:`gate_problems`, the
-  section's rules ``jobs.spec.validate`` runs before anything is spent (re-exported here);
+* ``jobs.rules.gate_section`` is the spec: the bars (:class:`Bar`, :func:`parse`) and :func:`gate_problems`, the
+  section's rules ``jobs.rules.validate`` runs before anything is spent (re-exported here);
 * :func:`measured` gathers what a run measured into one ``{name: number}``: the training figures, the tuning
   study's best metric, the verify step's evaluation (later sources win on a shared name: the held-out
   evaluation of the exported model is the figure that counts).
 * :func:`evaluate` is the verdict, pure (no I/O, no TensorFlow): every bar checked, a missing metric or a NaN
   never passes, the first bar missed named in one line.
 * :func:`run` is the gate step: the parent's figures read from the Vertex AI Model Registry (the evaluation
-  of its default version, ``jobs.cloud.vertex``), the verdict, ``<record_dir>/gate.json``.
+  of its default version, ``jobs.cloud.apis.vertex``), the verdict, ``<record_dir>/gate.json``.
 * :func:`record_on_version`: after registration, this model's figures become an evaluation of its new version,
   so the next run's ``better_than_parent`` has something to beat.
 
@@ -36,12 +36,13 @@ import dataclasses
 import math
 from typing import Any
 
-from jobs.cloud import vertex
-from jobs.spec import records, tuning_rules
-from jobs.spec.errors import CloudError
-from jobs.spec.evaluation_verdict import figures
-from jobs.spec.gate_section import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
-from jobs.spec.tensorboard import last_values, read_scalars
+from jobs.cloud.apis import vertex
+from jobs.rules import tuning_rules
+from jobs.run_records import records
+from jobs.rules.errors import CloudError
+from jobs.evaluation.verdict import figures
+from jobs.rules.gate_section import BASELINE_FIELD, FIELD, Bar, baseline_bar, figure_text, parse
+from jobs.run_records.tensorboard import last_values, read_scalars
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError, problem
 
@@ -267,7 +268,7 @@ def evaluate(gate: config_lib.Gate, metrics: dict[str, float], parent_metrics: d
 
 
 def evaluation_figures(evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The evaluation to beat among a version's (``jobs.cloud.vertex.model_evaluations``): the newest written
+    """The evaluation to beat among a version's (``jobs.cloud.apis.vertex.model_evaluations``): the newest written
     by this gate (:data:`EVALUATION_NAME`), else the newest; None when there is none."""
     if not evaluations:
         return None
@@ -285,7 +286,7 @@ def run(gate: config_lib.Gate, metrics: dict[str, float], *, parent_model: str =
         api_endpoint: str = "", record_dir: str = "", study: dict[str, Any] | None = None) -> GateResult:
     """The gate step: with ``better_than_parent`` (and not ``dry_run``: a local run calls no cloud API) read the
     parent's default version and its evaluation, then :func:`evaluate`; the record goes to
-    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.spec.errors.CloudError`` (one line) when
+    ``<record_dir>/gate.json`` whatever the verdict. Raises ``jobs.rules.errors.CloudError`` (one line) when
     the Model Registry cannot be read, :class:`GateError` for a bad spec."""
     parent_metrics, parent, notes, parent_record = None, "", [], None
     if gate.better_than_parent:

@@ -1,4 +1,4 @@
-"""A run's end as a message (``notify:``): built from what the run left in its folder, sent by ``jobs.cloud.notify``.
+"""A run's end as a message (``notify:``): built from what the run left in its folder, sent by ``jobs.cloud.apis.notify``.
 
 The pipeline's exit handler (``components/notify``: here through ``kfp.local``, on Vertex AI Pipelines the same task)
 calls :func:`notify_run_end` with the run's final state (KFP's ``PipelineTaskFinalStatus``); a run on this machine
@@ -6,9 +6,9 @@ stopped with Ctrl-C, which ends before any exit handler, calls it from the local
 (:func:`message`) holds:
 
 * the run: the job, its final state, where it ran, the pipeline job and the run's folder;
-* the cause of a failure: the failure record of this run (``jobs.spec.records.FAILURE_RECORD``, written by the step
+* the cause of a failure: the failure record of this run (``jobs.run_records.records.FAILURE_RECORD``, written by the step
   that failed and knows why: the local train step with its replica's error line and ``hint:``
-  (``jobs.local.launch.hints``), the Vertex CustomJob step with the cause ``jobs.spec.vertex_failures`` classified
+  (``jobs.local.launch.hints``), the Vertex CustomJob step with the cause ``jobs.rules.vertex_failures`` classified
   and the failing replica's last lines from Cloud Logging, the in-pipeline plan check with the checks that failed);
   without one, the final state's own error message (on Vertex it names the failed tasks);
 * the model and its verdict: the verification record (the held-out figures), the gate's verdict;
@@ -25,12 +25,12 @@ import re
 import sys
 from typing import Any, Callable
 
-from jobs.cloud import notify as sender
-from jobs.cloud.job_logs import console_url as job_console_url
-from jobs.cloud.vertex import console_url
+from jobs.cloud.apis import notify as sender
+from jobs.cloud.apis.job_logs import console_url as job_console_url
+from jobs.cloud.apis.vertex import console_url
 from jobs.local.run.summary import eval_text, gate_line
-from jobs.spec import records
-from jobs.spec.hardware import prices
+from jobs.run_records import records
+from jobs.rules.hardware import prices
 from jobfile import config as config_lib
 from trainers.cluster import output_dirs
 from jobfile.paths import readable
@@ -75,7 +75,7 @@ def report_link(base: str) -> str:
 def estimated_cost(cfg: config_lib.JobConfig, base: str, on_vertex: bool) -> dict[str, Any] | None:
     """THE slot for the run's estimated cost: the estimate the run's records carry (``estimated_cost`` in
     ``training.json`` or ``vertex_jobs.json``: where the run's own estimate, its option's price x the time it ran,
-    is to be recorded) when present; else the plan's price of the job (``jobs.spec.hardware.prices.cost``: per hour
+    is to be recorded) when present; else the plan's price of the job (``jobs.rules.hardware.prices.cost``: per hour
     and the most at ``scheduling.timeout``, list prices), said as such. None when neither is known."""
     for name in (records.TRAINING_RECORD, records.VERTEX_JOBS_RECORD):
         recorded = _record(base, name).get("estimated_cost")

@@ -1,7 +1,7 @@
 """The decisions behind a training pipeline, taken before any DSL wiring (``pipelines/training_pipeline.py``
 wires what :func:`plan` decides): which target, the config as that target runs it, the components' image,
 whether there is a prepare step, a gate, a tuning study and its baseline, the sample request that travels
-as a parameter, the placement judgement the training step ranks (``jobs.spec.ranking``: the plan's, or one made
+as a parameter, the placement judgement the training step ranks (``jobs.rules.ranking``: the plan's, or one made
 here without the project), and who is told of the run's end (``notify:``: a webhook here and on Vertex, e-mail on
 Vertex).
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from jobs.spec import ranking, records
-from jobs.spec.hardware import prices
-from jobs.spec.job_image import component_image
+from jobs.rules import ranking
+from jobs.run_records import records
+from jobs.rules.hardware import prices
+from jobs.rules.job_image import component_image
 from jobfile import config as config_lib
 from jobfile.regular_file import open_regular
 
@@ -25,7 +26,7 @@ class PipelinePlan:
 
     target: str
     cfg: config_lib.JobConfig  # as the target runs it: for Vertex, ``JobConfig.for_vertex``
-    image: str  # the components' image (``jobs.spec.job_image.component_image``); empty: the published default
+    image: str  # the components' image (``jobs.rules.job_image.component_image``); empty: the published default
     with_data: bool  # a prepare step (not when the trainer reads its own data: ``data.source: none``)
     sample_request: str  # ``serving.sample_request``'s content, one line of JSON (empty: none)
     gated: bool  # the job sets bars: a gate step before the upload
@@ -34,7 +35,7 @@ class PipelinePlan:
     description: str
     notified: bool = False  # ``notify.webhook``: the run's end is sent by the exit handler (``components/notify``)
     emailed: tuple[str, ...] = ()  # ``notify.email``, on Vertex: Vertex's e-mail as the exit handler of the body
-    #: the ``placement_plan`` parameter's default: the judgement of the job's options (``jobs.spec.ranking.to_doc``)
+    #: the ``placement_plan`` parameter's default: the judgement of the job's options (``jobs.rules.ranking.to_doc``)
     placement: dict = None
 
 

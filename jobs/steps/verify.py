@@ -1,7 +1,7 @@
 """Verify an exported SavedModel, whoever made it: load it, run its serving signature, time it.
 
 :func:`verify` loads the SavedModel the trainer wrote to ``<model_dir>`` (``AIP_MODEL_DIR``; in it or one folder
-below it, as ``jobs.spec.saved_model`` finds it: the record's ``model_dir`` is that folder) in *this* process and
+below it, as ``jobs.rules.saved_model`` finds it: the record's ``model_dir`` is that folder) in *this* process and
 runs its ``serving_default`` signature on
 
 * the instances of a sample request (``serving.sample_request``'s JSON, ``{"instances": [...]}``, the body Vertex online prediction
@@ -11,7 +11,7 @@ runs its ``serving_default`` signature on
   distribution; strings as a small PNG image, what an image model's bytes input decodes),
 
 and times it (first call, then the median of 5). With ``serving.eval_data`` (held-out examples with their
-labels) it also evaluates the model on them, whoever made it (``jobs.spec.evaluation``: RMSE and MAE against the
+labels) it also evaluates the model on them, whoever made it (``jobs.evaluation.examples_file``: RMSE and MAE against the
 labels' mean, or accuracy, per-class precision and recall against the most common class). For the built-in classifier (its ``metadata.json`` names
 the classes) with its prepared data, it also evaluates the held-out split through ``serving_pixels``
 (accuracy, loss, confusion matrix, a gallery): ``trainers.export.evaluate_export``.
@@ -34,8 +34,9 @@ import statistics
 import time
 from typing import Any
 
-from jobs.spec import evaluation, saved_model
-from jobs.spec.evaluation_verdict import judge
+from jobs.evaluation import examples_file
+from jobs.rules import saved_model
+from jobs.evaluation.verdict import judge
 from jobs.local.launch.hints import no_model_hint
 from jobs.steps.tensorflow_import import complete, import_tensorflow
 from trainers.export import evaluate_export
@@ -188,7 +189,7 @@ def _predictions(outputs: dict[str, Any], count: int) -> list[dict[str, Any]]:
 
 def find(model_dir: str) -> saved_model.FoundModel:
     """The SavedModel folder under ``model_dir`` (``AIP_MODEL_DIR`` or one folder below it: THE rule,
-    ``jobs.spec.saved_model``); none, or several it cannot choose between, is one line."""
+    ``jobs.rules.saved_model``); none, or several it cannot choose between, is one line."""
     try:
         return saved_model.find_saved_model(model_dir)
     except saved_model.NoSavedModel as exc:
@@ -227,12 +228,12 @@ def serving_signature(model_dir: str):
 
 
 def read_eval_examples(eval_data: str, sample_request: str = "") -> list[dict[str, Any]]:
-    """``serving.eval_data``'s examples (``jobs.spec.evaluation.read_examples``), each instance shaped like the sample
+    """``serving.eval_data``'s examples (``jobs.evaluation.examples_file.read_examples``), each instance shaped like the sample
     request's first when one is given; a bad file is one line."""
     sample = parse_request(sample_request)[0] if sample_request else None
     try:
-        return evaluation.read_examples(eval_data, sample)
-    except evaluation.EvalError as exc:
+        return examples_file.read_examples(eval_data, sample)
+    except examples_file.EvalError as exc:
         raise VerifyError(str(exc)) from None
 
 
@@ -241,7 +242,7 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
     """Load, run, time (see the module docstring); returns the verification record. ``sample_request``:
     the JSON text ``{"instances": [...]}`` (empty: generated input). ``eval_data``: a ``serving.eval_data``
     file (JSON Lines of ``{"instance", "label"}``): the model is evaluated on it with the signature loaded here
-    (``jobs.spec.evaluation``), the figures under ``eval`` in the record."""
+    (``jobs.evaluation.examples_file``), the figures under ``eval`` in the record."""
     tf = import_tensorflow()
 
     examples = read_eval_examples(eval_data, sample_request) if eval_data else None  # a bad file: before the model
@@ -298,14 +299,14 @@ def verify(model_dir: str, sample_request: str = "", data_dir: str = "", timed_r
 def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]], *, task: str = "auto",
                       output: str = "", model_dir: str = "", source: str = "") -> dict[str, Any]:
     """The loaded signature ``fn`` (input ``specs``) run on ``serving.eval_data``'s examples (as
-    ``jobs.spec.evaluation.read_examples`` returns them), in batches, and judged (``jobs.spec.evaluation_verdict.judge``).
+    ``jobs.evaluation.examples_file.read_examples`` returns them), in batches, and judged (``jobs.evaluation.verdict.judge``).
     Raises :class:`VerifyError` (one line)."""
     import numpy as np
 
-    field = evaluation.FIELD
+    field = examples_file.FIELD
     collected: dict[str, list[Any]] = {}
-    for start in range(0, len(examples), evaluation.BATCH):
-        chunk = examples[start:start + evaluation.BATCH]
+    for start in range(0, len(examples), examples_file.BATCH):
+        chunk = examples[start:start + examples_file.BATCH]
         inputs = inputs_from_instances([e["instance"] for e in chunk], specs, field=field,
                                        lines=[e.get("line", start + i + 1) for i, e in enumerate(chunk)])
         try:
@@ -323,7 +324,7 @@ def evaluate_examples(fn, specs: dict[str, Any], examples: list[dict[str, Any]],
     classes = [str(c) for c in (_builtin_metadata(model_dir) or {}).get("classes") or []] if model_dir else []
     try:
         result = judge(arrays, [e["label"] for e in examples], task=task, output=output, classes=classes)
-    except evaluation.EvalError as exc:
+    except examples_file.EvalError as exc:
         raise VerifyError(str(exc)) from None
     return {"data": source, **result}
 
@@ -335,7 +336,7 @@ def evaluate_model(model_dir: str, eval_data: str, task: str = "auto", output: s
     local, ``/gcs`` or ``gs://``) in this process, run its ``serving_default`` on every example, return the
     figures (``{"task": "regression", "examples", "rmse", "mae", "baseline_rmse", "r2", ...}`` or
     ``{"task": "classification", "examples", "accuracy", "baseline_accuracy", "per_class", ...}``: see
-    ``jobs.spec.evaluation``). ``sample_request``: its JSON text, whose first instance gives the shape every
+    ``jobs.evaluation.examples_file``). ``sample_request``: its JSON text, whose first instance gives the shape every
     instance must have. Raises :class:`VerifyError` (one line) for the file, the model or the fit."""
     examples = read_eval_examples(eval_data, sample_request)
     _, fn = serving_signature(model_dir)

@@ -11,10 +11,10 @@
   model handed on (the ``pick_model`` step);
 * ``python -m jobs.tuning`` (:mod:`jobs.tuning.__main__`): a job file's study alone.
 
-Beside it, in the spec layer (the local runtime and the clients read them too): ``jobs.spec.tuning_section`` (the
-section's rules, run by ``jobs.spec.validate``, THE parser of the section into the typed ``Study`` every part takes,
-and the ``--NAME=VALUE`` flags a trial's replicas get), ``jobs.spec.tuning_rules`` (the study's record and its rules:
-THE best-trial rule, the baseline and the model handed on), ``jobs.spec.trial_files`` (the trials' folders and
-cloudml-hypertune files), ``jobs.spec.records`` (the record's name, ``<base>/tuning.json``, read and written) and
-``jobs.cloud.tuning_job`` (the same study as a Vertex AI HyperparameterTuningJob).
+Beside it, in the spec layer (the local runtime and the clients read them too): ``jobs.rules.tuning_section`` (the
+section's rules, run by ``jobs.rules.validate``, THE parser of the section into the typed ``Study`` every part takes,
+and the ``--NAME=VALUE`` flags a trial's replicas get), ``jobs.rules.tuning_rules`` (the study's record and its rules:
+THE best-trial rule, the baseline and the model handed on), ``jobs.run_records.trial_files`` (the trials' folders and
+cloudml-hypertune files), ``jobs.run_records.records`` (the record's name, ``<base>/tuning.json``, read and written) and
+``jobs.cloud.vertex_jobs.tuning_job`` (the same study as a Vertex AI HyperparameterTuningJob).
 """

@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 
-from jobs.spec import validate
+from jobs.rules import validate
 from jobs.steps import calls as steps
 from jobs.tuning.local import StudyFailed, run_local_study
 from jobfile import config as config_lib

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.local.launch.hints import UNRECOGNIZED, accepted_spelling, argparse_flag
-from jobs.spec.tuning_section import Study
+from jobs.rules.tuning_section import Study
 from jobfile.errors import problem
 
 

@@ -4,7 +4,7 @@ Each trial is the job's whole topology (every worker pool, every replica) throug
 (``jobs.local.launch.custom_job``, as the train step runs the job), with:
 
 * the trial's values as ``--NAME=VALUE`` flags after the job's own arguments, as Vertex passes them
-  (``jobs.spec.tuning_section.Study.flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
+  (``jobs.rules.tuning_section.Study.flags``), and ``CLOUD_ML_TRIAL_ID`` (``1``, ``2``, ... as Vertex numbers trials);
 * its own output folders, laid out as Vertex lays out a trial's: the trial's CustomJob gets the study's base
   output directory's subfolder named by the trial id, so ``AIP_MODEL_DIR=<base>/<trial_id>/model/``,
   ``AIP_CHECKPOINT_DIR=<base>/<trial_id>/checkpoints/``, ``AIP_TENSORBOARD_LOG_DIR=<base>/<trial_id>/logs/``
@@ -13,10 +13,10 @@ Each trial is the job's whole topology (every worker pool, every replica) throug
   ``google.cloud.aiplatform_v1.types.CustomJobSpec``);
 * its metric read the way Vertex reads it: the file cloudml-hypertune writes (``CLOUD_ML_HP_METRIC_FILE``,
   one JSON line per report, the value as a string under its tag). Every replica gets its own file,
-  ``<base>/<trial_id>/hypertune/<role>-<index>.metrics`` (the trials' layout is ``jobs.spec.trial_files``'), so
+  ``<base>/<trial_id>/hypertune/<role>-<index>.metrics`` (the trials' layout is ``jobs.run_records.trial_files``'), so
   parallel trials (and the replicas of one trial) never write one file; the chief's (workerpool0) is the
   trial's. Of several reports the LAST counts: ``StudySpec.measurementSelectionType`` unset "will be treated as
-  LAST_MEASUREMENT" (aiplatform_v1 ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.tuning_job``
+  LAST_MEASUREMENT" (aiplatform_v1 ``StudySpec.MeasurementSelectionType``), and ``jobs.cloud.vertex_jobs.tuning_job``
   sends LAST_MEASUREMENT so both agree.
 
 Up to ``tuning.parallel_trials`` trials run at once, each ``launch`` in its own thread (:mod:`jobs.tuning.trial`);
@@ -28,7 +28,7 @@ into Optuna), every other trial (stopped, failed, killed with the machine) runs 
 its own folder, where the trainer resumes from its checkpoints, and new trials follow up to ``max_trials``.
 
 Trial states in the record: ACTIVE (running), SUCCEEDED (exit 0, the metric, and a model where the train step
-requires one: ``jobs.spec.saved_model``), FAILED (the job failed: non-zero exit after ``scheduling.max_restarts``, or
+requires one: ``jobs.rules.saved_model``), FAILED (the job failed: non-zero exit after ``scheduling.max_restarts``, or
 timed out; or it ended without a model, with the train step's line, at the trial), INFEASIBLE (exit 0 without a finite metric
 once another trial has reported it), STOPPED (Ctrl-C). Vertex marks failed and metric-less trials INFEASIBLE.
 
@@ -46,11 +46,11 @@ stops with ONE ``error:`` line naming the tag the study expects and the tags the
 The baseline (``tuning.baseline``, on by default): the job as it stands (its own arguments, no tuning flag, no
 trial id) runs beside the trials in ``<base>/baseline/``, measured as a trial is (its chief's cloudml-hypertune
 file), so the study can say whether it found anything better than what the job file already does. The model the
-study hands on is the better of the best trial and the baseline (``jobs.spec.tuning_rules.handed_on_run``: THE rule, a tie
+study hands on is the better of the best trial and the baseline (``jobs.rules.tuning_rules.handed_on_run``: THE rule, a tie
 to the baseline).
 
-The study's record is ``<base>/tuning.json`` (``jobs.spec.records``: its name, its reading and writing;
-``jobs.spec.tuning_rules``: THE best-trial rule the study, Vertex's study and every reader share;
+The study's record is ``<base>/tuning.json`` (``jobs.run_records.records``: its name, its reading and writing;
+``jobs.rules.tuning_rules``: THE best-trial rule the study, Vertex's study and every reader share;
 :mod:`jobs.tuning.record`), written atomically when a trial starts and ends:
 ``{"metric", "goal", "algorithm", "max_trials", "parallel_trials", "max_failed_trials", "study", "trials":
 [{"id", "parameters", "metric", "state", "seconds", "reported_tags", "model_dir", "error"?}], "best_trial",
@@ -63,10 +63,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from jobs.spec import tuning_rules, tuning_section as spec_lib
+from jobs.rules import tuning_rules, tuning_section as spec_lib
 from jobs.tuning.failures import metric_problem, say_own_failure
 from jobs.tuning.loop import StudyLoop
-from jobs.spec.tuning_rules import STOPPED
+from jobs.rules.tuning_rules import STOPPED
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError
 
@@ -81,13 +81,13 @@ def run_local_study(cfg: config_lib.JobConfig, log: Callable[[str], None] = prin
     ``<base>/tuning.json``). Raises ConfigError (no tuning section, the metric is never reported, or the record is
     another study's), StudyFailed, or KeyboardInterrupt after Ctrl-C (every trial stopped and recorded first).
 
-    The section is parsed once here (``jobs.spec.tuning_section.parse``) and the typed study handed to every part. With
+    The section is parsed once here (``jobs.rules.tuning_section.parse``) and the typed study handed to every part. With
     ``tuning.baseline`` (the default) the job as it stands runs beside the trials
     (``jobs.tuning.trial.baseline_launch``), in a slot of its own (as on Vertex, where it is a CustomJob beside the
     HyperparameterTuningJob's ``parallel_trials``), started first; a finished baseline is kept on a rerun, any
     other runs again. It never counts as a trial (``max_trials``, ``max_failed_trials``); a study that fails stops
     it. The record's ``handed_on`` is the better of the best trial and the baseline
-    (``jobs.spec.tuning_rules.handed_on_run``).
+    (``jobs.rules.tuning_rules.handed_on_run``).
 
     What the study says, one line each: a trial or the baseline starting; each one ending (``trial 3 SUCCEEDED
     in 8.1 s (2/4 done): val_rmse 0.41 with ...; best so far: trial 3 (0.41); baseline 0.166``); at the end the

@@ -10,12 +10,13 @@ import threading
 import time
 from typing import Any, Callable
 
-from jobs.spec import records, trial_files, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import records, trial_files
 from jobs.tuning import record as record_lib, trial as trial_lib
 from jobs.tuning.failures import OWN, flag_refused
 from jobs.tuning.search import Search
-from jobs.spec.tuning_rules import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
-from jobs.spec.tuning_section import Study
+from jobs.rules.tuning_rules import ACTIVE, FAILED, INFEASIBLE, STOPPED, SUCCEEDED
+from jobs.rules.tuning_section import Study
 from jobfile import config as config_lib
 from jobfile.paths import join
 
@@ -91,7 +92,7 @@ class StudyLoop:
         self.write()
 
     def ended_line(self, trial: dict[str, Any]) -> str:
-        """The trial's line (``jobs.spec.tuning_rules.trial_line``: the same as a Vertex study's)."""
+        """The trial's line (``jobs.rules.tuning_rules.trial_line``: the same as a Vertex study's)."""
         ended = sum(1 for tr in self.record["trials"] if tr.get("state") in ENDED)
         return tuning_rules.trial_line(trial, self.study.metric, ended, self.study.trial_limit,
                                        self.study.best(self.record["trials"]),

@@ -2,7 +2,7 @@
 CustomJob run beside it (the pipeline's ``pick_model`` step).
 
 On Vertex the baseline (``tuning.baseline``) is a plain CustomJob of the job as it stands, in
-``<base>/baseline`` (``jobs.spec.job_spec.baseline_job_spec``). Vertex collects no cloudml-hypertune metric from a
+``<base>/baseline`` (``jobs.rules.job_spec.baseline_job_spec``). Vertex collects no cloudml-hypertune metric from a
 plain CustomJob, so its chief's ``CLOUD_ML_HP_METRIC_FILE`` points into that folder through the Cloud Storage FUSE
 mount: after the job, :func:`baseline_run` reads the chief's file (``<base>/baseline/hypertune/chief-0.metrics``,
 the layout a local baseline and every local trial write) through this task's own ``/gcs`` mount, the LAST report
@@ -11,7 +11,7 @@ verdict of both models: it is the very figure the study ranks its trials by (eac
 last report of the same tag, by the same trainer code), so the two are compared on one scale; the held-out
 verdict (``serving.eval_data``) of the model that goes on follows in the verify step, as for any model.
 
-:func:`pick` adds the baseline's run and the model handed on (``jobs.spec.tuning_rules.handed_on_run``: THE rule, the
+:func:`pick` adds the baseline's run and the model handed on (``jobs.rules.tuning_rules.handed_on_run``: THE rule, the
 local study's too) to the study's record. A baseline step that failed gives the pick step no ``gcp_resources``
 (the pipeline runs it with ``ignore_upstream_failure``): the baseline is recorded FAILED and the best trial goes
 on, as a local study does with a failed baseline.
@@ -21,14 +21,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.spec import saved_model, trial_files, tuning_rules
-from jobs.spec.errors import CloudError
-from jobs.cloud.job_runner import named_job
+from jobs.rules import saved_model, tuning_rules
+from jobs.run_records import trial_files
+from jobs.rules.errors import CloudError
+from jobs.cloud.vertex_jobs.job_runner import named_job
 from jobfile.paths import FUSE_ROOT, join, readable
 
 
 def _job_name(gcp_resources: str) -> str:
-    """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.job_runner.named_job``, the runner's
+    """The CustomJob's resource name in a ``gcp_resources`` text (``jobs.cloud.vertex_jobs.job_runner.named_job``, the runner's
     own reader); "" when it names none: the name is only shown beside the baseline's figure."""
     try:
         return named_job(gcp_resources)
@@ -40,7 +41,7 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
     """The baseline CustomJob as a study records its baseline: ``{"id": "baseline", "state", "metric",
     "reported_tags", "model_dir", "custom_job"?, "error"?}``. ``gcp_resources``: the baseline step's output (empty:
     the step did not succeed). SUCCEEDED needs the chief's finite last report of ``metric`` and a SavedModel in
-    ``<base>/baseline/model`` or one folder below it (``jobs.spec.saved_model``; ``model_dir`` is then that folder)."""
+    ``<base>/baseline/model`` or one folder below it (``jobs.rules.saved_model``; ``model_dir`` is then that folder)."""
     model_dir = join(trial_files.baseline_base(base), "model")
     run: dict[str, Any] = {"id": tuning_rules.BASELINE, "model_dir": model_dir}
     name = _job_name(gcp_resources) if gcp_resources else ""
@@ -72,7 +73,7 @@ def baseline_run(base: str, metric: str, gcp_resources: str = "") -> dict[str, A
 
 def pick(study: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
     """The study's record with its ``baseline`` (None: ``tuning.baseline`` is off) and the model handed on
-    (``jobs.spec.tuning_rules.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
+    (``jobs.rules.tuning_rules.handed_on_run``). Raises ValueError (one line) for a record without a succeeded trial."""
     best = tuning_rules.best_trial(study)
     out = {k: v for k, v in study.items() if k not in (tuning_rules.BASELINE, tuning_rules.HANDED_ON)}
     if baseline is not None:

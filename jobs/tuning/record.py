@@ -1,5 +1,5 @@
-"""A local study's own record, ``<base>/tuning.json`` (its name and reading: ``jobs.spec.records``; its rules, THE
-best-trial rule and the model handed on: ``jobs.spec.tuning_rules``): what makes two runs one study (:func:`study_key`),
+"""A local study's own record, ``<base>/tuning.json`` (its name and reading: ``jobs.run_records.records``; its rules, THE
+best-trial rule and the model handed on: ``jobs.rules.tuning_rules``): what makes two runs one study (:func:`study_key`),
 the record a run starts from (:func:`resumed`: a rerun continues the study), and the record as written
 (:func:`public_record`: trials in id order, the best trial, the model handed on once nothing runs), atomically
 (:func:`write`). Its fields are listed in :mod:`jobs.tuning.local`'s module doc.
@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jobs.spec import records, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import records
 from jobs.tuning.failures import OWN
-from jobs.spec.tuning_rules import ACTIVE
-from jobs.spec.tuning_section import Study
+from jobs.rules.tuning_rules import ACTIVE
+from jobs.rules.tuning_section import Study
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError, problem
 from jobfile.paths import join
@@ -34,7 +35,7 @@ def new_record(cfg: config_lib.JobConfig, t: Study) -> dict[str, Any]:
 
 def public_record(record: dict[str, Any]) -> dict[str, Any]:
     """The record as written and returned: trials in id order without the search's handles, the best marked,
-    and once no run is active, the model the study hands on (``jobs.spec.tuning_rules.handed_on_run``)."""
+    and once no run is active, the model the study hands on (``jobs.rules.tuning_rules.handed_on_run``)."""
     trials = sorted(({k: v for k, v in tr.items() if k not in ("handle", OWN)} for tr in record["trials"]),
                     key=lambda tr: int(tr["id"]))
     public = {**record, "trials": trials}

@@ -15,7 +15,7 @@ section names:
 * ``grid``: ``GridSampler`` over every integer in a range, every categorical and discrete value (Vertex's
   GRID_SEARCH takes the same types); the study then ends after ``min(max_trials, grid points)`` trials.
 
-The search takes the section parsed once (``jobs.spec.tuning_section.Study``). Every sampler is seeded from
+The search takes the section parsed once (``jobs.rules.tuning_section.Study``). Every sampler is seeded from
 ``training.seed``: the same job file proposes the same first trials.
 
 The four parameter types map to Optuna's distributions: double -> ``FloatDistribution`` (``log=True`` for a log
@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.spec.tuning_section import LOG_SCALES, Study, typed_value
+from jobs.rules.tuning_section import LOG_SCALES, Study, typed_value
 from jobfile import config as config_lib
 
 

@@ -13,14 +13,15 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from jobs.spec import trial_files, tuning_rules, tuning_section as spec_lib
+from jobs.rules import tuning_rules, tuning_section as spec_lib
+from jobs.run_records import trial_files
 from jobs.local.launch import containers, custom_job
 from jobs.local.launch.outcome import Stopped
 from jobs.local.run.pipeline_run import STUDY_UNDER_DOCKER
 from jobs.steps.calls import NoModel, require_model
 from jobs.tuning.failures import failure_fields
-from jobs.spec.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
-from jobs.spec.tuning_section import Study
+from jobs.rules.tuning_rules import FAILED, INFEASIBLE, STOPPED, SUCCEEDED
+from jobs.rules.tuning_section import Study
 from jobfile import config as config_lib
 from jobfile.errors import ConfigError
 
@@ -31,7 +32,7 @@ def measured_run(cfg: config_lib.JobConfig, base: str, run_id: str, *, args: Seq
     """Run the job once as one of a study's runs (a trial, or a run beside the trials): its worker pools
     through the one local launch (``jobs.local.launch.custom_job.launch``) in ``<base>/<run_id>/`` (Vertex's layout of
     a trial), ``args`` after the job's own arguments, ``env`` for every replica, and a cloudml-hypertune file
-    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.spec.trial_files.metric_file(base, run_id, role, index)``; the
+    per replica (``CLOUD_ML_HP_METRIC_FILE`` = ``jobs.run_records.trial_files.metric_file(base, run_id, role, index)``; the
     chief's is the run's, read with ``trial_files.read_reports``). Returns the launcher's ``JobResult``
     (``check=False``); raises ``jobs.local.launch.outcome.Stopped`` when ``stop`` was set, ConfigError under the
     docker runner."""
@@ -104,7 +105,7 @@ def run_trial(cfg: config_lib.JobConfig, study: Study, trial: dict[str, Any], ba
         return {**out, "state": FAILED, "exit_status": result.returncode, **failure_fields(result.failure)}
     if out["metric"] is None or not math.isfinite(out["metric"]):
         return {**out, "state": INFEASIBLE}
-    try:  # the train step's rule, at the trial: a model in AIP_MODEL_DIR or one folder below (jobs.spec.saved_model)
+    try:  # the train step's rule, at the trial: a model in AIP_MODEL_DIR or one folder below (jobs.rules.saved_model)
         found = require_model(cfg, os.path.join(folder, "model"))
     except NoModel as exc:
         return {**out, "state": FAILED, "error": str(exc)}

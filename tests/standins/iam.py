@@ -1,4 +1,4 @@
-"""The IAM API's service accounts (iam.googleapis.com v1), as ``jobs.cloud.iam`` reads them.
+"""The IAM API's service accounts (iam.googleapis.com v1), as ``jobs.cloud.apis.iam`` reads them.
 
 * ``GET /v1/projects/-/serviceAccounts/EMAIL``: the ServiceAccount resource (its JSON fields as the API reference
   lists them) when ``EMAIL`` is in ``accounts``, else 404;

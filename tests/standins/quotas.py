@@ -1,4 +1,4 @@
-"""The Cloud Quotas API (cloudquotas.googleapis.com v1), as much of it as ``jobs.cloud.quotas`` reads.
+"""The Cloud Quotas API (cloudquotas.googleapis.com v1), as much of it as ``jobs.cloud.apis.quotas`` reads.
 
 * ``GET /v1/projects/P/locations/global/services/S/quotaInfos`` (``pageSize``, ``pageToken``): the request
   decoded strictly as ``ListQuotaInfosRequest``, the answer a real ``ListQuotaInfosResponse`` (two infos a page,

@@ -1,4 +1,4 @@
-"""Secret Manager (secretmanager.googleapis.com v1), as much of it as ``jobs.cloud.notify`` reads.
+"""Secret Manager (secretmanager.googleapis.com v1), as much of it as ``jobs.cloud.apis.notify`` reads.
 
 * ``GET /v1/projects/P/secrets/S/versions/V:access``: the request decoded strictly as ``AccessSecretVersionRequest``
   (its query parameters too), the answer a real ``AccessSecretVersionResponse``: the payload's bytes and their

@@ -1,7 +1,7 @@
 """Make ``https://<host>/...`` reach a local stand-in, for clients whose https host cannot be configured.
 
 Some clients cannot be pointed elsewhere (GCPC's launchers, google-auth's token refresh at
-oauth2.googleapis.com), and the credentials rule (``jobs.cloud.credentials.may_receive_google_token``) is
+oauth2.googleapis.com), and the credentials rule (``jobs.cloud.apis.credentials.may_receive_google_token``) is
 decided on the real scheme and host name, so a test of it must speak https to the real names.
 :class:`TlsProxy` is an HTTP ``CONNECT`` proxy on 127.0.0.1 that terminates TLS with a self-signed
 certificate for the given host names and hands the decrypted request to the :class:`~tests.standins.base.StandIn`

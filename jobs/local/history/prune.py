@@ -19,7 +19,7 @@ import os
 import shutil
 import sys
 
-from jobs.spec import records
+from jobs.run_records import records
 from jobs.local.history.reader import ARCHIVE_RE, DEFAULT_ROOT, UsageError, is_run_folder, validated_config
 from jobs.local.history.record_check import STAMP
 from jobs.local.process import lifeline

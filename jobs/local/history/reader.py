@@ -4,7 +4,7 @@
     python pipelines/run.py runs compare A B [--root runs] [--json]
     python pipelines/run.py runs prune [--keep N] [--older-than DAYS] [--dry-run] [--root runs]
 
-(the command line: ``jobs.local.history.runs_cli``; ``prune``, the one command that deletes: ``jobs.local.history.prune``)
+(the command line: ``jobs.commands.runs_cli``; ``prune``, the one command that deletes: ``jobs.local.history.prune``)
 
 The one home of reading a run folder back as a row of history: the three commands share that one reader,
 which decides a run's status from whatever records it left, and refuses a record of the wrong shape as
@@ -18,7 +18,7 @@ which decides a run's status from whatever records it left, and refuses a record
   that never finished (``config_json``), ``checkpoints/checkpoint``: how far it trained, ``metrics.json``;
 * ``.run.lock``: held while a run is live (``running``); ``prune`` takes it before removing a folder, so a
   live run is never removed, and a run cannot start in a folder while it is being removed;
-* ``tuning.json`` and ``gate.json`` (``jobs.spec.records``, which names every record): the study's trials and best trial, the gate's verdict.
+* ``tuning.json`` and ``gate.json`` (``jobs.run_records.records``, which names every record): the study's trials and best trial, the gate's verdict.
   A gate that refused the model fails the run before run.json is written: its ``gate.json`` makes the run
   ``failed`` with the bar it missed as the note, whatever the log's last line says.
 
@@ -39,7 +39,7 @@ import os
 import re
 from typing import Any
 
-from jobs.spec import records, run_cost
+from jobs.run_records import records, run_cost
 from jobs.local.history.results import gate_outcome, number, run_metrics, study_outcome, trainer_code, tuned_scalars
 from jobs.local.history.record_check import (NESTED_TYPES, figure_problem, parse_time, read_record_strictly,
                                              record_problem, type_problem)
@@ -194,7 +194,7 @@ class Run:
     study: dict[str, Any] | None = None  # {metric, goal, trials, succeeded, failed, best_trial, baseline, handed_on}
     gate: dict[str, Any] | None = None   # {passed, missed, lines}
     tool_version: str | None = None     # this tool's git commit, when code_version is a user trainer's hash
-    cost: dict[str, Any] | None = None  # jobs.spec.run_cost: a Vertex run's CustomJobs, or a local run's estimate
+    cost: dict[str, Any] | None = None  # jobs.run_records.run_cost: a Vertex run's CustomJobs, or a local run's estimate
     #: a failed run's cause as the console said it last: the failing replica's error line, then its hint
     cause: list[str] = dataclasses.field(default_factory=list)
 
@@ -284,7 +284,7 @@ def _read_run(path: str, record: dict[str, Any], docs: dict[str, dict[str, Any]]
 
 
 def _cost(path: str, summary: dict[str, Any]) -> dict[str, Any] | None:
-    """What the run cost (``jobs.spec.run_cost``): its Vertex CustomJobs' (``vertex_jobs.json``), else the estimate a
+    """What the run cost (``jobs.run_records.run_cost``): its Vertex CustomJobs' (``vertex_jobs.json``), else the estimate a
     finished local run recorded."""
     attempts = records.read_at(path, records.VERTEX_JOBS_RECORD).get("attempts")
     if isinstance(attempts, list) and attempts:

@@ -1,6 +1,6 @@
 """A run folder's records read strictly, as history must read them: a record that is there and cannot be read back
 (not a regular file, too big, not JSON, cut short, nested too deep, a null or a field of the wrong type) is a
-reason the run is ``unreadable``, never "no record" (``jobs.spec.records.read_at`` reads a missing and a broken record
+reason the run is ``unreadable``, never "no record" (``jobs.run_records.records.read_at`` reads a missing and a broken record
 alike as {}: a run's step may, history may not)."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 import os
 from typing import Any
 
-from jobs.spec import records, tuning_rules
+from jobs.rules import tuning_rules
+from jobs.run_records import records
 from trainers import record_reader
 
 STAMP = "%Y%m%d-%H%M%S"
@@ -41,7 +42,7 @@ def read_record_strictly(path: str, name: str) -> tuple[dict[str, Any], str | No
     """The record ``name`` in the run folder ``path``: ``(record, None)``; ``({}, None)`` when there is none;
     ``({}, "NAME: why")`` when a file is there and is not a record a run wrote (THE reader's rules,
     ``trainers.record_reader``: not a regular file, too big, not JSON, cut short, nested too deep, not an object).
-    ``jobs.spec.records.read_at`` reads a missing and a broken record alike as {}: a run's step may, but history
+    ``jobs.run_records.records.read_at`` reads a missing and a broken record alike as {}: a run's step may, but history
     must not show a broken record as "no record"."""
     try:
         doc = record_reader.read(os.path.join(path, name))

@@ -6,9 +6,10 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs.spec import gate_section as gate_spec, records, tuning_rules
-from jobs.spec.evaluation_verdict import figures
-from jobs.spec.tensorboard import last_values, read_scalars
+from jobs.rules import gate_section as gate_spec, tuning_rules
+from jobs.run_records import records
+from jobs.evaluation.verdict import figures
+from jobs.run_records.tensorboard import last_values, read_scalars
 
 
 def number(value: Any) -> float | None:

@@ -10,8 +10,9 @@ import shutil
 import sys
 from typing import Any
 
-from jobs.spec import run_cost, tuning_rules
-from jobs.spec.command_line import rich_console, shown
+from jobs.rules import tuning_rules
+from jobs.run_records import run_cost
+from jobs.rules.command_line import rich_console, shown
 from jobs.local.history.reader import Run, validated_config
 from jobs.local.history.record_check import parse_time
 from jobs.local.run.folder import config_diff
@@ -108,7 +109,7 @@ def show_list(found: list[Run], root: str, as_json: bool, out=None) -> None:
     if not found:
         out.write(f"no runs under {root}\n")
         return
-    costs = any(r.cost for r in found)  # the column only where a run has a cost (jobs.spec.run_cost)
+    costs = any(r.cost for r in found)  # the column only where a run has a cost (jobs.run_records.run_cost)
     fixed = [{"status": r.status, "steps": _steps_text(r),
               "wall": _fmt(r.wall_s, ".0f") + " s" if r.wall_s is not None else "-",
               **({"cost": run_cost.short(r.cost)} if costs else {}), "when": _when(r.when),

@@ -17,7 +17,7 @@ import sys
 from typing import Sequence
 
 from jobs.local.launch.supervisor import DONE_RULES, WORKER_FAILURE_RULES, launch
-from jobs.spec.replica_env import ROLES
+from jobs.rules.replica_env import ROLES
 
 
 class _Terminated(BaseException):

@@ -17,7 +17,7 @@ from jobs.local.launch.hints import ARGPARSE_ERROR
 from jobs.local.launch.model_watch import ModelWatch
 from jobs.local.launch.outcome import ReplicaFailure, Stopped, status_text
 from jobs.local.process import lifeline
-from jobs.spec.replica_env import POOL_NAMES, ROLES, aip_variables, replica_environment, vertex_environment
+from jobs.rules.replica_env import POOL_NAMES, ROLES, aip_variables, replica_environment, vertex_environment
 
 #: a replica's last lines kept for its failure report
 TAIL_LINES = 20

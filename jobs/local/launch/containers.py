@@ -5,7 +5,7 @@ What the process runner proves is the code in this Python environment; what Vert
 the same pipeline runs with every step in the image (``kfp.local.DockerRunner``, the same component
 definitions as the Vertex YAML) and the train step's launcher (``jobs.local.launch``, unchanged) starts
 each replica as a container: the command is the worker pool's ``container_spec`` exactly as the Vertex
-CustomJob gets it (``jobs.spec.job_spec``, what ``validate_config`` outputs), ``command`` replacing the
+CustomJob gets it (``jobs.rules.job_spec``, what ``validate_config`` outputs), ``command`` replacing the
 image's ENTRYPOINT and ``args`` its CMD, in the image's WORKDIR, with the Vertex environment the launcher
 gives every replica (``CLUSTER_SPEC``, ``TF_CONFIG``, ``AIP_*``) and nothing else of the host's.
 
@@ -56,7 +56,7 @@ import sys
 import time
 from typing import Any, Callable, Iterable
 
-from jobs.spec.image_reference import BuildError, parse_reference
+from jobs.rules.image_reference import BuildError, parse_reference
 from jobs.images.docker import client as engine
 from trainers import fileio
 

@@ -3,9 +3,9 @@
 Every local run of a job's replicas comes through :func:`launch`: the pipeline's train step
 (``jobs.steps.calls.run_local``), every trial of a local study (``jobs.tuning.trial.trial_launch``), and whatever
 runs a job next beside them. What the replicas run is read from the one builder of the Vertex job
-(``jobs.spec.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
+(``jobs.rules.job_spec``): the worker command every pool's ``container_spec`` carries (:func:`job_spec.worker_command`)
 and the variables the job declares (``trainer.env``, :func:`job_spec.declared_env`). The variables stay a
-mapping all the way into each replica's environment (``jobs.spec.replica_env.replica_environment``), the same
+mapping all the way into each replica's environment (``jobs.rules.replica_env.replica_environment``), the same
 mapping Vertex gets as ``container_spec.env``. A caller adds arguments after the job's own (a trial's
 ``--NAME=VALUE`` flags) and variables of its own, for every replica (``env``: ``CLOUD_ML_TRIAL_ID``) or per
 replica (``replica_env``: a trial's ``CLOUD_ML_HP_METRIC_FILE``).
@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Callable, Mapping, Sequence
 
-from jobs.spec import job_spec
+from jobs.rules import job_spec
 from jobs.local.launch import containers, supervisor
 from jobs.local.launch.outcome import JobResult
 from jobs.local.launch.workdir import ReplicaWorkdirs

@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from jobs.spec.command_line import shown
-from jobs.spec.image_reference import parse_reference
-from jobs.spec.image_requirements import read_pins
+from jobs.rules.command_line import shown
+from jobs.rules.image_reference import parse_reference
+from jobs.rules.image_requirements import read_pins
 from jobs.local.launch.containers import (CREATE_TIMEOUT_S, LABEL_BASE, LABEL_KIND, LABEL_RUN, Settings, _first_line,
                                    _identity, _mounts, engine_client, local_reference, remove_labelled, socket_path)
 from jobfile.config import resolved_base_dir
@@ -54,7 +54,7 @@ PROJECT_MODULES = ("kfp", "trainers.task", "jobs.steps.calls", "components")
 
 def requirement_names(cfg) -> list[tuple[str, str, Any]]:
     """``(line, distribution name, SpecifierSet)`` of the job's ``trainer.requirements`` file, read as the image's
-    pip reads it (``jobs.spec.image_requirements.read_pins``: markers for the image's Python on Linux)."""
+    pip reads it (``jobs.rules.image_requirements.read_pins``: markers for the image's Python on Linux)."""
     t = cfg.trainer
     if not (t.module and t.requirements):
         return []

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Iterable, Mapping
 
-from jobs.spec import image_requirements
+from jobs.rules import image_requirements
 
 KERAS3 = "keras"          # import keras / from keras import ...: Keras 3 itself
 TF_KERAS = "tf.keras"     # from tensorflow import keras, tf.keras.*: Keras 3, or tf_keras with the variable

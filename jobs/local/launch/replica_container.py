@@ -18,7 +18,7 @@ import uuid
 from typing import Any, Sequence
 
 from jobs.local.launch.containers import ContainerError, LABEL_NAME, Settings, _identity, _mounts, engine_client, local_reference
-from jobs.spec.replica_env import ROLES, is_vertex_variable, replica_environment
+from jobs.rules.replica_env import ROLES, is_vertex_variable, replica_environment
 
 
 def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int, int, dict[str, Any]]:
@@ -29,7 +29,7 @@ def replica_spec(specs: list[dict[str, Any]], env: dict[str, str]) -> tuple[int,
 
 
 def container_environment(env: dict[str, str], spec: dict[str, Any]) -> dict[str, str]:
-    """The replica container's environment, by the one builder (``jobs.spec.replica_env``): nothing of the
+    """The replica container's environment, by the one builder (``jobs.rules.replica_env``): nothing of the
     host's (the image has its own ``ENV``), the pool's ``container_spec.env``, the Vertex variables the
     launcher gave this stand-in."""
     declared = {e["name"]: e.get("value", "") for e in spec.get("env") or []}

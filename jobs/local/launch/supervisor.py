@@ -12,7 +12,7 @@ attempt of every replica (start, pump their output, reap, apply the done and fai
 ``jobs.local.launch.attempt``, what a job came to ``jobs.local.launch.outcome``, and the command line
 ``jobs.local.launch.__main__``.
 
-Environment contract (``jobs.spec.replica_env``: :func:`replica_environment` builds it)
+Environment contract (``jobs.rules.replica_env``: :func:`replica_environment` builds it)
     Each replica gets only: ``base_env`` (default :func:`process_base`: ``PATH``, ``HOME``, locale,
     ``TMPDIR``, the virtualenv, what the trainer image's ``ENV`` sets and ``PYTHONPATH`` = this checkout;
     nothing else of the launcher's environment, credentials above all), plus ``env=`` (the job's declared
@@ -91,7 +91,7 @@ from typing import Callable, Collection, Mapping, Sequence
 
 from jobs.local.launch.attempt import Attempt, Replica
 from jobs.local.launch.outcome import JobFailed, JobResult, ReplicaFailure, RestartRecord, status_text
-from jobs.spec.replica_env import aip_variables, process_base, validate_replica_counts
+from jobs.rules.replica_env import aip_variables, process_base, validate_replica_counts
 
 RESUMED_RE = re.compile(r"resumed from step (\d+)", re.IGNORECASE)
 #: done_when -> the roles that are servers (never exit on their own; stopped once the others are done).

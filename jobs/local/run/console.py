@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 
-from jobs.spec.command_line import rich_console
+from jobs.rules.command_line import rich_console
 from jobs.local.run.step_timer import step_seconds
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -63,8 +63,8 @@ CAUSE = re.compile(r"^((chief|worker|ps|evaluator)-\d+'s error: |hint: )")
 DRAIN = "\x00vtp-console-drain "
 SHOWN_CHILD = re.compile(r"^((error|warning|note|precision): |interrupted|preempted|resumed from step|restart \d|"
                          r"verified |prepared \d)")
-#: what a hyperparameter study says (``jobs.tuning.local``, ``jobs.cloud.tuning_job``, ``pick_model``): each trial
-#: and the baseline starting and ending, the study's end, which model goes on and why (``jobs.spec.records``)
+#: what a hyperparameter study says (``jobs.tuning.local``, ``jobs.cloud.vertex_jobs.tuning_job``, ``pick_model``): each trial
+#: and the baseline starting and ending, the study's end, which model goes on and why (``jobs.run_records.records``)
 STUDY = re.compile(r"^(trial \d+ (started|SUCCEEDED|FAILED|INFEASIBLE|stopped|ended)\b|baseline (started|SUCCEEDED|"
                    r"FAILED|INFEASIBLE|stopped)\b|study done |resuming the study |the study (beat|found|stops)|"
                    r"no baseline ran|the baseline )")

@@ -44,8 +44,8 @@ import os
 import re
 from typing import Any, Callable
 
-from jobs.spec import records
-from jobs.spec.trainer_section import reads_nothing
+from jobs.run_records import records
+from jobs.rules.trainer_section import reads_nothing
 from jobs.images.user_code import trainer_version
 from jobs.local.run.lock import LOCK_NAME, NotThisJob, now_iso
 from trainers import fileio, record_reader
@@ -54,7 +54,7 @@ from jobfile.config import BUILTIN_COMMAND
 from jobfile.regular_file import open_regular
 
 def read_record(base: str) -> dict[str, Any]:
-    """The record of the run that last finished in ``base`` (``run.json``, ``jobs.spec.records.read_run``)."""
+    """The record of the run that last finished in ``base`` (``run.json``, ``jobs.run_records.records.read_run``)."""
     return records.read_run(base)
 
 

@@ -25,7 +25,7 @@ import uuid
 from typing import Any, Callable
 
 from jobs.local.process import lifeline
-from jobs.spec.command_line import invoked_as
+from jobs.rules.command_line import invoked_as
 from trainers import record_reader
 
 LOCK_NAME = ".run.lock"

@@ -31,8 +31,9 @@ import time
 import warnings
 from typing import Callable
 
-from jobs.spec import step_table, validate
-from jobs.spec.notify_section import local_note
+from jobs.local.run import step_table
+from jobs.rules import validate
+from jobs.rules.notify_section import local_note
 from jobs.images import build
 from jobs.local.launch import docker_session
 from jobs.local.launch.containers import ContainerError
@@ -41,7 +42,7 @@ from jobs.local.run.folder import archive, check_folder, last_checkpoint, making
 from jobs.local.run.lock import EXIT_BUSY, FolderBusy, NotThisJob, RunLock
 from jobs.local.run.step_timer import StepTimer
 from jobs.local.run.summary import run_summary, summary_lines
-from jobs.spec.replica_env import PROJECT_ROOT
+from jobs.rules.replica_env import PROJECT_ROOT
 from jobfile import config as config_lib
 from trainers.cluster import output_dirs
 from jobfile.errors import problem

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from jobs.spec import records
+from jobs.run_records import records
 from jobs.local.run.lock import now_iso
 from trainers import fileio
 

@@ -1,4 +1,4 @@
-"""The run's summary: what a run did, from its records (``jobs.spec.records``), printed at its end, kept in ``run.json``
+"""The run's summary: what a run did, from its records (``jobs.run_records.records``), printed at its end, kept in ``run.json``
 and printed again by a rerun of a finished run (:func:`run_summary` gathers it, :func:`summary_lines` shows it)."""
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import datetime as dt
 import os
 from typing import Any
 
-from jobs.spec import gate_section as gate_spec, provenance, records, run_cost, trial_files, tuning_rules
+from jobs.rules import gate_section as gate_spec, tuning_rules
+from jobs.run_records import provenance, records, run_cost, trial_files
 from jobs.images.user_code import trainer_version
-from jobs.spec.tensorboard import CURVES_HOW, last_values, read_scalars
+from jobs.run_records.tensorboard import CURVES_HOW, last_values, read_scalars
 from trainers.cluster import output_dirs
 from jobfile.config import resolved_base_dir
 from jobfile.paths import join
@@ -16,7 +17,7 @@ from jobfile.paths import join
 
 def run_summary(cfg, elapsed_s: float, log_file: str | None = None, steps: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
-    """What the run did, from its records (``jobs.spec.records``). A tuned run trained in its trials' folders: its
+    """What the run did, from its records (``jobs.run_records.records``). A tuned run trained in its trials' folders: its
     ``dirs`` and ``training`` figures are those of the trial whose model was verified (the study's best)."""
     base = resolved_base_dir(cfg)
     started = dt.datetime.now().astimezone() - dt.timedelta(seconds=elapsed_s)
@@ -52,7 +53,7 @@ def _training_line(t: dict[str, Any], trainer: dict[str, Any]) -> str:
         if trainer:  # a user's trainer: what ran and the last value of every scalar it wrote
             scalars = trainer.get("scalars") or {}
             shown = ", ".join(f"{k} {_num(v, '.4g')}" for k, v in list(scalars.items())[:4])
-            if not shown:  # what it can show, and how to get curves (one wording: jobs.spec.tensorboard)
+            if not shown:  # what it can show, and how to get curves (one wording: jobs.run_records.tensorboard)
                 shown = ("no figures: the trainer wrote no TensorBoard scalars to AIP_TENSORBOARD_LOG_DIR (its own lines "
                          f"are in the log); {CURVES_HOW}")
             else:

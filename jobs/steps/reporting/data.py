@@ -1,10 +1,10 @@
 """The run report's facts, gathered from what a run left: :func:`gather` reads a run folder's records
-(``jobs.spec.records``), the TensorBoard scalars (``jobs.spec.tensorboard``), the checkpoints and the launcher's
+(``jobs.run_records.records``), the TensorBoard scalars (``jobs.run_records.tensorboard``), the checkpoints and the launcher's
 attempts, the prepared data's manifest and the job config, and hands them to the page (``jobs.steps.reporting.page.build``).
 
 Any part may be missing (a KFP user's run of given parts, an unfinished run, a ``gs://`` folder read through
 Vertex's ``/gcs`` mount); a tuned run's figures, logs and checkpoints are those of the trial whose model was
-verified (``jobs.spec.tuning_rules.verified_trial``). What each record holds is in ``jobs.steps.reporting.page``'s docstring.
+verified (``jobs.rules.tuning_rules.verified_trial``). What each record holds is in ``jobs.steps.reporting.page``'s docstring.
 """
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from typing import Any
 
 from jobs.local.run.lock import RunLock
 from jobs.images.user_code import trainer_version
-from jobs.spec import run_cost
-from jobs.spec import provenance, records, trial_files, tuning_rules
+from jobs.run_records import run_cost
+from jobs.rules import tuning_rules
+from jobs.run_records import provenance, records, trial_files
 from jobs.steps.reporting import page as report, sections
-from jobs.spec.tensorboard import read_scalars
+from jobs.run_records.tensorboard import read_scalars
 from trainers import record_reader
 from jobfile import config as config_lib
 from jobfile.paths import join, readable
@@ -187,7 +188,7 @@ def gather(cfg, base: str = "", *, verification: dict[str, Any] | None = None, l
     figures = training.get("metrics") or {}
     resumed = figures.get("resumed_from_step")
     restarts = [r for r in training.get("restarts") or [] if isinstance(r, dict)]
-    # a Vertex run's CustomJob attempts (jobs.cloud.custom_job: a fall-over to the next placement option each)
+    # a Vertex run's CustomJob attempts (jobs.cloud.vertex_jobs.custom_job: a fall-over to the next placement option each)
     placement = [a for a in (records.read_at(where, records.VERTEX_JOBS_RECORD).get("attempts") or [] if where else [])
                  if isinstance(a, dict)]
     if resumed is None:

@@ -1,4 +1,4 @@
-"""The run report's section for the held-out verdict on ``serving.eval_data`` (``jobs.spec.evaluation``; the verify step
+"""The run report's section for the held-out verdict on ``serving.eval_data`` (``jobs.evaluation.examples_file``; the verify step
 records it): its sentences in "Is this model any good?", its HTML table and its Markdown, and what the report says
 when a model was not judged on held-out examples (:data:`EVAL_MISSING`). Like ``jobs.steps.reporting.sections``: pure
 functions of the record (every field may be missing), placed on the page by ``jobs.steps.reporting.page``; no TensorFlow.

@@ -6,7 +6,7 @@ the majority-class baseline, the weakest class, how much one validation image we
 model was made. Written at the end of every run, local and Vertex (the ``report`` pipeline step), from what
 the run left:
 
-* every TensorBoard scalar the trainer wrote (``jobs.spec.tensorboard``: the built-in trainer's ``train/loss``
+* every TensorBoard scalar the trainer wrote (``jobs.run_records.tensorboard``: the built-in trainer's ``train/loss``
   ..., Keras' ``train/epoch_loss`` and ``validation/epoch_<metric>``, an evaluator's ``validation/...``),
   plotted one metric per chart (a metric's train and validation series together) and listed by name in a
   table, so every series is in the page's text, not only inside a picture;
@@ -19,7 +19,7 @@ the run left:
 * the job config: the hyperparameters; the prepared data's ``manifest.json``: examples per split and class;
 * ``steps.json`` (``jobs.local.run.step_timer.StepTimer``, local runs): each pipeline step's wall time so far, and
   ``.run.lock`` (held by the run while this step runs): when and by which command the run started;
-* the code version (``jobs.spec.provenance.code_version``): the project's git commit, else the installed package's version; for a
+* the code version (``jobs.run_records.provenance.code_version``): the project's git commit, else the installed package's version; for a
   user's trainer also its own (``jobs.images.user_code.trainer_version``: its repository's commit, and its files' content hash);
 * a tuned run's study (``tuning.json``, or the ``study`` artifact: every trial, the best marked, charts of the
   metric per trial and per parameter; the figures, folders and hyperparameters shown are the verified
@@ -35,10 +35,10 @@ import html
 import os
 from typing import Any
 
-from jobs.spec import step_table
+from jobs.local.run import step_table
 from jobs.steps.reporting import charts as report_charts, sections
 from jobs.steps.reporting.eval_section import EVAL_MISSING, eval_html, eval_markdown, eval_verdict
-from jobs.spec.tensorboard import CURVES_HOW, NO_SCALARS
+from jobs.run_records.tensorboard import CURVES_HOW, NO_SCALARS
 from trainers import fileio
 from jobfile.paths import readable
 

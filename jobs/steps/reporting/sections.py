@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.spec import gate_section as gate_spec, tuning_rules, tuning_section as tuning_spec
-from jobs.spec.tensorboard import last_values
+from jobs.rules import gate_section as gate_spec, tuning_rules, tuning_section as tuning_spec
+from jobs.run_records.tensorboard import last_values
 from jobs.steps import gate as gate_lib
 from jobs.steps.reporting import charts as report_charts
 from jobs.steps.reporting.eval_section import finite as _finite

@@ -182,22 +182,22 @@ RUNS: dict[str, str] = {
 #: when an old path of these tables moved, where it is not the first move's date
 MOVED_ON: dict[str, str] = {
     # since 2026-11-30 (issue 54, tools/move_tree.py)
-    "jobs.ci.local": "2026-11-30",
-    "jobs.cloud.clients": "2026-11-30",
-    "jobs.cloud.custom_job": "2026-11-30",
-    "jobs.cloud.project": "2026-11-30",
-    "jobs.cloud.tuning_job": "2026-11-30",
-    "jobs.local.history.runs_cli": "2026-11-30",
-    "jobs.spec": "2026-11-30",
-    "jobs.spec.errors": "2026-11-30",
-    "jobs.spec.evaluation_verdict": "2026-11-30",
-    "jobs.spec.job_spec": "2026-11-30",
-    "jobs.spec.labels": "2026-11-30",
-    "jobs.spec.ranking": "2026-11-30",
-    "jobs.spec.records": "2026-11-30",
-    "jobs.spec.tuning_rules": "2026-11-30",
-    "jobs.spec.validate": "2026-11-30",
-    "jobs.spec.validate_cli": "2026-11-30",
+    "jobs.ci.local": "2026-11-29",
+    "jobs.cloud.clients": "2026-11-29",
+    "jobs.cloud.custom_job": "2026-11-29",
+    "jobs.cloud.project": "2026-11-29",
+    "jobs.cloud.tuning_job": "2026-11-29",
+    "jobs.local.history.runs_cli": "2026-11-29",
+    "jobs.spec": "2026-11-29",
+    "jobs.spec.errors": "2026-11-29",
+    "jobs.spec.evaluation_verdict": "2026-11-29",
+    "jobs.spec.job_spec": "2026-11-29",
+    "jobs.spec.labels": "2026-11-29",
+    "jobs.spec.ranking": "2026-11-29",
+    "jobs.spec.records": "2026-11-29",
+    "jobs.spec.tuning_rules": "2026-11-29",
+    "jobs.spec.validate": "2026-11-29",
+    "jobs.spec.validate_cli": "2026-11-29",
 }
 FIRST_MOVE = "2026-11-27"  # issue 43
 EXIT_MOVED = 2

@@ -106,6 +106,7 @@ def _plain_run(setup: str, env: dict | None = None) -> tuple[list[str], dict, st
     return lines, json.loads(lines[-1]), proc.stderr
 
 
+@pytest.mark.integration
 def test_another_tensorflow_version_takes_the_plain_import_still_without_keras():
     """The rewrite is switched on only for the versions it was tested with: any other version imports TensorFlow as
     written, Keras refused all the same."""
@@ -115,6 +116,7 @@ def test_another_tensorflow_version_takes_the_plain_import_still_without_keras()
     assert "_KerasRefused" not in seen["finders"]
 
 
+@pytest.mark.integration
 def test_a_failure_midway_starts_the_process_again_with_the_plain_import():
     """TensorFlow's statements run, then fail (the C++ runtime loaded, half its modules imported): the process does not
     go on with that TensorFlow; it starts again from its beginning (``start`` twice), takes the plain import there, says
@@ -132,6 +134,7 @@ def test_a_failure_midway_starts_the_process_again_with_the_plain_import():
                     "with the plain import")
 
 
+@pytest.mark.integration
 def test_the_fresh_marker_takes_the_plain_import_and_leaves_the_environment():
     lines, seen, _ = _plain_run("", env={"VTP_TENSORFLOW_IMPORT": "plain"})
     assert lines[:-1] == ["start"] and seen["lazy"] is False and seen["keras"] is False and seen["fresh_env"] is False

@@ -43,7 +43,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATE = "2026-11-30"  # the CHANGELOG section's and jobs/moved.py's date of this move
+DATE = "2026-11-29"  # the CHANGELOG section's and jobs/moved.py's date of this move
 ISSUE = "issue 54"
 
 #: old dotted module or package -> new. A package moves with its submodules; the longest old name that matches a

@@ -184,9 +184,12 @@ class ModelWatch:
             out.append(f"{_names(alone)} never joined the cluster {_names([n for n in training if n not in alone])} "
                        "formed (no TF_CONFIG address opened): it ran your trainer on its own; create "
                        "tf.distribute.MultiWorkerMirroredStrategy() before the model in every replica")
-        if several:
+        if len(savers) > 1:
             out.append(f"{_names(savers)} each wrote the model folder {folder}: the model there is whichever came "
                        f"last; {SAVE_RULE}")
+        elif self.writes > 1:  # the kernel saw the model completed more than once; no replica's output said where it
+            out.append(f"{folder} was written {self.writes} times while {_names(training)} trained together: the model "
+                       f"there is whichever came last; {SAVE_RULE}")
         return out
 
     def close(self) -> None:

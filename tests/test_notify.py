@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from jobs.cloud.apis import notify as sender
-from jobs.rules import preflight
-from jobs.rules import validate
+from jobs.rules import preflight, validate
 from jobs.run_records import records
 from jobs.steps import calls as steps, notify_message
 from tests.conftest import ROOT

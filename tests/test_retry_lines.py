@@ -81,7 +81,7 @@ class Clock:
         return [(t, text) for kind, t, text in self.events if kind == "line"]
 
     def sleeps(self) -> list[float]:
-        return [d for kind, _, d in self.events if kind == "sleep"]
+        return [d for _, d in self.sleeps_at()]
 
     def sleeps_at(self) -> list[tuple[float, float]]:
         """(when, how long) of each sleep."""

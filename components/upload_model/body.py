@@ -9,8 +9,7 @@ from google_cloud_pipeline_components.types.artifact_types import VertexModel
 from kfp.dsl import Artifact, Input, Model, Output
 
 from jobs.rules.errors import CloudError
-from jobs.steps import calls as steps
-from jobs.steps import gate
+from jobs.steps import calls as steps, gate
 
 
 def upload_model(model: Input[Model], vertex_model: Output[VertexModel], location: str, project: str = "",

@@ -34,13 +34,11 @@ import time
 from typing import Any
 
 from jobs.cloud import planning
-from jobs.commands import plan_cli, submit
-from jobs.rules import preflight
+from jobs.commands import output_file, plan_cli, submit
+from jobs.rules import placement, preflight, ranking, validate
 from jobs.cloud.apis.lines import run_command
 from jobs.images.user_code import trainer_version
 from jobs.local.run.folder import config_diff
-from jobs.commands import output_file
-from jobs.rules import placement, ranking, validate
 from jobs.run_records import own_outputs
 from jobs.rules.command_line import shown
 from jobs.rules.hardware import prices

@@ -29,11 +29,10 @@ from pathlib import Path
 
 from jobs.cloud import planning
 from jobs.cloud.apis import clients
-from jobs.rules import preflight
+from jobs.rules import preflight, validate
 from jobs.cloud.apis.policy import CREATE_OWN_ID
 from jobs.cloud.apis.lines import http_message, run_command
 from jobs.cloud.apis.credentials import access_token, is_local_endpoint
-from jobs.rules import validate
 from jobs.rules.command_line import plain, shown
 from jobs.commands.flag_file import flag_file_warnings, max_cost_problems
 from jobs.commands import output_file
@@ -55,10 +54,6 @@ def host_problem(host: str) -> str | None:
     return (f"--host: {host!r} is not a Kubeflow Pipelines repository in Artifact Registry; expected "
             "https://REGION-kfp.pkg.dev/PROJECT/REPO (create one with: gcloud artifacts repositories create REPO "
             "--repository-format=kfp --location=REGION); valid choices: https://us-central1-kfp.pkg.dev/PROJECT/REPO")
-
-
-def _compiled(path: str) -> bool:
-    return is_compiled_pipeline(Path(path))
 
 
 def _auth(url: str) -> tuple[dict[str, str], str | None]:
@@ -152,7 +147,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         problems += [str(e) for e in exc.problems]
     if args.keep:
         kept = output_file.output_problem(args.keep, "--keep", "upload-template", inputs=[args.config],
-                                          example="pipeline.yaml", ours=_compiled)
+                                          example="pipeline.yaml", ours=is_compiled_pipeline)
         problems += [str(kept)] if kept else []
     match = AR_HOST_RE.fullmatch(args.host) or LOCAL_HOST_RE.fullmatch(args.host)
     placement = None
@@ -182,7 +177,7 @@ def _main(argv: list[str], compile_pipeline) -> int:
         if args.keep:  # exactly the bytes uploaded (their sha256 is the version), under THE output rule
             try:
                 output_file.write_output(args.keep, Path(path).read_bytes(), "--keep", "upload-template",
-                                         inputs=[args.config], ours=_compiled)
+                                         inputs=[args.config], ours=is_compiled_pipeline)
             except output_file.OutputRefused as exc:
                 return _fail([f"{exc} (the template was uploaded: {package}/{version})"])
     print(f"{package}/{version}")

@@ -160,14 +160,15 @@ COST_COLUMN = 9
 GAPS = 2 * 7
 
 
-def column_widths(found: list[Run], costs: bool = False, fixed: list[dict[str, str]] | None = None) -> dict[str, int]:
+def column_widths(found: list[Run], costs: bool, fixed: list[dict[str, str]]) -> dict[str, int]:
     """Each column's most characters, so that a row fits :data:`WIDTH` (unless a run's name alone is too long:
     names are never cut); ``costs``: with the cost column; ``fixed``: each run's cells of the fixed columns, which
-    then take only the room their longest cell (or heading) needs, the rest going to the job and the metrics."""
+    take only the room their longest cell (or heading) needs, up to :data:`COLUMNS`; the rest goes to the job and the
+    metrics."""
     run = max([3, *(len(r.name) for r in found)])
     most = {**COLUMNS, **({"cost": COST_COLUMN} if costs else {})}
     used = {h: min(w, max([len(h), *(len(cells.get(h, "")) for cells in fixed)]))
-            for h, w in most.items()} if fixed else most
+            for h, w in most.items()}
     left = max(16, WIDTH - GAPS - (2 if costs else 0) - sum(used.values()) - run)
     job = max([3, *(len(r.job or "-") for r in found)])
     metrics = max([13, *(len(_metrics_text(r.metrics)) for r in found)])

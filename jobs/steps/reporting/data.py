@@ -15,9 +15,8 @@ from typing import Any
 
 from jobs.local.run.lock import RunLock
 from jobs.images.user_code import trainer_version
-from jobs.run_records import run_cost
 from jobs.rules import tuning_rules
-from jobs.run_records import provenance, records, trial_files
+from jobs.run_records import provenance, records, run_cost, trial_files
 from jobs.steps.reporting import page as report, sections
 from jobs.run_records.tensorboard import read_scalars
 from trainers import record_reader

@@ -364,7 +364,7 @@ def engine_env(dockerd):
 def build_trainer_image(log, dockerd, registry, tmp):
     """containers/Dockerfile (cpu) built by `run.py build` over the debootstrapped base and pushed: a generator
     that yields ``{"reference", "repo", "ctx", "out", "client", "timings", "log"}`` and, when closed, removes the
-    image's tags from the engine. Once per test run (fixture ``trainer_image`` in tests/docker_servers.py: every
+    image's tags from the engine if it still runs. Once per test run (fixture ``trainer_image`` in tests/docker_servers.py: every
     engine test reuses this image) and once per ``benchmarks/runners.py``. Needs debootstrap (the caller checks
     :func:`missing_binaries`)."""
     timings: dict[str, float] = {}
@@ -393,7 +393,8 @@ def build_trainer_image(log, dockerd, registry, tmp):
     try:
         yield image
     finally:
-        for entry in client.images():
+        # an engine already stopped took its storage with it (Dockerd.stop): nothing to remove, no one to ask
+        for entry in client.images() if dockerd.proc is not None else ():
             for tag in entry.get("RepoTags") or []:
                 if tag.startswith(f"{registry.host}/"):
                     client.remove_image(tag, force=True)

@@ -33,6 +33,22 @@ for _key, _value in TEST_POLICY.items():
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """This repository's modules compiled once, before any worker or test process starts (the controller, or the one
+    process of ``-n 0``). Where ``PYTHONDONTWRITEBYTECODE=1`` is set (these machines set it) no process writes its
+    bytecode, so each of the suite's thousands of Python processes (kfp.local steps, replicas, CLI runs) compiled
+    every first-party module it imports from source: ~0.1 CPU s a process here (``import pipelines.run,
+    jobs.steps.calls, trainers.task``: 0.42 s -> 0.31 s). A process still reads bytecode it may not write, and a
+    source newer than its bytecode is compiled again as ever; the folders are ignored by git and by the image's
+    build context (.gitignore, .dockerignore)."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    for package in ("jobfile", "trainers", "jobs", "components", "pipelines", "tests", "benchmarks"):
+        compileall.compile_dir(ROOT / package, quiet=2)  # a read-only checkout: nothing written, nothing lost
+
+
 @pytest.fixture(scope="session", autouse=True)
 def hypertune_metric_file(tmp_path_factory):
     """cloudml-hypertune writes ``/tmp/hypertune/output.metrics`` unless told otherwise: a trainer run in a

@@ -241,23 +241,7 @@ def test_the_heaviest_work_goes_first_and_a_group_keeps_its_order():
     g1, g2 = _item("t.py::g1", marks=("docker", "integration")), _item("t.py::g2", marks=("integration",))
     e = _item("t.py::e", marks=("process",))
     order = tiers._longest_first([a, g2, b, c, g1, d, e], {"t.py::g2": "x", "t.py::g1": "x"})  # g2, g1: 10 + 30
-    assert [i.nodeid for i in order] == ["t.py::g2", "t.py::g1", "t.py::a", "t.py::d", "t.py::c", "t.py::b", "t.py::e"]
-
-
-def test_the_unit_tests_are_spread_between_the_heavy_ones_by_the_weight_before_them():
-    """Unit tests mostly wait (a stand-in's timeout, a retry): beside a training test they cost no CPU it needs, so
-    they are sent between the heavy ones, in proportion to the weight sent before them, not all at the end."""
-    units = [_item(f"t.py::u{n}") for n in range(8)]
-    heavy = [_item("t.py::i1", marks=("integration",)), _item("t.py::i2", marks=("integration",)),
-             _item("t.py::p1", marks=("process",)), _item("t.py::p2", marks=("process",)),
-             _item("t.py::p3", marks=("process",)), _item("t.py::p4", marks=("process",)),
-             _item("t.py::p5", marks=("process",))]
-    order = [i.nodeid.split("::")[1] for i in tiers._longest_first(units + heavy, {})]
-    # weights 10, 10, 2 x 5 (total 30): after each heavy one, round(8 x weight so far / 30) unit tests in all
-    # (3, 5, 6, 6, 7, 7, 8): the last after the last heavy one
-    assert order == ["i1", "u0", "u1", "u2", "i2", "u3", "u4", "p1", "u5", "p2", "p3", "u6", "p4", "p5", "u7"]
-    assert sorted(order) == sorted(i.nodeid.split("::")[1] for i in units + heavy)  # nothing lost or doubled
-    assert [i.nodeid for i in tiers._longest_first(units[:3], {})] == [i.nodeid for i in units[:3]]  # no heavy ones
+    assert [i.nodeid for i in order] == ["t.py::g2", "t.py::g1", "t.py::d", "t.py::c", "t.py::b", "t.py::e", "t.py::a"]
 
 
 def test_a_tier_names_known_marks_only():

@@ -35,9 +35,8 @@ process) in the unit loop. Whatever the marks say, the guard (tests/tier_guard.p
 scoped wider than a function (the engine and the trainer image, ``real_runs``, a module's trained run) form one
 xdist group and run on one worker, in collection order, so every such fixture is made once per run, never once per
 worker; only the cheap ones in :data:`PER_WORKER` are made by each worker that needs them. The heaviest work is sent
-first (a group, or a test, weighed by its tiers), with the unit tests spread between (:func:`_longest_first`). A
-session fixture whose users are one group can be released right after the group's last test
-(:func:`release_with_group`).
+first (a group, or a test, weighed by its tiers: the unit tests fill the gaps at the end). A session fixture
+whose users are one group can be released right after the group's last test (:func:`release_with_group`).
 
 PYTEST_DONT_REWRITE (no assertions here; conftest imports ``tier`` before pytest loads this as a plugin)
 """
@@ -302,29 +301,13 @@ def _weight(item: pytest.Item) -> int:
 
 def _longest_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
     """Units of work (a group, or one test) ordered by their summed :data:`_WEIGHT`, heaviest first (the longest
-    processing time first: what is left at the end is short), with the unit tests spread between them in
-    proportion to the weight before them; equal ones in collection order, and a group's tests keep their order.
-
-    Why spread: a unit test uses a fraction of a CPU (most of its wall time a stand-in's timeout, a retry's wait),
-    a training test more than one (its replicas). Run last, the unit tests left both CPUs a third busy for the
-    last five minutes of the suite (CPU sampled every 5 s: 95 % busy before, 32-44 % then); run beside the
-    training tests, their waits are the time those take the second CPU."""
+    processing time first: what is left at the end is short); equal ones in collection order, and a group's tests
+    keep their order."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(groups.get(item.nodeid, item.nodeid), []).append(item)
     order = sorted(units.values(), key=lambda unit: -sum(_weight(i) for i in unit))
-    heavy = [unit for unit in order if any(marks_of(i) for i in unit)]
-    light = [unit for unit in order if not any(marks_of(i) for i in unit)]
-    total = sum(_weight(i) for unit in heavy for i in unit)
-    spread, done, placed = [], 0, 0
-    for unit in heavy:
-        spread.append(unit)
-        done += sum(_weight(i) for i in unit)
-        upto = round(len(light) * done / total)
-        spread.extend(light[placed:upto])
-        placed = max(placed, upto)
-    spread.extend(light[placed:])
-    return [item for unit in spread for item in unit]
+    return [item for unit in order for item in unit]
 
 
 def _shared_groups(items: list[pytest.Item]) -> dict[str, str]:

@@ -364,9 +364,9 @@ def engine_env(dockerd):
 def build_trainer_image(log, dockerd, registry, tmp):
     """containers/Dockerfile (cpu) built by `run.py build` over the debootstrapped base and pushed: a generator
     that yields ``{"reference", "repo", "ctx", "out", "client", "timings", "log"}`` and, when closed, removes the
-    image's tags from the engine if it still runs. Once per test run (fixture ``trainer_image`` in tests/docker_servers.py: every
-    engine test reuses this image) and once per ``benchmarks/runners.py``. Needs debootstrap (the caller checks
-    :func:`missing_binaries`)."""
+    image's tags from the engine if it still runs. Once per test run (fixture ``trainer_image`` in
+    tests/docker_servers.py: every engine test reuses this image) and once per ``benchmarks/runners.py``. Needs
+    debootstrap (the caller checks :func:`missing_binaries`)."""
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     rootfs = base_rootfs(log)

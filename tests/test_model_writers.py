@@ -9,8 +9,8 @@ one epoch, a chief and one worker)."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import socket
 import subprocess
 import sys

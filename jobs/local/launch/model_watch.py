@@ -169,11 +169,10 @@ class ModelWatch:
             return []
         alone = [name for name in training if name not in self.joined] if self.ports_readable else []
         savers = [name for name in training if name in self.savers]
-        several = len(savers) > 1 or (alone == training and self.writes > 1)
         folder = f"{self.model_dir}/"
         if alone == training:
             wrote = (f"; {folder} was written {self.writes} times, by {_names(savers or training)}: the model there is "
-                     "whichever came last, not one trained together" if several else "")
+                     "whichever came last, not one trained together" if len(savers) > 1 or self.writes > 1 else "")
             return [f"{_names(training)} never joined the cluster they were given (no replica opened its TF_CONFIG "
                     f"address): each ran your trainer on its own, {len(training)} separate runs{wrote}. To train together, "
                     "create tf.distribute.MultiWorkerMirroredStrategy() before the model (it reads TF_CONFIG), and "
